@@ -1,0 +1,95 @@
+from django.contrib import admin
+
+from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, ReportedScore, Review, Run
+
+
+@admin.register(Lab)
+class LabAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "website", "is_demo"]
+    list_filter = ["is_demo"]
+    search_fields = ["name"]
+    prepopulated_fields = {"slug": ["name"]}
+
+
+@admin.register(LanguageModel)
+class LanguageModelAdmin(admin.ModelAdmin):
+    list_display = ["name", "lab", "release_date", "open_weights", "is_demo", "added_at"]
+    list_filter = ["lab", "open_weights", "is_demo"]
+    search_fields = ["name", "lab__name"]
+    prepopulated_fields = {"slug": ["name"]}
+    list_select_related = ["lab"]
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "model", "problem_set", "hardware", "setting", "origin", "is_demo", "created_at"]
+    list_filter = ["origin", "hardware", "problem_set", "setting", "is_demo"]
+    search_fields = ["name", "model__name", "setting", "notes"]
+    list_select_related = ["model", "problem_set", "hardware"]
+    date_hierarchy = "created_at"
+
+
+class EvaluationInline(admin.TabularInline):
+    model = Evaluation
+    fields = ["state", "status", "speedup", "hardware", "origin", "queued_at", "finished_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(Kernel)
+class KernelAdmin(admin.ModelAdmin):
+    list_display = ["id", "problem", "run", "sample_index", "backend", "latest_status", "latest_speedup", "created_at"]
+    list_filter = ["backend", "problem__level", "run__hardware", "run__origin"]
+    search_fields = ["problem__name", "run__model__name", "source_hash"]
+    list_select_related = ["problem", "run__model", "run__hardware", "latest_evaluation"]
+    raw_id_fields = ["run", "problem", "latest_evaluation", "submitted_by"]
+    readonly_fields = ["source_hash", "created_at"]
+    inlines = [EvaluationInline]
+
+    @admin.display(description="status")
+    def latest_status(self, obj: Kernel) -> str:
+        return obj.latest_evaluation.status if obj.latest_evaluation else "-"
+
+    @admin.display(description="speedup")
+    def latest_speedup(self, obj: Kernel) -> str:
+        speedup = obj.latest_evaluation.speedup if obj.latest_evaluation else None
+        return f"{speedup:.2f}x" if speedup else "-"
+
+
+@admin.register(Evaluation)
+class EvaluationAdmin(admin.ModelAdmin):
+    list_display = ["id", "kernel", "hardware", "origin", "state", "status", "speedup", "attempts", "worker_name", "queued_at"]
+    list_filter = ["state", "status", "origin", "hardware"]
+    search_fields = ["kernel__problem__name", "worker_name", "job_id", "error"]
+    list_select_related = ["kernel__problem", "hardware"]
+    raw_id_fields = ["kernel"]
+    date_hierarchy = "queued_at"
+
+
+@admin.register(ReportedScore)
+class ReportedScoreAdmin(admin.ModelAdmin):
+    list_display = ["model", "variant", "metric", "display_value", "setting", "hardware_name", "display_date", "source_url"]
+    list_filter = ["metric", "unit", "model__lab"]
+    search_fields = ["model__name", "variant", "setting", "source_url"]
+    list_select_related = ["model"]
+    date_hierarchy = "reported_on"
+
+
+@admin.register(LaunchPost)
+class LaunchPostAdmin(admin.ModelAdmin):
+    list_display = ["title", "lab", "model", "published_on", "lists_kernelbench", "kernelbench_score", "is_demo"]
+    list_filter = ["lists_kernelbench", "lab", "is_demo"]
+    search_fields = ["title", "url", "model__name", "lab__name"]
+    list_select_related = ["lab", "model"]
+    date_hierarchy = "published_on"
+
+
+@admin.register(Review)
+class ReviewAdmin(admin.ModelAdmin):
+    list_display = ["kernel", "verdict", "reviewer", "created_at"]
+    list_filter = ["verdict"]
+    search_fields = ["note", "reviewer__username"]
+    list_select_related = ["kernel", "reviewer"]
+    raw_id_fields = ["kernel"]

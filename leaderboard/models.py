@@ -1,0 +1,349 @@
+"""Labs, models, runs, kernels, evaluations, reported scores, launch posts and reviews."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.urls import reverse
+from django.utils.text import slugify
+
+from problems.models import Hardware, Problem, ProblemSet, source_sha256
+
+
+def unique_slug(model: type[models.Model], text: str, max_length: int = 80) -> str:
+    """A slug for `text` that no row of `model` has yet (suffixes -2, -3, ... on collision)."""
+    base = slugify(text)[:max_length] or "item"
+    slug, n = base, 2
+    while model.objects.filter(slug=slug).exists():
+        slug = f"{base[: max_length - 6]}-{n}"
+        n += 1
+    return slug
+
+
+class Lab(models.Model):
+    name = models.CharField(max_length=120, unique=True)
+    slug = models.SlugField(max_length=80, unique=True)
+    website = models.URLField(blank=True)
+    is_demo = models.BooleanField(default=False, help_text="Synthetic row made by seed_demo.")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.slug:
+            self.slug = unique_slug(Lab, self.name)
+        super().save(*args, **kwargs)
+
+
+class LanguageModel(models.Model):
+    """A language model that writes kernels (not Django's Model, nor KernelBench's `class Model`)."""
+
+    name = models.CharField(max_length=120, unique=True)
+    slug = models.SlugField(max_length=80, unique=True)
+    lab = models.ForeignKey(Lab, on_delete=models.PROTECT, related_name="models", null=True, blank=True)
+    release_date = models.DateField(null=True, blank=True)
+    open_weights = models.BooleanField(null=True, blank=True, help_text="Empty when unknown.")
+    url = models.URLField(blank=True)
+    is_demo = models.BooleanField(default=False, help_text="Synthetic row made by seed_demo.")
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [models.Index(fields=["-added_at"], name="model_added_idx")]  # overview: last model added
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.slug:
+            self.slug = unique_slug(LanguageModel, self.name)
+        super().save(*args, **kwargs)
+
+    def get_absolute_url(self) -> str:
+        return reverse("model-detail", args=[self.slug])
+
+
+class Origin(models.TextChoices):
+    MEASURED = "measured", "measured here"
+    IMPORTED = "imported", "imported, unverified"
+
+
+class RunQuerySet(models.QuerySet):
+    def for_leaderboard(self, problem_set: ProblemSet, hardware: Hardware | None = None) -> RunQuerySet:
+        runs = self.filter(problem_set=problem_set).select_related("model__lab", "hardware", "problem_set")
+        return runs.filter(hardware=hardware) if hardware else runs
+
+
+class Run(models.Model):
+    """One model attempting one problem set, in one setting, on one hardware."""
+
+    model = models.ForeignKey(LanguageModel, on_delete=models.PROTECT, related_name="runs")
+    problem_set = models.ForeignKey(ProblemSet, on_delete=models.PROTECT, related_name="runs")
+    hardware = models.ForeignKey(Hardware, on_delete=models.PROTECT, related_name="runs")
+    name = models.CharField(max_length=200, blank=True, help_text="Optional label, e.g. the run folder's name.")
+    setting = models.CharField(max_length=120, default="one-shot", help_text="one-shot, best-of-k, agent, ...")
+    turns = models.PositiveIntegerField(null=True, blank=True)
+    samples_per_problem = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.MEASURED)
+    notes = models.TextField(blank=True)
+    is_demo = models.BooleanField(default=False, help_text="Synthetic row made by seed_demo.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.CheckConstraint(condition=models.Q(samples_per_problem__gte=1), name="run_samples_positive")]
+        indexes = [
+            # Leaderboard: runs of one problem set, optionally on one hardware.
+            models.Index(fields=["problem_set", "hardware"], name="run_leaderboard_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} · {self.setting} · {self.hardware.slug}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("model-detail", args=[self.model.slug]) + f"#run-{self.pk}"
+
+
+class Kernel(models.Model):
+    """One generated solution (`class ModelNew`) to one problem."""
+
+    class Backend(models.TextChoices):
+        CUDA = "cuda", "CUDA"
+        TRITON = "triton", "Triton"
+        CPP = "cpp", "C++"
+        TORCH = "torch", "PyTorch only"
+        OTHER = "other", "other"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="kernels")
+    problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="kernels")
+    sample_index = models.PositiveIntegerField(default=0)
+    source = models.TextField()
+    source_hash = models.CharField(max_length=64, editable=False, db_index=True)
+    backend = models.CharField(max_length=10, choices=Backend.choices, default=Backend.OTHER)
+    # The evaluation that pages and rankings use: the newest finished one, kept by the worker.
+    latest_evaluation = models.ForeignKey(
+        "Evaluation", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="kernels"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["problem", "sample_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "problem", "sample_index"], name="kernel_unique_sample"),
+        ]
+        indexes = [
+            # Problem page: every kernel of one problem.
+            models.Index(fields=["problem", "run"], name="kernel_problem_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"kernel {self.pk}: {self.problem} sample {self.sample_index}"
+
+    def save(self, *args, **kwargs) -> None:
+        self.source_hash = source_sha256(self.source)
+        if self.backend == self.Backend.OTHER:
+            self.backend = guess_backend(self.source)
+        super().save(*args, **kwargs)
+
+    def get_absolute_url(self) -> str:
+        return reverse("kernel-detail", args=[self.pk])
+
+
+def guess_backend(source: str) -> str:
+    """Which backend a kernel's source uses, from the markers each one needs."""
+    if "import triton" in source or "@triton.jit" in source:
+        return Kernel.Backend.TRITON
+    if "load_inline" in source or "cpp_extension" in source:
+        return Kernel.Backend.CUDA if ("__global__" in source or "cuda_sources" in source) else Kernel.Backend.CPP
+    return Kernel.Backend.TORCH
+
+
+class Evaluation(models.Model):
+    """One evaluation of a kernel on a hardware; a kernel keeps every one it had."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"  # the infrastructure gave up; the kernel got no verdict
+
+    class Status(models.TextChoices):
+        CORRECT = "correct", "correct"
+        INCORRECT = "incorrect", "incorrect"
+        COMPILE_ERROR = "compile_error", "compile error"
+        RUNTIME_ERROR = "runtime_error", "runtime error"
+        TIMEOUT = "timeout", "timeout"
+        CRASHED = "crashed", "crashed"
+
+    kernel = models.ForeignKey(Kernel, on_delete=models.CASCADE, related_name="evaluations")
+    hardware = models.ForeignKey(Hardware, on_delete=models.PROTECT, related_name="evaluations")
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.MEASURED)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
+    status = models.CharField(max_length=16, choices=Status.choices, blank=True)
+    compiled = models.BooleanField(null=True, blank=True)
+    correct = models.BooleanField(null=True, blank=True)
+    speedup = models.FloatField(null=True, blank=True)
+    speedup_low = models.FloatField(null=True, blank=True)
+    speedup_high = models.FloatField(null=True, blank=True)
+    kernel_ms = models.FloatField(null=True, blank=True, help_text="Median kernel time.")
+    reference_ms = models.FloatField(null=True, blank=True, help_text="Median reference time.")
+    kernel_timing = models.JSONField(default=dict, blank=True)
+    reference_timing = models.JSONField(default=dict, blank=True)
+    max_abs_diff = models.FloatField(null=True, blank=True)
+    max_rel_diff = models.FloatField(null=True, blank=True)
+    trials_passed = models.PositiveIntegerField(null=True, blank=True)
+    trials_total = models.PositiveIntegerField(null=True, blank=True)
+    flags = models.JSONField(default=list, blank=True)
+    notes = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    log = models.TextField(blank=True)
+    stage_seconds = models.JSONField(default=dict, blank=True)
+    environment = models.JSONField(default=dict, blank=True)
+    # Lifecycle bookkeeping for the worker (issue 4).
+    attempts = models.PositiveIntegerField(default=0)
+    job_id = models.CharField(max_length=64, blank=True)
+    worker_name = models.CharField(max_length=200, blank=True)
+    failure_reason = models.TextField(blank=True)
+    queued_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-queued_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(speedup__isnull=True) | models.Q(speedup__gt=0), name="evaluation_speedup_positive"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status="") | models.Q(state="done"), name="evaluation_status_only_when_done"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(speedup__isnull=True) | models.Q(correct=True),
+                name="evaluation_speedup_only_if_correct",
+            ),
+        ]
+        indexes = [
+            # Kernel page history and the worker's sweep of unfinished evaluations.
+            models.Index(fields=["kernel", "-queued_at"], name="evaluation_kernel_idx"),
+            models.Index(fields=["state", "hardware"], name="evaluation_state_idx"),
+        ]
+
+    def __str__(self) -> str:
+        verdict = self.status or self.state
+        return f"evaluation {self.pk} of kernel {self.kernel_id}: {verdict}"
+
+    @property
+    def flag_codes(self) -> list[str]:
+        return [flag.get("code", "") for flag in self.flags if isinstance(flag, dict)]
+
+
+class ReportedScore(models.Model):
+    """A number a lab or paper published. Always shown apart from scores measured here."""
+
+    class Unit(models.TextChoices):
+        PERCENT = "%", "percent"
+        TIMES = "x", "times (speedup)"
+
+    class DatePrecision(models.TextChoices):
+        DAY = "day", "day"
+        MONTH = "month", "month"
+
+    model = models.ForeignKey(LanguageModel, on_delete=models.PROTECT, related_name="reported_scores")
+    variant = models.CharField(max_length=200, help_text="As the source names it, e.g. 'KernelBench Hard'.")
+    metric = models.CharField(max_length=60)
+    value = models.FloatField()
+    unit = models.CharField(max_length=1, choices=Unit.choices)
+    setting = models.CharField(max_length=300, blank=True)
+    hardware_name = models.CharField(max_length=120, blank=True)
+    reported_on = models.DateField(help_text="For month-only dates, the first of the month.")
+    date_precision = models.CharField(max_length=5, choices=DatePrecision.choices, default=DatePrecision.DAY)
+    source_url = models.URLField(max_length=500)
+    caveat = models.TextField(blank=True, help_text="Shown beside the score wherever it appears.")
+    entered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-reported_on", "model"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model", "variant", "metric", "setting", "source_url"], name="reportedscore_unique"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(unit="%", value__gte=0, value__lte=100) | models.Q(unit="x", value__gt=0),
+                name="reportedscore_value_in_range",
+            ),
+        ]
+        indexes = [models.Index(fields=["model", "-reported_on"], name="reportedscore_model_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.model}: {self.variant} {self.metric} = {self.display_value}"
+
+    @property
+    def display_value(self) -> str:
+        return f"{self.value:g}{self.unit}" if self.unit == "%" else f"{self.value:g}x"
+
+    @property
+    def display_date(self) -> str:
+        if self.date_precision == self.DatePrecision.MONTH:
+            return self.reported_on.strftime("%Y-%m")
+        return self.reported_on.isoformat()
+
+
+class LaunchPost(models.Model):
+    """A lab's model launch post, and whether it lists KernelBench."""
+
+    lab = models.ForeignKey(Lab, on_delete=models.PROTECT, related_name="launch_posts")
+    model = models.ForeignKey(
+        LanguageModel, on_delete=models.SET_NULL, null=True, blank=True, related_name="launch_posts"
+    )
+    title = models.CharField(max_length=300)
+    url = models.URLField(max_length=500, unique=True)
+    published_on = models.DateField()
+    lists_kernelbench = models.BooleanField(default=False)
+    kernelbench_score = models.CharField(max_length=200, blank=True, help_text="As the post states it.")
+    is_demo = models.BooleanField(default=False, help_text="Synthetic row made by seed_demo.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-published_on"]
+        indexes = [models.Index(fields=["lists_kernelbench", "-published_on"], name="launchpost_kb_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.lab}: {self.title} ({self.published_on})"
+
+
+class Review(models.Model):
+    """A reviewer's verdict on a kernel; the latest one counts, all are kept."""
+
+    class Verdict(models.TextChoices):
+        CLEAN = "clean", "clean"
+        REWARD_HACK = "reward_hack", "reward hack"
+        INVALID = "invalid", "invalid"
+        RERUN = "rerun", "needs rerun"
+
+    kernel = models.ForeignKey(Kernel, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="reviews")
+    verdict = models.CharField(max_length=12, choices=Verdict.choices)
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["kernel", "-created_at"], name="review_kernel_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.get_verdict_display()} on kernel {self.kernel_id} by {self.reviewer}"

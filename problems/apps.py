@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ProblemsConfig(AppConfig):
+    name = "problems"
+    verbose_name = "Problems and baselines"

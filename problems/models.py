@@ -1,0 +1,172 @@
+"""Problem sets, problems, hardware and baseline timings."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.urls import reverse
+
+LEVELS = (1, 2, 3, 4)
+
+
+def source_sha256(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+class ProblemSet(models.Model):
+    """A versioned set of problems; fast_p is always computed against one set."""
+
+    slug = models.SlugField(max_length=60, unique=True)
+    name = models.CharField(max_length=120, unique=True)
+    version = models.CharField(max_length=40, blank=True)
+    description = models.TextField(blank=True)
+    source_url = models.URLField(blank=True)
+    # Tolerances for correctness checks; empty means the scoring library's defaults by dtype.
+    atol = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
+    rtol = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(atol__isnull=True) | models.Q(atol__gte=0), name="problemset_atol_nonnegative"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(rtol__isnull=True) | models.Q(rtol__gte=0), name="problemset_rtol_nonnegative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def problem_counts(self) -> dict[int, int]:
+        """Problems per level: the denominators of fast_p."""
+        rows = self.problems.values("level").annotate(n=models.Count("id"))
+        counts = {level: 0 for level in LEVELS}
+        counts.update({row["level"]: row["n"] for row in rows})
+        return counts
+
+
+class ProblemQuerySet(models.QuerySet):
+    def in_level(self, level: int) -> ProblemQuerySet:
+        return self.filter(level=level)
+
+    def search(self, text: str) -> ProblemQuerySet:
+        return self.filter(models.Q(name__icontains=text) | models.Q(tags__icontains=text))
+
+
+class Problem(models.Model):
+    problem_set = models.ForeignKey(ProblemSet, on_delete=models.PROTECT, related_name="problems")
+    level = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(4)])
+    number = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    name = models.CharField(max_length=200)
+    source = models.TextField()
+    source_hash = models.CharField(max_length=64, editable=False)
+    # Comma-separated, lower case ("matmul,fused"); guessed from the name and the ops used.
+    tags = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ProblemQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["problem_set", "level", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["problem_set", "level", "number"], name="problem_unique_per_set"),
+            models.CheckConstraint(condition=models.Q(level__gte=1, level__lte=4), name="problem_level_1_to_4"),
+            models.CheckConstraint(condition=models.Q(number__gte=1), name="problem_number_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"L{self.level} #{self.number} {self.name}"
+
+    def save(self, *args, **kwargs) -> None:
+        self.source_hash = source_sha256(self.source)
+        super().save(*args, **kwargs)
+
+    def get_absolute_url(self) -> str:
+        return reverse("problem-detail", args=[self.pk])
+
+    @property
+    def tag_list(self) -> list[str]:
+        return [tag for tag in self.tags.split(",") if tag]
+
+    @property
+    def file_name(self) -> str:
+        """The file name KernelBench uses for this problem, e.g. `1_Square_matrix_multiplication_.py`."""
+        return f"{self.number}_{self.name}.py"
+
+
+class Hardware(models.Model):
+    """A class of device that evaluations run on; workers fill in what they find."""
+
+    class Kind(models.TextChoices):
+        GPU = "gpu", "GPU"
+        CPU = "cpu", "CPU"
+
+    slug = models.SlugField(max_length=40, unique=True, help_text="Queue suffix too: eval-<slug>.")
+    name = models.CharField(max_length=120)
+    kind = models.CharField(max_length=3, choices=Kind.choices, default=Kind.GPU)
+    device_name = models.CharField(max_length=200, blank=True)
+    driver_version = models.CharField(max_length=60, blank=True)
+    cuda_version = models.CharField(max_length=60, blank=True)
+    torch_version = models.CharField(max_length=60, blank=True)
+    python_version = models.CharField(max_length=60, blank=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True, help_text="Last time a worker reported in.")
+
+    class Meta:
+        ordering = ["slug"]
+        verbose_name_plural = "hardware"
+
+    def __str__(self) -> str:
+        return self.name or self.slug
+
+    @property
+    def queue_name(self) -> str:
+        return f"eval-{self.slug}"
+
+
+class Baseline(models.Model):
+    """Reference timing of a problem on a hardware, eager or torch.compile."""
+
+    class Mode(models.TextChoices):
+        EAGER = "eager", "PyTorch eager"
+        COMPILE = "compile", "torch.compile"
+
+    class Origin(models.TextChoices):
+        MEASURED = "measured", "measured here"
+        IMPORTED = "imported", "imported"
+
+    problem = models.ForeignKey(Problem, on_delete=models.CASCADE, related_name="baselines")
+    hardware = models.ForeignKey(Hardware, on_delete=models.PROTECT, related_name="baselines")
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.EAGER)
+    # For compile baselines: KernelBench's file suffix, e.g. "inductor_default", "cudagraphs".
+    compile_variant = models.CharField(max_length=60, blank=True)
+    mean_ms = models.FloatField()
+    std_ms = models.FloatField(null=True, blank=True)
+    min_ms = models.FloatField(null=True, blank=True)
+    max_ms = models.FloatField(null=True, blank=True)
+    num_trials = models.PositiveIntegerField(null=True, blank=True)
+    device_name = models.CharField(max_length=200, blank=True)
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.IMPORTED)
+    source_file = models.CharField(max_length=300, blank=True)
+    recorded_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["problem", "hardware", "mode"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["problem", "hardware", "mode", "compile_variant"], name="baseline_unique_per_setup"
+            ),
+            models.CheckConstraint(condition=models.Q(mean_ms__gt=0), name="baseline_mean_positive"),
+            models.CheckConstraint(
+                condition=models.Q(std_ms__isnull=True) | models.Q(std_ms__gte=0), name="baseline_std_nonnegative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        variant = f" ({self.compile_variant})" if self.compile_variant else ""
+        return f"{self.problem} on {self.hardware.slug}, {self.mode}{variant}: {self.mean_ms:.3g} ms"
