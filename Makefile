@@ -1,0 +1,52 @@
+# Two commands are the contract: `make run` serves the site with demo data; `make test` runs every
+# suite. Both install what is missing on a fresh Debian machine (as root) and work twice in a row.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+RUNTIME_APT := redis-server
+TEST_APT := redis-server chromium postgresql
+
+.PHONY: run test setup setup-test apt-runtime apt-test lint bench clean
+
+run: setup
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py seed_demo
+	$(PY) manage.py collectstatic --noinput -v0
+	PORT=$(PORT) PY=$(PY) bash site/run-local.sh
+
+test: setup-test
+	PY=$(PY) bash tests/run-suites.sh
+
+setup: apt-runtime $(VENV)/.requirements-installed
+
+setup-test: apt-test $(VENV)/.dev-requirements-installed
+
+apt-runtime:
+	@PACKAGES="$(RUNTIME_APT)" bash site/apt-install.sh
+
+apt-test:
+	@PACKAGES="$(TEST_APT)" bash site/apt-install.sh
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+
+$(VENV)/.requirements-installed: requirements.txt | $(VENV)/bin/python
+	$(VENV)/bin/pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-requirements-installed: requirements.txt requirements-dev.txt | $(VENV)/bin/python
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $(VENV)/.requirements-installed $@
+
+lint: setup-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy evaluation
+
+bench: setup
+	$(PY) benchmarks/evaluation_selfcheck.py
+
+clean:
+	rm -rf $(VENV) staticfiles .pytest_cache

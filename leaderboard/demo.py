@@ -1,0 +1,138 @@
+"""Demo data for a first visit: the starter catalogue, the real reported scores, and a few
+synthetic labs, models, runs, kernels and evaluations.
+
+Synthetic rows carry is_demo=True (runs, models, labs, posts) and their evaluations say so in
+their environment, so pages can mark them; none of their numbers is a measurement.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import re
+
+from django.conf import settings
+from django.db import transaction
+
+from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, Run
+from leaderboard.reported_scores import read_csv, store_rows
+from problems.catalogue import CATALOGUE_DIR
+from problems.importing import upsert
+from problems.kernelbench_files import scan_checkout
+from problems.models import Hardware, Problem, ProblemSet
+
+STARTER_SET = "Starter v1"
+REPORTED_SCORES_CSV = settings.BASE_DIR / "data" / "reported_scores.csv"
+DEMO_LAB = "Demo Lab (synthetic)"
+# name, skill: the chance that a kernel is correct, and the centre of its speedups.
+DEMO_MODELS = (("Demo Alpha", 0.85, 1.4), ("Demo Beta", 0.65, 1.0), ("Demo Gamma", 0.45, 0.8))
+DEMO_NOTE = "Synthetic demo data made by seed_demo: not a measurement."
+REAL_LAUNCH_POSTS = (
+    # lab, model, title, url, date, lists KernelBench, score as stated
+    ("MiniMax", "MiniMax-M3", "MiniMax-M3", "https://www.minimax.io/blog/minimax-m3", "2026-06-01", True, "KernelBench Hard 28.8%"),
+)
+
+
+def kernel_source_from_reference(reference: str) -> str:
+    """A plain-PyTorch 'kernel' for the demo: the reference module renamed to ModelNew."""
+    return re.sub(r"\bclass Model\(", "class ModelNew(", reference, count=1)
+
+
+def seed_starter_catalogue() -> ProblemSet:
+    problem_set, _ = ProblemSet.objects.get_or_create(
+        name=STARTER_SET,
+        defaults={"slug": "starter-v1", "version": "1", "description": "Problems written for this project; small on CPU, scaled up on GPUs with KB_SCALE."},
+    )
+    for problem in scan_checkout(CATALOGUE_DIR).problems:
+        upsert(
+            Problem,
+            {"problem_set": problem_set, "level": problem.level, "number": problem.number},
+            {"name": problem.name, "source": problem.source, "tags": problem.tags},
+        )
+    return problem_set
+
+
+def seed_hardware() -> dict[str, Hardware]:
+    cpu, _ = Hardware.objects.get_or_create(slug="cpu", defaults={"name": "CPU", "kind": Hardware.Kind.CPU})
+    h200, _ = Hardware.objects.get_or_create(slug="h200", defaults={"name": "NVIDIA H200", "kind": Hardware.Kind.GPU})
+    return {"cpu": cpu, "h200": h200}
+
+
+def seed_launch_posts(models: list[LanguageModel], lab: Lab) -> None:
+    for lab_name, model_name, title, url, date, lists, score in REAL_LAUNCH_POSTS:
+        post_lab = Lab.objects.filter(name__iexact=lab_name).first() or Lab.objects.create(name=lab_name)
+        model = LanguageModel.objects.filter(name__iexact=model_name).first()
+        upsert(
+            LaunchPost,
+            {"url": url},
+            {"lab": post_lab, "model": model, "title": title, "published_on": dt.date.fromisoformat(date),
+             "lists_kernelbench": lists, "kernelbench_score": score},
+        )
+    for index, model in enumerate(models):
+        upsert(
+            LaunchPost,
+            {"url": f"https://example.com/demo/{model.slug}"},
+            {"lab": lab, "model": model, "title": f"Introducing {model.name} (demo)",
+             "published_on": model.release_date, "lists_kernelbench": index != 1,
+             "kernelbench_score": "" if index == 1 else "demo", "is_demo": True},
+        )
+
+
+def demo_evaluation_values(rng: random.Random, correct_rate: float, centre: float) -> dict:
+    roll = rng.random()
+    if roll > correct_rate + (1 - correct_rate) * 0.5:
+        return {"status": Evaluation.Status.COMPILE_ERROR, "compiled": False, "correct": False, "error": "demo: build failed"}
+    if roll > correct_rate:
+        return {"status": Evaluation.Status.INCORRECT, "compiled": True, "correct": False, "error": "demo: outputs differ"}
+    speedup = round(max(0.05, rng.lognormvariate(0, 0.45) * centre), 3)
+    reference_ms = round(rng.uniform(0.2, 8.0), 3)
+    return {
+        "status": Evaluation.Status.CORRECT, "compiled": True, "correct": True, "speedup": speedup,
+        "speedup_low": round(speedup * 0.97, 3), "speedup_high": round(speedup * 1.03, 3),
+        "reference_ms": reference_ms, "kernel_ms": round(reference_ms / speedup, 4),
+    }
+
+
+def seed_demo_runs(problem_set: ProblemSet, hardware: Hardware) -> list[LanguageModel]:
+    lab, _ = Lab.objects.get_or_create(name=DEMO_LAB, defaults={"is_demo": True})
+    problems = list(problem_set.problems.all())
+    models = []
+    for index, (name, correct_rate, centre) in enumerate(DEMO_MODELS):
+        model, _ = LanguageModel.objects.get_or_create(
+            name=name, defaults={"lab": lab, "is_demo": True, "release_date": dt.date(2026, 3 + 2 * index, 1)}
+        )
+        models.append(model)
+        run, _ = Run.objects.get_or_create(
+            model=model, problem_set=problem_set, hardware=hardware, setting="one-shot",
+            defaults={"is_demo": True, "name": f"{name} demo run", "notes": DEMO_NOTE},
+        )
+        rng = random.Random(f"{name}-{problem_set.slug}")
+        for problem in problems:
+            values = demo_evaluation_values(rng, correct_rate, centre)
+            kernel, created = Kernel.objects.get_or_create(
+                run=run, problem=problem, sample_index=0,
+                defaults={"source": kernel_source_from_reference(problem.source)},
+            )
+            if created or kernel.latest_evaluation_id is None:
+                evaluation = Evaluation.objects.create(
+                    kernel=kernel, hardware=hardware, state=Evaluation.State.DONE, trials_total=5,
+                    trials_passed=5 if values["correct"] else 0, environment={"demo": True, "note": DEMO_NOTE},
+                    **values,
+                )
+                kernel.latest_evaluation = evaluation
+                kernel.save(update_fields=["latest_evaluation"])
+    return models
+
+
+@transaction.atomic
+def seed_demo() -> dict[str, int]:
+    problem_set = seed_starter_catalogue()
+    hardware = seed_hardware()
+    report = store_rows(read_csv(REPORTED_SCORES_CSV.read_text(encoding="utf-8"), str(REPORTED_SCORES_CSV)))
+    models = seed_demo_runs(problem_set, hardware["h200"])
+    seed_launch_posts(models, Lab.objects.get(name=DEMO_LAB))
+    return {
+        "problems": problem_set.problems.count(),
+        "reported_scores_created": report.counts["created"],
+        "demo_kernels": Kernel.objects.filter(run__is_demo=True).count(),
+    }

@@ -1,0 +1,188 @@
+"""Validating and storing reported scores (the columns of data/reported_scores.csv).
+
+One parser for every way in: the import command, and the admin and API uploads.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import re
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.utils import timezone
+
+from leaderboard.models import Lab, LanguageModel, ReportedScore
+from problems.importing import ImportReport, upsert
+
+COLUMNS = ("model", "organization", "variant", "metric", "value", "unit", "setting", "hardware", "date", "source_url")
+REQUIRED = ("model", "variant", "metric", "value", "unit", "date", "source_url")
+DATE_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+DATE_MONTH = re.compile(r"^\d{4}-\d{2}$")
+
+# Caveats of data/README.md, attached to the rows they concern so pages show them beside the score.
+CAVEATS: tuple[tuple[str, str, str], ...] = (
+    ("source_url", r"arxiv\.org/.*2502\.10517", "KernelBench v0 as in the original paper: fp32, one NVIDIA L40S."),
+    ("variant", r"KernelBench Hard", "'KernelBench Hard' is not defined by the MiniMax post and is not the same as other benchmarks of similar names."),
+    ("model", r"^CUDA-L1$", "CUDA-L1's first claims were revised down after problems in its measurements were found."),
+    ("source_url", r"lushbinary\.com", "From a secondary write-up, not the lab's own publication."),
+    ("variant", r"subset|eval set", "Measured on a subset or another harness: not comparable with full-level scores."),
+)
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    line: int
+    model: str
+    organization: str
+    variant: str
+    metric: str
+    value: float
+    unit: str
+    setting: str
+    hardware: str
+    reported_on: dt.date
+    date_precision: str
+    source_url: str
+
+    @property
+    def key(self) -> tuple:
+        return (self.model.casefold(), self.variant, self.metric, self.setting, self.source_url)
+
+    def caveat(self) -> str:
+        found = [text for column, pattern, text in CAVEATS if re.search(pattern, getattr(self, column), re.IGNORECASE)]
+        return " ".join(found)
+
+
+class RowErrors(Exception):
+    """Every problem found in the input; nothing was written."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+def parse_date(text: str) -> tuple[dt.date, str]:
+    if DATE_DAY.match(text):
+        return dt.date.fromisoformat(text), ReportedScore.DatePrecision.DAY
+    if DATE_MONTH.match(text):
+        return dt.date.fromisoformat(text + "-01"), ReportedScore.DatePrecision.MONTH
+    raise ValueError(f"date {text!r} is not YYYY-MM-DD or YYYY-MM")
+
+
+def parse_row(raw: dict, line: int) -> ScoreRow:
+    """One row as a ScoreRow; raises ValueError with what is wrong."""
+    values = {name: str(raw.get(name) or "").strip() for name in COLUMNS}
+    missing = [name for name in REQUIRED if not values[name]]
+    if missing:
+        raise ValueError(f"missing {', '.join(missing)}")
+    try:
+        value = float(values["value"])
+    except ValueError:
+        raise ValueError(f"value {values['value']!r} is not a number") from None
+    unit = values["unit"]
+    if unit == "%" and not 0 <= value <= 100:
+        raise ValueError(f"value {value:g}% is outside 0-100")
+    if unit == "x" and not value > 0:
+        raise ValueError(f"value {value:g}x is not positive")
+    if unit not in ("%", "x"):
+        raise ValueError(f"unit {unit!r} is not '%' or 'x'")
+    try:
+        reported_on, precision = parse_date(values["date"])
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
+    if reported_on > timezone.now().date():
+        raise ValueError(f"date {values['date']} is in the future")
+    if not re.match(r"^https?://[^\s/]+", values["source_url"], re.IGNORECASE):
+        raise ValueError(f"source_url {values['source_url']!r} is not an http(s) URL")
+    return ScoreRow(
+        line=line,
+        model=values["model"],
+        organization=values["organization"],
+        variant=values["variant"],
+        metric=values["metric"],
+        value=value,
+        unit=unit,
+        setting=values["setting"],
+        hardware=values["hardware"],
+        reported_on=reported_on,
+        date_precision=precision,
+        source_url=values["source_url"],
+    )
+
+
+def parse_rows(raws: list[tuple[int, dict]]) -> list[ScoreRow]:
+    """Validate every row; raise RowErrors listing each bad row (by line or index) and duplicates."""
+    rows, errors, seen = [], [], {}
+    for line, raw in raws:
+        try:
+            row = parse_row(raw, line)
+        except ValueError as exc:
+            errors.append(f"line {line}: {exc}")
+            continue
+        if row.key in seen:
+            errors.append(f"line {line}: duplicate of line {seen[row.key]}")
+            continue
+        seen[row.key] = line
+        rows.append(row)
+    if errors:
+        raise RowErrors(errors)
+    return rows
+
+
+def read_csv(text: str, name: str = "input") -> list[ScoreRow]:
+    reader = csv.DictReader(io.StringIO(text))
+    header = reader.fieldnames or []
+    missing = [column for column in REQUIRED if column not in header]
+    if missing:
+        raise RowErrors([f"{name}: line 1: header lacks column(s) {', '.join(missing)}"])
+    try:
+        raws = [(reader.line_num, raw) for raw in reader]
+    except csv.Error as exc:
+        raise RowErrors([f"{name}: line {reader.line_num}: {exc}"]) from None
+    try:
+        return parse_rows(raws)
+    except RowErrors as exc:
+        raise RowErrors([f"{name}: {error}" for error in exc.errors]) from None
+
+
+def match_lab(name: str) -> Lab | None:
+    if not name:
+        return None
+    return Lab.objects.filter(name__iexact=name).first() or Lab.objects.create(name=name)
+
+
+def match_model(name: str, lab: Lab | None) -> LanguageModel:
+    model = LanguageModel.objects.filter(name__iexact=name).first()
+    if model is None:
+        model = LanguageModel.objects.create(name=name, lab=lab)
+    elif model.lab is None and lab is not None:
+        model.lab = lab
+        model.save(update_fields=["lab"])
+    return model
+
+
+@transaction.atomic
+def store_rows(rows: list[ScoreRow], entered_by=None) -> ImportReport:
+    """Upsert every row in one transaction: a second import of the same rows changes nothing."""
+    report = ImportReport()
+    for row in rows:
+        model = match_model(row.model, match_lab(row.organization))
+        score, outcome = upsert(
+            ReportedScore,
+            {"model": model, "variant": row.variant, "metric": row.metric, "setting": row.setting, "source_url": row.source_url},
+            {
+                "value": row.value,
+                "unit": row.unit,
+                "hardware_name": row.hardware,
+                "reported_on": row.reported_on,
+                "date_precision": row.date_precision,
+                "caveat": row.caveat(),
+            },
+        )
+        if outcome == "created" and entered_by is not None:
+            ReportedScore.objects.filter(pk=score.pk).update(entered_by=entered_by)
+        report.add(outcome)
+    return report

@@ -1,0 +1,59 @@
+"""What every importer shares: idempotent upserts, a report of what changed, progress output."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from django.db import models
+
+T = TypeVar("T")
+
+CREATED, UPDATED, UNCHANGED = "created", "updated", "unchanged"
+
+
+@dataclass
+class ImportReport:
+    counts: Counter = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+
+    def add(self, outcome: str) -> None:
+        self.counts[outcome] += 1
+
+    @property
+    def changed(self) -> int:
+        return self.counts[CREATED] + self.counts[UPDATED]
+
+    def summary(self, noun: str) -> str:
+        return (
+            f"{noun}: {self.counts[CREATED]} created, {self.counts[UPDATED]} updated, "
+            f"{self.counts[UNCHANGED]} unchanged"
+        )
+
+
+def upsert(model: type[models.Model], lookup: dict, values: dict) -> tuple[models.Model, str]:
+    """Create or update one row so that a second import of the same data changes nothing.
+
+    Returns the row and CREATED, UPDATED or UNCHANGED; a row is saved only when a value differs.
+    """
+    row = model.objects.filter(**lookup).first()
+    if row is None:
+        return model.objects.create(**lookup, **values), CREATED
+    changed = [name for name, value in values.items() if getattr(row, name) != value]
+    if not changed:
+        return row, UNCHANGED
+    for name in changed:
+        setattr(row, name, values[name])
+    row.save()
+    return row, UPDATED
+
+
+def with_progress(items: Iterable[T], total: int, write: Callable[[str], None], label: str) -> Iterator[T]:
+    """Yield items, writing `label: i/total` every tenth of the way (and at the end) for long work."""
+    step = max(1, total // 10)
+    for index, item in enumerate(items, start=1):
+        yield item
+        if total >= 20 and (index % step == 0 or index == total):
+            write(f"  {label}: {index}/{total}")

@@ -1,0 +1,120 @@
+"""Reading KernelBench problem files: names, the definitions they must have, and tags.
+
+Files are parsed, never executed: importing a checkout must not run its code.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from problems.models import LEVELS
+
+PROBLEM_FILE = re.compile(r"^(?P<number>[1-9]\d*)_(?P<name>.+)\.py$")
+REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+# Tag -> patterns in the problem's name or source. Order is display order.
+TAG_PATTERNS: dict[str, tuple[str, ...]] = {
+    "matmul": (r"matmul", r"matrix", r"\bgemm\b", r"nn\.Linear", r"torch\.bmm", r"torch\.mm\b", r"einsum"),
+    "conv": (r"conv", r"nn\.Conv"),
+    "norm": (r"norm", r"LayerNorm", r"BatchNorm", r"GroupNorm", r"InstanceNorm", r"RMS"),
+    "activation": (r"relu", r"gelu", r"sigmoid", r"tanh", r"swish", r"silu", r"softplus", r"elu\b", r"mish"),
+    "reduction": (r"sum", r"mean", r"\bmax\b", r"\bmin\b", r"argmax", r"argmin", r"cumsum", r"cumprod", r"reduction"),
+    "softmax": (r"softmax",),
+    "pooling": (r"pool",),
+    "attention": (r"attention", r"scaled_dot_product", r"MultiheadAttention"),
+    "loss": (r"loss",),
+    "recurrent": (r"\blstm\b", r"\bgru\b", r"\brnn\b", r"nn\.LSTM", r"nn\.GRU"),
+    "elementwise": (r"elementwise", r"\badd\b", r"scale", r"clamp", r"hardtanh", r"\bexp\b"),
+}
+LEVEL_TAGS = {2: "fused", 3: "model", 4: "model"}
+
+
+@dataclass(frozen=True)
+class ProblemFile:
+    level: int
+    number: int
+    name: str
+    path: Path
+    source: str
+    tags: str
+
+
+@dataclass
+class ScanResult:
+    problems: list[ProblemFile] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # reported, not imported
+
+
+class MalformedInput(Exception):
+    """Input that cannot be imported at all; the message names the file and line or key."""
+
+
+def find_levels_root(path: Path) -> Path:
+    """The folder holding level1/ ... level4/: `path` itself or its `KernelBench/` folder."""
+    for candidate in (path, path / "KernelBench"):
+        if any((candidate / f"level{level}").is_dir() for level in LEVELS):
+            return candidate
+    raise MalformedInput(f"{path}: no level1/ ... level4/ folders here or under {path / 'KernelBench'}")
+
+
+def missing_definitions(source: str, path: Path) -> list[str]:
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise MalformedInput(f"{path}:{exc.lineno}: not valid Python: {exc.msg}") from None
+    defined = {
+        node.name for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            defined.update(target.id for target in node.targets if isinstance(target, ast.Name))
+    return [name for name in REQUIRED_NAMES if name not in defined]
+
+
+def guess_tags(level: int, name: str, source: str) -> str:
+    text = f"{name.replace('_', ' ')}\n{source}"
+    tags = [tag for tag, patterns in TAG_PATTERNS.items() if any(re.search(p, text, re.IGNORECASE) for p in patterns)]
+    if level in LEVEL_TAGS:
+        tags.insert(0, LEVEL_TAGS[level])
+    return ",".join(tags)
+
+
+def read_source(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedInput(f"{path}: byte {exc.start} is not UTF-8") from None
+
+
+def scan_checkout(path: Path) -> ScanResult:
+    """Every problem file under a KernelBench checkout, validated; raises MalformedInput."""
+    root = find_levels_root(path)
+    result = ScanResult()
+    for level in LEVELS:
+        folder = root / f"level{level}"
+        if not folder.is_dir():
+            continue
+        for file in sorted(folder.iterdir()):
+            if file.suffix != ".py" or file.name.startswith("__"):
+                continue
+            match = PROBLEM_FILE.match(file.name)
+            if not match:
+                result.skipped.append(f"{file}: name is not <number>_<Name>.py")
+                continue
+            source = read_source(file)
+            missing = missing_definitions(source, file)
+            if missing:
+                result.skipped.append(f"{file}: does not define {', '.join(missing)}")
+                continue
+            number, name = int(match["number"]), match["name"]
+            result.problems.append(ProblemFile(level, number, name, file, source, guess_tags(level, name, source)))
+    seen: dict[tuple[int, int], Path] = {}
+    for problem in result.problems:
+        key = (problem.level, problem.number)
+        if key in seen:
+            raise MalformedInput(f"{problem.path}: level {key[0]} number {key[1]} is also {seen[key]}")
+        seen[key] = problem.path
+    return result

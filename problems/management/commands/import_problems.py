@@ -1,0 +1,50 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from django.utils.text import slugify
+
+from problems.importing import ImportReport, upsert, with_progress
+from problems.kernelbench_files import MalformedInput, scan_checkout
+from problems.models import Problem, ProblemSet
+
+DEFAULT_SET = "KernelBench v0.1"
+
+
+class Command(BaseCommand):
+    help = "Import the problems of a KernelBench checkout (or its KernelBench/ folder) into a problem set."
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", type=Path, help="A KernelBench checkout, its KernelBench/ folder, or the starter catalogue.")
+        parser.add_argument("--set", dest="set_name", default=DEFAULT_SET, help=f"Problem set name (default: {DEFAULT_SET!r}).")
+        parser.add_argument("--set-version", dest="set_version", default="", help="Version label stored on a new problem set.")
+
+    def handle(self, path: Path, set_name: str, set_version: str, **options):
+        if not path.exists():
+            raise CommandError(f"{path}: no such file or folder")
+        try:
+            scan = scan_checkout(path)
+        except MalformedInput as exc:
+            raise CommandError(str(exc)) from None
+        for message in scan.skipped:
+            self.stderr.write(f"skipped (reported, not imported): {message}")
+        if not scan.problems:
+            raise CommandError(f"{path}: no importable problem files found")
+        self.stdout.write(f"Importing {len(scan.problems)} problems from {path} into {set_name!r}")
+        report = self._import(scan.problems, set_name, set_version)
+        self.stdout.write(self.style.SUCCESS(report.summary("problems")))
+
+    @transaction.atomic
+    def _import(self, problems, set_name: str, version: str) -> ImportReport:
+        problem_set, _ = ProblemSet.objects.get_or_create(
+            name=set_name, defaults={"slug": slugify(set_name), "version": version}
+        )
+        report = ImportReport()
+        for problem in with_progress(problems, len(problems), self.stdout.write, "problems"):
+            _, outcome = upsert(
+                Problem,
+                {"problem_set": problem_set, "level": problem.level, "number": problem.number},
+                {"name": problem.name, "source": problem.source, "tags": problem.tags},
+            )
+            report.add(outcome)
+        return report

@@ -1,0 +1,46 @@
+import os
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+
+from config.env import env_bool, secret_key_from_file
+
+
+def test_secret_key_file_is_created_private_and_reused(tmp_path):
+    path = tmp_path / "secret_key"
+    key = secret_key_from_file(path)
+    assert len(key) > 40
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert secret_key_from_file(path) == key
+
+
+def test_env_bool_rejects_nonsense(monkeypatch):
+    monkeypatch.setenv("X_FLAG", "maybe")
+    with pytest.raises(ValueError, match="X_FLAG"):
+        env_bool("X_FLAG")
+
+
+def test_debug_is_off_by_default():
+    assert settings.DEBUG is False or os.environ.get("DEBUG")
+
+
+def test_deploy_check_reports_nothing_under_production_settings():
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings_production", "SECRET_KEY": "x" * 60 + "-Z9q!"}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_production_settings_refuse_to_start_without_secret_key():
+    env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings_production"
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
