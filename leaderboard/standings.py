@@ -1,0 +1,90 @@
+"""Leaderboard rows: per run, the level's fast_p table computed by the shared metrics.
+
+Pages, the API and exports all read standings from here, so they can never disagree. Every call
+costs a fixed number of queries, whatever the number of runs or kernels.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from evaluation.metrics import DEFAULT_PS, ProblemResult, fast_p_curve, fast_p_key, level_summary
+from leaderboard.models import Kernel, Run
+from problems.models import Hardware, ProblemSet
+
+STANDARD_PS: tuple[float, ...] = tuple(DEFAULT_PS)
+
+
+@dataclass
+class StandingRow:
+    run: Run
+    level: int | None  # None: all levels together
+    summary: dict
+    # Correct kernels whose speedup is unknown (imported without a baseline): not counted as correct.
+    unscored: int = 0
+    speedups: dict[int, float | None] = field(default_factory=dict)  # problem id -> best speedup
+
+    def fast_p(self, p: float) -> float:
+        return self.summary[fast_p_key(p)]
+
+
+def standard_ps(p: float | None) -> tuple[float, ...]:
+    return STANDARD_PS if p is None or p in STANDARD_PS else (*STANDARD_PS, p)
+
+
+def _kernel_rows(runs: list[Run], level: int | None):
+    kernels = Kernel.objects.filter(run__in=runs)
+    if level is not None:
+        kernels = kernels.filter(problem__level=level)
+    return kernels.values_list(
+        "run_id", "problem_id", "latest_evaluation__compiled", "latest_evaluation__correct", "latest_evaluation__speedup"
+    )
+
+
+def level_standings(
+    problem_set: ProblemSet,
+    level: int | None,
+    *,
+    p: float | None = None,
+    hardware: Hardware | None = None,
+    setting: str | None = None,
+    origin: str | None = None,
+) -> list[StandingRow]:
+    """One row per run of `problem_set` (filtered), scored on `level` (None = all levels).
+
+    A kernel counts by its latest evaluation; with several samples per problem the best correct
+    one counts (level_summary's rule). The denominator is every problem of the level in the set.
+    """
+    runs = Run.objects.for_leaderboard(problem_set, hardware)
+    if setting:
+        runs = runs.filter(setting=setting)
+    if origin:
+        runs = runs.filter(origin=origin)
+    runs = list(runs)
+    counts = problem_set.problem_counts()
+    n_problems = sum(counts.values()) if level is None else counts.get(level, 0)
+    results: dict[int, list[ProblemResult]] = defaultdict(list)
+    unscored: dict[int, int] = defaultdict(int)
+    for run_id, problem_id, compiled, correct, speedup in _kernel_rows(runs, level) if runs else ():
+        scored = bool(correct) and speedup is not None
+        if correct and speedup is None:
+            unscored[run_id] += 1
+        results[run_id].append(ProblemResult(problem_id, bool(compiled), scored, speedup if scored else None))
+    if n_problems == 0:
+        return []
+    rows = []
+    for run in runs:
+        run_results = results.get(run.pk, [])
+        summary = level_summary(run_results, n_problems, ps=standard_ps(p))
+        best = {r.problem: r.speedup for r in run_results if r.correct}
+        rows.append(StandingRow(run, level, summary, unscored[run.pk], best))
+    rows.sort(key=lambda row: (-row.fast_p(p if p is not None else 1.0), -row.summary["correct_rate"], row.run.pk))
+    return rows
+
+
+def fast_p_curves(rows: list[StandingRow]) -> dict[int, list[tuple[float, float]]]:
+    """fast_p over p for each row's run, on the metrics' default grid."""
+    return {
+        row.run.pk: fast_p_curve(row.speedups, row.summary["n_problems"]) for row in rows
+    }
