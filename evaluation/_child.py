@@ -1,0 +1,605 @@
+"""Entry point of a sandboxed evaluation process (reference or kernel).
+
+Started by evaluation.sandbox as ``python -I -c "...main()" SPEC_JSON``, possibly as PID 1 of new PID,
+network and mount namespaces and still as root. It first finishes its own confinement (mounts,
+rlimits, unprivileged uid, no_new_privs), then imports torch, captures the clock functions it
+will use, loads the problem (and, in the kernel role, the untrusted kernel) and serves requests
+from its parent: one JSON line in on the command pipe, one JSON line out on the reply pipe.
+Outputs travel as files written with torch.save into the process's own work directory.
+
+Nothing in this process is trusted by the parent for a verdict: the parent compares outputs with
+those of the reference process itself and checks every reported time against its own clock.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+# Captured before anything untrusted can run (the kernel is imported much later).
+_perf_counter_ns = time.perf_counter_ns
+_process_time_ns = time.process_time_ns
+
+TIMER_OWNERS = ("time", "torch.cuda", "torch.cuda.Event", "torch._C._CudaEventBase", "torch.cuda.Stream")
+
+
+# --------------------------------------------------------------------------------------------
+# Confinement (runs as root inside the new namespaces, before torch is imported)
+# --------------------------------------------------------------------------------------------
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _mount(libc: ctypes.CDLL, src: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    r = libc.mount(
+        src.encode() if src else None,
+        target.encode(),
+        fstype.encode() if fstype else None,
+        ctypes.c_ulong(flags),
+        data.encode() if data else None,
+    )
+    if r != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {src} -> {target}: {os.strerror(err)}")
+
+
+def _apply_masks(masks: list[list[Any]], stash_root: str) -> None:
+    """Hide each masked directory behind an empty tmpfs, re-exposing only the listed paths below it.
+
+    Each mask is [directory, [exposed paths...]]. Exposed paths are first bind-mounted to a stash,
+    then the directory is covered with a tmpfs (mode 0755), the exposed paths are re-created in it
+    and the stash bind-mounted back. Only this process's private mount namespace is affected.
+    """
+    libc = _libc()
+    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)
+    for i, (directory, exposed) in enumerate(masks):
+        if not os.path.isdir(directory):
+            continue
+        stashes = []
+        for j, path in enumerate(exposed):
+            if not os.path.exists(path):
+                continue
+            stash = os.path.join(stash_root, f"m{i}_{j}")
+            if os.path.isdir(path):
+                os.makedirs(stash, exist_ok=True)
+            else:
+                open(stash, "a").close()
+            _mount(libc, path, stash, None, MS_BIND | MS_REC, None)
+            stashes.append((path, stash))
+        _mount(libc, "tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+        for path, stash in stashes:
+            if os.path.isdir(stash):
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "a").close()
+            _mount(libc, stash, path, None, MS_BIND | MS_REC, None)
+
+
+def _confine(spec: dict[str, Any]) -> dict[str, Any]:
+    import resource
+
+    done: dict[str, Any] = {"filesystem_isolated": False, "uid": os.getuid(), "no_new_privs": False}
+    if spec.get("masks") and os.geteuid() == 0:
+        try:
+            _apply_masks(spec["masks"], spec["stash_dir"])
+            done["filesystem_isolated"] = True
+        except OSError as exc:
+            done["mask_error"] = str(exc)
+    rl = spec.get("rlimits", {})
+    for name, value in rl.items():
+        res = getattr(resource, name)
+        try:
+            resource.setrlimit(res, (value, value))
+        except (ValueError, OSError) as exc:
+            done.setdefault("rlimit_errors", []).append(f"{name}: {exc}")
+    os.chdir(spec["workdir"])
+    uid, gid = spec.get("uid"), spec.get("gid")
+    if uid is not None and os.geteuid() == 0:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+        done["uid"] = os.getuid()
+        if os.getuid() == 0 or os.geteuid() == 0:
+            raise SystemExit("failed to drop privileges")
+    try:
+        PR_SET_NO_NEW_PRIVS = 38
+        if _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0:
+            done["no_new_privs"] = True
+    except OSError:
+        pass
+    return done
+
+
+# --------------------------------------------------------------------------------------------
+# Channel
+# --------------------------------------------------------------------------------------------
+
+
+class Channel:
+    def __init__(self, cmd_fd: int, resp_fd: int) -> None:
+        self._in = os.fdopen(cmd_fd, "rb", buffering=0)
+        self._resp_fd = resp_fd
+        self._buf = b""
+
+    def recv(self) -> dict[str, Any] | None:
+        while b"\n" not in self._buf:
+            chunk = os.read(self._in.fileno(), 1 << 16)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def send(self, msg: dict[str, Any]) -> None:
+        data = (json.dumps(msg, default=str) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            n = os.write(self._resp_fd, view)
+            view = view[n:]
+
+
+# --------------------------------------------------------------------------------------------
+# The harness proper
+# --------------------------------------------------------------------------------------------
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    # Prefer the most informative line of compiler errors.
+    for candidate in text:
+        if "error:" in candidate and len(candidate) < 400:
+            line = f"{type(exc).__name__}: {candidate.strip()}"
+            break
+    return line[:500]
+
+
+def _classify_exception(exc: BaseException) -> str:
+    text = f"{type(exc).__name__} {exc}"
+    if isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text.lower():
+        return "crashed"
+    markers = ("illegal memory access", "device-side assert", "unspecified launch failure", "CUDA error",
+               "misaligned address", "illegal instruction")
+    if any(m in text for m in markers):
+        return "crashed"
+    return "runtime_error"
+
+
+class Harness:
+    def __init__(self, spec: dict[str, Any], confinement: dict[str, Any]) -> None:
+        self.spec = spec
+        self.role = spec["role"]
+        self.device = spec["device"]
+        self.disabled = set(spec.get("disable", []))
+        self.confinement = confinement
+        self.flags: dict[str, str] = {}
+        self.gc_hits: set[str] = set()
+        self.prev_out_ptrs: list[int] = []
+        self.prev_out_ref: Any = None
+
+    # -- setup ---------------------------------------------------------------------------------
+    def import_torch(self) -> None:
+        import threading
+
+        import torch
+
+        self.torch = torch
+        self.threading = threading
+        torch.set_grad_enabled(False)
+        if "KB_TORCH_THREADS" in os.environ:
+            torch.set_num_threads(int(os.environ["KB_TORCH_THREADS"]))
+        self._sync = lambda: None
+        if self.device == "cuda":
+            if not torch.cuda.is_available():
+                raise RuntimeError("CUDA requested but torch.cuda.is_available() is False in the sandbox")
+            torch.cuda.init()
+            self._cuda_sync = torch._C._cuda_synchronize
+            self._sync = self._cuda_sync
+            base = torch._C._CudaEventBase
+            self._ev_record = base.record
+            self._ev_elapsed = base.elapsed_time
+            self._current_stream = torch.cuda.current_stream
+            self._ev_start = torch.cuda.Event(enable_timing=True)
+            self._ev_end = torch.cuda.Event(enable_timing=True)
+            props = torch.cuda.get_device_properties(0)
+            l2 = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
+            self._l2_buf = torch.empty(max(2 * l2, 128 * 2**20), dtype=torch.int8, device="cuda")
+        self.timer_fn = _perf_counter_ns
+
+    def snapshot_torch(self) -> dict[tuple[str, str], Any]:
+        torch = self.torch
+        owners: list[tuple[str, Any]] = [
+            ("time", time),
+            ("torch", torch),
+            ("torch.nn.functional", torch.nn.functional),
+            ("torch.linalg", torch.linalg),
+            ("torch.fft", torch.fft),
+            ("torch.special", torch.special),
+            ("torch.Tensor", torch.Tensor),
+            ("torch._C.TensorBase", torch.Tensor.__mro__[1]),
+            ("torch.nn.Module", torch.nn.Module),
+            ("torch.cuda", torch.cuda),
+        ]
+        if self.device == "cuda":
+            owners += [("torch.cuda.Event", torch.cuda.Event), ("torch._C._CudaEventBase", torch._C._CudaEventBase),
+                       ("torch.cuda.Stream", torch.cuda.Stream)]
+        for name, obj in list(vars(torch.nn).items()):
+            if isinstance(obj, type) and issubclass(obj, torch.nn.Module) and obj is not torch.nn.Module:
+                owners.append((f"torch.nn.{name}", obj))
+        snap: dict[tuple[str, str], Any] = {}
+        self._owners = owners
+        for oname, owner in owners:
+            for key, value in list(vars(owner).items()):
+                if callable(value) or isinstance(value, (staticmethod, classmethod, property)):
+                    snap[(oname, key)] = value
+        return snap
+
+    def check_patches(self) -> None:
+        if "torch_patch_check" in self.disabled or self.role != "kernel":
+            return
+        changed = []
+        for oname, owner in self._owners:
+            current = vars(owner)
+            for key, value in list(current.items()):
+                old = self._snap.get((oname, key), None)
+                if old is None:
+                    continue
+                if value is not old:
+                    changed.append(f"{oname}.{key}")
+            for (o2, key), old in self._snap_keys_by_owner.get(oname, []):
+                if key not in current:
+                    changed.append(f"{oname}.{key} (deleted)")
+        # Attributes set on torch.Tensor that shadow TensorBase methods count as patches too.
+        tensor_dict = vars(self.torch.Tensor)
+        for (oname, key) in self._snap:
+            if oname == "torch._C.TensorBase" and key in tensor_dict and ("torch.Tensor", key) not in self._snap:
+                changed.append(f"torch.Tensor.{key}")
+        if not changed:
+            return
+        timers = [c for c in changed if c.split(".")[0] == "time" or c.startswith(TIMER_OWNERS[1:])
+                  and any(k in c for k in ("synchron", "Event", "elapsed", "record", "current_stream", "Stream"))]
+        others = [c for c in changed if c not in timers]
+        if timers:
+            self.flags["patched_timer"] = "kernel replaced clock/synchronisation functions: " + ", ".join(sorted(set(timers))[:8])
+        if others:
+            self.flags["reference_patched"] = "kernel monkey-patched torch: " + ", ".join(sorted(set(others))[:8])
+
+    def install_gc_watch(self) -> None:
+        if "gc_check" in self.disabled:
+            return
+        import gc
+
+        hits = self.gc_hits
+        for name in ("get_objects", "get_referrers", "get_referents"):
+            orig = getattr(gc, name)
+
+            def wrapper(*a: Any, __orig: Any = orig, __name: str = name, **k: Any) -> Any:
+                hits.add(f"gc.{__name}")
+                return __orig(*a, **k)
+
+            setattr(gc, name, wrapper)
+
+    def _exec_module(self, name: str, path: str) -> Any:
+        import types
+
+        with open(path, encoding="utf-8") as fh:
+            src = fh.read()
+        mod = types.ModuleType(name)
+        mod.__file__ = path
+        sys.modules[name] = mod
+        exec(compile(src, path, "exec"), mod.__dict__)
+        return mod
+
+    def load(self, req: dict[str, Any]) -> dict[str, Any]:
+        torch = self.torch
+        t0 = _perf_counter_ns()
+        problem = self._exec_module("kb_problem", self.spec["problem_path"])
+        for attr in ("Model", "get_inputs", "get_init_inputs"):
+            if not hasattr(problem, attr):
+                raise AttributeError(f"problem file defines no {attr}")
+        self.get_inputs = problem.get_inputs
+        self.get_init_inputs = problem.get_init_inputs
+        t_problem = _perf_counter_ns()
+        if self.role == "kernel":
+            self._snap = self.snapshot_torch()
+            self._snap_keys_by_owner: dict[str, list[Any]] = {}
+            for (o, k), v in self._snap.items():
+                self._snap_keys_by_owner.setdefault(o, []).append(((o, k), v))
+            self.install_gc_watch()
+            try:
+                kernel = self._exec_module("kb_kernel", self.spec["kernel_path"])
+            except BaseException as exc:  # noqa: BLE001 - untrusted code
+                return {"ok": False, "kind": "compile_error", "error": _one_line(exc), "traceback": traceback.format_exc()}
+            if not hasattr(kernel, "ModelNew"):
+                return {"ok": False, "kind": "compile_error", "error": "kernel file defines no class ModelNew",
+                        "traceback": ""}
+            cls = kernel.ModelNew
+        else:
+            cls = problem.Model
+        t_import = _perf_counter_ns()
+        init_seed = int(req["init_seed"])
+        try:
+            torch.manual_seed(init_seed)
+            init_inputs = self.get_init_inputs()
+            torch.manual_seed(init_seed)
+            with torch.device(self.device):
+                model = cls(*init_inputs)
+            if isinstance(model, torch.nn.Module):
+                model = model.to(self.device)
+                model.eval()
+            self.model = model
+            self._sync()
+        except BaseException as exc:  # noqa: BLE001
+            kind = "compile_error" if self.role == "kernel" else "runtime_error"
+            if _classify_exception(exc) == "crashed":
+                kind = "crashed"
+            return {"ok": False, "kind": kind, "error": _one_line(exc), "traceback": traceback.format_exc()}
+        t_init = _perf_counter_ns()
+        self.check_patches()
+        info: dict[str, Any] = {
+            "ok": True,
+            "problem_s": (t_problem - t0) / 1e9,
+            "import_s": (t_import - t_problem) / 1e9,
+            "init_s": (t_init - t_import) / 1e9,
+            "flags": self.take_flags(),
+        }
+        if self.role == "reference":
+            info["environment"] = self.environment()
+        return info
+
+    def environment(self) -> dict[str, Any]:
+        torch = self.torch
+        import platform
+
+        env: dict[str, Any] = {
+            "device": self.device,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "cuda": torch.version.cuda,
+            "cpu": platform.processor() or platform.machine(),
+            "torch_threads": torch.get_num_threads(),
+        }
+        if self.device == "cuda":
+            env["device_name"] = torch.cuda.get_device_name(0)
+            props = torch.cuda.get_device_properties(0)
+            env["sm_count"] = props.multi_processor_count
+            env["capability"] = f"{props.major}.{props.minor}"
+        else:
+            env["device_name"] = _cpu_name()
+        return env
+
+    # -- running -------------------------------------------------------------------------------
+    def gen_inputs(self, seed: int) -> list[Any]:
+        torch = self.torch
+        torch.manual_seed(seed)
+        with torch.device(self.device):
+            inputs = list(self.get_inputs())
+        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+    def flatten(self, out: Any) -> list[Any]:
+        torch = self.torch
+        items = list(out) if isinstance(out, (tuple, list)) else [out]
+        if "type_check" not in self.disabled:
+            for t in items:
+                if type(t) not in (torch.Tensor, torch.nn.Parameter):
+                    raise LazyTensorError(
+                        f"output is {type(t).__module__}.{type(t).__qualname__}, not a plain torch.Tensor"
+                    )
+                if t.device.type != self.device or t.is_meta:
+                    raise LazyTensorError(f"output is on device {t.device}, expected {self.device}")
+        return items
+
+    def _threads(self) -> set[Any]:
+        return set(self.threading.enumerate())
+
+    def _check_threads(self, before: set[Any]) -> None:
+        if "thread_check" in self.disabled or self.role != "kernel":
+            return
+        extra = [t for t in self._threads() - before if t.is_alive()]
+        if extra:
+            self.flags["unjoined_thread"] = (
+                f"kernel left {len(extra)} Python thread(s) running after returning ({extra[0].name})"
+            )
+
+    def _check_gc(self) -> None:
+        if self.gc_hits:
+            self.flags["harness_memory_access"] = "kernel called " + ", ".join(sorted(self.gc_hits))
+
+    def take_flags(self) -> dict[str, str]:
+        self._check_gc()
+        out, self.flags = self.flags, {}
+        return out
+
+    def correctness(self, req: dict[str, Any]) -> dict[str, Any]:
+        torch = self.torch
+        seed = int(req["seed"])
+        inputs = self.gen_inputs(seed)
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        pristine = [x.clone() for x in tensors] if self.role == "kernel" else []
+        before = self._threads()
+        t0 = _perf_counter_ns()
+        try:
+            out = self.model(*inputs)
+            outs = self.flatten(out)
+            self._sync()
+            snapshot = [o.detach().to("cpu", copy=True) for o in outs]
+        except LazyTensorError as exc:
+            self.flags["lazy_tensor"] = str(exc)
+            return {"ok": False, "kind": "incorrect", "error": str(exc), "traceback": "", "flags": self.take_flags()}
+        except BaseException as exc:  # noqa: BLE001
+            return {"ok": False, "kind": _classify_exception(exc), "error": _one_line(exc),
+                    "traceback": traceback.format_exc(), "flags": self.take_flags()}
+        t1 = _perf_counter_ns()
+        if self.role == "kernel":
+            self._check_threads(before)
+            for a, b in zip(pristine, tensors):
+                if not _same_tensor(torch, a, b):
+                    self.flags["input_mutation"] = "kernel modified its input tensors in place"
+                    break
+            in_ptrs = {x.untyped_storage().data_ptr() for x in tensors if x.numel()}
+            out_ptrs = [o.untyped_storage().data_ptr() for o in outs if o.numel()]
+            if any(p in in_ptrs for p in out_ptrs):
+                self.flags["output_reuse"] = "kernel returned (a view of) one of its inputs"
+            if self.prev_out_ref is not None and any(p in self.prev_out_ptrs for p in out_ptrs):
+                self.flags["output_reuse"] = "kernel returned the same output buffer on consecutive calls"
+            self.prev_out_ref = outs
+            self.prev_out_ptrs = out_ptrs
+            self.check_patches()
+        path = os.path.join(self.spec["workdir"], f"out_{int(req['trial'])}.pt")
+        torch.save(snapshot, path)
+        return {"ok": True, "file": os.path.basename(path), "run_s": (t1 - t0) / 1e9, "flags": self.take_flags()}
+
+    def _timed_call(self, inputs: list[Any]) -> tuple[int, int, Any]:
+        """One timed call. Returns (reported_ns, host_ns, outputs)."""
+        if self.device == "cuda":
+            self._l2_buf.zero_()
+            self._cuda_sync()
+            stream = self._current_stream()
+            h0 = self.timer_fn()
+            self._ev_record(self._ev_start, stream)
+            out = self.model(*inputs)
+            outs = self.flatten(out)
+            self._ev_record(self._ev_end, stream)
+            self._cuda_sync()
+            h1 = self.timer_fn()
+            ev_ms = self._ev_elapsed(self._ev_start, self._ev_end)
+            return int(ev_ms * 1e6), h1 - h0, outs
+        t0 = self.timer_fn()
+        out = self.model(*inputs)
+        outs = self.flatten(out)
+        t1 = self.timer_fn()
+        return t1 - t0, t1 - t0, outs
+
+    def time_calls(self, req: dict[str, Any]) -> dict[str, Any]:
+        torch = self.torch
+        if "timer_capture" in self.disabled:
+            self.timer_fn = lambda: time.perf_counter_ns()  # look the clock up at call time (naive)
+        seeds = [int(s) for s in req["seeds"]]
+        before = self._threads()
+        times: list[int] = []
+        host: list[int] = []
+        null_host: list[int] = []
+        outs: Any = None
+        try:
+            for seed in seeds:
+                inputs = self.gen_inputs(seed)
+                outs = None
+                rep, h, outs = self._timed_call(inputs)
+                times.append(rep)
+                host.append(h)
+                del inputs
+            if self.device == "cuda" and req.get("calibrate"):
+                for _ in range(5):
+                    self._l2_buf.zero_()
+                    self._cuda_sync()
+                    stream = self._current_stream()
+                    h0 = self.timer_fn()
+                    self._ev_record(self._ev_start, stream)
+                    self._ev_record(self._ev_end, stream)
+                    self._cuda_sync()
+                    null_host.append(self.timer_fn() - h0)
+        except LazyTensorError as exc:
+            self.flags["lazy_tensor"] = str(exc)
+            return {"ok": False, "kind": "incorrect", "error": str(exc), "traceback": "", "flags": self.take_flags()}
+        except BaseException as exc:  # noqa: BLE001
+            return {"ok": False, "kind": _classify_exception(exc), "error": _one_line(exc),
+                    "traceback": traceback.format_exc(), "flags": self.take_flags()}
+        spot: list[list[float]] = []
+        if req.get("spot_seed") is not None and outs is not None:
+            g = torch.Generator().manual_seed(int(req["spot_seed"]))
+            for o in outs:
+                flat = o.detach().reshape(-1)
+                n = flat.numel()
+                if n == 0:
+                    spot.append([])
+                    continue
+                idx = torch.randint(0, n, (min(64, n),), generator=g)
+                spot.append(flat[idx.to(flat.device)].double().cpu().tolist())
+        del outs
+        self._check_threads(before)
+        self.check_patches()
+        return {"ok": True, "times_ns": times, "host_ns": host, "null_host_ns": null_host, "spot": spot,
+                "flags": self.take_flags()}
+
+
+class LazyTensorError(Exception):
+    pass
+
+
+def _same_tensor(torch: Any, a: Any, b: Any) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return bool(torch.equal(a, b))
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    chan = Channel(spec["cmd_fd"], spec["resp_fd"])
+    try:
+        confinement = _confine(spec)
+    except BaseException as exc:  # noqa: BLE001
+        chan.send({"ok": False, "kind": "crashed", "error": f"sandbox setup failed: {exc}", "traceback": traceback.format_exc()})
+        return
+    harness = Harness(spec, confinement)
+    t0 = _perf_counter_ns()
+    try:
+        harness.import_torch()
+    except BaseException as exc:  # noqa: BLE001
+        chan.send({"ok": False, "kind": "crashed", "error": _one_line(exc), "traceback": traceback.format_exc()})
+        return
+    chan.send({"ok": True, "ready": True, "confinement": confinement, "torch_import_s": (_perf_counter_ns() - t0) / 1e9,
+               "pid": os.getpid()})
+    handlers = {"load": harness.load, "correct": harness.correctness, "time": harness.time_calls}
+    while True:
+        req = chan.recv()
+        if req is None or req.get("op") == "exit":
+            break
+        handler = handlers.get(req.get("op", ""))
+        if handler is None:
+            chan.send({"ok": False, "kind": "runtime_error", "error": f"unknown op {req.get('op')!r}"})
+            continue
+        try:
+            reply = handler(req)
+        except BaseException as exc:  # noqa: BLE001
+            reply = {"ok": False, "kind": _classify_exception(exc), "error": _one_line(exc),
+                     "traceback": traceback.format_exc()}
+        chan.send(reply)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

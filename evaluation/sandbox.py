@@ -1,0 +1,504 @@
+"""Sandboxed child processes: namespaces, unprivileged uids, rlimits, scrubbed environment,
+memory watchdog, and a line-based JSON channel on dedicated pipes.
+
+Isolation modes (detected once per process, strongest first):
+
+* ``root``: the caller is root and util-linux ``unshare`` works. Each child runs as PID 1 of new
+  PID, network, mount and IPC namespaces (``--kill-child``: when it dies, everything it started
+  dies with it, also processes that called setsid), with /proc remounted, the home directories
+  and configured paths hidden behind tmpfs, and as its own unprivileged uid/gid (reference and
+  kernel get different ones, chosen at random per evaluation), with no_new_privs.
+* ``userns``: not root, but unprivileged user namespaces work: same namespaces, no uid switch.
+* ``none``: plain child processes in their own session; stragglers are killed by process tree
+  walk, but a double-forked process that escaped the tree can survive. Reported in
+  ``environment``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from typing import Any
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+PASS_THROUGH_ENV = (
+    "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
+    "OMP_NUM_THREADS", "KB_TORCH_THREADS", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    "NVSHMEM_DISABLE_NVLS", "CC", "CXX", "TRITON_PTXAS_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+)
+
+BOOT = "import sys; sys.path.insert(0, {pylib!r}); from evaluation._child import main; main()"
+
+
+class ChildError(Exception):
+    """A child process died, timed out or broke the protocol."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # 'timeout' | 'crashed'
+        self.message = message
+
+
+@functools.lru_cache(maxsize=1)
+def detect_isolation() -> dict[str, Any]:
+    """Find the strongest isolation this host allows (result cached for the process)."""
+    unshare = shutil.which("unshare")
+    base = ["--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--ipc"]
+    info: dict[str, Any] = {"mode": "none", "unshare": unshare, "root": os.geteuid() == 0}
+    if os.environ.get("KB_SANDBOX_ISOLATION") == "none":
+        info["reason"] = "disabled by KB_SANDBOX_ISOLATION=none"
+        return info
+    if unshare:
+        candidates = []
+        if os.geteuid() == 0:
+            candidates.append(("root", [unshare, *base]))
+        candidates.append(("userns", [unshare, "--user", "--map-root-user", *base]))
+        for mode, prefix in candidates:
+            try:
+                r = subprocess.run([*prefix, "true"], capture_output=True, timeout=20)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                info.setdefault("errors", []).append(f"{mode}: {exc}")
+                continue
+            if r.returncode == 0:
+                info["mode"] = mode
+                info["prefix"] = prefix
+                return info
+            info.setdefault("errors", []).append(f"{mode}: {r.stderr.decode(errors='replace').strip()[:200]}")
+    return info
+
+
+def _world_traversable(path: str) -> bool:
+    try:
+        return bool(os.stat(path).st_mode & stat.S_IXOTH)
+    except OSError:
+        return True
+
+
+def needed_paths(extra: list[str]) -> list[str]:
+    """Paths a sandboxed Python with torch must be able to reach."""
+    paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), PACKAGE_DIR}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            paths.add(p)
+    try:
+        import importlib.util
+
+        for mod in ("torch", "triton", "numpy", "ninja"):
+            spec = importlib.util.find_spec(mod)
+            if spec and spec.origin:
+                paths.add(os.path.dirname(os.path.dirname(os.path.realpath(spec.origin))))
+    except (ImportError, ValueError):
+        pass
+    paths.update(extra)
+    return sorted({os.path.realpath(p) for p in paths if p and os.path.exists(p)})
+
+
+def compute_masks(needed: list[str], hide: tuple[str, ...]) -> list[list[Any]]:
+    """Directories to cover with tmpfs, each with the needed paths to re-expose below it."""
+    targets: set[str] = set()
+    for p in needed:
+        parts = p.split(os.sep)
+        for i in range(2, len(parts)):
+            anc = os.sep.join(parts[:i])
+            if not _world_traversable(anc):
+                targets.add(anc)
+                break
+    home = os.path.expanduser("~")
+    if home not in ("/", "") and os.path.isdir(home):
+        targets.add(os.path.realpath(home))
+    for h in hide:
+        if os.path.isdir(h):
+            targets.add(os.path.realpath(h))
+    # Outer masks first; drop a target nested in another target (the outer one hides it).
+    ordered = sorted(targets, key=len)
+    kept: list[str] = []
+    for t in ordered:
+        if not any(t.startswith(k + os.sep) for k in kept):
+            kept.append(t)
+    masks = []
+    for t in kept:
+        exposed = [p for p in needed if p == t or p.startswith(t + os.sep)]
+        if t in exposed:  # a needed path is the masked directory itself: cannot hide it
+            continue
+        masks.append([t, exposed])
+    return masks
+
+
+def _proc_children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        rparen = data.rfind(b")")
+        fields = data[rparen + 2:].split()
+        try:
+            ppid = int(fields[1])
+        except (IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def process_tree(pid: int) -> list[int]:
+    children = _proc_children_map()
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class SandboxProcess:
+    """One sandboxed child (role 'reference' or 'kernel')."""
+
+    def __init__(self, role: str, spec: dict[str, Any], env: dict[str, str], prefix: list[str], log_path: str,
+                 memory_limit_mb: int) -> None:
+        self.role = role
+        self.spec = spec
+        self.env = env
+        self.prefix = prefix
+        self.log_path = log_path
+        self.memory_limit_mb = memory_limit_mb
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.killed_reason: str | None = None
+        self.peak_rss_mb = 0.0
+        self._buf = b""
+
+    def start(self, pylib: str) -> None:
+        cmd_r, cmd_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        spec = dict(self.spec, cmd_fd=cmd_r, resp_fd=resp_w)
+        argv = [*self.prefix, sys.executable, "-I", "-c", BOOT.format(pylib=pylib), json.dumps(spec)]
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
+            cwd=self.spec["workdir"], pass_fds=(cmd_r, resp_w), start_new_session=True, close_fds=True,
+        )
+        os.close(cmd_r)
+        os.close(resp_w)
+        self._cmd_w = cmd_w
+        self._resp_r = resp_r
+
+    # -- protocol ------------------------------------------------------------------------------
+    def send(self, msg: dict[str, Any]) -> None:
+        try:
+            os.write(self._cmd_w, (json.dumps(msg) + "\n").encode())
+        except OSError as exc:
+            raise self._death_error(f"could not write to the {self.role} process: {exc}") from exc
+
+    def recv(self, deadline: float) -> dict[str, Any]:
+        assert self.proc is not None
+        while b"\n" not in self._buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise ChildError("timeout", f"the {self.role} process did not answer within the time limit")
+            r, _, _ = select.select([self._resp_r], [], [], min(remaining, 0.5))
+            if r:
+                chunk = os.read(self._resp_r, 1 << 20)
+                if not chunk:
+                    raise self._death_error(None)
+                self._buf += chunk
+                if len(self._buf) > 64 * 2**20:
+                    self.kill()
+                    raise ChildError("crashed", f"the {self.role} process flooded its reply channel")
+            elif self.killed_reason:
+                raise self._death_error(None)
+        line, self._buf = self._buf.split(b"\n", 1)
+        try:
+            msg = json.loads(line)
+        except ValueError as exc:
+            self.kill()
+            raise ChildError("crashed", f"the {self.role} process broke the reply protocol") from exc
+        if not isinstance(msg, dict):
+            self.kill()
+            raise ChildError("crashed", f"the {self.role} process broke the reply protocol")
+        return msg
+
+    def request(self, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
+        self.send(msg)
+        return self.recv(deadline)
+
+    def _death_error(self, detail: str | None) -> ChildError:
+        assert self.proc is not None
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rc = self.proc.wait()
+        if self.killed_reason:
+            return ChildError("crashed", self.killed_reason)
+        if rc is not None and rc < 0:
+            try:
+                name = signal.Signals(-rc).name
+            except ValueError:
+                name = str(-rc)
+            reason = f"the {self.role} process was killed by signal {name}"
+        else:
+            reason = f"the {self.role} process exited unexpectedly with status {rc}"
+        if detail:
+            reason += f" ({detail})"
+        return ChildError("crashed", reason)
+
+    # -- lifetime ------------------------------------------------------------------------------
+    def tree(self) -> list[int]:
+        if self.proc is None:
+            return []
+        return process_tree(self.proc.pid)
+
+    def rss_mb(self) -> float:
+        total = sum(_rss_kb(p) for p in self.tree()) / 1024.0
+        self.peak_rss_mb = max(self.peak_rss_mb, total)
+        return total
+
+    def kill(self, reason: str | None = None) -> None:
+        if reason and not self.killed_reason:
+            self.killed_reason = reason
+        if self.proc is None:
+            return
+        for _ in range(10):
+            pids = self.tree()
+            if self.proc.poll() is not None and len(pids) <= 1:
+                break
+            for p in reversed(pids):
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            time.sleep(0.02)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self, graceful: bool = True) -> None:
+        if self.proc is None:
+            return
+        if graceful and self.proc.poll() is None:
+            try:
+                self.send({"op": "exit"})
+                self.proc.wait(timeout=3)
+            except (ChildError, subprocess.TimeoutExpired, OSError):
+                pass
+        self.kill()
+        for fd in (self._cmd_w, self._resp_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._log.close()
+
+    def read_log(self, limit: int = 20000) -> str:
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                size = fh.tell()
+                fh.seek(max(0, size - limit))
+                return fh.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+
+class Watchdog(threading.Thread):
+    """Polls the resident memory of each sandbox's whole process tree; kills trees over the limit."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        super().__init__(daemon=True, name="kb-eval-watchdog")
+        self.interval = interval
+        self.procs: list[SandboxProcess] = []
+        self._stop_event = threading.Event()
+
+    def add(self, p: SandboxProcess) -> None:
+        self.procs.append(p)
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            for p in list(self.procs):
+                if p.proc is None or p.proc.poll() is not None or p.killed_reason:
+                    continue
+                rss = p.rss_mb()
+                if rss > p.memory_limit_mb:
+                    p.kill(f"the {p.role} process exceeded the memory limit ({rss:.0f} MB resident > "
+                           f"{p.memory_limit_mb} MB)")
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+class Sandbox:
+    """A per-evaluation temporary tree plus the child processes started in it."""
+
+    def __init__(self, *, device: str, size_scale: int, memory_limit_mb: int, hide_paths: tuple[str, ...] = (),
+                 isolation: str = "auto", build_dir: str | None = None, disable: frozenset[str] = frozenset()) -> None:
+        import tempfile
+
+        self.device = device
+        self.size_scale = size_scale
+        self.memory_limit_mb = memory_limit_mb
+        self.disable = disable
+        self.iso = detect_isolation() if isolation == "auto" else {"mode": "none", "reason": "isolation='none'"}
+        self.mode = self.iso["mode"]
+        self.root = tempfile.mkdtemp(prefix="kb-eval-")
+        os.chmod(self.root, 0o711)
+        self.pylib = os.path.join(self.root, "pylib")
+        os.mkdir(self.pylib)
+        os.symlink(PACKAGE_DIR, os.path.join(self.pylib, "evaluation"))
+        os.chmod(self.pylib, 0o755)
+        self.src = os.path.join(self.root, "src")
+        os.mkdir(self.src)
+        os.chmod(self.src, 0o755)
+        self.build_dir = build_dir
+        extra = [self.root] + ([build_dir] if build_dir else [])
+        for var in ("CUDA_HOME", "CUDA_PATH"):
+            if os.environ.get(var):
+                extra.append(os.environ[var])
+        if os.path.isdir("/usr/local/cuda"):
+            extra.append("/usr/local/cuda")
+        self.masks = compute_masks(needed_paths(extra), hide_paths) if self.mode in ("root", "userns") else []
+        self.switch_uid = self.mode == "root"
+        base = int(os.environ.get("KB_SANDBOX_UID_BASE", 0)) or (200000 + 2 * secrets.randbelow(400000))
+        self.uids = {"reference": base, "kernel": base + 1}
+        self.procs: list[SandboxProcess] = []
+        self.watchdog = Watchdog()
+        self.watchdog.start()
+
+    def write_source(self, name: str, text: str) -> str:
+        path = os.path.join(self.src, name)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(path, 0o644)
+        return path
+
+    def _env(self, workdir: str, role: str) -> dict[str, str]:
+        exe_dir = os.path.dirname(sys.executable)
+        path = [exe_dir]
+        for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+            if cand and os.path.isdir(os.path.join(cand, "bin")):
+                path.append(os.path.join(cand, "bin"))
+        path += ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+        env = {
+            "PATH": ":".join(dict.fromkeys(path)),
+            "HOME": workdir,
+            "TMPDIR": os.path.join(workdir, "tmp"),
+            "LANG": "C.UTF-8",
+            "KB_SCALE": str(self.size_scale),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+        }
+        for var in PASS_THROUGH_ENV:
+            if var in os.environ:
+                env[var] = os.environ[var]
+        if role == "kernel" and self.build_dir:
+            env["TORCH_EXTENSIONS_DIR"] = os.path.join(self.build_dir, "torch_extensions")
+            env["TRITON_CACHE_DIR"] = os.path.join(self.build_dir, "triton")
+        return env
+
+    def spawn(self, role: str, problem_path: str, kernel_path: str | None = None) -> SandboxProcess:
+        workdir = os.path.join(self.root, role)
+        os.mkdir(workdir, 0o700)
+        os.mkdir(os.path.join(workdir, "tmp"), 0o700)
+        stash = os.path.join(self.root, f"stash_{role}")
+        os.mkdir(stash, 0o700)
+        uid = self.uids[role] if self.switch_uid else None
+        if uid is not None:
+            for d in (workdir, os.path.join(workdir, "tmp")):
+                os.chown(d, uid, uid)
+        rlimits: dict[str, int] = {"RLIMIT_CORE": 0}
+        if self.device == "cpu":
+            # Address-space cap as a backstop behind the RSS watchdog (it breaks CUDA, so CPU only).
+            rlimits["RLIMIT_AS"] = (self.memory_limit_mb + 6144) * 2**20
+        spec = {
+            "role": role, "device": self.device, "workdir": workdir, "problem_path": problem_path,
+            "kernel_path": kernel_path, "uid": uid, "gid": uid, "masks": self.masks, "stash_dir": stash,
+            "rlimits": rlimits, "disable": sorted(self.disable),
+        }
+        prefix = list(self.iso.get("prefix", [])) if self.mode != "none" else []
+        if prefix:
+            prefix.append("--")
+        p = SandboxProcess(role, spec, self._env(workdir, role), prefix, os.path.join(self.root, f"{role}.log"),
+                           self.memory_limit_mb)
+        p.start(self.pylib)
+        self.procs.append(p)
+        self.watchdog.add(p)
+        return p
+
+    def read_output(self, proc: SandboxProcess, name: str, max_bytes: int = 16 * 2**30) -> Any:
+        """Load an output file written by a child, refusing links and non-regular files."""
+        import io
+
+        import torch
+
+        if "/" in name or name.startswith("."):
+            raise ChildError("crashed", f"the {proc.role} process named an invalid output file")
+        path = os.path.join(proc.spec["workdir"], name)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+                raise ChildError("crashed", f"the {proc.role} process left an invalid output file")
+            with os.fdopen(fd, "rb", closefd=False) as fh:
+                data = fh.read()
+        finally:
+            os.close(fd)
+        os.unlink(path)
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+
+    def environment(self) -> dict[str, Any]:
+        first = next((p for p in self.procs if p.role == "kernel"), None)
+        return {
+            "isolation_mode": self.mode,
+            "network_isolated": self.mode in ("root", "userns"),
+            "pid_namespace": self.mode in ("root", "userns"),
+            "uid": self.uids["kernel"] if self.switch_uid else os.getuid(),
+            "reference_uid": self.uids["reference"] if self.switch_uid else os.getuid(),
+            "hidden_paths": [m[0] for m in self.masks],
+            "memory_limit": ("rlimit_as+rss_watchdog" if self.device == "cpu" else "rss_watchdog"),
+            "kernel_peak_rss_mb": round(first.peak_rss_mb, 1) if first else None,
+        }
+
+    def close(self) -> None:
+        self.watchdog.stop()
+        for p in self.procs:
+            try:
+                p.close(graceful=False)
+            except Exception:  # noqa: BLE001
+                pass
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,150 @@
+"""Public data types of the scoring library: configuration, result, statuses, flag codes.
+
+Nothing here imports torch, so the worker can build configs and read results cheaply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES: tuple[str, ...] = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed")
+
+#: Every flag / note code the library emits, with the meaning documented in docs/evaluation.md.
+FLAG_CODES: dict[str, str] = {
+    "excessive_speedup": "speedup above the review threshold",
+    "timing_mismatch": "the kernel process reported times its parent's clock does not bear out",
+    "side_stream_work": "GPU work outlived the timed stream (side streams / unsynchronised work)",
+    "near_zero_reference": "the reference output is so small that a zero output passes elementwise",
+    "input_independent_reference": "the reference output barely depends on the inputs",
+    "input_mutation": "the kernel wrote into its inputs",
+    "output_reuse": "the kernel returned an input or the same buffer on consecutive calls",
+    "patched_timer": "a clock or synchronisation function was replaced by the kernel",
+    "lazy_tensor": "the kernel returned something other than a plain torch.Tensor",
+    "reference_patched": "torch functions/classes were monkey-patched by the kernel",
+    "harness_memory_access": "the kernel scans the garbage collector or interpreter frames",
+    "unjoined_thread": "the kernel left Python threads running after returning",
+    "timing_output_mismatch": "outputs produced while timing differ from the reference",
+    "fallback_to_reference": "ModelNew.forward is the reference's forward verbatim",
+    "nondeterministic_reference": "the reference gives different outputs for the same inputs",
+}
+NOTE_CODES: dict[str, str] = {
+    "pytorch_only": "the kernel uses only PyTorch operators (no custom C++/CUDA/Triton code)",
+    "try_except_fallback": "the kernel wraps code in try/except (possible fallback to PyTorch)",
+    "timing_from_parent_clock": "kernel times were replaced by the parent's clock",
+    "timing_from_host_clock": "GPU event times were replaced by host-clock times over a device sync",
+    "isolation_degraded": "some sandbox layer was not available on this host",
+    "speedup_uncertain": "the speedup's 95% interval is wide",
+}
+
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    # dtype name -> (atol, rtol)
+    "float32": (1e-4, 1e-4),
+    "float64": (1e-6, 1e-6),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (1e-2, 1e-2),
+}
+
+
+def default_build_cache_dir() -> str:
+    """Build cache root: $KB_BUILD_CACHE, else a per-user directory outside any home directory.
+
+    Homes (e.g. /root) are often mode 0700, which the sandbox's unprivileged uids cannot traverse,
+    so the default lives under /var/tmp.
+    """
+    env = os.environ.get("KB_BUILD_CACHE")
+    if env:
+        return env
+    return os.path.join("/var/tmp", f"kb-build-cache-{os.getuid()}")
+
+
+@dataclass
+class EvaluationConfig:
+    device: str = "cpu"  # 'cpu' | 'cuda'
+    correctness_trials: int = 5
+    timing_trials: int = 20  # timed rounds per side (each round = several calls)
+    seed: int | None = None  # None: a random secret seed
+    timeout_s: float = 300.0  # budget for the whole evaluation of one kernel (build included)
+    memory_limit_mb: int = 16384  # host memory (RSS) for each sandboxed process tree
+    atol: float | None = None  # None: by output dtype
+    rtol: float | None = None
+    speedup_flag_threshold: float = 10.0
+    size_scale: int = 1  # passed to the children as KB_SCALE
+    build_cache_dir: str = field(default_factory=default_build_cache_dir)
+    warmup_calls: int = 3
+    round_target_s: float = 0.02  # aim for this much kernel time per timed round
+    max_calls_per_round: int = 50
+    hide_paths: tuple[str, ...] = ()  # extra directories hidden from the sandbox (mount namespace)
+    isolation: str = "auto"  # 'auto' (strongest available) | 'none' (plain child processes)
+    # Internal switches used by the adversarial tests to show each defence matters. Never set in
+    # production. Known names: fresh_inputs, timer_capture, type_check, scale_check, parent_clock,
+    # timing_spot_check, thread_check, torch_patch_check, gc_check.
+    disable_defences: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu' or 'cuda', not {self.device!r}")
+        if self.correctness_trials < 1:
+            raise ValueError("correctness_trials must be >= 1")
+        if self.timing_trials < 0:
+            raise ValueError("timing_trials must be >= 0")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be > 0")
+        if self.memory_limit_mb < 64:
+            raise ValueError("memory_limit_mb must be >= 64")
+        if self.size_scale < 1:
+            raise ValueError("size_scale must be >= 1")
+        self.disable_defences = frozenset(self.disable_defences)
+        self.hide_paths = tuple(self.hide_paths)
+
+
+def _msg(code: str, message: str) -> dict[str, str]:
+    return {"code": code, "message": message}
+
+
+@dataclass
+class EvaluationResult:
+    status: str = "crashed"
+    compiled: bool = False
+    correct: bool = False
+    speedup: float | None = None
+    speedup_interval: tuple[float, float] | None = None
+    kernel_ms: dict[str, Any] | None = None
+    reference_ms: dict[str, Any] | None = None
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    trials_passed: int = 0
+    trials_total: int = 0
+    flags: list[dict[str, str]] = field(default_factory=list)
+    notes: list[dict[str, str]] = field(default_factory=list)
+    error: str | None = None
+    log: str = ""
+    timings_s: dict[str, float] = field(default_factory=dict)
+    build_cached: bool = False
+    backend: str = "torch"
+    seed: int | None = None  # only filled when the caller chose the seed (never a secret one)
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def add_flag(self, code: str, message: str) -> None:
+        if not any(f["code"] == code for f in self.flags):
+            self.flags.append(_msg(code, message))
+
+    def add_note(self, code: str, message: str) -> None:
+        if not any(f["code"] == code for f in self.notes):
+            self.notes.append(_msg(code, message))
+
+    @property
+    def flag_codes(self) -> list[str]:
+        return [f["code"] for f in self.flags]
+
+    @property
+    def note_codes(self) -> list[str]:
+        return [f["code"] for f in self.notes]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        if self.speedup_interval is not None:
+            d["speedup_interval"] = [self.speedup_interval[0], self.speedup_interval[1]]
+        return d
