@@ -1,0 +1,51 @@
+"""Users every suite can use: an ingestor, a reviewer and a plain visitor (pytest-django gives
+`admin_user`), and API clients that authenticate with a DRF token."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.contrib.auth.models import Group, User
+
+
+def _user_in(username: str, group: str | None) -> User:
+    user = User.objects.create_user(username, f"{username}@example.com", "pw-" + username + "-9Xq!")
+    if group:
+        user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+@pytest.fixture
+def ingestor(db) -> User:
+    """A user in the Ingestors group (made by a data migration): adds scores, posts and runs."""
+    return _user_in("ingestor", "Ingestors")
+
+
+@pytest.fixture
+def reviewer(db) -> User:
+    """A user in the Reviewers group: views everything, records reviews."""
+    return _user_in("reviewer", "Reviewers")
+
+
+@pytest.fixture
+def visitor(db) -> User:
+    """A signed-in user with no permission at all."""
+    return _user_in("visitor", None)
+
+
+@pytest.fixture
+def token_client(db) -> Callable:
+    """`token_client(user)`: a DRF APIClient sending `Authorization: Token <key>` for `user`
+    (`token_client(None)` gives an anonymous client)."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    def make(user: User | None) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            token, _ = Token.objects.get_or_create(user=user)
+            client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        return client
+
+    return make
