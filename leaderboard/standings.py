@@ -70,7 +70,8 @@ def level_standings(
         scored = bool(correct) and speedup is not None
         if correct and speedup is None:
             unscored[run_id] += 1
-        results[run_id].append(ProblemResult(problem_id, bool(compiled), scored, speedup if scored else None))
+        # A kernel that ran correctly did compile, whatever an imported record says.
+        results[run_id].append(ProblemResult(problem_id, bool(compiled) or scored, scored, speedup if scored else None))
     if n_problems == 0:
         return []
     rows = []
