@@ -1,0 +1,121 @@
+"""Command line: python -m evaluation {evaluate,check-problem,probe} ..."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .types import EvaluationConfig
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit status 2
+        sys.stderr.write(f"usage error: {message}\n")
+        raise SystemExit(2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m evaluation", description="Evaluate KernelBench kernels in isolation.")
+    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    e = sub.add_parser("evaluate", help="evaluate one kernel against its problem")
+    e.add_argument("--problem", required=True)
+    e.add_argument("--kernel", required=True)
+    _common(e)
+    e.add_argument("--correctness-trials", type=int, default=None)
+    e.add_argument("--timing-trials", type=int, default=None)
+    e.add_argument("--speedup-flag-threshold", type=float, default=None)
+    c = sub.add_parser("check-problem", help="sanity-check a problem file")
+    c.add_argument("problem")
+    _common(c)
+    pr = sub.add_parser("probe", help="describe this host's hardware (found in a child process)")
+    pr.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    pr.add_argument("--json", action="store_true")
+    return p
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--timeout", type=float, default=None)
+    p.add_argument("--memory-limit-mb", type=int, default=None)
+    p.add_argument("--atol", type=float, default=None)
+    p.add_argument("--rtol", type=float, default=None)
+    p.add_argument("--size-scale", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+
+
+def _read(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError as exc:
+        sys.stderr.write(f"usage error: cannot read {what} file {path!r}: {exc.strerror}\n")
+        raise SystemExit(2) from exc
+
+
+def _config(args: argparse.Namespace) -> EvaluationConfig:
+    kw: dict[str, Any] = {"device": args.device, "seed": args.seed, "atol": args.atol, "rtol": args.rtol}
+    for attr, key in (("timeout", "timeout_s"), ("memory_limit_mb", "memory_limit_mb"),
+                      ("size_scale", "size_scale"), ("correctness_trials", "correctness_trials"),
+                      ("timing_trials", "timing_trials"), ("speedup_flag_threshold", "speedup_flag_threshold")):
+        v = getattr(args, attr, None)
+        if v is not None:
+            kw[key] = v
+    try:
+        return EvaluationConfig(**kw)
+    except ValueError as exc:
+        sys.stderr.write(f"usage error: {exc}\n")
+        raise SystemExit(2) from exc
+
+
+def _summary(d: dict[str, Any]) -> str:
+    lines = [f"status: {d['status']}  (compiled={d['compiled']}, correct={d['correct']}, "
+             f"trials {d['trials_passed']}/{d['trials_total']}, backend {d['backend']})"]
+    if d.get("error"):
+        lines.append(f"error: {d['error']}")
+    if d.get("speedup") is not None:
+        lo, hi = d["speedup_interval"]
+        lines.append(f"speedup: {d['speedup']:.3f}x  (95% CI {lo:.3f}-{hi:.3f})")
+        lines.append(f"kernel:    median {d['kernel_ms']['median']:.4f} ms  std {d['kernel_ms']['std']:.4f}")
+        lines.append(f"reference: median {d['reference_ms']['median']:.4f} ms  std {d['reference_ms']['std']:.4f}")
+    if d.get("max_abs_diff") is not None:
+        lines.append(f"max abs diff {d['max_abs_diff']:.3g}, max rel diff {d['max_rel_diff']:.3g}")
+    for f in d["flags"]:
+        lines.append(f"FLAG {f['code']}: {f['message']}")
+    for n in d["notes"]:
+        lines.append(f"note {n['code']}: {n['message']}")
+    lines.append("timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in d["timings_s"].items()))
+    env = d.get("environment", {})
+    lines.append(f"environment: {env.get('device_name')} torch {env.get('torch')} python {env.get('python')} "
+                 f"isolation {env.get('isolation_mode')} network_isolated={env.get('network_isolated')}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command is None:
+        sys.stderr.write("usage error: a command is required: evaluate, check-problem or probe\n")
+        return 2
+    if args.command == "probe":
+        from .hardware import probe_hardware
+
+        info = probe_hardware(args.device)
+        print(json.dumps(info) if args.json else "\n".join(f"{k}: {v}" for k, v in info.items()))
+        return 0
+    if args.command == "check-problem":
+        from .problem_check import check_problem
+
+        src = _read(args.problem, "problem")
+        report = check_problem(src, _config(args))
+        print(json.dumps(report, default=str) if args.json else json.dumps(report, indent=2, default=str))
+        return 0
+    from .runner import evaluate
+
+    problem = _read(args.problem, "problem")
+    kernel = _read(args.kernel, "kernel")
+    result = evaluate(problem, kernel, _config(args))
+    d = result.to_dict()
+    print(json.dumps(d, default=str) if args.json else _summary(d))
+    return 0

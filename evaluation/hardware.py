@@ -1,0 +1,77 @@
+"""Hardware probe, run in a child process so the caller never initialises CUDA."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from typing import Any
+
+PROBE = "import sys; sys.path.insert(0, {pylib!r}); from evaluation.hardware import _probe_main; _probe_main({device!r})"
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as fh:
+            text = fh.read()
+        for tok in text.split():
+            if tok.count(".") >= 1 and tok.replace(".", "").isdigit():
+                return tok
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return None
+
+
+def _probe_main(device: str) -> None:
+    info: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform()}
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+        info["cuda"] = torch.version.cuda
+        use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+        if use_cuda:
+            if not torch.cuda.is_available():
+                raise RuntimeError("CUDA requested but not available")
+            props = torch.cuda.get_device_properties(0)
+            info.update(device="cuda", device_name=props.name, device_count=torch.cuda.device_count(),
+                        capability=f"{props.major}.{props.minor}", sm_count=props.multi_processor_count,
+                        memory_gb=round(props.total_memory / 2**30, 1), driver=_nvidia_driver())
+        else:
+            from .child_utils import cpu_name
+
+            info.update(device="cpu", device_name=cpu_name(), driver=None, cpu_count=os.cpu_count(),
+                        torch_threads=torch.get_num_threads())
+    except Exception as exc:  # noqa: BLE001
+        info["error"] = f"{type(exc).__name__}: {exc}"
+    print(json.dumps(info))
+
+
+def probe_hardware(device: str = "auto") -> dict[str, Any]:
+    """Run the probe in a child Python; return device_name, driver, cuda, torch, python, hardware_slug."""
+    from .runner import hardware_slug
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError("device must be 'auto', 'cpu' or 'cuda'")
+    pylib = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
+                                                         "CUDA_HOME", "TMPDIR", "LANG")}
+    out = subprocess.run([sys.executable, "-I", "-c", PROBE.format(pylib=pylib, device=device)],
+                         capture_output=True, text=True, timeout=180, env=env)
+    try:
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        info = {"error": (out.stderr or out.stdout).strip()[-500:] or f"probe exited with {out.returncode}"}
+    info["hardware_slug"] = hardware_slug(info.get("device_name", ""), info.get("device", "cpu"))
+    for key in ("device_name", "driver", "cuda", "torch", "python"):
+        info.setdefault(key, None)
+    return info
