@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class LeaderboardConfig(AppConfig):
     name = "leaderboard"
     verbose_name = "Leaderboard"
+
+    def ready(self) -> None:
+        from config import checks  # noqa: F401  (registers the system checks)

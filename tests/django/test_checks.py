@@ -1,0 +1,20 @@
+from django.core.checks import run_checks
+from django.test import override_settings
+
+
+def check_ids() -> set[str]:
+    return {message.id for message in run_checks()}
+
+
+def test_the_default_configuration_passes():
+    assert not {i for i in check_ids() if i.startswith("kb.")}
+
+
+@override_settings(REDIS_URL="http://127.0.0.1:6379")
+def test_a_non_redis_url_is_an_error():
+    assert "kb.E001" in check_ids()
+
+
+@override_settings(EVAL_QUEUES=["eval-h200", "gpu queue"])
+def test_a_badly_named_queue_is_an_error():
+    assert "kb.E002" in check_ids()
