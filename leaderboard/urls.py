@@ -4,7 +4,13 @@ from leaderboard import views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("levels/", views.levels_index, name="levels"),
+    path("levels/<str:level>/", views.level_board, name="level-board"),
+    path("models/", views.models_index, name="models"),
     path("models/<slug:slug>/", views.model_detail, name="model-detail"),
+    path("problems/", views.problems_index, name="problems"),
     path("problems/<int:pk>/", views.problem_detail, name="problem-detail"),
     path("kernels/<int:pk>/", views.kernel_detail, name="kernel-detail"),
+    path("reported/", views.reported_index, name="reported"),
+    path("search/", views.search, name="search"),
 ]

@@ -1,0 +1,315 @@
+"""Plotly figures as plain dicts ({"data": [...], "layout": {...}}).
+
+Pages embed them with `json_script` and static/js/charts.js draws them with the vendored
+plotly.js. Plotly renders a few HTML-like tags inside labels (<b>, <a href>...), so every label made
+from user-supplied text goes through `label()` first, which turns <, > and & into entities that
+plotly shows as plain characters.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from leaderboard.models import Evaluation, LaunchPost, ReportedScore
+from leaderboard.standings import StandingRow
+
+Figure = dict[str, Any]
+
+NEAR_CEILING = 90.0  # percent: the "near the ceiling" line of the scores-over-time chart
+REPORTED_COLOUR = "#1f77b4"
+MEASURED_COLOUR = "#d62728"
+DEMO_COLOUR = "#9a9a9a"
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+
+
+def label(text: object) -> str:
+    """User text made inert for plotly's pseudo-HTML labels."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _layout(title: str = "", **extra: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "margin": {"l": 60, "r": 20, "t": 40 if title else 20, "b": 50},
+        "hovermode": "closest",
+        "legend": {"orientation": "h", "y": -0.2},
+        "font": {"family": "system-ui, sans-serif", "size": 12},
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "rgba(0,0,0,0)",
+    }
+    if title:
+        layout["title"] = {"text": label(title), "font": {"size": 14}}
+    layout.update(extra)
+    return layout
+
+
+def _run_label(row: StandingRow) -> str:
+    run = row.run
+    demo = " (demo data)" if run.is_demo or run.model.is_demo else ""
+    return label(f"{run.model.name} · {run.setting} · {run.hardware.slug}{demo}")
+
+
+def _date(value: dt.date | dt.datetime) -> str:
+    return value.date().isoformat() if isinstance(value, dt.datetime) else value.isoformat()
+
+
+# ---------------------------------------------------------------------------------------------
+# overview and model page
+
+
+def reported_bars(groups: Sequence[Any], unit: str) -> Figure | None:
+    """Horizontal bars of each model's best reported score, grouped by variant (a multicategory
+    axis: variant, then model), one colour per variant; never one ranking across variants."""
+    traces = []
+    rows = 0
+    for index, group in enumerate(g for g in groups if g.unit == unit):
+        scores = list(reversed(group.scores))  # plotly draws the first category at the bottom
+        rows += len(scores)
+        traces.append(
+            {
+                "type": "bar",
+                "orientation": "h",
+                "name": label(group.key),
+                "x": [s.value for s in scores],
+                "y": [[label(group.key)] * len(scores), [label(s.model.name) for s in scores]],
+                "text": [s.display_value for s in scores],
+                "textposition": "auto",
+                "marker": {"color": PALETTE[index % len(PALETTE)]},
+                "hovertext": [label(f"{s.model.name}: {s.display_value} ({s.display_date}) {s.setting}") for s in scores],
+                "hoverinfo": "text",
+            }
+        )
+    if not traces:
+        return None
+    title = "Best reported score per model, by variant (%)" if unit == "%" else "Best reported speedup per model, by variant (x)"
+    return {
+        "data": traces,
+        "layout": _layout(
+            title,
+            height=max(320, 26 * rows + 120),
+            showlegend=False,
+            margin={"l": 330, "r": 20, "t": 40, "b": 40},
+            xaxis={"title": {"text": "percent" if unit == "%" else "speedup (x)"}, "rangemode": "tozero"},
+            yaxis={"automargin": True},
+        ),
+    }
+
+
+def scores_over_time(reported: Iterable[ReportedScore], measured: Iterable[tuple[dt.date, StandingRow]]) -> Figure | None:
+    """Each score a dot over time: reported percentages (circles) apart from fast_1 measured
+    here (diamonds; demo runs hollow and grey), with a "near the ceiling" line."""
+    reported = [s for s in reported if s.unit == "%"]
+    measured = list(measured)
+    traces: list[dict[str, Any]] = []
+    if reported:
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "reported (as published)",
+                "x": [s.reported_on.isoformat() for s in reported],
+                "y": [s.value for s in reported],
+                "marker": {"symbol": "circle", "size": 9, "color": REPORTED_COLOUR, "opacity": 0.75},
+                "hovertext": [label(f"{s.model.name} · {s.variant} · {s.metric} {s.display_value} ({s.display_date})") for s in reported],
+                "hoverinfo": "text",
+            }
+        )
+    for is_demo in (False, True):
+        points = [(date, row) for date, row in measured if (row.run.is_demo or row.run.model.is_demo) == is_demo]
+        if not points:
+            continue
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "measured here, fast_1 (demo data)" if is_demo else "measured here, fast_1",
+                "x": [_date(date) for date, _ in points],
+                "y": [round(row.fast_p(1.0) * 100, 2) for _, row in points],
+                "marker": {
+                    "symbol": "diamond-open" if is_demo else "diamond",
+                    "size": 12,
+                    "color": DEMO_COLOUR if is_demo else MEASURED_COLOUR,
+                    "line": {"width": 2},
+                },
+                "hovertext": [f"{_run_label(row)}: fast_1 {row.fast_p(1.0) * 100:.1f}%" for _, row in points],
+                "hoverinfo": "text",
+            }
+        )
+    if not traces:
+        return None
+    return {
+        "data": traces,
+        "layout": _layout(
+            "Scores over time (percent scores; variants differ, see the table)",
+            height=380,
+            yaxis={"title": {"text": "score (%)"}, "range": [0, 105]},
+            xaxis={"type": "date"},
+            shapes=[
+                {
+                    "type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": NEAR_CEILING, "y1": NEAR_CEILING,
+                    "line": {"dash": "dash", "color": "#555", "width": 1},
+                }
+            ],
+            annotations=[
+                {
+                    "xref": "paper", "x": 0, "y": NEAR_CEILING, "yanchor": "bottom", "xanchor": "left",
+                    "text": f"near the ceiling ({NEAR_CEILING:g}%)", "showarrow": False, "font": {"size": 11, "color": "#555"},
+                }
+            ],
+        ),
+    }
+
+
+def launch_timeline(posts: Iterable[LaunchPost]) -> Figure | None:
+    """Launch posts per lab over time: posts that list KernelBench tall and coloured, the
+    others short and grey."""
+    posts = list(posts)
+    if not posts:
+        return None
+    traces = []
+    for lists in (True, False):
+        chosen = [p for p in posts if p.lists_kernelbench == lists]
+        if not chosen:
+            continue
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "lists KernelBench" if lists else "does not list KernelBench",
+                "x": [p.published_on.isoformat() for p in chosen],
+                "y": [label(p.lab.name) for p in chosen],
+                "marker": {
+                    "symbol": "line-ns-open",
+                    "size": 34 if lists else 12,
+                    "line": {"width": 4 if lists else 2, "color": MEASURED_COLOUR if lists else DEMO_COLOUR},
+                },
+                "hovertext": [
+                    label(f"{p.title} ({p.published_on.isoformat()})" + (f": {p.kernelbench_score}" if p.kernelbench_score else "")
+                    + (" (demo data)" if p.is_demo else ""))
+                    for p in chosen
+                ],
+                "hoverinfo": "text",
+            }
+        )
+    labs = sorted({label(p.lab.name) for p in posts})
+    return {
+        "data": traces,
+        "layout": _layout(
+            "Launch posts per lab",
+            height=max(220, 60 * len(labs) + 120),
+            xaxis={"type": "date"},
+            yaxis={"type": "category", "categoryorder": "array", "categoryarray": labs, "automargin": True},
+        ),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# per-level leaderboard
+
+
+def fast_p_chart(rows: Sequence[StandingRow], curves: dict[int, list[tuple[float, float]]], p: float | None) -> Figure | None:
+    """fast_p as a step function of p for each shown run; a dotted line at the picked p."""
+    traces = []
+    for index, row in enumerate(rows):
+        points = curves.get(row.run.pk) or []
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "line": {"shape": "hv", "color": PALETTE[index % len(PALETTE)], "dash": "dot" if row.run.origin == "imported" else "solid"},
+                "name": _run_label(row),
+                "x": [point[0] for point in points],
+                "y": [round(point[1] * 100, 2) for point in points],
+                "hovertemplate": "p=%{x:.2f}: %{y:.1f}%<extra>" + _run_label(row) + "</extra>",
+            }
+        )
+    if not traces:
+        return None
+    shapes = []
+    if p is not None:
+        shapes.append(
+            {"type": "line", "yref": "paper", "x0": p, "x1": p, "y0": 0, "y1": 1, "line": {"dash": "dot", "color": "#555"}}
+        )
+    return {
+        "data": traces,
+        "layout": _layout(
+            "fast_p over p (share of the level's problems correct and faster than p × the reference)",
+            height=380,
+            xaxis={"title": {"text": "p (speedup threshold)"}, "range": [0, 3]},
+            yaxis={"title": {"text": "fast_p (%)"}, "range": [0, 100]},
+            shapes=shapes,
+        ),
+    }
+
+
+def model_history(reported: Iterable[ReportedScore], measured: Iterable[tuple[dt.date, StandingRow]]) -> Figure | None:
+    figure = scores_over_time(reported, measured)
+    if figure is not None:
+        figure["layout"]["title"]["text"] = "History: reported scores (%) and fast_1 measured here"
+    return figure
+
+
+# ---------------------------------------------------------------------------------------------
+# problem and kernel pages
+
+
+def speedup_bars(points: Sequence[tuple[int, str, bool, float]]) -> Figure | None:
+    """Speedups of the correct kernels of one problem, fastest first, with the 1x line."""
+    if not points:
+        return None
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "x": [f"#{pk}" for pk, _, _, _ in points],
+                "y": [speedup for _, _, _, speedup in points],
+                "marker": {"color": [DEMO_COLOUR if demo else REPORTED_COLOUR for _, _, demo, _ in points]},
+                "hovertext": [label(f"kernel {pk}, {name}{' (demo data)' if demo else ''}: {speedup:.3g}x") for pk, name, demo, speedup in points],
+                "hoverinfo": "text",
+                "name": "speedup",
+            }
+        ],
+        "layout": _layout(
+            "Speedup of each correct kernel (reference time / kernel time)",
+            height=320,
+            xaxis={"type": "category", "title": {"text": "kernel"}},
+            yaxis={"title": {"text": "speedup (x)"}, "rangemode": "tozero"},
+            shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1, "line": {"dash": "dash", "color": "#555"}}],
+        ),
+    }
+
+
+def _box(name: str, timing: dict, median: float | None, colour: str) -> dict[str, Any] | None:
+    samples = timing.get("samples") if isinstance(timing, dict) else None
+    if isinstance(samples, list) and samples and all(isinstance(x, int | float) for x in samples):
+        return {"type": "box", "name": name, "x": samples, "boxpoints": "all", "jitter": 0.4, "marker": {"color": colour}}
+    stats = {key: timing.get(key) for key in ("min", "median", "max")} if isinstance(timing, dict) else {}
+    middle = stats.get("median") if isinstance(stats.get("median"), int | float) else median
+    if not isinstance(middle, int | float):
+        return None
+    low = stats.get("min") if isinstance(stats.get("min"), int | float) else middle
+    high = stats.get("max") if isinstance(stats.get("max"), int | float) else middle
+    return {
+        "type": "box", "name": name, "orientation": "h", "y": [name], "q1": [middle], "median": [middle], "q3": [middle],
+        "lowerfence": [low], "upperfence": [high], "marker": {"color": colour},
+    }
+
+
+def timing_distributions(evaluation: Evaluation | None) -> Figure | None:
+    """Timing samples of kernel and reference (box plots); medians alone when samples are missing."""
+    if evaluation is None:
+        return None
+    boxes = [
+        _box("kernel", evaluation.kernel_timing, evaluation.kernel_ms, MEASURED_COLOUR),
+        _box("reference", evaluation.reference_timing, evaluation.reference_ms, REPORTED_COLOUR),
+    ]
+    boxes = [box for box in boxes if box is not None]
+    if not boxes:
+        return None
+    return {
+        "data": boxes,
+        "layout": _layout(
+            "Timing distributions (ms per call)", height=260, showlegend=False, xaxis={"title": {"text": "ms"}, "rangemode": "tozero"}
+        ),
+    }

@@ -1,0 +1,103 @@
+"""Highlighted source and diffs for the problem and kernel pages.
+
+Diffs are returned as plain data (line numbers, text, kind) and rendered by templates, which escape
+the text; only Pygments' output is marked safe, because Pygments escapes every character of the
+source it is given (`&`, `<`, `>`, `"`, `'`) and adds nothing but its own span tags.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from django.utils.safestring import SafeString, mark_safe
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+# Beyond this many lines a diff is not worth computing for a page (sources are capped at 1 MB).
+MAX_DIFF_LINES = 4000
+CONTEXT_LINES = 3
+
+
+def highlight_python(source: str, anchor: str = "L") -> SafeString:
+    """`source` as highlighted HTML with line numbers. Pygments escapes the source text itself,
+    so the generated HTML is safe to mark as such even for untrusted kernels."""
+    formatter = HtmlFormatter(cssclass="highlight", linenos="table", lineanchors=anchor, anchorlinenos=True, wrapcode=True)
+    return mark_safe(highlight(source, PythonLexer(stripnl=False, ensurenl=True), formatter))  # noqa: S308 — Pygments-escaped
+
+
+@dataclass(frozen=True)
+class SideBySideRow:
+    kind: str  # "equal", "replace", "delete", "insert", "skip"
+    left_no: int | None
+    left: str
+    right_no: int | None
+    right: str
+
+
+@dataclass(frozen=True)
+class UnifiedLine:
+    kind: str  # "equal", "delete", "insert", "hunk"
+    left_no: int | None
+    right_no: int | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Diff:
+    left_label: str
+    right_label: str
+    side_by_side: list[SideBySideRow]
+    unified: list[UnifiedLine]
+    added: int
+    removed: int
+    too_large: bool = False
+
+    @property
+    def identical(self) -> bool:
+        return not self.too_large and self.added == 0 and self.removed == 0
+
+
+def compute_diff(left: str, right: str, left_label: str, right_label: str) -> Diff:
+    """Line diff of `left` -> `right`, both as side-by-side rows and unified lines, with
+    CONTEXT_LINES of context around each change."""
+    a, b = left.splitlines(), right.splitlines()
+    if len(a) > MAX_DIFF_LINES or len(b) > MAX_DIFF_LINES:
+        return Diff(left_label, right_label, [], [], 0, 0, too_large=True)
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    rows: list[SideBySideRow] = []
+    lines: list[UnifiedLine] = []
+    added = removed = 0
+    for group in matcher.get_grouped_opcodes(CONTEXT_LINES):
+        first, last = group[0], group[-1]
+        if rows:
+            rows.append(SideBySideRow("skip", None, "", None, ""))
+        lines.append(
+            UnifiedLine("hunk", None, None, f"@@ -{first[1] + 1},{last[2] - first[1]} +{first[3] + 1},{last[4] - first[3]} @@")
+        )
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                for offset in range(i2 - i1):
+                    i, j = i1 + offset, j1 + offset
+                    rows.append(SideBySideRow("equal", i + 1, a[i], j + 1, b[j]))
+                    lines.append(UnifiedLine("equal", i + 1, j + 1, a[i]))
+                continue
+            removed += i2 - i1
+            added += j2 - j1
+            for offset in range(max(i2 - i1, j2 - j1)):
+                i, j = i1 + offset, j1 + offset
+                left_here, right_here = i < i2, j < j2
+                kind = "replace" if left_here and right_here else ("delete" if left_here else "insert")
+                rows.append(
+                    SideBySideRow(
+                        kind,
+                        i + 1 if left_here else None,
+                        a[i] if left_here else "",
+                        j + 1 if right_here else None,
+                        b[j] if right_here else "",
+                    )
+                )
+            lines.extend(UnifiedLine("delete", i + 1, None, a[i]) for i in range(i1, i2))
+            lines.extend(UnifiedLine("insert", None, j + 1, b[j]) for j in range(j1, j2))
+    return Diff(left_label, right_label, rows, lines, added, removed)

@@ -1,0 +1,127 @@
+"""The per-level leaderboard table: one definition of its columns, shared by the HTML page and
+the CSV and JSON downloads, so a download holds exactly what the page shows."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from evaluation.metrics import fast_p_key
+from leaderboard.standings import STANDARD_PS, StandingRow
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str  # summary key or a named field; also the sort key and the JSON key
+    title: str
+    kind: str  # "text", "percent", "speedup", "count"
+    sortable: bool = True
+    help: str = ""
+
+
+def columns_for(p: float | None) -> list[Column]:
+    columns = [
+        Column("model", "Model", "text"),
+        Column("setting", "Setting", "text"),
+        Column("hardware", "Hardware", "text"),
+        Column("origin", "Source", "text", sortable=False),
+        Column("compiled", "Compiled", "percent", help="share of the level's problems whose kernel compiled"),
+        Column("correct", "Correct (fast_0)", "percent", help="share of the level's problems solved correctly"),
+    ]
+    for standard in STANDARD_PS:
+        columns.append(Column(fast_p_key(standard), fast_p_key(standard), "percent", help=f"correct and speedup > {standard:g}"))
+    if p is not None:
+        columns.append(Column(fast_p_key(p), f"{fast_p_key(p)} (picked)", "percent", help=f"correct and speedup > {p:g}"))
+    columns.append(Column("geomean", "Geomean speedup", "speedup", help="geometric mean over correct kernels"))
+    columns.append(Column("attempted", "Attempted", "count", help="problems with a kernel / problems in the level"))
+    return columns
+
+
+def raw_value(row: StandingRow, column: Column) -> Any:
+    run, summary = row.run, row.summary
+    match column.key:
+        case "model":
+            return run.model.name
+        case "setting":
+            return run.setting
+        case "hardware":
+            return run.hardware.slug
+        case "origin":
+            return run.get_origin_display()
+        case "compiled":
+            return summary["compiled_rate"]
+        case "correct":
+            return summary["correct_rate"]
+        case "geomean":
+            return summary["geomean_speedup"]
+        case "attempted":
+            return summary["attempted"]
+        case key:
+            return summary[key]
+
+
+def display_value(row: StandingRow, column: Column) -> str:
+    """The text the page shows in the cell (and the CSV holds)."""
+    value = raw_value(row, column)
+    if column.kind == "percent":
+        return "–" if value is None else f"{value * 100:.1f}%"
+    if column.kind == "speedup":
+        return "–" if value is None or not math.isfinite(value) else f"{value:.2f}x"
+    if column.kind == "count":
+        return f"{value}/{row.summary['n_problems']}"
+    return str(value)
+
+
+def is_demo(row: StandingRow) -> bool:
+    return bool(row.run.is_demo or row.run.model.is_demo)
+
+
+@dataclass(frozen=True)
+class TableRow:
+    rank: int
+    standing: StandingRow
+    cells: list[tuple[Column, str]]
+
+    @property
+    def demo(self) -> bool:
+        return is_demo(self.standing)
+
+
+def table_rows(rows: list[StandingRow], columns: list[Column], first_rank: int = 1) -> list[TableRow]:
+    return [
+        TableRow(first_rank + index, row, [(column, display_value(row, column)) for column in columns])
+        for index, row in enumerate(rows)
+    ]
+
+
+def to_csv(rows: list[TableRow], columns: list[Column], level_label: str, problem_set: str) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["rank", *[column.title for column in columns], "demo data", "level", "problem set", "run id"])
+    for row in rows:
+        writer.writerow(
+            [row.rank, *[text for _, text in row.cells], "yes" if row.demo else "no", level_label, problem_set, row.standing.run.pk]
+        )
+    return buffer.getvalue()
+
+
+def to_json(rows: list[TableRow], columns: list[Column], level_label: str, problem_set: str, p: float | None) -> dict[str, Any]:
+    return {
+        "level": level_label,
+        "problem_set": problem_set,
+        "p": p,
+        "columns": ["rank", *[column.key for column in columns], "demo", "run_id"],
+        "rows": [
+            {
+                "rank": row.rank,
+                **{column.key: raw_value(row.standing, column) for column in columns},
+                "demo": row.demo,
+                "run_id": row.standing.run.pk,
+                "n_problems": row.standing.summary["n_problems"],
+            }
+            for row in rows
+        ],
+    }

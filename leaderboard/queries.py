@@ -1,0 +1,266 @@
+"""Reads behind the pages: each function costs a fixed number of queries, whatever the number of
+rows (select_related / prefetch / one aggregate), so views stay thin and page cost stays flat."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Count, F, Q, QuerySet
+
+from leaderboard.models import Evaluation, Kernel, LanguageModel, LaunchPost, Origin, ReportedScore, Run
+from leaderboard.standings import StandingRow, level_standings
+from problems.models import LEVELS, Baseline, Hardware, Problem, ProblemSet
+
+# Reported scores: how many best models per variant the overview shows before "all of them".
+OVERVIEW_PER_VARIANT = 5
+# Charts carry at most this many points (a page's weight stays bounded).
+CHART_POINTS = 500
+
+
+# ---------------------------------------------------------------------------------------------
+# problem sets and levels
+
+
+def problem_sets_with_counts() -> list[ProblemSet]:
+    """Every problem set with `.level_counts` ({level: n}) and `.total`, in two queries."""
+    sets = list(ProblemSet.objects.all())
+    counts: dict[int, dict[int, int]] = defaultdict(lambda: {level: 0 for level in LEVELS})
+    for row in Problem.objects.values("problem_set_id", "level").annotate(n=Count("id")).order_by():
+        counts[row["problem_set_id"]][row["level"]] = row["n"]
+    for problem_set in sets:
+        problem_set.level_counts = counts[problem_set.pk]
+        problem_set.total = sum(problem_set.level_counts.values())
+    return sets
+
+
+def default_problem_set() -> ProblemSet | None:
+    """The set with the most runs (ties by name): what the leaderboard shows first."""
+    return ProblemSet.objects.annotate(n_runs=Count("runs")).order_by("-n_runs", "name").first()
+
+
+def run_settings() -> list[str]:
+    return list(Run.objects.order_by("setting").values_list("setting", flat=True).distinct())
+
+
+# ---------------------------------------------------------------------------------------------
+# reported scores
+
+
+@dataclass
+class VariantGroup:
+    """Reported scores of one variant (and metric and unit): the only scores ranked together."""
+
+    variant: str
+    metric: str
+    unit: str
+    scores: list[ReportedScore] = field(default_factory=list)  # best per model, best first
+
+    @property
+    def key(self) -> str:
+        return f"{self.variant} · {self.metric}"
+
+
+def reported_scores() -> QuerySet[ReportedScore]:
+    return ReportedScore.objects.select_related("model__lab")
+
+
+def best_reported_by_variant(scores: QuerySet[ReportedScore] | None = None) -> list[VariantGroup]:
+    """Per (variant, metric, unit): each model's best score, ranked. Variants are never merged,
+    so a number is only ever ranked against numbers of the same definition. Groups come with the
+    most models first, then the most recent."""
+    groups: dict[tuple[str, str, str], dict[int, ReportedScore]] = defaultdict(dict)
+    for score in scores if scores is not None else reported_scores():
+        best = groups[(score.variant, score.metric, score.unit)]
+        current = best.get(score.model_id)
+        if current is None or score.value > current.value:
+            best[score.model_id] = score
+    result = []
+    for (variant, metric, unit), best in groups.items():
+        ranked = sorted(best.values(), key=lambda s: (-s.value, s.model.name))
+        result.append(VariantGroup(variant, metric, unit, ranked))
+    latest = {group.key: max(s.reported_on for s in group.scores) for group in result}
+    result.sort(key=lambda g: (-len(g.scores), -latest[g.key].toordinal(), g.variant))
+    return result
+
+
+def strongest_reported(groups: list[VariantGroup]) -> VariantGroup | None:
+    """The variant with the most models compared (ties: the most recent); its leader is 'the
+    strongest by reported score', always named with its variant."""
+    comparable = [group for group in groups if len(group.scores) >= 2]
+    if not comparable:
+        return groups[0] if groups else None
+    return max(comparable, key=lambda g: (max(s.reported_on for s in g.scores), len(g.scores)))
+
+
+# ---------------------------------------------------------------------------------------------
+# overview
+
+
+def last_model_added() -> LanguageModel | None:
+    return LanguageModel.objects.select_related("lab").order_by("-added_at", "-pk").first()
+
+
+def latest_kernelbench_post() -> LaunchPost | None:
+    return LaunchPost.objects.filter(lists_kernelbench=True).select_related("lab", "model").order_by("-published_on").first()
+
+
+def launch_posts() -> list[LaunchPost]:
+    return list(LaunchPost.objects.select_related("lab", "model").order_by("-published_on")[:CHART_POINTS])
+
+
+def measured_standings(problem_set: ProblemSet | None, level: int | None = None) -> list[StandingRow]:
+    """Runs measured here (not imported), best fast_1 first."""
+    if problem_set is None:
+        return []
+    return level_standings(problem_set, level, origin=Origin.MEASURED)
+
+
+# ---------------------------------------------------------------------------------------------
+# per-level leaderboard
+
+
+SORT_KEYS = {
+    "model": lambda row: row.run.model.name.casefold(),
+    "setting": lambda row: row.run.setting.casefold(),
+    "hardware": lambda row: row.run.hardware.slug,
+    "compiled": lambda row: row.summary["compiled_rate"],
+    "correct": lambda row: row.summary["correct_rate"],
+    "geomean": lambda row: row.summary["geomean_speedup"] or 0.0,
+    "attempted": lambda row: row.summary["attempted"],
+}
+
+
+def sort_rows(rows: list[StandingRow], sort: str, descending: bool) -> list[StandingRow]:
+    """Rows sorted by a column: one of SORT_KEYS, or 'fast_<p>' (a key of the summary)."""
+    if sort in SORT_KEYS:
+        key = SORT_KEYS[sort]
+    elif sort.startswith("fast_") and rows and sort in rows[0].summary:
+        def key(row: StandingRow) -> float:
+            return row.summary[sort]
+    else:
+        return rows
+    return sorted(rows, key=key, reverse=descending)
+
+
+# ---------------------------------------------------------------------------------------------
+# model page
+
+
+def model_runs(model: LanguageModel) -> QuerySet[Run]:
+    return model.runs.select_related("model__lab", "hardware", "problem_set").order_by("-created_at", "-pk")
+
+
+def model_level_scores(model: LanguageModel, runs: list[Run]) -> dict[int, dict[str, StandingRow]]:
+    """For each of `runs` (all of `model`): {level key ('all', '1'..'4'): its StandingRow}.
+
+    Standings are computed per problem set the runs belong to, with the same function as the
+    leaderboard, so the numbers are the leaderboard's."""
+    by_run: dict[int, dict[str, StandingRow]] = defaultdict(dict)
+    wanted = {run.pk for run in runs}
+    sets = {run.problem_set_id: run.problem_set for run in runs}
+    for problem_set in sets.values():
+        for level in (None, *LEVELS):
+            for row in level_standings(problem_set, level):
+                if row.run.pk in wanted:
+                    by_run[row.run.pk]["all" if level is None else str(level)] = row
+    return by_run
+
+
+def model_reported_scores(model: LanguageModel) -> list[ReportedScore]:
+    return list(model.reported_scores.select_related("model").order_by("variant", "-reported_on")[:CHART_POINTS])
+
+
+# ---------------------------------------------------------------------------------------------
+# problem page
+
+
+def problem_baselines(problem: Problem) -> list[Baseline]:
+    return list(problem.baselines.select_related("hardware").order_by("hardware__slug", "mode", "compile_variant"))
+
+
+def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:
+    """Every kernel of `problem`, fastest correct first, then the rest by status."""
+    return (
+        Kernel.objects.filter(problem=problem)
+        .select_related("run__model__lab", "run__hardware", "latest_evaluation__hardware")
+        .defer("source", "latest_evaluation__log", "latest_evaluation__kernel_timing", "latest_evaluation__reference_timing")
+        .order_by(F("latest_evaluation__speedup").desc(nulls_last=True), "latest_evaluation__status", "pk")
+    )
+
+
+def problem_speedups(problem: Problem) -> list[tuple[int, str, bool, float]]:
+    """(kernel id, model name, demo, speedup) of the correct kernels of `problem`, fastest first."""
+    rows = (
+        Kernel.objects.filter(problem=problem, latest_evaluation__speedup__isnull=False)
+        .order_by(F("latest_evaluation__speedup").desc(), "pk")
+        .values_list("pk", "run__model__name", "run__is_demo", "latest_evaluation__speedup")[:CHART_POINTS]
+    )
+    return list(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# kernel page
+
+
+def kernel_for_page(pk: int) -> QuerySet[Kernel]:
+    return Kernel.objects.filter(pk=pk).select_related(
+        "problem__problem_set", "run__model__lab", "run__hardware", "run__problem_set", "latest_evaluation__hardware"
+    )
+
+
+def sibling_kernels(kernel: Kernel) -> list[Kernel]:
+    """The other kernels of the same problem (without their sources), fastest first."""
+    return list(
+        Kernel.objects.filter(problem_id=kernel.problem_id)
+        .exclude(pk=kernel.pk)
+        .select_related("run__model", "latest_evaluation")
+        .only(
+            "pk", "sample_index", "run__model__name", "run__setting", "run__is_demo",
+            "latest_evaluation__status", "latest_evaluation__speedup", "latest_evaluation__state",
+        )
+        .order_by(F("latest_evaluation__speedup").desc(nulls_last=True), "pk")[:CHART_POINTS]
+    )
+
+
+def kernel_evaluations(kernel: Kernel) -> QuerySet[Evaluation]:
+    return (
+        kernel.evaluations.select_related("hardware")
+        .defer("log", "kernel_timing", "reference_timing", "environment")
+        .order_by("-queued_at", "-pk")
+    )
+
+
+def kernel_reviews(kernel: Kernel):
+    return kernel.reviews.select_related("reviewer").order_by("-created_at")[:50]
+
+
+# ---------------------------------------------------------------------------------------------
+# lists and search
+
+
+def models_list() -> QuerySet[LanguageModel]:
+    return LanguageModel.objects.select_related("lab").annotate(
+        n_runs=Count("runs", distinct=True), n_reported=Count("reported_scores", distinct=True)
+    ).order_by("name")
+
+
+def problems_list(problem_set: ProblemSet | None = None, level: int | None = None) -> QuerySet[Problem]:
+    problems = Problem.objects.select_related("problem_set").defer("source").annotate(n_kernels=Count("kernels"))
+    if problem_set is not None:
+        problems = problems.filter(problem_set=problem_set)
+    if level is not None:
+        problems = problems.filter(level=level)
+    return problems.order_by("problem_set__name", "level", "number")
+
+
+def search_models(text: str) -> QuerySet[LanguageModel]:
+    return models_list().filter(Q(name__icontains=text) | Q(lab__name__icontains=text))
+
+
+def search_problems(text: str) -> QuerySet[Problem]:
+    return problems_list().filter(Q(name__icontains=text) | Q(tags__icontains=text))
+
+
+def hardware_list() -> list[Hardware]:
+    return list(Hardware.objects.order_by("slug"))

@@ -1,0 +1,88 @@
+"""Template filters for the leaderboard pages.
+
+Nothing here marks text safe: filters return plain strings, which the template engine escapes.
+"""
+
+from __future__ import annotations
+
+import math
+from urllib.parse import urlsplit
+
+from django import template
+from django.http import QueryDict
+
+register = template.Library()
+
+
+@register.filter
+def http_url(value: object) -> str:
+    """`value` if it is an absolute http(s) URL, else '' (no javascript:, data:, relative...)."""
+    text = str(value or "").strip()
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return ""
+    if parts.scheme.lower() in ("http", "https") and parts.netloc:
+        return text
+    return ""
+
+
+@register.filter
+def pct(value: object, digits: int = 1) -> str:
+    """A fraction (0.125) as a percentage ('12.5%'); '–' when missing."""
+    if value is None or value == "":
+        return "–"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    if not math.isfinite(number):
+        return "–"
+    return f"{number * 100:.{int(digits)}f}%"
+
+
+@register.filter
+def times(value: object, digits: int = 2) -> str:
+    """A speedup (1.234) as '1.23x'; '–' when missing."""
+    if value is None or value == "":
+        return "–"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    if not math.isfinite(number):
+        return "–"
+    return f"{number:.{int(digits)}f}x"
+
+
+@register.filter
+def ms(value: object) -> str:
+    if value is None or value == "":
+        return "–"
+    try:
+        return f"{float(value):.4g} ms"
+    except (TypeError, ValueError):
+        return "–"
+
+
+@register.filter
+def get_item(mapping: object, key: object) -> object:
+    try:
+        return mapping[key]  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+@register.simple_tag(takes_context=True)
+def query_with(context: template.Context, **changes: object) -> str:
+    """The current query string with `changes` applied (None or '' removes a key). Returned
+    unescaped: the template's autoescaping escapes it."""
+    request = context.get("request")
+    params: QueryDict = request.GET.copy() if request is not None else QueryDict(mutable=True)
+    for key, value in changes.items():
+        if value is None or value == "":
+            params.pop(key, None)
+        else:
+            params[key] = str(value)
+    encoded = params.urlencode()
+    return f"?{encoded}" if encoded else "?"

@@ -1,0 +1,34 @@
+// Small enhancements; every page works without them.
+(function () {
+  "use strict";
+
+  // Diff layout toggle: switch between side-by-side and unified in place and keep it in the URL.
+  function showDiff(view) {
+    document.querySelectorAll("[data-diff-view]").forEach(function (el) {
+      el.hidden = el.getAttribute("data-diff-view") !== view;
+    });
+    document.querySelectorAll("[data-diff-toggle]").forEach(function (link) {
+      if (link.getAttribute("data-diff-toggle") === view) { link.setAttribute("aria-current", "true"); }
+      else { link.removeAttribute("aria-current"); }
+    });
+    document.querySelectorAll('input[name="view"]').forEach(function (input) { input.value = view; });
+    var url = new URL(window.location.href);
+    url.searchParams.set("view", view);
+    window.history.replaceState(null, "", url.toString());
+  }
+  document.querySelectorAll("[data-diff-toggle]").forEach(function (link) {
+    link.addEventListener("click", function (event) {
+      event.preventDefault();
+      showDiff(link.getAttribute("data-diff-toggle"));
+    });
+  });
+
+  // Filters and the kernel picker apply as soon as they change (the button stays for no-JS use).
+  document.querySelectorAll("#level-filters select, #against-select").forEach(function (select) {
+    select.addEventListener("change", function () { select.form.submit(); });
+  });
+  var p = document.getElementById("p-input");
+  if (p) {
+    p.addEventListener("change", function () { if (p.checkValidity()) { p.form.submit(); } });
+  }
+})();
