@@ -1,0 +1,71 @@
+import pytest
+
+from leaderboard.models import Kernel
+from tests.pagekit import count_queries, evaluate, make_model, make_run, make_set, plain_static  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+HOSTILE = 'import torch\n# </textarea><script>alert("x")</script>\nclass ModelNew(torch.nn.Module):\n    pass\n'
+
+
+@pytest.fixture
+def kernels():
+    problem_set = make_set(levels=(1,))
+    make_run(problem_set, [1.2], model=make_model("Mine"))
+    make_run(problem_set, [2.4], model=make_model("Best"))
+    make_run(problem_set, [0.5], model=make_model("Worse"))
+    return list(Kernel.objects.order_by("pk"))
+
+
+def test_it_shows_the_evaluation(client, kernels):
+    html = client.get(kernels[0].get_absolute_url()).content.decode()
+    assert "1.20x" in html and "1.08x" in html and "1.32x" in html  # speedup and its interval
+    assert 'id="chart-data-timing"' in html
+
+
+def test_it_diffs_against_the_reference_and_the_best_kernel(client, kernels):
+    html = client.get(kernels[0].get_absolute_url()).content.decode()
+    assert "class ModelNew(nn.Module)" in html and "diff-replace" in html
+    selected = html[html.index('id="against-select"'):]
+    assert f'<option value="{kernels[1].pk}" selected>' in selected  # the fastest other kernel
+
+
+def test_it_diffs_against_a_picked_kernel(client, kernels):
+    html = client.get(f"{kernels[0].get_absolute_url()}?against={kernels[2].pk}").content.decode()
+    assert f'<option value="{kernels[2].pk}" selected>' in html
+
+
+def test_it_shows_unified_view_when_asked(client, kernels):
+    html = client.get(f"{kernels[0].get_absolute_url()}?view=unified").content.decode()
+    assert '<div class="diff-view" data-diff-view="unified">' in html
+    assert '<div class="diff-view" data-diff-view="split" hidden>' in html
+
+
+def test_it_shows_hostile_source_as_text(client, kernels):
+    kernel = kernels[0]
+    kernel.source = HOSTILE
+    kernel.save()
+    html = client.get(kernel.get_absolute_url()).content.decode()
+    assert "<script>alert" not in html and "</textarea><script>" not in html
+    assert "&lt;/textarea&gt;" in html or "&lt;/textarea" in html
+
+
+def test_it_escapes_error_logs(client, kernels):
+    evaluate(kernels[0], None, error="<img src=x onerror=alert(1)>", log="<b>log</b>")
+    html = client.get(kernels[0].get_absolute_url()).content.decode()
+    assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+def test_it_keeps_the_history_of_evaluations(client, kernels):
+    evaluate(kernels[0], 1.4)
+    html = client.get(kernels[0].get_absolute_url()).content.decode()
+    history = html[html.index('id="history-table"'):]
+    assert history.count("<tr") == 3  # header + two evaluations
+
+
+def test_it_costs_the_same_queries_with_more_rows(client, kernels):
+    before = count_queries(client, kernels[0].get_absolute_url())
+    for speedup in (1.1, 3.0, None):
+        make_run(kernels[0].problem.problem_set, [speedup])
+        evaluate(kernels[0], speedup)
+    assert count_queries(client, kernels[0].get_absolute_url()) == before

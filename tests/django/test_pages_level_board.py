@@ -1,0 +1,82 @@
+import csv
+import io
+
+import pytest
+
+from leaderboard.models import Origin
+from tests.pagekit import count_queries, make_hardware, make_model, make_run, make_set, plain_static  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def board():
+    problem_set = make_set(levels=(1, 1, 1, 1, 2))
+    fast = make_run(problem_set, [2.5, 1.6, 0.9, None, 1.2], model=make_model("Fast"))
+    slow = make_run(problem_set, [1.1, None, None, None, None], model=make_model("Slow"), origin=Origin.IMPORTED)
+    return problem_set, fast, slow
+
+
+def test_it_shows_a_row_per_run_best_first(client, board):
+    html = client.get("/levels/1/").content.decode()
+    table = html[html.index('id="level-table"'):]
+    assert table.index("Fast") < table.index("Slow")
+    assert "imported, unverified" in table
+
+
+def test_it_computes_fast_p_against_the_level(client, board):
+    rows = list(csv.DictReader(io.StringIO(client.get("/levels/1/?export=csv").content.decode())))
+    fast = next(row for row in rows if row["Model"] == "Fast")
+    assert fast["Correct (fast_0)"] == "75.0%"  # 3 of 4 level-1 problems
+    assert fast["fast_1"] == "50.0%"
+    assert fast["Attempted"] == "4/4"
+
+
+def test_it_adds_the_picked_p_column(client, board):
+    html = client.get("/levels/1/?p=2").content.decode()
+    assert "fast_2 (picked)" in html
+    rows = client.get("/levels/1/?p=0.95&export=json").json()["rows"]
+    assert next(r for r in rows if r["model"] == "Fast")["fast_0.95"] == 0.5
+
+
+def test_it_rejects_a_bad_p(client, board):
+    response = client.get("/levels/1/?p=-3")
+    assert response.status_code == 200
+    assert b"p must lie between" in response.content
+
+
+def test_it_filters_by_origin_and_hardware(client, board):
+    rows = client.get("/levels/all/?origin=measured&export=json").json()["rows"]
+    assert [r["model"] for r in rows] == ["Fast"]
+    make_hardware("cpu")
+    assert client.get("/levels/all/?hardware=cpu&export=json").json()["rows"] == []
+
+
+def test_it_sorts_by_a_column(client, board):
+    rows = client.get("/levels/1/?sort=model&dir=asc&export=json").json()["rows"]
+    assert [r["model"] for r in rows] == ["Fast", "Slow"]
+    rows = client.get("/levels/1/?sort=fast_1&dir=asc&export=json").json()["rows"]
+    assert [r["model"] for r in rows] == ["Slow", "Fast"]
+
+
+def test_it_exports_what_the_table_shows(client, board):
+    html = client.get("/levels/1/?p=1.3").content.decode()
+    exported = client.get("/levels/1/?p=1.3&export=csv").content.decode()
+    for row in csv.DictReader(io.StringIO(exported)):
+        assert f'<td data-key="fast_1.3" class="num">{row["fast_1.3 (picked)"]}</td>' in html
+
+
+def test_it_404s_an_unknown_level(client):
+    assert client.get("/levels/7/").status_code == 404
+
+
+def test_it_draws_the_fast_p_curves(client, board):
+    assert b'id="chart-data-fast_p"' in client.get("/levels/all/").content
+
+
+def test_it_costs_the_same_queries_with_more_runs(client, board):
+    problem_set = board[0]
+    before = count_queries(client, "/levels/all/")
+    for _ in range(5):
+        make_run(problem_set, [1.2, 1.3, None, 2.0, 0.5])
+    assert count_queries(client, "/levels/all/") == before

@@ -1,0 +1,69 @@
+import pytest
+from django.core.management import call_command
+
+from leaderboard.models import LaunchPost
+from tests.pagekit import count_queries, make_model, make_reported, make_run, make_set, plain_static  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_renders_empty(client):
+    response = client.get("/")
+    assert response.status_code == 200
+    assert b"No reported scores yet" in response.content
+
+
+def test_it_shows_demo_data_labelled(client):
+    call_command("seed_demo", stdout=open("/dev/null", "w"))
+    html = client.get("/").content.decode()
+    assert "Strongest measured (fast_1)" in html
+    assert "Demo Alpha" in html and "demo data" in html
+    assert 'id="chart-data-over_time"' in html and 'id="chart-data-launch_posts"' in html
+
+
+def test_it_ranks_reported_scores_within_variants_only(client):
+    a, b = make_model("Alpha"), make_model("Beta")
+    make_reported(a, 30, variant="Variant A")
+    make_reported(b, 90, variant="Variant B")
+    make_reported(b, 20, variant="Variant A", caveat="Measured on a subset.")
+    html = client.get("/").content.decode()
+    assert "Variant A" in html and "Variant B" in html
+    assert "Measured on a subset." in html
+    table = html[html.index('id="reported-table"'):]
+    assert table.index("Alpha") < table.index("Beta")  # within Variant A, 30% beats 20%
+
+
+def test_it_blanks_non_http_source_links(client):
+    make_reported(make_model("Evil"), source_url="javascript:alert(1)")
+    html = client.get("/").content.decode()
+    assert "javascript:alert" not in html
+
+
+def test_it_escapes_model_names(client):
+    make_reported(make_model("<script>alert(1)</script>"))
+    html = client.get("/").content.decode()
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_it_names_the_latest_launch_post_listing_kernelbench(client):
+    model = make_model("Listed")
+    lab = model.lab
+    LaunchPost.objects.create(lab=lab, model=model, title="Old post", url="https://e.com/1", published_on="2025-01-01", lists_kernelbench=True)
+    LaunchPost.objects.create(lab=lab, model=model, title="New post", url="https://e.com/2", published_on="2025-06-01", lists_kernelbench=True)
+    LaunchPost.objects.create(lab=lab, title="Newest, unlisted", url="https://e.com/3", published_on="2025-09-01")
+    html = client.get("/").content.decode()
+    card = html[html.index("Latest launch post listing KernelBench"):]
+    assert card.index("New post") < card.index("</div>")
+
+
+def test_it_costs_the_same_queries_with_more_rows(client):
+    problem_set = make_set()
+    make_run(problem_set)
+    make_reported(make_model())
+    before = count_queries(client, "/")
+    for _ in range(4):
+        model = make_model()
+        make_run(problem_set, model=model)
+        make_reported(model, variant="Other")
+    assert count_queries(client, "/") == before

@@ -1,0 +1,45 @@
+import pytest
+
+from leaderboard.models import Kernel
+from problems.models import Baseline
+from tests.pagekit import count_queries, make_hardware, make_model, make_run, make_set, plain_static  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def problem():
+    problem_set = make_set(levels=(1,))
+    make_run(problem_set, [0.8], model=make_model("Slowpoke"))
+    make_run(problem_set, [3.0], model=make_model("Rocket"))
+    make_run(problem_set, [None], model=make_model("Broken"))
+    return problem_set.problems.get()
+
+
+def test_it_ranks_kernels_by_speedup(client, problem):
+    html = client.get(problem.get_absolute_url()).content.decode()
+    table = html[html.index('id="kernels-table"'):]
+    assert table.index("Rocket") < table.index("Slowpoke") < table.index("Broken")
+    assert "incorrect" in table
+
+
+def test_it_highlights_the_reference(client, problem):
+    html = client.get(problem.get_absolute_url()).content.decode()
+    assert 'class="highlight"' in html and "ModelNew" not in html[html.index('id="source-heading"'):]
+
+
+def test_it_lists_baselines_per_hardware(client, problem):
+    Baseline.objects.create(problem=problem, hardware=make_hardware("h100"), mean_ms=1.234)
+    assert b"1.234 ms" in client.get(problem.get_absolute_url()).content
+
+
+def test_it_charts_the_speedups(client, problem):
+    assert b'id="chart-data-speedups"' in client.get(problem.get_absolute_url()).content
+
+
+def test_it_costs_the_same_queries_with_more_kernels(client, problem):
+    before = count_queries(client, problem.get_absolute_url())
+    for speedup in (1.1, 1.2, None, 0.4):
+        make_run(problem.problem_set, [speedup])
+    assert Kernel.objects.filter(problem=problem).count() == 7
+    assert count_queries(client, problem.get_absolute_url()) == before
