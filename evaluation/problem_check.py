@@ -44,7 +44,7 @@ def check_problem(problem_source: str, config: EvaluationConfig | None = None) -
         report["flags"].append({"code": code, "message": message})
 
     with Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
-                 hide_paths=cfg.hide_paths, isolation=cfg.isolation) as sb:
+                 hide_paths=cfg.hide_paths, isolation=cfg.isolation, cpu_threads=cfg.cpu_threads) as sb:
         path = sb.write_source("problem.py", problem_source)
         proc = sb.spawn("reference", path)
         try:

@@ -103,7 +103,7 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
     log_parts: list[str] = []
     sandbox = Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
                       hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build_dir,
-                      disable=cfg.disable_defences)
+                      disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads)
     ref: SandboxProcess | None = None
     ker: SandboxProcess | None = None
     try:
@@ -126,6 +126,9 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
             else:
                 ref = p
         res.environment.update(sandbox.environment())
+        if ker is not None and ker.forged:
+            res.add_flag("forged_reply", f"The kernel wrote {ker.forged} forged message(s) into the harness's reply "
+                                         "channel; they were discarded.")
     finally:
         sandbox.close()
         if build_dir and sandbox.switch_uid:

@@ -190,6 +190,8 @@ class SandboxProcess:
         self.killed_reason: str | None = None
         self.peak_rss_mb = 0.0
         self._buf = b""
+        self._nonce: str | None = None
+        self.forged = 0
 
     def start(self, pylib: str) -> None:
         cmd_r, cmd_w = os.pipe()
@@ -208,12 +210,22 @@ class SandboxProcess:
 
     # -- protocol ------------------------------------------------------------------------------
     def send(self, msg: dict[str, Any]) -> None:
+        self._nonce = secrets.token_hex(8)
+        msg = dict(msg, nonce=self._nonce)
         try:
             os.write(self._cmd_w, (json.dumps(msg) + "\n").encode())
         except OSError as exc:
             raise self._death_error(f"could not write to the {self.role} process: {exc}") from exc
 
     def recv(self, deadline: float) -> dict[str, Any]:
+        """Next reply carrying the nonce of the last request; other lines are forged and dropped."""
+        while True:
+            msg = self._recv_line(deadline)
+            if self._nonce is None or msg.get("nonce") == self._nonce:
+                return msg
+            self.forged += 1
+
+    def _recv_line(self, deadline: float) -> dict[str, Any]:
         assert self.proc is not None
         while b"\n" not in self._buf:
             remaining = deadline - time.monotonic()
@@ -229,15 +241,16 @@ class SandboxProcess:
                 if len(self._buf) > 64 * 2**20:
                     self.kill()
                     raise ChildError("crashed", f"the {self.role} process flooded its reply channel")
-            elif self.killed_reason:
+            elif self.killed_reason or self.proc.poll() is not None:
                 raise self._death_error(None)
         line, self._buf = self._buf.split(b"\n", 1)
         try:
             msg = json.loads(line)
-        except ValueError as exc:
-            self.kill()
-            raise ChildError("crashed", f"the {self.role} process broke the reply protocol") from exc
+        except ValueError:
+            msg = None
         if not isinstance(msg, dict):
+            if self._nonce is not None:
+                return {}  # not ours: counted as forged by recv()
             self.kill()
             raise ChildError("crashed", f"the {self.role} process broke the reply protocol")
         return msg
@@ -360,13 +373,15 @@ class Sandbox:
     """A per-evaluation temporary tree plus the child processes started in it."""
 
     def __init__(self, *, device: str, size_scale: int, memory_limit_mb: int, hide_paths: tuple[str, ...] = (),
-                 isolation: str = "auto", build_dir: str | None = None, disable: frozenset[str] = frozenset()) -> None:
+                 isolation: str = "auto", build_dir: str | None = None, disable: frozenset[str] = frozenset(),
+                 cpu_threads: int | None = None) -> None:
         import tempfile
 
         self.device = device
         self.size_scale = size_scale
         self.memory_limit_mb = memory_limit_mb
         self.disable = disable
+        self.cpu_threads = cpu_threads
         self.iso = detect_isolation() if isolation == "auto" else {"mode": "none", "reason": "isolation='none'"}
         self.mode = self.iso["mode"]
         self.root = tempfile.mkdtemp(prefix="kb-eval-")
@@ -420,6 +435,11 @@ class Sandbox:
         for var in PASS_THROUGH_ENV:
             if var in os.environ:
                 env[var] = os.environ[var]
+        if self.cpu_threads:
+            env["KB_TORCH_THREADS"] = str(self.cpu_threads)
+            env["OMP_NUM_THREADS"] = str(self.cpu_threads)
+        if "env_scrub" in self.disable:  # test-only switch: show what an unscrubbed environment leaks
+            env = {**os.environ, **env}
         if role == "kernel" and self.build_dir:
             env["TORCH_EXTENSIONS_DIR"] = os.path.join(self.build_dir, "torch_extensions")
             env["TRITON_CACHE_DIR"] = os.path.join(self.build_dir, "triton")

@@ -29,6 +29,7 @@ FLAG_CODES: dict[str, str] = {
     "timing_output_mismatch": "outputs produced while timing differ from the reference",
     "fallback_to_reference": "ModelNew.forward is the reference's forward verbatim",
     "nondeterministic_reference": "the reference gives different outputs for the same inputs",
+    "forged_reply": "the kernel wrote messages into the harness's reply channel",
 }
 NOTE_CODES: dict[str, str] = {
     "pytorch_only": "the kernel uses only PyTorch operators (no custom C++/CUDA/Triton code)",
@@ -73,6 +74,7 @@ class EvaluationConfig:
     speedup_flag_threshold: float = 10.0
     size_scale: int = 1  # passed to the children as KB_SCALE
     build_cache_dir: str = field(default_factory=default_build_cache_dir)
+    cpu_threads: int | None = None  # torch intra-op threads in the children (None: torch's default)
     warmup_calls: int = 3
     round_target_s: float = 0.02  # aim for this much kernel time per timed round
     max_calls_per_round: int = 50
@@ -80,7 +82,7 @@ class EvaluationConfig:
     isolation: str = "auto"  # 'auto' (strongest available) | 'none' (plain child processes)
     # Internal switches used by the adversarial tests to show each defence matters. Never set in
     # production. Known names: fresh_inputs, timer_capture, type_check, scale_check, parent_clock,
-    # timing_spot_check, thread_check, torch_patch_check, gc_check.
+    # timing_spot_check, thread_check, torch_patch_check, gc_check, env_scrub.
     disable_defences: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
