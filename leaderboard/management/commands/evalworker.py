@@ -1,0 +1,151 @@
+"""Run an evaluation worker: find this host's hardware, register it, and work its queues."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import signal
+import subprocess
+import sys
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
+from django.utils import timezone
+
+from leaderboard.jobs import redis_connection
+from leaderboard.rq_worker import EvalWorker
+from leaderboard.worker import default_worker_name, release_running_on, sweep_evaluations, sweep_interval_s
+from problems.models import Hardware
+
+log = logging.getLogger(__name__)
+
+
+def probe(device: str) -> dict[str, Any]:
+    """What the scoring library finds about this host, in a child process (this one never touches
+    CUDA). A failed probe on device 'auto' falls back to the CPU."""
+    from evaluation import probe_hardware
+
+    info = probe_hardware(device)
+    if info.get("error") and device == "auto":
+        log.warning("hardware probe failed (%s); serving the CPU queue", info["error"])
+        info = probe_hardware("cpu")
+    return info
+
+
+def register_hardware(info: dict[str, Any]) -> Hardware:
+    slug = info.get("hardware_slug") or "cpu"
+    is_cpu = slug == "cpu" or info.get("device") == "cpu"
+    found = {
+        "kind": Hardware.Kind.CPU if is_cpu else Hardware.Kind.GPU,
+        "device_name": (info.get("device_name") or "")[:200],
+        "driver_version": (info.get("driver") or "")[:60],
+        "cuda_version": (info.get("cuda") or "")[:60],
+        "torch_version": (info.get("torch") or "")[:60],
+        "python_version": (info.get("python") or "")[:60],
+        "last_seen_at": timezone.now(),
+    }
+    hardware, created = Hardware.objects.get_or_create(
+        slug=slug, defaults={**found, "name": info.get("device_name") or slug.upper()}
+    )
+    if not created:
+        for key, value in found.items():
+            if value or key == "last_seen_at":
+                setattr(hardware, key, value)
+        hardware.save()
+    return hardware
+
+
+def _die_with_parent() -> None:
+    # The sweeper child gets SIGTERM when its worker dies, even by SIGKILL (Linux only).
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class Command(BaseCommand):
+    help = "Work the evaluation queues of this host's hardware (eval-<slug>) until SIGTERM."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--queue",
+            action="append",
+            dest="queues",
+            metavar="NAME",
+            help="queue to listen to (repeatable); default: eval-<detected hardware slug>",
+        )
+        parser.add_argument("--burst", action="store_true", help="stop once the queues are empty")
+        parser.add_argument(
+            "--device",
+            choices=["auto", "cpu", "cuda"],
+            default="auto",
+            help="what to probe for (default: a GPU if there is one, else the CPU)",
+        )
+        parser.add_argument("--name", default="", help="worker name (default: host.pid)")
+        parser.add_argument(
+            "--no-sweep",
+            action="store_true",
+            help="do not run the sweeper child (when a separate sweep_evaluations runs)",
+        )
+        parser.add_argument("--max-jobs", type=int, default=None, help="stop after this many jobs")
+
+    def handle(self, *args, **options):
+        info = probe(options["device"])
+        hardware = register_hardware(info)
+        queues = options["queues"] or [hardware.queue_name]
+        unknown = [q for q in queues if q not in settings.EVAL_QUEUES]
+        if unknown:
+            self.stderr.write(
+                f"warning: {', '.join(unknown)} not in EVAL_QUEUES; nothing enqueues there unless "
+                "a Hardware row's slug matches"
+            )
+        name = options["name"] or default_worker_name()
+        self.stdout.write(
+            f"worker {name}: {hardware.slug} ({info.get('device_name') or 'cpu'}, torch "
+            f"{info.get('torch')}, CUDA {info.get('cuda')}); queues {', '.join(queues)}"
+        )
+        try:
+            conn = redis_connection()
+            conn.ping()
+        except Exception as exc:
+            raise CommandError(f"Redis at {settings.REDIS_URL} is unreachable: {exc}") from exc
+
+        sweeper = None
+        try:
+            report = sweep_evaluations()
+            self.stdout.write(f"startup sweep: {report}")
+        except Exception as exc:  # a failed sweep must not keep a worker from working
+            self.stderr.write(f"startup sweep failed: {exc}")
+        if not options["burst"] and not options["no_sweep"]:
+            sweeper = subprocess.Popen(
+                [
+                    sys.executable,
+                    sys.argv[0],
+                    "sweep_evaluations",
+                    "--loop",
+                    "--hardware",
+                    hardware.slug,
+                    "--interval",
+                    str(sweep_interval_s()),
+                ],
+                preexec_fn=_die_with_parent,
+            )
+        connections.close_all()
+        worker = EvalWorker(queues, connection=conn, name=name)
+        try:
+            worker.work(
+                burst=options["burst"],
+                with_scheduler=True,
+                max_jobs=options["max_jobs"],
+                logging_level=settings.LOGGING.get("root", {}).get("level", "INFO"),
+            )
+        finally:
+            # After a cold shutdown (second SIGTERM) the horse was killed mid-job: retry it now.
+            with contextlib.suppress(Exception):
+                release_running_on(name, "worker shut down during the job")
+            if sweeper is not None:
+                sweeper.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    sweeper.wait(timeout=10)
+        self.stdout.write(f"worker {name}: stopped")

@@ -1,0 +1,41 @@
+"""Re-enqueue what the database says is pending but Redis lost; retry or fail evaluations whose
+worker died. Run once (cron) or with --loop (each evalworker runs one as its child)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from leaderboard.worker import dead_worker_bound_s, run_sweeper, sweep_evaluations, sweep_interval_s
+from problems.models import Hardware
+
+
+class Command(BaseCommand):
+    help = "Make Redis agree with the database about pending evaluations."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--loop", action="store_true", help="sweep every --interval seconds until SIGTERM")
+        parser.add_argument("--interval", type=float, default=None, help="seconds between sweeps (looping)")
+        parser.add_argument("--hardware", default="", help="hardware slug whose last_seen_at to refresh each sweep")
+
+    def handle(self, *args, **options):
+        if not options["loop"]:
+            self.stdout.write(str(sweep_evaluations()))
+            return
+        interval = options["interval"] or sweep_interval_s()
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        self.stdout.write(
+            f"sweeping every {interval:g} s; a dead worker's job is noticed within {dead_worker_bound_s()} s"
+        )
+        slug = options["hardware"]
+
+        def touch() -> None:
+            if slug:
+                Hardware.objects.filter(slug=slug).update(last_seen_at=timezone.now())
+
+        run_sweeper(interval, stop, after_each=touch)

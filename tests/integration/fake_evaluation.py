@@ -1,0 +1,76 @@
+"""A stand-in for `evaluation.evaluate`, injected into workers with EVAL_FUNCTION.
+
+The queueing tests (exactly once, 200 at once, killed workers, Redis lost) test the job machinery,
+not the scoring: a real evaluation costs seconds of CPU per kernel (two sandboxed Python processes
+importing torch), which would make 200 jobs take minutes and make timings depend on the scoring.
+The end-to-end test uses the real library.
+
+The kernel source steers the fake with comment lines:
+    # fake: marker=<text>        names the call in the log ($KB_FAKE_EVAL_LOG), one line per start/end
+    # fake: sleep=<seconds>      sleeps that long
+    # fake: sleep_first=<s>      sleeps that long on the first call for this marker only
+    # fake: raise                raises (an infrastructure failure, as a broken library would)
+    # fake: status=<status>      the verdict to return (default: correct)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Any
+
+
+def _directives(source: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for key, value in re.findall(r"#\s*fake:\s*(\w+)(?:=(\S+))?", source):
+        found[key] = value
+    return found
+
+
+def _log(line: str) -> None:
+    path = os.environ.get("KB_FAKE_EVAL_LOG")
+    if path:
+        with open(path, "a") as f:  # one short write per line: appends from processes do not interleave
+            f.write(line + "\n")
+
+
+def _starts(marker: str) -> int:
+    path = os.environ.get("KB_FAKE_EVAL_LOG")
+    if not path or not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        return sum(1 for line in f if line.split()[:2] == ["start", marker])
+
+
+def evaluate(problem_source: str, kernel_source: str, config: Any = None) -> dict[str, Any]:
+    d = _directives(kernel_source)
+    marker = d.get("marker", "-")
+    first = _starts(marker) == 0
+    _log(f"start {marker} {os.getpid()}")
+    if "sleep" in d:
+        time.sleep(float(d["sleep"]))
+    if "sleep_first" in d and first:
+        time.sleep(float(d["sleep_first"]))
+    if "raise" in d:
+        raise RuntimeError("fake infrastructure failure")
+    status = d.get("status", "correct")
+    correct = status == "correct"
+    _log(f"end {marker} {os.getpid()}")
+    return {
+        "status": status,
+        "compiled": status != "compile_error",
+        "correct": correct,
+        "speedup": 1.5 if correct else None,
+        "speedup_interval": [1.4, 1.6] if correct else None,
+        "kernel_ms": {"median": 1.0, "mean": 1.0, "std": 0.0, "min": 1.0, "max": 1.0, "trials": 3},
+        "reference_ms": {"median": 1.5, "mean": 1.5, "std": 0.0, "min": 1.5, "max": 1.5, "trials": 3},
+        "trials_passed": 5 if correct else 0,
+        "trials_total": 5,
+        "flags": [],
+        "notes": [],
+        "error": None if correct else "fake failure",
+        "log": "",
+        "timings_s": {"total": 0.0},
+        "environment": {"fake": True},
+    }
