@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import math
 import re
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ COLUMNS = ("model", "organization", "variant", "metric", "value", "unit", "setti
 REQUIRED = ("model", "variant", "metric", "value", "unit", "date", "source_url")
 DATE_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 DATE_MONTH = re.compile(r"^\d{4}-\d{2}$")
+# The database's column sizes (PostgreSQL refuses longer text; SQLite would keep it).
+MAX_LENGTHS = {"model": 120, "organization": 120, "variant": 200, "metric": 60, "setting": 300, "hardware": 120, "source_url": 500}
 
 # Caveats of data/README.md, attached to the rows they concern so pages show them beside the score.
 CAVEATS: tuple[tuple[str, str, str], ...] = (
@@ -78,10 +81,17 @@ def parse_row(raw: dict, line: int) -> ScoreRow:
     missing = [name for name in REQUIRED if not values[name]]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
+    for name, text in values.items():
+        if "\x00" in text:
+            raise ValueError(f"{name} contains a NUL character")
+        if len(text) > MAX_LENGTHS.get(name, 10**9):
+            raise ValueError(f"{name} is longer than {MAX_LENGTHS[name]} characters")
     try:
         value = float(values["value"])
     except ValueError:
         raise ValueError(f"value {values['value']!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"value {values['value']!r} is not a finite number")
     unit = values["unit"]
     if unit == "%" and not 0 <= value <= 100:
         raise ValueError(f"value {value:g}% is outside 0-100")
@@ -146,6 +156,34 @@ def read_csv(text: str, name: str = "input") -> list[ScoreRow]:
         return parse_rows(raws)
     except RowErrors as exc:
         raise RowErrors([f"{name}: {error}" for error in exc.errors]) from None
+
+
+def parse_json_rows(items) -> list[ScoreRow]:
+    """Rows given as JSON (one object or a list of objects with the CSV's columns); errors name
+    each row by its position, counting from 1."""
+    if isinstance(items, dict):
+        items = [items]
+    if not isinstance(items, list) or not items:
+        raise RowErrors(["expected an object or a non-empty list of objects with the columns " + ", ".join(COLUMNS)])
+    raws, errors = [], []
+    for index, item in enumerate(items, start=1):
+        if not isinstance(item, dict):
+            errors.append(f"row {index}: is not an object")
+            continue
+        unknown = sorted(str(name) for name in item if name not in COLUMNS)
+        bad = [name for name, value in item.items() if value is not None and not isinstance(value, (str, int, float))]
+        if unknown or bad:
+            problem = f"unknown column(s) {', '.join(unknown)}" if unknown else f"{', '.join(bad)} must be text or a number"
+            errors.append(f"row {index}: {problem}")
+            continue
+        raws.append((index, {name: "" if value is None else str(value) for name, value in item.items()}))
+    try:
+        rows = parse_rows(raws)
+    except RowErrors as exc:
+        errors += [re.sub(r"\bline (\d+)", r"row \1", error) for error in exc.errors]
+    if errors:
+        raise RowErrors(errors)
+    return rows
 
 
 def match_lab(name: str) -> Lab | None:

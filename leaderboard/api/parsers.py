@@ -1,0 +1,19 @@
+"""Request body parsers beyond DRF's JSON and multipart: CSV as text."""
+
+from __future__ import annotations
+
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+
+
+class CsvParser(BaseParser):
+    """`Content-Type: text/csv`: the body as one UTF-8 string."""
+
+    media_type = "text/csv"
+
+    def parse(self, stream, media_type=None, parser_context=None) -> str:
+        data = stream.read() if stream is not None else b""
+        try:
+            return data.decode("utf-8").removeprefix("\ufeff")
+        except UnicodeDecodeError as exc:
+            raise ParseError(f"CSV body: byte {exc.start} is not UTF-8") from None

@@ -1,0 +1,108 @@
+"""Submitting one kernel for evaluation here: the API's /submissions/ and the problem page's form.
+
+A kernel goes into a run: the one given, or the model's run of submissions for the problem's set on
+that hardware (made on first use). Then request_evaluation queues it on the hardware's queue.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from leaderboard.jobs import request_evaluation
+from leaderboard.models import Evaluation, Kernel, LanguageModel, Origin, Run
+from problems.models import Hardware, Problem
+
+MODEL_NEW = re.compile(r"^\s*class\s+ModelNew\b", re.MULTILINE)
+SUBMISSIONS_RUN_NAME = "submissions"
+
+
+class SubmissionError(ValueError):
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
+def check_source(source: str) -> None:
+    """A kernel's source must fit the cap, be text, and define KernelBench's `class ModelNew`."""
+    size = len(source.encode("utf-8", errors="surrogatepass"))
+    limit = settings.KERNEL_SOURCE_MAX_BYTES
+    if size > limit:
+        raise SubmissionError(f"source is {size} bytes; the limit is {limit} bytes", "source")
+    if "\x00" in source:
+        raise SubmissionError("source contains a NUL character", "source")
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SubmissionError("source is not valid Unicode text", "source") from None
+    if not source.strip():
+        raise SubmissionError("source is empty", "source")
+    if not MODEL_NEW.search(source):
+        raise SubmissionError("source defines no `class ModelNew` (KernelBench's name for the solution)", "source")
+
+
+def check_target(problem: Problem, hardware: Hardware | None, model: LanguageModel | None, run: Run | None) -> Hardware:
+    """Exactly one of model or run; a run must belong to the problem's set and be measured here.
+    Returns the hardware to evaluate on."""
+    if (model is None) == (run is None):
+        raise SubmissionError("give exactly one of model or run")
+    if run is not None:
+        if run.problem_set_id != problem.problem_set_id:
+            raise SubmissionError(f"run {run.pk} is on problem set {run.problem_set.slug}, not {problem.problem_set.slug}", "run")
+        if run.origin != Origin.MEASURED:
+            raise SubmissionError(f"run {run.pk} was imported; submit with a model instead", "run")
+        return hardware or run.hardware
+    if hardware is None:
+        raise SubmissionError("hardware is required when no run is given", "hardware")
+    return hardware
+
+
+def submissions_run(model: LanguageModel, problem: Problem, hardware: Hardware, setting: str, user=None) -> Run:
+    run = Run.objects.filter(
+        model=model, problem_set=problem.problem_set, hardware=hardware, setting=setting,
+        origin=Origin.MEASURED, name=SUBMISSIONS_RUN_NAME,
+    ).order_by("pk").first()
+    if run is None:
+        run = Run.objects.create(
+            model=model, problem_set=problem.problem_set, hardware=hardware, setting=setting,
+            origin=Origin.MEASURED, name=SUBMISSIONS_RUN_NAME, created_by=user,
+        )
+    return run
+
+
+def _new_kernel(run: Run, problem: Problem, source: str, user) -> Kernel:
+    """The next free sample of `problem` in `run` (retried if a concurrent submission took it)."""
+    for _ in range(5):
+        taken = Kernel.objects.filter(run=run, problem=problem).aggregate(n=Max("sample_index"))["n"]
+        try:
+            with transaction.atomic():
+                return Kernel.objects.create(
+                    run=run, problem=problem, sample_index=0 if taken is None else taken + 1,
+                    source=source, submitted_by=user,
+                )
+        except IntegrityError:
+            continue
+    raise SubmissionError("too many concurrent submissions for this run and problem; try again")
+
+
+@transaction.atomic
+def submit_kernel(
+    *,
+    problem: Problem,
+    source: str,
+    hardware: Hardware | None = None,
+    model: LanguageModel | None = None,
+    run: Run | None = None,
+    setting: str = "submitted",
+    user=None,
+) -> Evaluation:
+    """Save the kernel and queue its evaluation (enqueued when the transaction commits)."""
+    check_source(source)
+    hardware = check_target(problem, hardware, model, run)
+    if run is None:
+        run = submissions_run(model, problem, hardware, setting or "submitted", user)
+    kernel = _new_kernel(run, problem, source, user)
+    return request_evaluation(kernel, hardware)

@@ -1,0 +1,30 @@
+from leaderboard.models import Evaluation
+
+
+def test_it_lists_evaluations_without_logs(client, run):
+    rows = client.get("/api/v1/evaluations/").json()["results"]
+    assert len(rows) == 2 and "log" not in rows[0] and rows[0]["run"] == run.pk
+
+
+def test_detail_has_the_log_and_environment(client, run):
+    evaluation = Evaluation.objects.first()
+    body = client.get(f"/api/v1/evaluations/{evaluation.pk}/").json()
+    assert "log" in body and "environment" in body and body["hardware"] == "cpu"
+
+
+def test_evaluations_filter(client, run):
+    kernel = run.kernels.first()
+    assert client.get(f"/api/v1/evaluations/?kernel={kernel.pk}").json()["count"] == 1
+    assert client.get(f"/api/v1/evaluations/?run={run.pk}&hardware=cpu&state=done&origin=measured").json()["count"] == 2
+    assert client.get("/api/v1/evaluations/?status=correct").json()["count"] == 1
+    assert client.get("/api/v1/evaluations/?state=sleeping").status_code == 400
+
+
+def test_evaluations_list_in_a_fixed_number_of_queries(client, run, django_assert_max_num_queries):
+    with django_assert_max_num_queries(3):
+        client.get("/api/v1/evaluations/")
+
+
+def test_evaluations_are_read_only(token_client, admin_user, run):
+    evaluation = Evaluation.objects.first()
+    assert token_client(admin_user).patch(f"/api/v1/evaluations/{evaluation.pk}/", {}, format="json").status_code == 405

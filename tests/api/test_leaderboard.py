@@ -1,0 +1,58 @@
+from leaderboard.models import Run
+from leaderboard.standings import level_standings
+from problems.models import ProblemSet
+
+URL = "/api/v1/leaderboard/"
+
+
+def test_it_gives_fast_p_per_run_from_the_shared_standings(client, run):
+    body = client.get(URL + "?level=1&p=1.0&hardware=cpu&set=kb").json()
+    assert body["problem_set"] == "kb" and body["level"] == 1 and body["p"] == 1.0
+    row = body["results"][0]
+    expected = level_standings(run.problem_set, 1, p=1.0, hardware=run.hardware)[0].summary
+    assert row["summary"] == expected
+    assert row["fast_p"] == 0.5 and row["summary"]["fast_0"] == 0.5 and row["summary"]["geomean_speedup"] == 2.0
+    assert row["run"]["model"] == "model-a" and row["rank"] == 1
+
+
+def test_the_p_asked_is_added_to_the_standard_set(client, run):
+    row = client.get(URL + "?level=1&p=1.7").json()["results"][0]
+    assert row["summary"]["fast_1.7"] == 0.5 and "fast_2" in row["summary"] and row["fast_p"] == 0.5
+
+
+def test_all_levels_together_count_every_problem(client, run):
+    row = client.get(URL).json()["results"][0]
+    assert row["summary"]["n_problems"] == 3 and row["summary"]["fast_1"] == 1 / 3
+
+
+def test_filters_by_origin_setting_and_hardware(client, run):
+    assert client.get(URL + "?origin=imported").json()["results"] == []
+    assert client.get(URL + "?setting=agent").json()["results"] == []
+    assert len(client.get(URL + "?origin=measured&setting=one-shot").json()["results"]) == 1
+
+
+def test_bad_parameters_are_400(client, run):
+    assert client.get(URL + "?level=5").status_code == 400
+    assert client.get(URL + "?p=-1").status_code == 400
+    assert client.get(URL + "?p=nan").status_code == 400
+    assert client.get(URL + "?hardware=h999").status_code == 400
+    assert client.get(URL + "?set=nope").status_code == 400
+
+
+def test_with_several_sets_the_set_must_be_named(client, run):
+    ProblemSet.objects.create(slug="other", name="Other")
+    response = client.get(URL)
+    assert response.status_code == 400 and "set" in response.json()
+    assert client.get(URL + "?set=other").json()["results"] == []
+
+
+def test_it_costs_a_fixed_number_of_queries(client, run, django_assert_max_num_queries):
+    for _ in range(4):
+        Run.objects.create(model=run.model, problem_set=run.problem_set, hardware=run.hardware)
+    with django_assert_max_num_queries(12):
+        response = client.get(URL + "?level=1")
+    assert len(response.json()["results"]) == 5
+
+
+def test_writes_are_not_allowed(token_client, admin_user, run):
+    assert token_client(admin_user).post(URL, {}, format="json").status_code == 405
