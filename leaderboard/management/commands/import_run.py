@@ -1,0 +1,73 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from leaderboard.run_import import (
+    BundleError,
+    RunSpec,
+    default_problem_set,
+    read_folder,
+    read_json_upload,
+    read_zip,
+    store_run,
+    verify_run,
+)
+from problems.models import Hardware, ProblemSet
+
+
+class Command(BaseCommand):
+    help = (
+        "Import a KernelBench run: a run folder (level_<L>_problem_<P>_sample_<S>_kernel.py files and an optional "
+        "eval_results.json), a zip of one, or a JSON file {\"kernels\": {...}, \"eval_results\": {...}}. Results are "
+        "stored as 'imported, unverified'; --verify also queues every kernel for evaluation here. Idempotent."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", type=Path, help="Run folder, .zip or .json.")
+        parser.add_argument("--model", required=True, help="Model name (matched case-insensitively, or created).")
+        parser.add_argument("--organization", default="", help="The model's lab, if the model is new.")
+        parser.add_argument("--hardware", required=True, help="Hardware slug, e.g. h200.")
+        parser.add_argument("--set", dest="problem_set", help="Problem set slug (needed when there are several).")
+        parser.add_argument("--setting", default="one-shot")
+        parser.add_argument("--name", help="Run label (default: the folder or file name).")
+        parser.add_argument("--level", type=int, choices=[1, 2, 3, 4], help="Level of bare problem ids in eval_results.")
+        parser.add_argument("--verify", action="store_true", help="Queue every kernel for evaluation here too.")
+
+    def handle(self, path: Path, **options):
+        hardware = Hardware.objects.filter(slug=options["hardware"]).first()
+        if hardware is None:
+            raise CommandError(f"no hardware {options['hardware']!r}")
+        try:
+            if options["problem_set"]:
+                problem_set = ProblemSet.objects.filter(slug=options["problem_set"]).first()
+                if problem_set is None:
+                    raise CommandError(f"no problem set {options['problem_set']!r}")
+            else:
+                problem_set = default_problem_set()
+            if path.is_dir():
+                bundle = read_folder(path)
+            elif path.suffix == ".zip":
+                with path.open("rb") as file:
+                    bundle = read_zip(file)
+            elif path.suffix == ".json":
+                _, bundle = read_json_upload(path.read_bytes())
+            else:
+                raise CommandError(f"{path}: not a folder, .zip or .json")
+            self.stdout.write(f"Importing {len(bundle.kernels)} kernels from {path}")
+            spec = RunSpec(
+                model=options["model"], organization=options["organization"], hardware=hardware,
+                problem_set=problem_set, setting=options["setting"], name=options["name"] or path.stem,
+                level=options["level"],
+            )
+            result = store_run(spec, bundle, write=self.stdout.write)
+        except FileNotFoundError:
+            raise CommandError(f"{path}: no such file") from None
+        except BundleError as exc:
+            raise CommandError("nothing imported:\n  " + "\n  ".join(exc.errors)) from None
+        for warning in result.warnings:
+            self.stdout.write(self.style.WARNING(f"  {warning}"))
+        self.stdout.write(self.style.SUCCESS(f"run {result.run.pk}: " + result.kernels.summary("kernels")))
+        self.stdout.write(self.style.SUCCESS(result.evaluations.summary("imported evaluations")))
+        if options["verify"]:
+            queued, skipped = verify_run(result.run)
+            self.stdout.write(f"queued {len(queued)} evaluations on {hardware.slug} ({skipped} already waiting)")
