@@ -1,6 +1,18 @@
 from django.contrib import admin
 
-from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, ReportedScore, Review, Run
+from leaderboard import launch_posts, reported_scores
+from leaderboard.admin_ingest import CsvUploadMixin, VerifyRunsMixin
+from leaderboard.models import (
+    Evaluation,
+    Kernel,
+    KernelReport,
+    Lab,
+    LanguageModel,
+    LaunchPost,
+    ReportedScore,
+    Review,
+    Run,
+)
 
 
 @admin.register(Lab)
@@ -21,7 +33,7 @@ class LanguageModelAdmin(admin.ModelAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(VerifyRunsMixin, admin.ModelAdmin):
     list_display = ["__str__", "model", "problem_set", "hardware", "setting", "origin", "is_demo", "created_at"]
     list_filter = ["origin", "hardware", "problem_set", "setting", "is_demo"]
     search_fields = ["name", "model__name", "setting", "notes"]
@@ -69,7 +81,10 @@ class EvaluationAdmin(admin.ModelAdmin):
 
 
 @admin.register(ReportedScore)
-class ReportedScoreAdmin(admin.ModelAdmin):
+class ReportedScoreAdmin(CsvUploadMixin, admin.ModelAdmin):
+    csv_columns = reported_scores.COLUMNS
+    csv_read = staticmethod(reported_scores.read_csv)
+    csv_store = staticmethod(lambda rows, user: reported_scores.store_rows(rows, entered_by=user))
     list_display = ["model", "variant", "metric", "display_value", "setting", "hardware_name", "display_date", "source_url"]
     list_filter = ["metric", "unit", "model__lab"]
     search_fields = ["model__name", "variant", "setting", "source_url"]
@@ -78,7 +93,10 @@ class ReportedScoreAdmin(admin.ModelAdmin):
 
 
 @admin.register(LaunchPost)
-class LaunchPostAdmin(admin.ModelAdmin):
+class LaunchPostAdmin(CsvUploadMixin, admin.ModelAdmin):
+    csv_columns = launch_posts.COLUMNS
+    csv_read = staticmethod(launch_posts.read_csv)
+    csv_store = staticmethod(lambda rows, user: launch_posts.store_rows(rows))
     list_display = ["title", "lab", "model", "published_on", "lists_kernelbench", "kernelbench_score", "is_demo"]
     list_filter = ["lists_kernelbench", "lab", "is_demo"]
     search_fields = ["title", "url", "model__name", "lab__name"]
@@ -88,8 +106,42 @@ class LaunchPostAdmin(admin.ModelAdmin):
 
 @admin.register(Review)
 class ReviewAdmin(admin.ModelAdmin):
+    """Append-only: a verdict is never edited or deleted (it is the audit trail). New verdicts go
+    through leaderboard.reviews.record_verdict, so "needs rerun" queues an evaluation here too."""
+
     list_display = ["kernel", "verdict", "reviewer", "created_at"]
     list_filter = ["verdict"]
     search_fields = ["note", "reviewer__username"]
     list_select_related = ["kernel", "reviewer"]
     raw_id_fields = ["kernel"]
+    fields = ["kernel", "verdict", "note"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj: Review, form, change: bool) -> None:
+        from leaderboard.reviews import record_verdict
+
+        review = record_verdict(obj.kernel, request.user, obj.verdict, obj.note).review
+        obj.pk, obj.reviewer, obj.created_at = review.pk, review.reviewer, review.created_at
+        obj._state.adding, obj._state.db = False, review._state.db
+
+
+@admin.register(KernelReport)
+class KernelReportAdmin(admin.ModelAdmin):
+    """Visitors' reports, read-only here: a reviewer answers one by recording a verdict."""
+
+    list_display = ["kernel", "reporter", "created_at"]
+    search_fields = ["reason", "reporter__username"]
+    list_select_related = ["kernel", "reporter"]
+    raw_id_fields = ["kernel"]
+    readonly_fields = ["kernel", "reporter", "reason", "created_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

@@ -113,6 +113,33 @@ class Run(models.Model):
         return reverse("model-detail", args=[self.model.slug]) + f"#run-{self.pk}"
 
 
+class KernelQuerySet(models.QuerySet):
+    """Kernels, with the review state that the queue, the kernel page and the standings read.
+
+    The rules themselves (what is flagged, excluded, in need of review) live in leaderboard/reviews.py;
+    these methods only name the intents.
+    """
+
+    def with_review_state(self) -> KernelQuerySet:
+        """Annotate latest_verdict, latest_review_at, latest_report_at and the booleans is_flagged,
+        is_reported, is_high_imported, is_excluded and needs_review (all in the one query)."""
+        from leaderboard.reviews import annotate_review_state
+
+        return annotate_review_state(self)
+
+    def needing_review(self) -> KernelQuerySet:
+        """Kernels the review queue lists: suspicious, with no verdict since (see reviews.py)."""
+        return self.with_review_state().filter(needs_review=True)
+
+    def excluded(self) -> KernelQuerySet:
+        """Kernels whose latest verdict is reward hack or invalid: out of fast_p and rankings."""
+        return self.with_review_state().filter(is_excluded=True)
+
+    def counted(self) -> KernelQuerySet:
+        """Kernels that count in rankings: every kernel but the excluded ones."""
+        return self.with_review_state().filter(is_excluded=False)
+
+
 class Kernel(models.Model):
     """One generated solution (`class ModelNew`) to one problem."""
 
@@ -137,6 +164,8 @@ class Kernel(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="kernels"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = KernelQuerySet.as_manager()
 
     class Meta:
         ordering = ["problem", "sample_index"]
@@ -350,3 +379,25 @@ class Review(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_verdict_display()} on kernel {self.kernel_id} by {self.reviewer}"
+
+
+class KernelReport(models.Model):
+    """A signed-in visitor's "report this kernel": it puts the kernel in the review queue until a
+    reviewer records a verdict after it."""
+
+    REASON_MAX_LENGTH = 2000
+
+    kernel = models.ForeignKey(Kernel, on_delete=models.CASCADE, related_name="reports")
+    reporter = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="kernel_reports")
+    reason = models.TextField(max_length=REASON_MAX_LENGTH)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # Review queue and kernel page: the newest report of a kernel (reviews.annotate_review_state).
+            models.Index(fields=["kernel", "-created_at"], name="kernelreport_kernel_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"report on kernel {self.kernel_id} by {self.reporter}"

@@ -2,6 +2,12 @@
 
 Pages, the API and exports all read standings from here, so they can never disagree. Every call
 costs a fixed number of queries, whatever the number of runs or kernels.
+
+Reviews shape the rows (rules in leaderboard/reviews.py): a kernel whose latest verdict is reward
+hack or invalid is left out, as if it had never been submitted (its problem still counts in the
+denominator, and another sample of the problem may still count), unless `include_excluded=True`
+asks for the scores as they were before exclusions. Each row also counts its flagged, unreviewed
+(in the review queue) and excluded kernels.
 """
 
 from __future__ import annotations
@@ -24,6 +30,10 @@ class StandingRow:
     # Correct kernels whose speedup is unknown (imported without a baseline): not counted as correct.
     unscored: int = 0
     speedups: dict[int, float | None] = field(default_factory=dict)  # problem id -> best speedup
+    # Review state of the run's kernels (of the level): see leaderboard/reviews.py for the rules.
+    flagged: int = 0
+    unreviewed: int = 0
+    excluded: int = 0
 
     def fast_p(self, p: float) -> float:
         return self.summary[fast_p_key(p)]
@@ -37,8 +47,9 @@ def _kernel_rows(runs: list[Run], level: int | None):
     kernels = Kernel.objects.filter(run__in=runs)
     if level is not None:
         kernels = kernels.filter(problem__level=level)
-    return kernels.values_list(
-        "run_id", "problem_id", "latest_evaluation__compiled", "latest_evaluation__correct", "latest_evaluation__speedup"
+    return kernels.with_review_state().values_list(
+        "run_id", "problem_id", "latest_evaluation__compiled", "latest_evaluation__correct", "latest_evaluation__speedup",
+        "is_flagged", "needs_review", "is_excluded",
     )
 
 
@@ -50,11 +61,13 @@ def level_standings(
     hardware: Hardware | None = None,
     setting: str | None = None,
     origin: str | None = None,
+    include_excluded: bool = False,
 ) -> list[StandingRow]:
     """One row per run of `problem_set` (filtered), scored on `level` (None = all levels).
 
     A kernel counts by its latest evaluation; with several samples per problem the best correct
     one counts (level_summary's rule). The denominator is every problem of the level in the set.
+    Kernels excluded by a reviewer's verdict count only with `include_excluded=True`.
     """
     runs = Run.objects.for_leaderboard(problem_set, hardware)
     if setting:
@@ -66,7 +79,16 @@ def level_standings(
     n_problems = sum(counts.values()) if level is None else counts.get(level, 0)
     results: dict[int, list[ProblemResult]] = defaultdict(list)
     unscored: dict[int, int] = defaultdict(int)
-    for run_id, problem_id, compiled, correct, speedup in _kernel_rows(runs, level) if runs else ():
+    review_counts: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])  # flagged, unreviewed, excluded
+    for run_id, problem_id, compiled, correct, speedup, flagged, unreviewed, excluded in (
+        _kernel_rows(runs, level) if runs else ()
+    ):
+        counts_of_run = review_counts[run_id]
+        counts_of_run[0] += bool(flagged)
+        counts_of_run[1] += bool(unreviewed)
+        counts_of_run[2] += bool(excluded)
+        if excluded and not include_excluded:
+            continue
         scored = bool(correct) and speedup is not None
         if correct and speedup is None:
             unscored[run_id] += 1
@@ -79,7 +101,8 @@ def level_standings(
         run_results = results.get(run.pk, [])
         summary = level_summary(run_results, n_problems, ps=standard_ps(p))
         best = {r.problem: r.speedup for r in run_results if r.correct}
-        rows.append(StandingRow(run, level, summary, unscored[run.pk], best))
+        flagged, unreviewed, excluded = review_counts[run.pk]
+        rows.append(StandingRow(run, level, summary, unscored[run.pk], best, flagged, unreviewed, excluded))
     rows.sort(key=lambda row: (-row.fast_p(p if p is not None else 1.0), -row.summary["correct_rate"], row.run.pk))
     return rows
 

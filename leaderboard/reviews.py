@@ -1,0 +1,284 @@
+"""The reviewer workflow: which kernels need a look, verdicts, reports, and exclusions.
+
+Rules, in one place (the queue page, the kernel page, the API and the standings all read them):
+
+- A kernel is **flagged** when its latest evaluation carries any flag from the scoring library, or
+  one of the notes that call for a look (`REVIEW_NOTE_CODES`: PyTorch-only, try/except fallback).
+- It is **reported** when a signed-in visitor reported it after its latest verdict (or it has no
+  verdict yet).
+- It is **high imported** when its latest evaluation was imported (unverified here) with a speedup
+  above `REVIEW_SPEEDUP_THRESHOLD` (3x unless settings say otherwise).
+- It **needs review** (it is in the queue, it counts as "unreviewed" on leaderboard rows) when it
+  is reported, or flagged or high imported with no verdict recorded since its latest evaluation.
+  So a clean verdict takes it out; a fresh evaluation that is still suspicious brings it back; a
+  "needs rerun" verdict parks it until the new evaluation lands.
+- It is **excluded** when its latest verdict is reward hack or invalid: it leaves fast_p and every
+  ranking, is never deleted, and its page says why. A later verdict (e.g. clean) brings it back.
+
+Every verdict is kept (Review rows are only ever added); the latest one counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import BooleanField, Case, F, OuterRef, Q, Subquery, Value, When
+from django.db.models.functions import Coalesce
+
+from evaluation.types import FLAG_CODES, NOTE_CODES
+from leaderboard.jobs import request_evaluation
+from leaderboard.models import Evaluation, Kernel, KernelReport, Origin, Review
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+    from leaderboard.models import KernelQuerySet
+    from problems.models import Hardware
+
+REVIEW_PERMISSION = "leaderboard.add_review"
+EXCLUDING_VERDICTS: tuple[str, ...] = (Review.Verdict.REWARD_HACK, Review.Verdict.INVALID)
+# Notes (not flags) from the scoring library that still put a kernel in the queue.
+REVIEW_NOTE_CODES: tuple[str, ...] = ("pytorch_only", "try_except_fallback")
+DEFAULT_SPEEDUP_THRESHOLD = 3.0
+
+
+def review_speedup_threshold() -> float:
+    """Imported speedups above this go to the queue (settings.REVIEW_SPEEDUP_THRESHOLD, default 3)."""
+    return float(getattr(settings, "REVIEW_SPEEDUP_THRESHOLD", DEFAULT_SPEEDUP_THRESHOLD))
+
+
+def can_review(user: AbstractBaseUser | AnonymousUser | None) -> bool:
+    return bool(user is not None and user.is_authenticated and user.has_perm(REVIEW_PERMISSION))
+
+
+def flag_choices() -> list[tuple[str, str]]:
+    """Codes the queue filters by: every flag of the scoring library, then the review notes."""
+    return [(code, text) for code, text in FLAG_CODES.items()] + [
+        (code, NOTE_CODES.get(code, code)) for code in REVIEW_NOTE_CODES
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# the rules as query expressions
+
+
+def _has_code(json_field: str, code: str) -> Q:
+    """`json_field` (a JSON list of {"code", "message"}) holds an entry with `code`.
+
+    Matched on the JSON text, which is `{"code": "...", ...}` on SQLite (Python's json.dumps) and
+    on PostgreSQL (jsonb's canonical text) alike; JSON escapes quotes inside messages, so a message
+    cannot fake the match. (SQLite has no JSON containment lookup.)
+    """
+    return Q(**{f"{json_field}__icontains": f'"code": "{code}"'})
+
+
+def flagged_q(evaluation: str = "latest_evaluation__") -> Q:
+    """The evaluation reached through the `evaluation` prefix has a flag or a review note."""
+    q = Q(**{f"{evaluation}flags__0__isnull": False})
+    for code in REVIEW_NOTE_CODES:
+        q |= _has_code(f"{evaluation}notes", code)
+    return q
+
+
+def code_q(code: str, evaluation: str = "latest_evaluation__") -> Q:
+    """The latest evaluation carries `code` as a flag or as a note."""
+    return _has_code(f"{evaluation}flags", code) | _has_code(f"{evaluation}notes", code)
+
+
+def _flag(condition: Q) -> Case:
+    return Case(When(condition, then=Value(True)), default=Value(False), output_field=BooleanField())
+
+
+def annotate_review_state(kernels: KernelQuerySet) -> KernelQuerySet:
+    """Kernel.objects.with_review_state(): the rules above as annotations, in the same query.
+
+    Only positive conditions (no negation), so that NULLs (no review, no evaluation) read as false
+    on every database.
+    """
+    reviews = Review.objects.filter(kernel=OuterRef("pk")).order_by("-created_at", "-pk")
+    reports = KernelReport.objects.filter(kernel=OuterRef("pk")).order_by("-created_at", "-pk")
+    kernels = kernels.annotate(
+        latest_verdict=Subquery(reviews.values("verdict")[:1]),
+        latest_review_at=Subquery(reviews.values("created_at")[:1]),
+        latest_report_at=Subquery(reports.values("created_at")[:1]),
+        evaluated_at=Coalesce("latest_evaluation__finished_at", "latest_evaluation__queued_at"),
+    )
+    reported = Q(latest_report_at__isnull=False) & (
+        Q(latest_review_at__isnull=True) | Q(latest_report_at__gt=F("latest_review_at"))
+    )
+    high_imported = Q(
+        latest_evaluation__origin=Origin.IMPORTED, latest_evaluation__speedup__gt=review_speedup_threshold()
+    )
+    no_verdict_since_evaluation = Q(latest_review_at__isnull=True) | Q(latest_review_at__lt=F("evaluated_at"))
+    return kernels.annotate(
+        is_flagged=_flag(flagged_q()),
+        is_reported=_flag(reported),
+        is_high_imported=_flag(high_imported),
+        is_excluded=_flag(Q(latest_verdict__in=EXCLUDING_VERDICTS)),
+        needs_review=_flag(reported | ((flagged_q() | high_imported) & no_verdict_since_evaluation)),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the queue
+
+
+QUEUE_SORTS: dict[str, str] = {
+    "speedup": "speedup, highest first",
+    "-speedup": "speedup, lowest first",
+    "date": "newest first",
+    "-date": "oldest first",
+}
+QUEUE_REASONS: dict[str, str] = {
+    "flagged": "flagged by the scoring library",
+    "reported": "reported by a visitor",
+    "imported": "imported unverified with a high speedup",
+}
+
+
+@dataclass
+class QueueFilters:
+    flag: str | None = None
+    level: int | None = None
+    model: str | None = None  # a LanguageModel slug
+    reason: str | None = None
+    sort: str = "date"
+
+
+def review_queue(filters: QueueFilters | None = None) -> KernelQuerySet:
+    """Kernels that need a look, filtered and sorted, with what a queue row shows."""
+    filters = filters or QueueFilters()
+    kernels = Kernel.objects.needing_review().select_related(
+        "problem__problem_set", "run__model", "run__hardware", "latest_evaluation"
+    )
+    if filters.flag:
+        kernels = kernels.filter(code_q(filters.flag))
+    if filters.level is not None:
+        kernels = kernels.filter(problem__level=filters.level)
+    if filters.model:
+        kernels = kernels.filter(run__model__slug=filters.model)
+    if filters.reason == "flagged":
+        kernels = kernels.filter(is_flagged=True)
+    elif filters.reason == "reported":
+        kernels = kernels.filter(is_reported=True)
+    elif filters.reason == "imported":
+        kernels = kernels.filter(is_high_imported=True)
+    speedup = F("latest_evaluation__speedup")
+    date = Coalesce("latest_report_at", "evaluated_at", "created_at")
+    order = {
+        "speedup": [speedup.desc(nulls_last=True)],
+        "-speedup": [speedup.asc(nulls_last=True)],
+        "date": [date.desc()],
+        "-date": [date.asc()],
+    }.get(filters.sort, [date.desc()])
+    return kernels.order_by(*order, "-pk")
+
+
+# ---------------------------------------------------------------------------------------------
+# verdicts and reports
+
+
+@dataclass
+class VerdictResult:
+    review: Review
+    evaluation: Evaluation | None = None  # the evaluation a "needs rerun" verdict queued
+
+
+def rerun_hardware(kernel: Kernel) -> Hardware:
+    """Where a rerun goes: the hardware of the latest evaluation, else the run's."""
+    if kernel.latest_evaluation_id is not None:
+        return kernel.latest_evaluation.hardware
+    return kernel.run.hardware
+
+
+@transaction.atomic
+def record_verdict(kernel: Kernel, reviewer, verdict: str, note: str = "") -> VerdictResult:
+    """Add a verdict (the kernel's earlier ones stay). "Needs rerun" queues a fresh evaluation
+    through jobs.request_evaluation, unless one is already waiting for that kernel and hardware."""
+    if not can_review(reviewer):
+        raise PermissionDenied("Recording a verdict needs the leaderboard.add_review permission.")
+    if verdict not in Review.Verdict.values:
+        raise ValueError(f"Unknown verdict {verdict!r}.")
+    review = Review.objects.create(kernel=kernel, reviewer=reviewer, verdict=verdict, note=note.strip())
+    evaluation = None
+    if verdict == Review.Verdict.RERUN:
+        hardware = rerun_hardware(kernel)
+        waiting = Evaluation.State.QUEUED, Evaluation.State.RUNNING
+        evaluation = (
+            Evaluation.objects.filter(kernel=kernel, hardware=hardware, state__in=waiting).order_by("-queued_at").first()
+            or request_evaluation(kernel, hardware)
+        )
+    return VerdictResult(review, evaluation)
+
+
+@dataclass
+class ReportResult:
+    report: KernelReport
+    created: bool
+
+
+def open_report_by(kernel: Kernel, user) -> KernelReport | None:
+    """`user`'s report on `kernel` made after its latest verdict, if any."""
+    reports = KernelReport.objects.filter(kernel=kernel, reporter=user)
+    latest_review = kernel.reviews.order_by("-created_at", "-pk").first()
+    if latest_review is not None:
+        reports = reports.filter(created_at__gt=latest_review.created_at)
+    return reports.order_by("-created_at").first()
+
+
+@transaction.atomic
+def report_kernel(kernel: Kernel, user, reason: str) -> ReportResult:
+    """A signed-in user reports `kernel`. One open report per user and kernel: reporting again
+    before a reviewer has looked returns the open one."""
+    if user is None or not user.is_authenticated:
+        raise PermissionDenied("Sign in to report a kernel.")
+    existing = open_report_by(kernel, user)
+    if existing is not None:
+        return ReportResult(existing, created=False)
+    return ReportResult(KernelReport.objects.create(kernel=kernel, reporter=user, reason=reason.strip()), True)
+
+
+# ---------------------------------------------------------------------------------------------
+# what the kernel page shows
+
+
+@dataclass
+class KernelReviewState:
+    kernel: Kernel
+    reviews: list[Review]  # the audit trail, newest first
+    reports: list[KernelReport]  # newest first
+    flags: list[dict] = field(default_factory=list)
+    review_notes: list[dict] = field(default_factory=list)
+
+    @property
+    def latest(self) -> Review | None:
+        return self.reviews[0] if self.reviews else None
+
+    @property
+    def excluded(self) -> bool:
+        return self.latest is not None and self.latest.verdict in EXCLUDING_VERDICTS
+
+    @property
+    def exclusion(self) -> Review | None:
+        """The verdict that takes the kernel out of the rankings, if one does."""
+        return self.latest if self.excluded else None
+
+    @property
+    def open_reports(self) -> list[KernelReport]:
+        since = self.latest.created_at if self.latest else None
+        return [r for r in self.reports if since is None or r.created_at > since]
+
+
+def kernel_review_state(kernel: Kernel) -> KernelReviewState:
+    """Verdicts, reports, flags and exclusion of one kernel, in two queries."""
+    reviews = list(kernel.reviews.select_related("reviewer").order_by("-created_at", "-pk"))
+    reports = list(kernel.reports.select_related("reporter").order_by("-created_at", "-pk"))
+    evaluation = kernel.latest_evaluation
+    flags = [f for f in (evaluation.flags if evaluation else []) if isinstance(f, dict)]
+    notes = [n for n in (evaluation.notes if evaluation else []) if isinstance(n, dict)]
+    review_notes = [n for n in notes if n.get("code") in REVIEW_NOTE_CODES]
+    return KernelReviewState(kernel, reviews, reports, flags, review_notes)
