@@ -1,0 +1,90 @@
+"""Ingestion in the Django admin: CSV upload for reported scores and launch posts (the same parsers
+as the API and the commands), and the "re-evaluate every kernel" action on runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from leaderboard.reported_scores import RowErrors
+from leaderboard.run_import import verify_run
+
+
+class CsvUploadForm(forms.Form):
+    file = forms.FileField(help_text="UTF-8 CSV with a header row.")
+
+
+class CsvUploadMixin:
+    """Adds an "Upload CSV" page to a ModelAdmin. Subclasses set `csv_columns`, `csv_read(text, name)`
+    (raises RowErrors) and `csv_store(rows, user)` (returns an ImportReport)."""
+
+    change_list_template = "admin/leaderboard/change_list_with_upload.html"
+    csv_columns: tuple[str, ...] = ()
+    csv_read: Callable
+    csv_store: Callable
+
+    def get_urls(self):
+        opts = self.model._meta
+        view = self.admin_site.admin_view(self.upload_csv_view)
+        extra = [path("upload-csv/", view, name=f"{opts.app_label}_{opts.model_name}_upload_csv")]
+        return extra + super().get_urls()
+
+    def upload_csv_view(self, request):
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = CsvUploadForm(request.POST or None, request.FILES or None)
+        errors: list[str] = []
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            limit = getattr(settings, "API_TABLE_MAX_BYTES", 5_000_000)
+            try:
+                if upload.size > limit:
+                    raise RowErrors([f"{upload.name}: {upload.size} bytes; the limit is {limit} bytes"])
+                try:
+                    text = upload.read().decode("utf-8").removeprefix("\ufeff")
+                except UnicodeDecodeError as exc:
+                    raise RowErrors([f"{upload.name}: byte {exc.start} is not UTF-8"]) from None
+                rows = type(self).csv_read(text, upload.name)
+            except RowErrors as exc:
+                errors = exc.errors
+            else:
+                report = type(self).csv_store(rows, request.user)
+                noun = self.model._meta.verbose_name_plural
+                self.message_user(request, f"{upload.name}: " + report.summary(str(noun)), messages.SUCCESS)
+                opts = self.model._meta
+                return redirect(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Upload {self.model._meta.verbose_name_plural} (CSV)",
+            "form": form,
+            "errors": errors,
+            "columns": self.csv_columns,
+        }
+        return TemplateResponse(request, "admin/leaderboard/csv_upload.html", context, status=400 if errors else 200)
+
+
+@admin.action(description="Re-evaluate every kernel of the selected runs here", permissions=["verify"])
+def verify_runs(modeladmin, request, queryset) -> None:
+    total = waiting = 0
+    for run in queryset.select_related("hardware"):
+        queued, skipped = verify_run(run)
+        total += len(queued)
+        waiting += skipped
+    modeladmin.message_user(
+        request, f"Queued {total} evaluations ({waiting} kernels already had one waiting).", messages.SUCCESS
+    )
+
+
+class VerifyRunsMixin:
+    actions = [verify_runs]
+
+    def has_verify_permission(self, request) -> bool:
+        return request.user.has_perm("leaderboard.add_evaluation")
