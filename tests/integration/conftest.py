@@ -194,7 +194,10 @@ class Workers:
     def start(self, *args: str, fake: bool = False) -> subprocess.Popen[bytes]:
         env = dict(self.env)
         if fake:
+            # The fake scoring needs no hardware facts: skip the probe (a child importing torch,
+            # several seconds on a busy 2-core box) so that the many workers these tests start are quick.
             env["EVAL_FUNCTION"] = "tests.integration.fake_evaluation.evaluate"
+            args = ("--no-probe", *args)
         log = open(self.logdir / f"worker-{len(self.procs)}.log", "wb")
         proc = subprocess.Popen(
             [sys.executable, "manage.py", "evalworker", "--device", "cpu", *args],

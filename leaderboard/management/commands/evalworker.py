@@ -47,6 +47,10 @@ def register_hardware(info: dict[str, Any]) -> Hardware:
         "python_version": (info.get("python") or "")[:60],
         "last_seen_at": timezone.now(),
     }
+    if "device" not in info:  # not probed: only say the worker is alive
+        hardware, _ = Hardware.objects.get_or_create(slug=slug, defaults={"name": slug.upper(), "kind": found["kind"]})
+        Hardware.objects.filter(pk=hardware.pk).update(last_seen_at=found["last_seen_at"])
+        return hardware
     hardware, created = Hardware.objects.get_or_create(
         slug=slug, defaults={**found, "name": info.get("device_name") or slug.upper()}
     )
@@ -56,6 +60,12 @@ def register_hardware(info: dict[str, Any]) -> Hardware:
                 setattr(hardware, key, value)
         hardware.save()
     return hardware
+
+
+def _slug_from(queues: list[str] | None) -> str:
+    if not queues or not queues[0].startswith("eval-"):
+        raise CommandError("--no-probe needs --device cpu or a --queue eval-<slug>")
+    return queues[0].removeprefix("eval-")
 
 
 def _die_with_parent() -> None:
@@ -88,10 +98,19 @@ class Command(BaseCommand):
             action="store_true",
             help="do not run the sweeper child (when a separate sweep_evaluations runs)",
         )
+        parser.add_argument(
+            "--no-probe",
+            action="store_true",
+            help="skip the hardware probe (a child importing torch, seconds) and serve --device's queue or the "
+            "--queue given; the tests use it, and so can a quick restart",
+        )
         parser.add_argument("--max-jobs", type=int, default=None, help="stop after this many jobs")
 
     def handle(self, *args, **options):
-        info = probe(options["device"])
+        if options["no_probe"]:
+            info = {"hardware_slug": "cpu" if options["device"] == "cpu" else _slug_from(options["queues"])}
+        else:
+            info = probe(options["device"])
         hardware = register_hardware(info)
         queues = options["queues"] or [hardware.queue_name]
         unknown = [q for q in queues if q not in settings.EVAL_QUEUES]
