@@ -59,39 +59,46 @@ def _date(value: dt.date | dt.datetime) -> str:
 
 
 def reported_bars(groups: Sequence[Any], unit: str) -> Figure | None:
-    """Horizontal bars of each model's best reported score, grouped by variant (a multicategory
-    axis: variant, then model), one colour per variant; never one ranking across variants."""
+    """Horizontal bars of each model's best reported score, grouped by variant: each group has a
+    bold header row naming its variant, its own colour, and its models ranked inside it only."""
     traces = []
-    rows = 0
+    categories: list[str] = []
     for index, group in enumerate(g for g in groups if g.unit == unit):
-        scores = list(reversed(group.scores))  # plotly draws the first category at the bottom
-        rows += len(scores)
+        # Category names must be unique across groups: a model in two variants gets two rows,
+        # told apart by invisible zero-width spaces.
+        suffix = "\u200b" * index
+        header = f"<b>{label(group.key)}</b>{suffix}"
+        names = [f"{label(s.model.name)}{suffix}" for s in group.scores]
+        categories.extend([header, *names])
         traces.append(
             {
                 "type": "bar",
                 "orientation": "h",
                 "name": label(group.key),
-                "x": [s.value for s in scores],
-                "y": [[label(group.key)] * len(scores), [label(s.model.name) for s in scores]],
-                "text": [s.display_value for s in scores],
-                "textposition": "auto",
+                "x": [None, *[s.value for s in group.scores]],
+                "y": [header, *names],
+                "text": ["", *[s.display_value for s in group.scores]],
+                "textposition": "outside",
+                "cliponaxis": False,
                 "marker": {"color": PALETTE[index % len(PALETTE)]},
-                "hovertext": [label(f"{s.model.name}: {s.display_value} ({s.display_date}) {s.setting}") for s in scores],
+                "hovertext": ["", *[label(f"{s.model.name}: {s.display_value} on {group.variant} ({s.display_date}) {s.setting}") for s in group.scores]],
                 "hoverinfo": "text",
             }
         )
     if not traces:
         return None
     title = "Best reported score per model, by variant (%)" if unit == "%" else "Best reported speedup per model, by variant (x)"
+    values = [x for trace in traces for x in trace["x"] if x is not None]
     return {
         "data": traces,
         "layout": _layout(
             title,
-            height=max(320, 26 * rows + 120),
+            height=max(260, 22 * len(categories) + 100),
             showlegend=False,
-            margin={"l": 330, "r": 20, "t": 40, "b": 40},
-            xaxis={"title": {"text": "percent" if unit == "%" else "speedup (x)"}, "rangemode": "tozero"},
-            yaxis={"automargin": True},
+            bargap=0.25,
+            margin={"l": 20, "r": 40, "t": 40, "b": 40},
+            xaxis={"title": {"text": "percent" if unit == "%" else "speedup (x)"}, "range": [0, max(values) * 1.12 if values else 1]},
+            yaxis={"automargin": True, "type": "category", "categoryorder": "array", "categoryarray": categories, "autorange": "reversed"},
         ),
     }
 

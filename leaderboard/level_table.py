@@ -20,6 +20,7 @@ class Column:
     kind: str  # "text", "percent", "speedup", "count"
     sortable: bool = True
     help: str = ""
+    picked: bool = False  # the column of the p the visitor chose
 
 
 def columns_for(p: float | None) -> list[Column]:
@@ -34,7 +35,7 @@ def columns_for(p: float | None) -> list[Column]:
     for standard in STANDARD_PS:
         columns.append(Column(fast_p_key(standard), fast_p_key(standard), "percent", help=f"correct and speedup > {standard:g}"))
     if p is not None:
-        columns.append(Column(fast_p_key(p), f"{fast_p_key(p)} (picked)", "percent", help=f"correct and speedup > {p:g}"))
+        columns.append(Column(fast_p_key(p), f"{fast_p_key(p)} (picked)", "percent", help=f"correct and speedup > {p:g}", picked=True))
     columns.append(Column("geomean", "Geomean speedup", "speedup", help="geometric mean over correct kernels"))
     columns.append(Column("attempted", "Attempted", "count", help="problems with a kernel / problems in the level"))
     return columns

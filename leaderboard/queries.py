@@ -60,6 +60,12 @@ class VariantGroup:
     def key(self) -> str:
         return f"{self.variant} · {self.metric}"
 
+    @property
+    def shared_caveat(self) -> str:
+        """The caveat every score of the group carries ('' if they differ): shown once."""
+        caveats = {score.caveat for score in self.scores}
+        return caveats.pop() if len(caveats) == 1 else ""
+
 
 def reported_scores() -> QuerySet[ReportedScore]:
     return ReportedScore.objects.select_related("model__lab")
@@ -183,16 +189,20 @@ def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:
     """Every kernel of `problem`, fastest correct first, then the rest by status."""
     return (
         Kernel.objects.filter(problem=problem)
+        .with_review_state()
         .select_related("run__model__lab", "run__hardware", "latest_evaluation__hardware")
         .defer("source", "latest_evaluation__log", "latest_evaluation__kernel_timing", "latest_evaluation__reference_timing")
-        .order_by(F("latest_evaluation__speedup").desc(nulls_last=True), "latest_evaluation__status", "pk")
+        # Kernels a reviewer excluded (reward hack, invalid) stay listed, after the ranked ones.
+        .order_by("is_excluded", F("latest_evaluation__speedup").desc(nulls_last=True), "latest_evaluation__status", "pk")
     )
 
 
 def problem_speedups(problem: Problem) -> list[tuple[int, str, bool, float]]:
-    """(kernel id, model name, demo, speedup) of the correct kernels of `problem`, fastest first."""
+    """(kernel id, model name, demo, speedup) of the correct kernels of `problem` that count in
+    rankings (not excluded by a reviewer), fastest first."""
     rows = (
         Kernel.objects.filter(problem=problem, latest_evaluation__speedup__isnull=False)
+        .counted()
         .order_by(F("latest_evaluation__speedup").desc(), "pk")
         .values_list("pk", "run__model__name", "run__is_demo", "latest_evaluation__speedup")[:CHART_POINTS]
     )
@@ -229,10 +239,6 @@ def kernel_evaluations(kernel: Kernel) -> QuerySet[Evaluation]:
         .defer("log", "kernel_timing", "reference_timing", "environment")
         .order_by("-queued_at", "-pk")
     )
-
-
-def kernel_reviews(kernel: Kernel):
-    return kernel.reviews.select_related("reviewer").order_by("-created_at")[:50]
 
 
 # ---------------------------------------------------------------------------------------------

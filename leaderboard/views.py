@@ -104,10 +104,11 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
     rows = []
     if problem_set is not None:
         rows = level_standings(problem_set, level_number, p=p, hardware=hardware, setting=setting, origin=origin)
-    sort = params.get("sort", "")
+    # Ranked by fast_1 unless the visitor sorts by another column (a stable sort: ties keep the
+    # standings' order).
+    sort = params.get("sort") or "fast_1"
     descending = params.get("dir", "desc") != "asc"
-    if sort:
-        rows = queries.sort_rows(rows, sort, descending)
+    rows = queries.sort_rows(rows, sort, descending)
     page = _page(request, rows)
     shown = list(page.object_list)
     columns = level_table.columns_for(p)
@@ -232,7 +233,6 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "evaluation": evaluation,
         "evaluation_demo": bool(evaluation and isinstance(evaluation.environment, dict) and evaluation.environment.get("demo")),
         "history": history,
-        "reviews": queries.kernel_reviews(kernel),
         "charts": {"timing": charts.timing_distributions(evaluation)},
     }
     return render(request, "leaderboard/kernel_detail.html", context)

@@ -1,5 +1,6 @@
 import csv
 import io
+import re
 
 import pytest
 
@@ -52,6 +53,11 @@ def test_it_filters_by_origin_and_hardware(client, board):
     assert client.get("/levels/all/?hardware=cpu&export=json").json()["rows"] == []
 
 
+def test_it_ranks_by_fast_1_by_default(client, board):
+    html = client.get("/levels/1/").content.decode()
+    assert re.search(r'data-key="fast_1"[^>]*aria-sort="descending"', html)
+
+
 def test_it_sorts_by_a_column(client, board):
     rows = client.get("/levels/1/?sort=model&dir=asc&export=json").json()["rows"]
     assert [r["model"] for r in rows] == ["Fast", "Slow"]
@@ -63,7 +69,7 @@ def test_it_exports_what_the_table_shows(client, board):
     html = client.get("/levels/1/?p=1.3").content.decode()
     exported = client.get("/levels/1/?p=1.3&export=csv").content.decode()
     for row in csv.DictReader(io.StringIO(exported)):
-        assert f'<td data-key="fast_1.3" class="num">{row["fast_1.3 (picked)"]}</td>' in html
+        assert f'<td data-key="fast_1.3" class="num picked">{row["fast_1.3 (picked)"]}</td>' in html
 
 
 def test_it_404s_an_unknown_level(client):

@@ -1,0 +1,96 @@
+"""Browser tests: Debian's Chromium driven by Playwright, against pytest-django's live server with
+the demo data seeded. One browser per session; each test gets a fresh context (cookies, storage).
+
+Set SCREENSHOTS_DIR (e.g. docs/screenshots) to save a screenshot of each page type.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.pagekit import PLAIN_STORAGES
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"Debian's Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright Python package is not installed (requirements-dev.txt)")
+    # Playwright's sync API keeps an event loop in this thread; Django's ORM calls made by the
+    # tests and by pytest-django's flush would otherwise refuse to run beside it.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+    if previous is None:
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def site(browser, transactional_db, live_server, settings):
+    """The live server's base URL, with the demo data in its database."""
+    from leaderboard.demo import seed_demo
+
+    settings.STORAGES = PLAIN_STORAGES
+    seed_demo()
+    return live_server.url
+
+
+def _new_page(browser, *, charts: bool, **options):
+    context = browser.new_context(**{"viewport": {"width": 1280, "height": 900}, "accept_downloads": True, **options})
+    if not charts:
+        # plotly.js takes seconds to start on a busy 2-core box; tests that check no chart leave it
+        # out, and the pages work without it (charts are the only part that needs JavaScript).
+        context.route("**/vendor/plotly.min*.js", lambda route: route.abort())
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.dialogs = dialogs  # type: ignore[attr-defined]
+    return context, page
+
+
+@pytest.fixture
+def page(browser):
+    """A page that loads plotly.js and draws charts."""
+    context, page = _new_page(browser, charts=True)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def light_page(browser):
+    """A page without plotly.js (faster), for tests of tables, forms and toggles."""
+    context, page = _new_page(browser, charts=False)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def phone_page(browser):
+    context, page = _new_page(browser, charts=False, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    yield page
+    context.close()
+
+
+def save_screenshot(page, name: str) -> None:
+    folder = os.environ.get("SCREENSHOTS_DIR")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)

@@ -1,0 +1,117 @@
+import csv
+from pathlib import Path
+
+import pytest
+
+from leaderboard.models import Kernel, LanguageModel
+from problems.models import Problem
+from tests.browser.conftest import save_screenshot
+
+pytestmark = pytest.mark.browser
+
+HOSTILE_SOURCE = 'import torch\n# </textarea><script>alert("kernel")</script>\nclass ModelNew(torch.nn.Module):\n    pass\n'
+
+
+def chart_points(page, selector: str) -> int:
+    """How many traces plotly drew into the chart's div (0 if it drew nothing)."""
+    page.wait_for_selector(f"{selector}[data-drawn='true']")
+    return page.eval_on_selector(selector, "div => (div.data || []).length")
+
+
+def table_cells(page, key: str) -> list[str]:
+    return page.eval_on_selector_all(f"#level-table tbody td[data-key='{key}']", "cells => cells.map(c => c.textContent.trim())")
+
+
+def demo_urls() -> dict[str, str]:
+    kernel = Kernel.objects.filter(latest_evaluation__correct=True).order_by("pk").first()
+    return {
+        "overview": "/",
+        "level": "/levels/all/",
+        "model": LanguageModel.objects.get(name="Demo Alpha").get_absolute_url(),
+        "problem": Problem.objects.get(pk=kernel.problem_id).get_absolute_url(),
+        "kernel": kernel.get_absolute_url(),
+    }
+
+
+PAGE_TYPES = [
+    # name, a table that must have rows, a chart that must be drawn
+    ("overview", "#reported-table", "#chart-over_time"),
+    ("level", "#level-table", "#chart-fast_p"),
+    ("model", "#runs-table", "#chart-history"),
+    ("problem", "#kernels-table", "#chart-speedups"),
+    ("kernel", "#history-table", "#chart-timing"),
+]
+
+
+def test_it_draws_tables_and_charts_on_every_page_type(site, page):
+    # One test for all five page types: the demo data is seeded once instead of five times.
+    urls = demo_urls()
+    for name, table, chart in PAGE_TYPES:
+        page.goto(site + urls[name])
+        assert page.locator(f"{table} tbody tr").count() >= 1, name
+        assert chart_points(page, chart) >= 1, name
+        assert page.get_by_text("demo data").first.is_visible(), name
+        save_screenshot(page, name)
+
+
+def test_it_changes_the_numbers_with_p(site, light_page):
+    page = light_page
+    page.goto(site + "/levels/all/")
+    before = table_cells(page, "fast_1.2")
+    page.fill("#p-input", "0.3")
+    with page.expect_navigation():
+        page.press("#p-input", "Enter")
+    assert "p=0.3" in page.url
+    after = table_cells(page, "fast_0.3")
+    assert after and after != before
+    assert page.locator("#level-table th[data-key='fast_0.3']").is_visible()
+
+
+def test_it_toggles_the_diff_layout(site, light_page):
+    page = light_page
+    page.goto(site + demo_urls()["kernel"])
+    split, unified = page.locator("#reference-diff [data-diff-view='split']"), page.locator("#reference-diff [data-diff-view='unified']")
+    assert split.is_visible() and not unified.is_visible()
+    page.click("[data-diff-toggle='unified']")
+    assert unified.is_visible() and not split.is_visible()
+    assert "view=unified" in page.url
+    page.click("[data-diff-toggle='split']")
+    assert split.is_visible() and not unified.is_visible()
+
+
+def test_it_downloads_the_table_as_csv(site, light_page, tmp_path: Path):
+    page = light_page
+    page.goto(site + "/levels/1/?p=0.9")
+    with page.expect_download() as download_info:
+        page.click("#download-csv")
+    path = tmp_path / "board.csv"
+    download_info.value.save_as(path)
+    rows = list(csv.DictReader(path.open(encoding="utf-8")))
+    assert [row["fast_0.9 (picked)"] for row in rows] == table_cells(page, "fast_0.9")
+    assert [row["Correct (fast_0)"] for row in rows] == table_cells(page, "correct")
+    assert [row["Geomean speedup"] for row in rows] == table_cells(page, "geomean")
+
+
+def test_it_shows_hostile_source_as_text(site, page):
+    kernel = Kernel.objects.order_by("pk").first()
+    kernel.source = HOSTILE_SOURCE
+    kernel.save()
+    model = kernel.run.model
+    model.name = '<img src=x onerror=alert("name")>'
+    model.save()
+    page.goto(site + kernel.get_absolute_url())
+    assert '</textarea><script>alert("kernel")</script>' in page.inner_text("#kernel-source")
+    page.goto(site + "/levels/all/")
+    chart_points(page, "#chart-fast_p")
+    assert page.get_by_text('<img src=x onerror=alert("name")>').first.is_visible()
+    assert page.dialogs == []
+
+
+def test_it_fits_a_phone(site, phone_page):
+    page = phone_page
+    page.goto(site + "/levels/all/")
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    wide = page.eval_on_selector("#level-table", "t => t.scrollWidth > t.parentElement.clientWidth")
+    save_screenshot(page, "level-phone")
+    assert overflow <= 1
+    assert wide  # the table scrolls inside its own box, not the page
