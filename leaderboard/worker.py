@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
@@ -104,12 +105,14 @@ def dead_worker_bound_s() -> int:
 
 
 def default_worker_name() -> str:
-    return f"{socket.gethostname()}.{os.getpid()}"
+    """host.pid.xxxx: readable on the pages, and unique even when a restarted container gets the same
+    hostname and pid (RQ refuses a name whose earlier worker's registration has not expired)."""
+    return f"{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(2)}"
 
 
 def current_worker_name() -> str:
     # Inside an RQ work horse RQ_WORKER_ID names the worker; elsewhere (tests, shell) host.pid.
-    return os.environ.get("RQ_WORKER_ID") or default_worker_name()
+    return os.environ.get("RQ_WORKER_ID") or f"{socket.gethostname()}.{os.getpid()}"
 
 
 # --- claiming ----------------------------------------------------------------------------------
