@@ -4,12 +4,12 @@ leaderboard/ (reported_scores, launch_posts, run_import, submissions)."""
 from __future__ import annotations
 
 from django.db.models import Count
-from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
+from rest_framework.generics import get_object_or_404
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
@@ -64,6 +64,7 @@ class ReadOnly(viewsets.ReadOnlyModelViewSet):
 
     detail_serializer_class = None
     throttle_classes = [WriteRateThrottle]
+    lookup_value_regex = r"\d+"  # ids; viewsets looked up by slug say so
 
     def get_serializer_class(self):
         if self.action == "retrieve" and self.detail_serializer_class is not None:
@@ -80,6 +81,7 @@ class ProblemSetViewSet(ReadOnly):
     serializer_class = s.ProblemSetSerializer
     detail_serializer_class = s.ProblemSetDetailSerializer
     lookup_field = "slug"
+    lookup_value_regex = r"[-\w]+"
 
 
 @extend_schema(
@@ -113,6 +115,7 @@ class HardwareViewSet(ReadOnly):
     queryset = Hardware.objects.order_by("slug")
     serializer_class = s.HardwareSerializer
     lookup_field = "slug"
+    lookup_value_regex = r"[-\w]+"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,12 +126,14 @@ class LabViewSet(ReadOnly):
     queryset = Lab.objects.order_by("name")
     serializer_class = s.LabSerializer
     lookup_field = "slug"
+    lookup_value_regex = r"[-\w]+"
 
 
 @extend_schema(parameters=[_param("lab", description="Lab slug."), _param("search", description="Text in the name.")])
 class LanguageModelViewSet(ReadOnly):
     serializer_class = s.LanguageModelSerializer
     lookup_field = "slug"
+    lookup_value_regex = r"[-\w]+"
 
     def get_queryset(self):
         models = LanguageModel.objects.select_related("lab").order_by("name")
