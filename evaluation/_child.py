@@ -252,7 +252,7 @@ class Harness:
         return snap
 
     def check_patches(self) -> None:
-        if "torch_patch_check" in self.disabled or self.role != "kernel":
+        if "torch_patch_check" in self.disabled:
             return
         changed = []
         for oname, owner in self._owners:
@@ -271,7 +271,7 @@ class Harness:
         for (oname, key) in self._snap:
             if oname == "torch._C.TensorBase" and key in tensor_dict and ("torch.Tensor", key) not in self._snap:
                 changed.append(f"torch.Tensor.{key}")
-        if not changed:
+        if not changed or self.role != "kernel":
             return
         timers = [c for c in changed if c.split(".")[0] == "time" or c.startswith(TIMER_OWNERS[1:])
                   and any(k in c for k in ("synchron", "Event", "elapsed", "record", "current_stream", "Stream"))]
@@ -317,12 +317,14 @@ class Harness:
         self.get_inputs = problem.get_inputs
         self.get_init_inputs = problem.get_init_inputs
         t_problem = _perf_counter_ns()
+        # Both roles take the snapshot and run the same checks, so that the bookkeeping the parent's
+        # clock sees is the same in both processes (only the kernel's findings are reported).
+        self._snap = self.snapshot_torch()
+        self._snap_keys_by_owner: dict[str, list[Any]] = {}
+        for (o, k), v in self._snap.items():
+            self._snap_keys_by_owner.setdefault(o, []).append(((o, k), v))
+        self.install_gc_watch()
         if self.role == "kernel":
-            self._snap = self.snapshot_torch()
-            self._snap_keys_by_owner: dict[str, list[Any]] = {}
-            for (o, k), v in self._snap.items():
-                self._snap_keys_by_owner.setdefault(o, []).append(((o, k), v))
-            self.install_gc_watch()
             try:
                 kernel = self._exec_module("kb_kernel", self.spec["kernel_path"])
             except BaseException as exc:  # noqa: BLE001 - untrusted code
@@ -417,10 +419,10 @@ class Harness:
         return set(self.threading.enumerate())
 
     def _check_threads(self, before: set[Any]) -> None:
-        if "thread_check" in self.disabled or self.role != "kernel":
+        if "thread_check" in self.disabled:
             return
         extra = [t for t in self._threads() - before if t.is_alive()]
-        if extra:
+        if extra and self.role == "kernel":
             self.flags["unjoined_thread"] = (
                 f"kernel left {len(extra)} Python thread(s) running after returning ({extra[0].name})"
             )
@@ -542,6 +544,8 @@ class Harness:
         del outs
         self._check_threads(before)
         self.check_patches()
+        if self.role != "kernel":
+            self.flags.clear()
         return {"ok": True, "times_ns": times, "host_ns": host, "null_host_ns": null_host, "spot": spot,
                 "flags": self.take_flags()}
 

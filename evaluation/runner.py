@@ -365,7 +365,7 @@ def _timing(cfg: EvaluationConfig, res: EvaluationResult, ref: SandboxProcess, k
     if "parent_clock" not in cfg.disable_defences:
         excess = median(ker_over) - median(ref_over)
         k_med = median(ker_rounds)
-        slack = 0.1 + 0.25 * max(0.0, median(ref_over))
+        slack = 0.25 + 0.5 * max(0.0, median(ref_over))
         if excess > 0.5 * k_med + slack:
             res.add_flag("timing_mismatch", f"The parent's clock saw {excess:.3f} ms per call more than the kernel "
                                             f"process reported ({k_med:.3f} ms per call).")
@@ -378,6 +378,9 @@ def _timing(cfg: EvaluationConfig, res: EvaluationResult, ref: SandboxProcess, k
     res.kernel_ms = summary(ker_rounds, total_calls)
     res.reference_ms["calls_per_round"] = calls
     res.kernel_ms["calls_per_round"] = calls
+    # Per-call time the parent saw beyond what each process reported (input generation, IPC, ...).
+    res.reference_ms["unaccounted_ms"] = median(ref_over)
+    res.kernel_ms["unaccounted_ms"] = median(ker_over)
     k_med = median(ker_rounds)
     res.speedup = median(ref_rounds) / k_med if k_med > 0 else math.inf
     if len(ref_rounds) >= 2:

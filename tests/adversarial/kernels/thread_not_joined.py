@@ -1,10 +1,18 @@
-# Exploit: return an empty buffer at once and fill it from a thread that is never joined, so a
-# harness clocking the call sees almost no time and a harness comparing later sees right values.
-import threading
+# Exploit: return an empty buffer at once and fill it from a worker thread that is never waited
+# for, so a harness clocking the call sees almost no time and a harness comparing later sees the
+# right values.
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.nn as nn
+
+_POOL = ThreadPoolExecutor(max_workers=1)
+
+
+def _work(a, b, out):
+    time.sleep(0.01)
+    out.copy_(torch.relu(a @ b))
 
 
 class ModelNew(nn.Module):
@@ -13,10 +21,5 @@ class ModelNew(nn.Module):
 
     def forward(self, a, b):
         out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
-
-        def work():
-            time.sleep(0.005)
-            out.copy_(torch.relu(a @ b))
-
-        threading.Thread(target=work, daemon=True).start()
+        _POOL.submit(_work, a, b, out)
         return out

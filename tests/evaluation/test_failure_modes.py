@@ -1,0 +1,70 @@
+"""A kernel that fails in any way ends with the right status and a one-line reason; the caller
+carries on."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.evaluation.helpers import EVAL_PROBLEMS, run
+
+ADD_ONE = EVAL_PROBLEMS / "add_one.py"
+HEAD = "import os, sys, time, ctypes\nimport torch\nimport torch.nn as nn\n"
+
+
+def kernel(body: str, module: str = "") -> str:
+    return HEAD + module + f"""
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+{body}
+"""
+
+
+CASES = {
+    "correct": (kernel("        return x + 1.0"), "correct", None),
+    "wrong_values": (kernel("        return x + 1.01"), "incorrect", "outside tolerance"),
+    "wrong_shape": (kernel("        return (x + 1.0)[:-1]"), "incorrect", "shape"),
+    "nan_output": (kernel("        y = x + 1.0\n        y[0, 0] = float('nan')\n        return y"), "incorrect", "NaN"),
+    "syntax_error": ("class ModelNew(:\n", "compile_error", "SyntaxError"),
+    "no_modelnew": (HEAD + "class Other(nn.Module):\n    pass\n", "compile_error", "ModelNew"),
+    "import_raises": (HEAD + "raise ImportError('no such extension')\n", "compile_error", "no such extension"),
+    "forward_raises": (kernel("        raise ValueError('boom in forward')"), "runtime_error", "boom in forward"),
+    "segfault": (kernel("        ctypes.string_at(0)\n        return x"), "crashed", "SIGSEGV"),
+    "os_exit": (kernel("        os._exit(3)"), "crashed", "status 3"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_status(case):
+    src, status, fragment = CASES[case]
+    res = run(ADD_ONE, src, correctness_trials=2, timing_trials=2 if status == "correct" else 0)
+    assert res.status == status, (res.error, res.log[-2000:])
+    assert res.correct == (status == "correct")
+    if fragment:
+        assert fragment in (res.error or ""), res.error
+        assert "\n" not in res.error
+    if status == "correct":
+        assert res.speedup is not None and res.speedup_interval is not None
+        assert res.compiled and res.trials_passed == res.trials_total == 2
+    else:
+        assert res.speedup is None
+    if status in ("compile_error",):
+        assert not res.compiled
+
+
+def test_hang_times_out():
+    t0 = time.monotonic()
+    res = run(ADD_ONE, kernel("        while True:\n            pass"), timeout_s=15, timing_trials=0)
+    assert res.status == "timeout"
+    assert time.monotonic() - t0 < 40
+
+
+def test_memory_limit():
+    body = "        big = torch.ones(int(3e9) // 4)\n        return x + 1.0 + big[0] * 0"
+    res = run(ADD_ONE, kernel(body), memory_limit_mb=1024, timing_trials=0)
+    assert res.status == "crashed", (res.error, res.log[-1000:])
+    assert "memory" in res.error

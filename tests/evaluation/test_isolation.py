@@ -1,0 +1,143 @@
+"""The kernel runs without secrets, files, network, a view of the reference, or a future.
+
+One probing kernel tries everything at import and raises with a list of what leaked. Under the
+sandbox nothing leaks; with isolation off (or the environment unscrubbed) the same kernel reports
+the leaks, which shows that each check can fail.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import tempfile
+import time
+
+import pytest
+
+from tests.evaluation.helpers import EVAL_PROBLEMS, needs_root, run
+
+ADD_ONE = EVAL_PROBLEMS / "add_one.py"
+
+PROBE = '''
+import os, socket, sys, time
+import torch
+import torch.nn as nn
+
+leaks = []
+try:
+    with open({secret_path!r}) as fh:
+        leaks.append("file:" + fh.read().strip())
+except OSError:
+    pass
+try:
+    s = socket.create_connection(("127.0.0.1", {port}), timeout=2)
+    leaks.append("network")
+    s.close()
+except OSError:
+    pass
+for var in ("SECRET_KEY", "DATABASE_URL", "REDIS_URL", "GITHUB_TOKEN", "DB_PASSWORD"):
+    if var in os.environ:
+        leaks.append("env:" + var)
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            with open(f"/proc/{{pid}}/cmdline", "rb") as fh:
+                if b'"role": "reference"' in fh.read():
+                    leaks.append("reference-visible")
+        except OSError:
+            pass
+# A straggler that double-forks and leaves the session: it must not outlive the evaluation.
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv("/bin/sleep", ["sleep", {marker!r}])
+    os._exit(0)
+time.sleep(0.2)
+if leaks:
+    raise RuntimeError("LEAKED " + " ".join(sorted(set(leaks))))
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return x + 1.0
+'''
+
+
+def _stragglers(marker: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    if marker.encode() in fh.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.fixture
+def probe_env(monkeypatch):
+    secret_value = secrets.token_hex(8)
+    fd, secret_path = tempfile.mkstemp(prefix="kb-secret-", dir="/tmp")
+    os.write(fd, secret_value.encode())
+    os.close(fd)
+    os.chmod(secret_path, 0o600)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    marker = f"{1000 + secrets.randbelow(1000)}.{secrets.randbelow(10**6)}"
+    for var in ("SECRET_KEY", "DATABASE_URL", "REDIS_URL", "GITHUB_TOKEN", "DB_PASSWORD"):
+        monkeypatch.setenv(var, "sensitive-" + var.lower())
+    src = PROBE.format(secret_path=secret_path, port=port, marker=marker)
+    yield {"src": src, "marker": marker, "secret": secret_value}
+    server.close()
+    os.unlink(secret_path)
+    for pid in _stragglers(marker):
+        os.kill(pid, 9)
+
+
+@needs_root
+def test_sandbox_blocks_everything(probe_env):
+    res = run(ADD_ONE, probe_env["src"], correctness_trials=1, timing_trials=0)
+    assert res.status == "correct", (res.error, res.log[-2000:])
+    env = res.environment
+    assert env["network_isolated"] and env["pid_namespace"] and env["filesystem_isolated"]
+    assert env["uid"] != 0 and env["uid"] != env["reference_uid"]
+    time.sleep(0.3)
+    assert _stragglers(probe_env["marker"]) == []
+
+
+@needs_root
+def test_without_isolation_the_probe_sees_leaks(probe_env):
+    res = run(ADD_ONE, probe_env["src"], correctness_trials=1, timing_trials=0, isolation="none")
+    assert res.status == "compile_error"
+    assert f"file:{probe_env['secret']}" in res.error
+    assert "network" in res.error and "reference-visible" in res.error
+    assert "env:" not in res.error  # the environment is scrubbed in every mode
+    assert res.environment["network_isolated"] is False
+    time.sleep(0.3)
+    assert _stragglers(probe_env["marker"]) != []  # escaped the process tree: why namespaces matter
+
+
+def test_environment_scrubbed(probe_env):
+    res = run(ADD_ONE, probe_env["src"], correctness_trials=1, timing_trials=0, disable_defences={"env_scrub"})
+    assert res.status == "compile_error" and "env:SECRET_KEY" in res.error and "env:DATABASE_URL" in res.error
+    res = run(ADD_ONE, probe_env["src"], correctness_trials=1, timing_trials=0)
+    assert "env:" not in (res.error or "")
+
+
+@needs_root
+def test_temporary_directories_removed():
+    before = {d for d in os.listdir(tempfile.gettempdir()) if d.startswith("kb-eval-")}
+    src = "import torch, torch.nn as nn\nopen('scratch.bin', 'wb').write(b'x' * 1000)\n" \
+          "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x + 1.0\n"
+    res = run(ADD_ONE, src, correctness_trials=1, timing_trials=0)
+    assert res.status == "correct", res.error
+    after = {d for d in os.listdir(tempfile.gettempdir()) if d.startswith("kb-eval-")}
+    assert after <= before

@@ -1,0 +1,163 @@
+"""Pure functions: statistics, comparison, static checks, configuration, result shape."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from evaluation import STATUSES, EvaluationConfig, EvaluationResult
+from evaluation.compare import compare_outputs, spots_match, tolerances_for
+from evaluation.runner import derive_seed, hardware_slug
+from evaluation.sandbox import compute_masks
+from evaluation.static_checks import analyse, detect_backend
+from evaluation.stats import bootstrap_speedup_ci, median, summary
+from evaluation.types import FLAG_CODES, NOTE_CODES
+from tests.evaluation.helpers import ROOT
+
+RESULT_KEYS = {"status", "compiled", "correct", "speedup", "speedup_interval", "kernel_ms", "reference_ms",
+               "max_abs_diff", "max_rel_diff", "trials_passed", "trials_total", "flags", "notes", "error", "log",
+               "timings_s", "environment", "build_cached", "backend", "seed"}
+
+
+def test_statuses():
+    assert STATUSES == ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed")
+
+
+def test_median_and_summary():
+    assert median([3, 1, 2]) == 2
+    assert median([4, 1, 2, 3]) == 2.5
+    s = summary([1.0, 2.0, 3.0], trials=30)
+    assert s["median"] == 2.0 and s["mean"] == 2.0 and s["min"] == 1.0 and s["max"] == 3.0
+    assert s["std"] == pytest.approx(1.0) and s["trials"] == 30 and s["samples"] == [1.0, 2.0, 3.0]
+
+
+def test_bootstrap_interval():
+    ref = [2.0, 2.1, 1.9, 2.0, 2.05, 1.95] * 3
+    ker = [1.0, 1.02, 0.98, 1.0, 1.01, 0.99] * 3
+    lo, hi = bootstrap_speedup_ci(ref, ker)
+    assert lo <= 2.0 <= hi and hi - lo < 0.3
+    lo, hi = bootstrap_speedup_ci([1.0] * 5, [1.0] * 5)
+    assert lo == hi == 1.0
+
+
+def test_tolerances_by_dtype():
+    assert tolerances_for("float32", None, None) == (1e-4, 1e-4)
+    assert tolerances_for("float16", None, None) == (1e-2, 1e-2)
+    assert tolerances_for("bfloat16", None, 5e-3) == (1e-2, 5e-3)
+
+
+def test_compare_outputs():
+    r = torch.randn(50, 50)
+    assert compare_outputs([r], [r.clone()], None, None).ok
+    assert not compare_outputs([r], [r + 1e-3], None, None).ok
+    assert compare_outputs([r], [r + 1e-3], 1e-2, 1e-2).ok
+    c = compare_outputs([r], [r[:-1]], None, None)
+    assert not c.ok and "shape" in c.reason
+    c = compare_outputs([r], [r.double()], None, None)
+    assert not c.ok and "dtype" in c.reason
+    bad = r.clone()
+    bad[3, 3] = float("nan")
+    c = compare_outputs([r], [bad], None, None)
+    assert not c.ok and "NaN" in c.reason
+    both = r.clone()
+    both[0, 0] = float("nan")
+    assert compare_outputs([both], [both.clone()], None, None).ok
+    c = compare_outputs([r, r], [r], None, None)
+    assert not c.ok and "output(s)" in c.reason
+    h = torch.randn(10, dtype=torch.float16)
+    assert compare_outputs([h], [h + 0.001], None, None).ok
+
+
+def test_scale_aware_check():
+    tiny = torch.randn(100, 100) * 1e-6
+    c = compare_outputs([tiny], [torch.zeros_like(tiny)], None, None)
+    assert not c.ok and c.near_zero and "scale" in c.reason
+    assert compare_outputs([tiny], [torch.zeros_like(tiny)], None, None, scale_check=False).ok
+    assert compare_outputs([tiny], [tiny * (1 + 1e-6)], None, None).ok
+    zero = torch.zeros(10)
+    c = compare_outputs([zero], [zero.clone()], None, None)
+    assert c.ok and c.near_zero
+
+
+def test_spots_match():
+    assert spots_match([[1.0, 2.0]], [[1.0, 2.00001]], ["float32"], None, None)
+    assert not spots_match([[1.0, 2.0]], [[1.0, 2.1]], ["float32"], None, None)
+    assert spots_match([[math.nan]], [[math.nan]], ["float32"], None, None)
+    assert not spots_match([[1.0]], [[math.nan]], ["float32"], None, None)
+
+
+def test_static_analysis():
+    assert detect_backend("import torch\n") == "torch"
+    assert detect_backend("import triton\n@triton.jit\ndef k(): pass") == "triton"
+    assert detect_backend("load_inline(name='x', cpp_sources=s, cuda_sources=c)\n__global__") == "cuda"
+    assert detect_backend("from torch.utils.cpp_extension import load_inline\nload_inline(cpp_sources=s)") == "cpp"
+    prob = "class Model:\n    def forward(self, x):\n        return x * 2\n"
+    same = "class ModelNew:\n    def forward(self, x):\n        '''doc'''\n        return x * 2\n"
+    a = analyse(same, prob)
+    assert ("fallback_to_reference" in [c for c, _ in a["flags"]])
+    assert "pytorch_only" in [c for c, _ in a["notes"]]
+    b = analyse("import gc\nclass ModelNew:\n    def forward(self, x):\n        gc.get_objects()\n", prob)
+    assert "harness_memory_access" in [c for c, _ in b["flags"]]
+    t = analyse("class ModelNew:\n    def forward(self, x):\n        try:\n            pass\n        except Exception:\n"
+                "            return x\n", prob)
+    assert "try_except_fallback" in [c for c, _ in t["notes"]]
+
+
+def test_config_validation_and_defaults(monkeypatch):
+    with pytest.raises(ValueError):
+        EvaluationConfig(device="tpu")
+    with pytest.raises(ValueError):
+        EvaluationConfig(correctness_trials=0)
+    c = EvaluationConfig()
+    assert c.speedup_flag_threshold == 10.0 and c.size_scale == 1 and c.seed is None
+    monkeypatch.setenv("KB_BUILD_CACHE", "/tmp/somewhere")
+    assert EvaluationConfig().build_cache_dir == "/tmp/somewhere"
+
+
+def test_result_to_dict_is_json():
+    r = EvaluationResult(status="correct", speedup_interval=(0.9, 1.1))
+    r.add_flag("excessive_speedup", "x")
+    r.add_flag("excessive_speedup", "dup")
+    d = r.to_dict()
+    assert set(d) == RESULT_KEYS
+    assert d["speedup_interval"] == [0.9, 1.1] and len(d["flags"]) == 1
+    json.dumps(d)
+
+
+def test_every_code_documented():
+    doc = (ROOT / "docs" / "evaluation.md").read_text()
+    for code in list(FLAG_CODES) + list(NOTE_CODES):
+        assert f"`{code}`" in doc, code
+
+
+def test_seeds_and_slugs():
+    assert derive_seed(1, "correct", 0) != derive_seed(1, "correct", 1) != derive_seed(2, "correct", 1)
+    assert derive_seed(5, "x") == derive_seed(5, "x")
+    assert hardware_slug("NVIDIA H200", "cuda") == "h200"
+    assert hardware_slug("NVIDIA H100 80GB HBM3", "cuda") == "h100"
+    assert hardware_slug("NVIDIA A100-SXM4-80GB", "cuda") == "a100"
+    assert hardware_slug("AMD EPYC", "cpu") == "cpu"
+
+
+def test_masks(tmp_path):
+    secret = tmp_path / "home"
+    (secret / "venv").mkdir(parents=True)
+    secret.chmod(0o700)
+    masks = compute_masks([str(secret / "venv")], ())
+    assert [str(secret), [str(secret / "venv")]] in masks
+
+
+def test_package_imports_no_django_and_no_torch():
+    code = ("import sys; sys.path.insert(0, %r); import evaluation, evaluation.cli, evaluation.runner; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'leaderboard', 'problems', "
+            "'config', 'torch')))" % str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    for path in (ROOT / "evaluation").rglob("*.py"):
+        text = path.read_text()
+        assert "import django" not in text and "from django" not in text, path
