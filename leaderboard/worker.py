@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -424,17 +424,34 @@ def sweep_evaluations(now: Any = None) -> SweepReport:
 
 
 def _jobs_held_by_redis(job_ids: list[str]) -> set[str]:
-    """The ids among `job_ids` whose job Redis holds in a state that will still run it."""
+    """The ids among `job_ids` whose job Redis holds in a state that will still run it. A job RQ
+    marked 'started' long ago whose evaluation is still queued never got as far as its claim (its
+    work horse died first): it is not held."""
     conn = redis_connection()
+    started_before = timezone.now() - timedelta(seconds=stale_after_s())
     held: set[str] = set()
     for start in range(0, len(job_ids), 500):
         chunk = [j for j in job_ids[start : start + 500] if j]
         with conn.pipeline(transaction=False) as pipe:
             for job_id in chunk:
-                pipe.hget(f"rq:job:{job_id}", "status")
-            statuses = pipe.execute()
-        held.update(j for j, s in zip(chunk, statuses, strict=True) if s and s.decode() in LIVE_JOB_STATUSES)
+                pipe.hmget(f"rq:job:{job_id}", "status", "started_at")
+            replies = pipe.execute()
+        for job_id, (status, started_at) in zip(chunk, replies, strict=True):
+            status = status.decode() if status else ""
+            if status not in LIVE_JOB_STATUSES:
+                continue
+            if status == "started" and started_at and _parse_rq_time(started_at.decode()) < started_before:
+                continue
+            held.add(job_id)
     return held
+
+
+def _parse_rq_time(text: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return timezone.now()  # unknown format: count the job as held
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def run_sweeper(interval_s: float, stop: threading.Event, after_each: Callable[[], None] | None = None) -> None:

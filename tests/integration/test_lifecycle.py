@@ -109,3 +109,14 @@ def test_a_submission_made_while_redis_is_down_is_kept_and_enqueued_later(env, m
     jobs._redis.cache_clear()
     assert sweep_evaluations().reenqueued == 1
     assert jobs.eval_queue("eval-cpu").job_ids == [evaluation.job_id]
+
+
+def test_a_job_whose_horse_died_before_claiming_is_enqueued_again(env, make_kernels, cpu):
+    (evaluation,) = submit(make_kernels([fake_source("h")]), cpu)
+    conn = jobs.redis_connection()
+    conn.delete("rq:queue:eval-cpu")  # dequeued by a worker ...
+    long_ago = (timezone.now() - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    conn.hset(f"rq:job:{evaluation.job_id}", mapping={"status": "started", "started_at": long_ago})
+    # ... whose horse died before its claim: the row is still queued, the job 'started' for minutes.
+    assert sweep_evaluations().reenqueued == 1
+    assert jobs.eval_queue("eval-cpu").job_ids == [evaluation.job_id]
