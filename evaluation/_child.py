@@ -448,7 +448,7 @@ class Harness:
             out = self.model(*inputs)
             outs = self.flatten(out)
             self._sync()
-            snapshot = [o.detach().to("cpu", copy=True) for o in outs]
+            snapshot = [o.detach().to("cpu", copy=True) for o in outs] if self.role == "kernel" else None
         except LazyTensorError as exc:
             self.flags["lazy_tensor"] = str(exc)
             return {"ok": False, "kind": "incorrect", "error": str(exc), "traceback": "", "flags": self.take_flags()}
@@ -471,9 +471,55 @@ class Harness:
             self.prev_out_ref = outs
             self.prev_out_ptrs = out_ptrs
             self.check_patches()
+        if self.role == "reference":
+            self.last_outs = [o.detach() for o in outs]
+            return {"ok": True, "run_s": (t1 - t0) / 1e9, "dtypes": [str(o.dtype).replace("torch.", "") for o in outs],
+                    "spot": self._spot(outs, req.get("spot_seed")), "flags": {}}
         path = os.path.join(self.spec["workdir"], f"out_{int(req['trial'])}.pt")
         torch.save(snapshot, path)
         return {"ok": True, "file": os.path.basename(path), "run_s": (t1 - t0) / 1e9, "flags": self.take_flags()}
+
+    def compare(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Reference role only: compare the kernel's outputs (a file the parent handed over) with ours."""
+        import dataclasses
+
+        from evaluation.compare import compare_outputs
+
+        torch = self.torch
+        if self.role != "reference":
+            raise RuntimeError("compare runs in the reference process only")
+        path = os.path.join(self.spec["workdir"], os.path.basename(str(req["file"])))
+        try:
+            theirs = torch.load(path, map_location=self.device, weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - untrusted file
+            return {"ok": False, "kind": "incorrect", "error": f"kernel outputs could not be loaded: {_one_line(exc)}"}
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        if not isinstance(theirs, list) or not all(type(t) is torch.Tensor for t in theirs):
+            return {"ok": False, "kind": "incorrect", "error": "kernel outputs are not a list of plain tensors"}
+        cmp = compare_outputs(self.last_outs, theirs, req.get("atol"), req.get("rtol"),
+                              scale_check=bool(req.get("scale_check", True)))
+        del theirs
+        return {"ok": True, "comparison": dataclasses.asdict(cmp)}
+
+    def _spot(self, outs: list[Any], spot_seed: Any) -> list[list[float]]:
+        torch = self.torch
+        spot: list[list[float]] = []
+        if spot_seed is None or outs is None:
+            return spot
+        g = torch.Generator().manual_seed(int(spot_seed))
+        for o in outs:
+            flat = o.detach().reshape(-1)
+            n = flat.numel()
+            if n == 0:
+                spot.append([])
+                continue
+            idx = torch.randint(0, n, (min(64, n),), generator=g)
+            spot.append(flat[idx.to(flat.device)].double().cpu().tolist())
+        return spot
 
     def _timed_call(self, inputs: list[Any]) -> tuple[int, int, Any]:
         """One timed call. Returns (reported_ns, host_ns, outputs)."""
@@ -530,17 +576,7 @@ class Harness:
         except BaseException as exc:  # noqa: BLE001
             return {"ok": False, "kind": _classify_exception(exc), "error": _one_line(exc),
                     "traceback": traceback.format_exc(), "flags": self.take_flags()}
-        spot: list[list[float]] = []
-        if req.get("spot_seed") is not None and outs is not None:
-            g = torch.Generator().manual_seed(int(req["spot_seed"]))
-            for o in outs:
-                flat = o.detach().reshape(-1)
-                n = flat.numel()
-                if n == 0:
-                    spot.append([])
-                    continue
-                idx = torch.randint(0, n, (min(64, n),), generator=g)
-                spot.append(flat[idx.to(flat.device)].double().cpu().tolist())
+        spot = self._spot(outs, req.get("spot_seed")) if outs is not None else []
         del outs
         self._check_threads(before)
         self.check_patches()
@@ -598,7 +634,8 @@ def main() -> None:
         return
     chan.send({"ok": True, "ready": True, "confinement": confinement, "torch_import_s": (_perf_counter_ns() - t0) / 1e9,
                "pid": os.getpid()})
-    handlers = {"load": harness.load, "correct": harness.correctness, "time": harness.time_calls}
+    handlers = {"load": harness.load, "correct": harness.correctness, "time": harness.time_calls,
+                "compare": harness.compare}
     while True:
         req = chan.recv()
         if req is None or req.get("op") == "exit":

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from . import static_checks
-from .compare import compare_outputs, dtype_name, outputs_close, spots_match
+from .compare import spots_match
 from .sandbox import ChildError, Sandbox, SandboxProcess
 from .stats import bootstrap_speedup_ci, median, summary
 from .types import EvaluationConfig, EvaluationResult
@@ -161,8 +161,6 @@ def _start(sandbox: Sandbox, problem_path: str, kernel_path: str, deadline: floa
     t0 = time.monotonic()
     ref = sandbox.spawn("reference", problem_path)
     ker = sandbox.spawn("kernel", problem_path, kernel_path)
-    import torch  # noqa: F401  (the parent reads outputs with it; CPU only, imported while children start)
-
     replies = {}
     for p in (ref, ker):
         try:
@@ -228,15 +226,19 @@ def _run(cfg: EvaluationConfig, res: EvaluationResult, sandbox: Sandbox, problem
             pass
 
     # ---- correctness -------------------------------------------------------------------------
+    # Each process makes its own inputs from the trial's seed. The kernel's outputs travel as a file
+    # that the parent moves into the reference process's directory; the reference process (trusted
+    # code, another uid) compares them on the device with its own outputs, which never leave it.
     t0 = time.monotonic()
-    first_ref: list[Any] | None = None
+    first_spot: list[list[float]] | None = None
     input_dependent = False
     fresh = "fresh_inputs" not in cfg.disable_defences
     scale_check = "scale_check" not in cfg.disable_defences
     out_dtypes: list[str] = []
+    dep_seed = derive_seed(master, "dependence")
     for i in range(cfg.correctness_trials):
         seed = derive_seed(master, "correct", i if fresh else 0)
-        msg = {"op": "correct", "seed": seed, "trial": i}
+        msg = {"op": "correct", "seed": seed, "trial": i, "spot_seed": dep_seed}
         r_ref, r_ker = both(msg, msg)
         _merge_flags(res, r_ker)
         if not r_ker.get("ok"):
@@ -244,24 +246,32 @@ def _run(cfg: EvaluationConfig, res: EvaluationResult, sandbox: Sandbox, problem
         if not r_ref.get("ok"):
             ref_fail(r_ref)
         try:
-            out_ref = sandbox.read_output(ref, r_ref["file"])
-            out_ker = sandbox.read_output(ker, r_ker["file"])
-        except (ChildError, OSError, KeyError, RuntimeError, ValueError) as exc:
-            raise _Abort("runtime_error", f"could not read outputs: {exc}") from exc
-        cmp = compare_outputs(out_ref, out_ker, cfg.atol, cfg.rtol, scale_check=scale_check)
-        res.max_abs_diff = max(res.max_abs_diff or 0.0, cmp.max_abs_diff)
-        res.max_rel_diff = max(res.max_rel_diff or 0.0, cmp.max_rel_diff)
-        out_dtypes = [dtype_name(t) for t in out_ref]
-        if cmp.near_zero:
-            res.add_flag("near_zero_reference", f"The reference output is tiny (max |ref| = {cmp.ref_max_abs:.3g}); "
+            name = sandbox.hand_over(ker, ref, str(r_ker.get("file", "")), f"kernel_out_{i}.pt")
+        except (ChildError, OSError) as exc:
+            raise _Abort("runtime_error", f"could not take the kernel's outputs: {exc}") from exc
+        try:
+            r_cmp = ref.request({"op": "compare", "file": name, "atol": cfg.atol, "rtol": cfg.rtol,
+                                 "scale_check": scale_check}, deadline + 60)
+        except ChildError as exc:
+            raise _Abort(exc.kind, "reference: " + exc.message) from exc
+        if not r_cmp.get("ok"):
+            raise _Abort("incorrect" if r_cmp.get("kind") == "incorrect" else "runtime_error",
+                         f"trial {i + 1}: {r_cmp.get('error')}", r_cmp.get("traceback", ""))
+        cmp = r_cmp["comparison"]
+        res.max_abs_diff = max(res.max_abs_diff or 0.0, float(cmp["max_abs_diff"]))
+        res.max_rel_diff = max(res.max_rel_diff or 0.0, float(cmp["max_rel_diff"]))
+        out_dtypes = list(r_ref.get("dtypes", []))
+        if cmp["near_zero"]:
+            res.add_flag("near_zero_reference", f"The reference output is tiny (max |ref| = {cmp['ref_max_abs']:.3g}); "
                                                 "elementwise tolerances alone would accept a zero output.")
-        if first_ref is None:
-            first_ref = out_ref
+        spot = r_ref.get("spot", [])
+        if first_spot is None:
+            first_spot = spot
         elif not input_dependent:
-            input_dependent = not outputs_close(first_ref, out_ref, cfg.atol, cfg.rtol)
-        if not cmp.ok:
+            input_dependent = not spots_match(first_spot, spot, out_dtypes, cfg.atol, cfg.rtol)
+        if not cmp["ok"]:
             res.timings_s["correctness"] = round(time.monotonic() - t0, 4)
-            raise _Abort("incorrect", f"trial {i + 1}: {cmp.reason}")
+            raise _Abort("incorrect", f"trial {i + 1}: {cmp['reason']}")
         res.trials_passed += 1
     if cfg.correctness_trials > 1 and fresh and not input_dependent:
         res.add_flag("input_independent_reference", "The reference output was the same for every trial's inputs; "

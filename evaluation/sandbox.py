@@ -474,6 +474,23 @@ class Sandbox:
         self.watchdog.add(p)
         return p
 
+    def hand_over(self, src: SandboxProcess, dst: SandboxProcess, name: str, new_name: str) -> str:
+        """Move an output file from one child's directory into another's (refusing links and
+        non-regular files) and give it to the receiving child's uid. Returns the new file name."""
+        if not name or "/" in name or name.startswith("."):
+            raise ChildError("crashed", f"the {src.role} process named an invalid output file")
+        path = os.path.join(src.spec["workdir"], name)
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise ChildError("crashed", f"the {src.role} process left an invalid output file")
+        target = os.path.join(dst.spec["workdir"], new_name)
+        os.rename(path, target)
+        uid = dst.spec.get("uid")
+        if uid is not None:
+            os.chown(target, uid, uid)
+        os.chmod(target, 0o600)
+        return new_name
+
     def read_output(self, proc: SandboxProcess, name: str, max_bytes: int = 16 * 2**30) -> Any:
         """Load an output file written by a child, refusing links and non-regular files."""
         import io
