@@ -80,3 +80,11 @@ def report(kernel: Kernel, reporter, reason: str = "looks too fast", *, at: dt.d
 @pytest.fixture
 def world(db) -> World:
     return World()
+
+
+@pytest.fixture(autouse=True)
+def _plain_static_files(settings) -> None:
+    """Pages render without a collected static manifest (autouse where a test module imports it)."""
+    settings.STORAGES = {
+        **settings.STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
+    }

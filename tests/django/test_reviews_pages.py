@@ -5,7 +5,7 @@ from django.test import Client
 from django.urls import reverse
 
 from leaderboard.models import Evaluation, KernelReport, Review
-from tests.django.reviews_factories import report, review, world  # noqa: F401  (world is a fixture)
+from tests.django.reviews_factories import _plain_static_files, report, review, world  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 QUEUE = "/review/"

@@ -7,7 +7,7 @@ from django.core.cache import cache
 from django.test import Client
 
 from leaderboard.models import Evaluation, Review, Run
-from tests.django.reviews_factories import world  # noqa: F401  (a fixture)
+from tests.django.reviews_factories import _plain_static_files, world  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 
