@@ -20,6 +20,20 @@ from schemathesis import GenerationMode
 
 from config.wsgi import application
 
+
+@pytest.fixture
+def keep_test_connection():
+    """Through the raw WSGI app, request_finished would close the database connection, and with
+    it the test's transaction (PostgreSQL). Django's own test client disconnects it the same way."""
+    from django.core import signals
+    from django.db import close_old_connections
+
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
 FUZZ_EXAMPLES = int(os.environ.get("KB_FUZZ_EXAMPLES", "12"))
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -30,7 +44,7 @@ def _csv(ctx, value):
     return value.encode("utf-8", "surrogatepass") if isinstance(value, str) else str(value).encode()
 
 
-def test_no_input_makes_the_api_fail_with_a_server_error(admin_user, run, baseline, settings):
+def test_no_input_makes_the_api_fail_with_a_server_error(admin_user, run, baseline, settings, keep_test_connection):
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"writes": "1000000/min"}}
     settings.DEBUG_PROPAGATE_EXCEPTIONS = False
     token = Token.objects.create(user=admin_user).key
