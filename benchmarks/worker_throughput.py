@@ -102,7 +102,7 @@ def main() -> int:
     os.environ.setdefault("KB_VAR_DIR", tmp)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ["EVAL_TIMING_TRIALS"] = str(args.timing_trials)
-    os.environ["KB_SCALE"] = str(args.scale)
+    os.environ["EVAL_SIZE_SCALE"] = str(args.scale)
     os.environ.setdefault("KB_BUILD_CACHE", os.path.join(tmp, "build-cache"))
     if args.fake:
         os.environ["EVAL_FUNCTION"] = "tests.integration.fake_evaluation.evaluate"
