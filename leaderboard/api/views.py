@@ -3,6 +3,8 @@ leaderboard/ (reported_scores, launch_posts, run_import, submissions)."""
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 from django.db.models import Count
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
@@ -200,11 +202,12 @@ class RunViewSet(ReadOnly):
                 head = upload.read(4)
                 upload.seek(0)
                 if head.startswith(b"PK"):
-                    fields, bundle = dict(data.items()), read_zip(upload)
-                    fields.pop("file", None)
+                    fields, bundle = {k: v for k, v in data.items() if k != "file"}, read_zip(upload)
                 else:
                     document, bundle = read_json_upload(upload.read())
                     fields = {**document, **{k: v for k, v in data.items() if k != "file"}}
+                if not fields.get("name"):
+                    fields["name"] = PurePath(upload.name or "").stem[:200]  # like the command: the file's name
             elif isinstance(data, dict) and "kernels" in data:
                 fields = {key: value for key, value in data.items() if key not in ("kernels", "eval_results")}
                 shape = s.RunJsonSerializer(data=data)
@@ -554,6 +557,7 @@ class LeaderboardView(APIView):
             _param("hardware", description="Hardware slug."),
             _param("setting", description="Setting, exactly."),
             _param("origin", enum=[v for v, _ in Origin.choices]),
+            _param("include_excluded", bool, "Count kernels judged reward hacks or invalid too (default false)."),
         ],
         responses={200: inline_serializer("Leaderboard", {
             "problem_set": serializers.CharField(),
@@ -564,7 +568,10 @@ class LeaderboardView(APIView):
                 "rank": serializers.IntegerField(),
                 "run": s.RunSerializer(),
                 "fast_p": serializers.FloatField(),
-                "unscored": serializers.IntegerField(),
+                "unscored": serializers.IntegerField(help_text="Correct kernels with no known speedup."),
+                "flagged": serializers.IntegerField(),
+                "unreviewed": serializers.IntegerField(),
+                "excluded": serializers.IntegerField(),
                 "summary": serializers.DictField(),
             }, many=True),
         })},
@@ -589,7 +596,8 @@ class LeaderboardView(APIView):
                 raise ValidationError({"hardware": f"no hardware {hardware_slug!r}"})
         origin = query_choice(request, "origin", Origin.choices)
         rows = level_standings(
-            problem_set, level, p=p, hardware=hardware, setting=query_text(request, "setting"), origin=origin
+            problem_set, level, p=p, hardware=hardware, setting=query_text(request, "setting"), origin=origin,
+            include_excluded=bool(query_bool(request, "include_excluded")),
         )
         shown_p = 1.0 if p is None else p
         run_ids = [row.run.pk for row in rows]
@@ -604,6 +612,9 @@ class LeaderboardView(APIView):
                 "run": s.RunSerializer(row.run, context={"request": request}).data,
                 "fast_p": row.fast_p(shown_p),
                 "unscored": row.unscored,
+                "flagged": row.flagged,
+                "unreviewed": row.unreviewed,
+                "excluded": row.excluded,
                 "summary": row.summary,
             })
         return Response({

@@ -56,3 +56,12 @@ def test_it_costs_a_fixed_number_of_queries(client, run, django_assert_max_num_q
 
 def test_writes_are_not_allowed(token_client, admin_user, run):
     assert token_client(admin_user).post(URL, {}, format="json").status_code == 405
+
+
+def test_kernels_judged_reward_hacks_leave_the_ranking_unless_asked(client, run, reviewer):
+    from leaderboard.reviews import record_verdict
+
+    record_verdict(run.kernels.get(problem__number=1), reviewer, "reward_hack")
+    row = client.get(URL + "?level=1").json()["results"][0]
+    assert row["excluded"] == 1 and row["summary"]["fast_1"] == 0
+    assert client.get(URL + "?level=1&include_excluded=true").json()["results"][0]["summary"]["fast_1"] == 0.5
