@@ -76,10 +76,16 @@ class ReviewStateSerializer(serializers.Serializer):
     kernel = serializers.IntegerField()
     latest_verdict = serializers.CharField(allow_null=True, help_text="clean, reward_hack, invalid or rerun.")
     excluded = serializers.BooleanField()
-    exclusion = inline_serializer("Exclusion", {
-        "verdict": serializers.CharField(), "note": serializers.CharField(),
-        "reviewer": serializers.CharField(), "created_at": serializers.DateTimeField(),
-    }, allow_null=True)
+    exclusion = inline_serializer(
+        "Exclusion",
+        {
+            "verdict": serializers.CharField(),
+            "note": serializers.CharField(),
+            "reviewer": serializers.CharField(),
+            "created_at": serializers.DateTimeField(),
+        },
+        allow_null=True,
+    )
     needs_review = serializers.BooleanField()
     flags = serializers.ListField(child=serializers.DictField())
     review_notes = serializers.ListField(child=serializers.DictField())
@@ -94,19 +100,36 @@ class RecordedVerdictSerializer(TrailSerializer):
         fields = [*TrailSerializer.Meta.fields, "queued_evaluation"]
 
 
-ReportOutSerializer = inline_serializer("KernelReportReply", {
-    "id": serializers.IntegerField(), "kernel": serializers.IntegerField(),
-    "created": serializers.BooleanField(), "created_at": serializers.DateTimeField(),
-})
-QueueRowSerializer = inline_serializer("ReviewQueueRow", {
-    "kernel": serializers.IntegerField(), "problem": serializers.IntegerField(), "level": serializers.IntegerField(),
-    "problem_name": serializers.CharField(), "model": serializers.CharField(), "run": serializers.IntegerField(),
-    "speedup": serializers.FloatField(allow_null=True), "origin": serializers.CharField(),
-    "flags": serializers.ListField(child=serializers.CharField()), "flagged": serializers.BooleanField(),
-    "reported": serializers.BooleanField(), "high_imported": serializers.BooleanField(),
-    "latest_verdict": serializers.CharField(allow_null=True), "evaluated_at": serializers.DateTimeField(allow_null=True),
-    "latest_report_at": serializers.DateTimeField(allow_null=True),
-}, many=True)
+ReportOutSerializer = inline_serializer(
+    "KernelReportReply",
+    {
+        "id": serializers.IntegerField(),
+        "kernel": serializers.IntegerField(),
+        "created": serializers.BooleanField(),
+        "created_at": serializers.DateTimeField(),
+    },
+)
+QueueRowSerializer = inline_serializer(
+    "ReviewQueueRow",
+    {
+        "kernel": serializers.IntegerField(),
+        "problem": serializers.IntegerField(),
+        "level": serializers.IntegerField(),
+        "problem_name": serializers.CharField(),
+        "model": serializers.CharField(),
+        "run": serializers.IntegerField(),
+        "speedup": serializers.FloatField(allow_null=True),
+        "origin": serializers.CharField(),
+        "flags": serializers.ListField(child=serializers.CharField()),
+        "flagged": serializers.BooleanField(),
+        "reported": serializers.BooleanField(),
+        "high_imported": serializers.BooleanField(),
+        "latest_verdict": serializers.CharField(allow_null=True),
+        "evaluated_at": serializers.DateTimeField(allow_null=True),
+        "latest_report_at": serializers.DateTimeField(allow_null=True),
+    },
+    many=True,
+)
 
 
 def review_state_data(kernel: Kernel) -> dict:
@@ -117,9 +140,13 @@ def review_state_data(kernel: Kernel) -> dict:
         "kernel": kernel.pk,
         "latest_verdict": state.latest.verdict if state.latest else None,
         "excluded": state.excluded,
-        "exclusion": None if exclusion is None else {
-            "verdict": exclusion.verdict, "note": exclusion.note,
-            "reviewer": exclusion.reviewer.get_username(), "created_at": exclusion.created_at,
+        "exclusion": None
+        if exclusion is None
+        else {
+            "verdict": exclusion.verdict,
+            "note": exclusion.note,
+            "reviewer": exclusion.reviewer.get_username(),
+            "created_at": exclusion.created_at,
         },
         "needs_review": needs_review,
         "flags": state.flags,
@@ -133,8 +160,10 @@ class KernelReviewsView(APIView):
     permission_classes = [ReadsOrReviewer]
     throttle_classes = [ReviewWriteThrottle]
 
-    @extend_schema(summary="A kernel's review state and audit trail (every verdict, newest first)",
-                   responses={200: ReviewStateSerializer})
+    @extend_schema(
+        summary="A kernel's review state and audit trail (every verdict, newest first)",
+        responses={200: ReviewStateSerializer},
+    )
     def get(self, request, pk: int):
         kernel = get_object_or_404(Kernel.objects.select_related("latest_evaluation"), pk=pk)
         return Response(review_state_data(kernel))
@@ -150,7 +179,9 @@ class KernelReviewsView(APIView):
         kernel = get_object_or_404(Kernel.objects.select_related("run__hardware", "latest_evaluation__hardware"), pk=pk)
         data = VerdictInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        result = reviews.record_verdict(kernel, request.user, data.validated_data["verdict"], data.validated_data["note"])
+        result = reviews.record_verdict(
+            kernel, request.user, data.validated_data["verdict"], data.validated_data["note"]
+        )
         body = TrailSerializer(result.review).data
         body["queued_evaluation"] = result.evaluation.pk if result.evaluation else None
         return Response(body, status=status.HTTP_201_CREATED)
@@ -160,15 +191,22 @@ class KernelReportsView(APIView):
     permission_classes = [IsAuthenticated]
     throttle_classes = [ReviewWriteThrottle]
 
-    @extend_schema(summary="Report a kernel for review", request=ReportInSerializer,
-                   responses={201: ReportOutSerializer, 200: ReportOutSerializer})
+    @extend_schema(
+        summary="Report a kernel for review",
+        request=ReportInSerializer,
+        responses={201: ReportOutSerializer, 200: ReportOutSerializer},
+    )
     def post(self, request, pk: int):
         kernel = get_object_or_404(Kernel, pk=pk)
         data = ReportInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         result = reviews.report_kernel(kernel, request.user, data.validated_data["reason"])
-        body = {"id": result.report.pk, "kernel": kernel.pk, "created": result.created,
-                "created_at": result.report.created_at}
+        body = {
+            "id": result.report.pk,
+            "kernel": kernel.pk,
+            "created": result.created,
+            "created_at": result.report.created_at,
+        }
         return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
 
 

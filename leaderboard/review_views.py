@@ -33,15 +33,17 @@ class VerdictForm(forms.Form):
 
 class ReportForm(forms.Form):
     reason = forms.CharField(
-        max_length=KernelReport.REASON_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=KernelReport.REASON_MAX_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 3}),
         help_text="What looks wrong: a timing trick, a wrong result for other inputs, a copied reference...",
     )
 
 
 class QueueFilterForm(forms.Form):
     flag = forms.ChoiceField(required=False)
-    level = forms.TypedChoiceField(required=False, coerce=int, empty_value=None,
-                                   choices=[("", "any")] + [(n, f"Level {n}") for n in LEVELS])
+    level = forms.TypedChoiceField(
+        required=False, coerce=int, empty_value=None, choices=[("", "any")] + [(n, f"Level {n}") for n in LEVELS]
+    )
     model = forms.ChoiceField(required=False)
     reason = forms.ChoiceField(required=False, choices=[("", "any")] + list(reviews.QUEUE_REASONS.items()))
     sort = forms.ChoiceField(required=False, choices=list(reviews.QUEUE_SORTS.items()))
@@ -50,7 +52,10 @@ class QueueFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["flag"].choices = [("", "any")] + [(code, code) for code, _ in reviews.flag_choices()]
         self.fields["model"].choices = [("", "any")] + list(
-            LanguageModel.objects.filter(runs__kernels__isnull=False).distinct().order_by("name").values_list("slug", "name")
+            LanguageModel.objects.filter(runs__kernels__isnull=False)
+            .distinct()
+            .order_by("name")
+            .values_list("slug", "name")
         )
 
     def filters(self) -> reviews.QueueFilters:
@@ -58,8 +63,11 @@ class QueueFilterForm(forms.Form):
         self.is_valid()
         data = {name: self.cleaned_data.get(name) for name in self.fields if name not in self.errors}
         return reviews.QueueFilters(
-            flag=data.get("flag") or None, level=data.get("level"), model=data.get("model") or None,
-            reason=data.get("reason") or None, sort=data.get("sort") or "date",
+            flag=data.get("flag") or None,
+            level=data.get("level"),
+            model=data.get("model") or None,
+            reason=data.get("reason") or None,
+            sort=data.get("sort") or "date",
         )
 
 
@@ -106,7 +114,9 @@ def review_kernel(request: HttpRequest, pk: int) -> HttpResponse:
     kernel = _get_kernel_for_reviewer(request, pk)
     form = VerdictForm(request.POST)
     if not form.is_valid():
-        return render(request, "reviews/form_errors.html", {"kernel": kernel, "form": form, "what": "verdict"}, status=400)
+        return render(
+            request, "reviews/form_errors.html", {"kernel": kernel, "form": form, "what": "verdict"}, status=400
+        )
     result = reviews.record_verdict(kernel, request.user, form.cleaned_data["verdict"], form.cleaned_data["note"])
     text = f"Verdict recorded: {result.review.get_verdict_display()}."
     if result.evaluation is not None:
@@ -123,7 +133,9 @@ def report_kernel(request: HttpRequest, pk: int) -> HttpResponse:
     kernel = _get_kernel_for_reporter(request, pk)
     form = ReportForm(request.POST)
     if not form.is_valid():
-        return render(request, "reviews/form_errors.html", {"kernel": kernel, "form": form, "what": "report"}, status=400)
+        return render(
+            request, "reviews/form_errors.html", {"kernel": kernel, "form": form, "what": "report"}, status=400
+        )
     result = reviews.report_kernel(kernel, request.user, form.cleaned_data["reason"])
     if result.created:
         messages.success(request, "Thank you: the kernel is in the review queue.")

@@ -208,10 +208,9 @@ def record_verdict(kernel: Kernel, reviewer, verdict: str, note: str = "") -> Ve
     if verdict == Review.Verdict.RERUN:
         hardware = rerun_hardware(kernel)
         waiting = Evaluation.State.QUEUED, Evaluation.State.RUNNING
-        evaluation = (
-            Evaluation.objects.filter(kernel=kernel, hardware=hardware, state__in=waiting).order_by("-queued_at").first()
-            or request_evaluation(kernel, hardware)
-        )
+        evaluation = Evaluation.objects.filter(kernel=kernel, hardware=hardware, state__in=waiting).order_by(
+            "-queued_at"
+        ).first() or request_evaluation(kernel, hardware)
     return VerdictResult(review, evaluation)
 
 

@@ -48,8 +48,14 @@ def _kernel_rows(runs: list[Run], level: int | None):
     if level is not None:
         kernels = kernels.filter(problem__level=level)
     return kernels.with_review_state().values_list(
-        "run_id", "problem_id", "latest_evaluation__compiled", "latest_evaluation__correct", "latest_evaluation__speedup",
-        "is_flagged", "needs_review", "is_excluded",
+        "run_id",
+        "problem_id",
+        "latest_evaluation__compiled",
+        "latest_evaluation__correct",
+        "latest_evaluation__speedup",
+        "is_flagged",
+        "needs_review",
+        "is_excluded",
     )
 
 
@@ -109,6 +115,4 @@ def level_standings(
 
 def fast_p_curves(rows: list[StandingRow]) -> dict[int, list[tuple[float, float]]]:
     """fast_p over p for each row's run, on the metrics' default grid."""
-    return {
-        row.run.pk: fast_p_curve(row.speedups, row.summary["n_problems"]) for row in rows
-    }
+    return {row.run.pk: fast_p_curve(row.speedups, row.summary["n_problems"]) for row in rows}

@@ -8,7 +8,6 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-
 REVIEWER_PERMS = ["add_review", "view_review", "view_kernelreport", "view_kernel", "view_evaluation", "view_run"]
 
 
@@ -38,27 +37,38 @@ def revoke_reviewers(apps, schema_editor) -> None:
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('leaderboard', '0003_evaluation_heartbeat_at'),
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('contenttypes', '0002_remove_content_type_name'),
+        ("leaderboard", "0003_evaluation_heartbeat_at"),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("contenttypes", "0002_remove_content_type_name"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='KernelReport',
+            name="KernelReport",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('reason', models.TextField(max_length=2000)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('kernel', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='reports', to='leaderboard.kernel')),
-                ('reporter', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='kernel_reports', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("reason", models.TextField(max_length=2000)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "kernel",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="reports", to="leaderboard.kernel"
+                    ),
+                ),
+                (
+                    "reporter",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="kernel_reports",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
-                'indexes': [models.Index(fields=['kernel', '-created_at'], name='kernelreport_kernel_idx')],
+                "ordering": ["-created_at"],
+                "indexes": [models.Index(fields=["kernel", "-created_at"], name="kernelreport_kernel_idx")],
             },
         ),
         migrations.RunPython(grant_reviewers, revoke_reviewers),

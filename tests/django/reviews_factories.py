@@ -44,16 +44,31 @@ class World:
         kernel = Kernel.objects.create(
             run=run or self.run, problem=problem, sample_index=sample, source="class ModelNew: pass"
         )
-        self.evaluate(kernel, correct=correct, speedup=speedup, flags=flags, notes=notes, origin=origin,
-                      finished_at=finished_at)
+        self.evaluate(
+            kernel, correct=correct, speedup=speedup, flags=flags, notes=notes, origin=origin, finished_at=finished_at
+        )
         return kernel
 
-    def evaluate(self, kernel: Kernel, *, correct: bool = True, speedup: float | None = 1.5,
-                 flags: tuple[str, ...] = (), notes: tuple[str, ...] = (), origin: str = "measured",
-                 finished_at: dt.datetime | None = None) -> Evaluation:
+    def evaluate(
+        self,
+        kernel: Kernel,
+        *,
+        correct: bool = True,
+        speedup: float | None = 1.5,
+        flags: tuple[str, ...] = (),
+        notes: tuple[str, ...] = (),
+        origin: str = "measured",
+        finished_at: dt.datetime | None = None,
+    ) -> Evaluation:
         evaluation = Evaluation.objects.create(
-            kernel=kernel, hardware=self.hardware, state="done", status="correct" if correct else "incorrect",
-            compiled=True, correct=correct, speedup=speedup if correct else None, origin=origin,
+            kernel=kernel,
+            hardware=self.hardware,
+            state="done",
+            status="correct" if correct else "incorrect",
+            compiled=True,
+            correct=correct,
+            speedup=speedup if correct else None,
+            origin=origin,
             flags=[{"code": code, "message": f"{code} says so"} for code in flags],
             notes=[{"code": code, "message": f"{code} noted"} for code in notes],
             finished_at=finished_at or timezone.now(),
@@ -77,8 +92,9 @@ def report(kernel: Kernel, reporter, reason: str = "looks too fast", *, at: dt.d
     return made
 
 
-@pytest.fixture
-def world(db) -> World:
+@pytest.fixture(name="world")
+def world_fixture(db) -> World:
+    """Import `world_fixture` into a test module to use the `world` fixture."""
     return World()
 
 
@@ -86,5 +102,6 @@ def world(db) -> World:
 def _plain_static_files(settings) -> None:
     """Pages render without a collected static manifest (autouse where a test module imports it)."""
     settings.STORAGES = {
-        **settings.STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }

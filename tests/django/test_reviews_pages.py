@@ -5,7 +5,7 @@ from django.test import Client
 from django.urls import reverse
 
 from leaderboard.models import Evaluation, KernelReport, Review
-from tests.django.reviews_factories import _plain_static_files, report, review, world  # noqa: F401  (fixtures)
+from tests.django.reviews_factories import _plain_static_files, report, review, world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 QUEUE = "/review/"
@@ -17,7 +17,7 @@ def signed_in(user) -> Client:
     return client
 
 
-def test_the_queue_shows_what_needs_a_look(world, reviewer, visitor):  # noqa: F811
+def test_the_queue_shows_what_needs_a_look(world, reviewer, visitor):
     flagged = world.kernel(world.problems[0], flags=("excessive_speedup",))
     reported = world.kernel(world.problems[1])
     report(reported, visitor)
@@ -31,7 +31,7 @@ def test_the_queue_shows_what_needs_a_look(world, reviewer, visitor):  # noqa: F
     assert b"excessive_speedup" in response.content and b"reported " in response.content
 
 
-def test_the_queue_filters_and_sorts_from_the_query_string(world, reviewer):  # noqa: F811
+def test_the_queue_filters_and_sorts_from_the_query_string(world, reviewer):
     slow = world.kernel(world.problems[0], speedup=1.2, flags=("input_mutation",))
     fast = world.kernel(world.problems[1], speedup=7.0, flags=("input_mutation",))
     other = world.kernel(world.level2, speedup=1.5, flags=("output_reuse",))
@@ -41,14 +41,14 @@ def test_the_queue_filters_and_sorts_from_the_query_string(world, reviewer):  # 
     assert [kernel.pk for kernel in response.context["page"].object_list] == [slow.pk, other.pk, fast.pk]
 
 
-def test_a_bad_filter_value_is_ignored_not_an_error(world, reviewer):  # noqa: F811
+def test_a_bad_filter_value_is_ignored_not_an_error(world, reviewer):
     world.kernel(world.problems[0], flags=("input_mutation",))
     response = signed_in(reviewer).get(QUEUE, {"flag": "<script>", "level": "9", "sort": "nope"})
     assert response.status_code == 200 and len(response.context["page"].object_list) == 1
     assert b"<script>" not in response.content
 
 
-def test_the_queue_is_paginated(world, reviewer):  # noqa: F811
+def test_the_queue_is_paginated(world, reviewer):
     for n in range(30):
         world.kernel(world.problems[n % 4], sample=n, flags=("timing_mismatch",))
     page2 = signed_in(reviewer).get(QUEUE, {"page": 2}).context["page"]
@@ -60,7 +60,7 @@ def test_visitors_cannot_see_the_queue(client, visitor):
     assert signed_in(visitor).get(QUEUE).status_code == 403
 
 
-def test_a_reviewer_records_a_verdict_from_the_kernel_page(world, reviewer):  # noqa: F811
+def test_a_reviewer_records_a_verdict_from_the_kernel_page(world, reviewer):
     kernel = world.kernel(world.problems[0], flags=("excessive_speedup",))
     client = signed_in(reviewer)
     page = client.get(kernel.get_absolute_url())
@@ -73,20 +73,20 @@ def test_a_reviewer_records_a_verdict_from_the_kernel_page(world, reviewer):  # 
     assert b"Excluded from rankings" in page.content and b"no-op" in page.content
 
 
-def test_needs_rerun_from_the_page_queues_an_evaluation(world, reviewer):  # noqa: F811
+def test_needs_rerun_from_the_page_queues_an_evaluation(world, reviewer):
     kernel = world.kernel(world.problems[0], flags=("timing_mismatch",))
     signed_in(reviewer).post(reverse("kernel-review", args=[kernel.pk]), {"verdict": "rerun"})
     assert Evaluation.objects.filter(kernel=kernel, state=Evaluation.State.QUEUED).count() == 1
 
 
-def test_a_bad_verdict_is_refused_with_the_reason(world, reviewer):  # noqa: F811
+def test_a_bad_verdict_is_refused_with_the_reason(world, reviewer):
     kernel = world.kernel(world.problems[0])
     response = signed_in(reviewer).post(reverse("kernel-review", args=[kernel.pk]), {"verdict": "delete"})
     assert response.status_code == 400 and b"verdict" in response.content
     assert not Review.objects.exists()
 
 
-def test_visitors_cannot_record_verdicts(world, client, visitor, ingestor):  # noqa: F811
+def test_visitors_cannot_record_verdicts(world, client, visitor, ingestor):
     kernel = world.kernel(world.problems[0])
     url = reverse("kernel-review", args=[kernel.pk])
     assert client.post(url, {"verdict": "clean"}).status_code == 403
@@ -96,7 +96,7 @@ def test_visitors_cannot_record_verdicts(world, client, visitor, ingestor):  # n
     assert b'id="verdict-form"' not in signed_in(visitor).get(kernel.get_absolute_url()).content
 
 
-def test_verdicts_need_a_post_with_a_csrf_token(world, reviewer):  # noqa: F811
+def test_verdicts_need_a_post_with_a_csrf_token(world, reviewer):
     kernel = world.kernel(world.problems[0])
     url = reverse("kernel-review", args=[kernel.pk])
     client = Client(enforce_csrf_checks=True)
@@ -106,7 +106,7 @@ def test_verdicts_need_a_post_with_a_csrf_token(world, reviewer):  # noqa: F811
     assert not Review.objects.exists()
 
 
-def test_a_signed_in_visitor_reports_a_kernel_into_the_queue(world, visitor, reviewer):  # noqa: F811
+def test_a_signed_in_visitor_reports_a_kernel_into_the_queue(world, visitor, reviewer):
     kernel = world.kernel(world.problems[0])
     client = signed_in(visitor)
     assert b'id="report-form"' in client.get(kernel.get_absolute_url()).content
@@ -118,7 +118,7 @@ def test_a_signed_in_visitor_reports_a_kernel_into_the_queue(world, visitor, rev
     assert [k.pk for k in shown] == [kernel.pk]
 
 
-def test_anonymous_visitors_are_asked_to_sign_in_to_report(world, client):  # noqa: F811
+def test_anonymous_visitors_are_asked_to_sign_in_to_report(world, client):
     kernel = world.kernel(world.problems[0])
     page = client.get(kernel.get_absolute_url())
     assert b'id="report-form"' not in page.content and b"Sign in" in page.content
@@ -127,24 +127,24 @@ def test_anonymous_visitors_are_asked_to_sign_in_to_report(world, client):  # no
     assert not KernelReport.objects.exists()
 
 
-def test_an_empty_report_is_refused(world, visitor):  # noqa: F811
+def test_an_empty_report_is_refused(world, visitor):
     kernel = world.kernel(world.problems[0])
     response = signed_in(visitor).post(reverse("kernel-report", args=[kernel.pk]), {"reason": "  "})
     assert response.status_code == 400 and not KernelReport.objects.exists()
 
 
-def test_the_panel_shows_the_whole_audit_trail_with_who_and_when(world, reviewer, admin_user):  # noqa: F811
+def test_the_panel_shows_the_whole_audit_trail_with_who_and_when(world, reviewer, admin_user):
     kernel = world.kernel(world.problems[0])
     review(kernel, reviewer, "reward_hack", "first look")
     review(kernel, admin_user, "clean", "second look")
     content = Client().get(kernel.get_absolute_url()).content.decode()
-    trail = content[content.index('id="review-trail"'):]
+    trail = content[content.index('id="review-trail"') :]
     assert trail.index("second look") < trail.index("first look")
     assert "reviewer" in trail and "admin" in trail and "(counts)" in trail
     assert "Excluded from rankings" not in content
 
 
-def test_user_text_is_escaped(world, reviewer, visitor):  # noqa: F811
+def test_user_text_is_escaped(world, reviewer, visitor):
     kernel = world.kernel(world.problems[0])
     report(kernel, visitor, "<img src=x onerror=alert(1)>")
     review(kernel, reviewer, "invalid", "<script>alert(1)</script>")
@@ -155,7 +155,7 @@ def test_user_text_is_escaped(world, reviewer, visitor):  # noqa: F811
     assert b"<img src=x" not in signed_in(reviewer).get(QUEUE).content
 
 
-def test_reporters_are_shown_to_reviewers_only(world, reviewer, visitor):  # noqa: F811
+def test_reporters_are_shown_to_reviewers_only(world, reviewer, visitor):
     kernel = world.kernel(world.problems[0])
     report(kernel, visitor, "suspicious timing")
     assert b"suspicious timing" in signed_in(reviewer).get(kernel.get_absolute_url()).content
@@ -166,6 +166,8 @@ def test_reporters_are_shown_to_reviewers_only(world, reviewer, visitor):  # noq
 def test_sign_in_page_signs_a_visitor_in(client, visitor):
     visitor.set_password("a-long-pass-9Xq!")
     visitor.save()
-    response = client.post(reverse("review-sign-in"), {"username": "visitor", "password": "a-long-pass-9Xq!", "next": "/review/"})
+    response = client.post(
+        reverse("review-sign-in"), {"username": "visitor", "password": "a-long-pass-9Xq!", "next": "/review/"}
+    )
     assert response.status_code == 302
     assert client.get(QUEUE).status_code == 403  # signed in, but not a reviewer

@@ -7,7 +7,7 @@ from django.core.cache import cache
 from django.test import Client
 
 from leaderboard.models import Evaluation, Review, Run
-from tests.django.reviews_factories import _plain_static_files, world  # noqa: F401  (fixtures)
+from tests.django.reviews_factories import _plain_static_files, world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 
@@ -45,15 +45,24 @@ def change_form_data(response) -> dict:
 def test_the_reviewers_group_holds_real_permissions(reviewer, visitor, ingestor, admin_user):
     assert reviewer.has_perm("leaderboard.add_review") and reviewer.has_perm("leaderboard.view_kernelreport")
     assert reviewer.has_perm("leaderboard.view_evaluation") and reviewer.has_perm("leaderboard.view_run")
-    for perm in ("change_evaluation", "add_evaluation", "change_run", "add_run", "change_reportedscore",
-                 "add_reportedscore", "change_kernel", "delete_review", "change_review"):
+    for perm in (
+        "change_evaluation",
+        "add_evaluation",
+        "change_run",
+        "add_run",
+        "change_reportedscore",
+        "add_reportedscore",
+        "change_kernel",
+        "delete_review",
+        "change_review",
+    ):
         assert not reviewer.has_perm(f"leaderboard.{perm}"), perm
     assert not visitor.has_perm("leaderboard.add_review") and not ingestor.has_perm("leaderboard.add_review")
     assert admin_user.has_perm("leaderboard.add_review") and admin_user.has_perm("leaderboard.change_evaluation")
     assert Group.objects.filter(name="Reviewers").count() == 1
 
 
-def test_a_reviewer_sees_but_cannot_change_scores_or_runs_in_the_admin(world, staff_reviewer):  # noqa: F811
+def test_a_reviewer_sees_but_cannot_change_scores_or_runs_in_the_admin(world, staff_reviewer):
     kernel = world.kernel(world.problems[0], speedup=2.0)
     evaluation = kernel.latest_evaluation
     client = admin_client(staff_reviewer)
@@ -68,7 +77,7 @@ def test_a_reviewer_sees_but_cannot_change_scores_or_runs_in_the_admin(world, st
     assert evaluation.speedup == 2.0 and Run.objects.get().setting == "one-shot"
 
 
-def test_a_reviewer_records_a_verdict_in_the_admin_as_themselves(world, staff_reviewer, admin_user):  # noqa: F811
+def test_a_reviewer_records_a_verdict_in_the_admin_as_themselves(world, staff_reviewer, admin_user):
     kernel = world.kernel(world.problems[0])
     response = admin_client(staff_reviewer).post(
         "/admin/leaderboard/review/add/", {"kernel": kernel.pk, "verdict": "rerun", "note": "again"}
@@ -79,7 +88,7 @@ def test_a_reviewer_records_a_verdict_in_the_admin_as_themselves(world, staff_re
     assert Evaluation.objects.filter(kernel=kernel, state="queued").exists()  # through the service
 
 
-def test_nobody_edits_or_deletes_a_verdict_in_the_admin(world, reviewer, admin_user):  # noqa: F811
+def test_nobody_edits_or_deletes_a_verdict_in_the_admin(world, reviewer, admin_user):
     kernel = world.kernel(world.problems[0])
     made = Review.objects.create(kernel=kernel, reviewer=reviewer, verdict="clean", note="ok")
     client = admin_client(admin_user)
@@ -89,7 +98,7 @@ def test_nobody_edits_or_deletes_a_verdict_in_the_admin(world, reviewer, admin_u
     assert made.verdict == "clean"
 
 
-def test_an_admin_can_both_review_and_change_runs_in_the_admin(world, admin_user):  # noqa: F811
+def test_an_admin_can_both_review_and_change_runs_in_the_admin(world, admin_user):
     kernel = world.kernel(world.problems[0])
     client = admin_client(admin_user)
     response = client.post("/admin/leaderboard/review/add/", {"kernel": kernel.pk, "verdict": "invalid", "note": ""})
@@ -100,12 +109,12 @@ def test_an_admin_can_both_review_and_change_runs_in_the_admin(world, admin_user
     assert Run.objects.get().setting == "agent"
 
 
-def test_visitors_have_no_admin(world, visitor):  # noqa: F811
+def test_visitors_have_no_admin(world, visitor):
     response = admin_client(visitor).get("/admin/leaderboard/review/add/")
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
 
 
-def test_a_reviewer_cannot_change_scores_or_runs_through_the_api(world, reviewer, token_client):  # noqa: F811
+def test_a_reviewer_cannot_change_scores_or_runs_through_the_api(world, reviewer, token_client):
     kernel = world.kernel(world.problems[0], speedup=2.0)
     api = token_client(reviewer)
     evaluation = kernel.latest_evaluation
@@ -113,27 +122,45 @@ def test_a_reviewer_cannot_change_scores_or_runs_through_the_api(world, reviewer
     assert api.delete(f"/api/v1/evaluations/{evaluation.pk}/").status_code in (403, 405)
     assert api.patch(f"/api/v1/runs/{world.run.pk}/", {"setting": "agent"}, format="json").status_code in (403, 405)
     assert api.post(f"/api/v1/runs/{world.run.pk}/verify/").status_code == 403
-    score = {"model": "M", "variant": "v", "metric": "fast_1", "value": 50, "unit": "%",
-             "date": "2025-01-01", "source_url": "https://example.com/x"}
+    score = {
+        "model": "M",
+        "variant": "v",
+        "metric": "fast_1",
+        "value": 50,
+        "unit": "%",
+        "date": "2025-01-01",
+        "source_url": "https://example.com/x",
+    }
     assert api.post("/api/v1/reported-scores/", score, format="json").status_code == 403
     evaluation.refresh_from_db()
     assert evaluation.speedup == 2.0 and not Evaluation.objects.filter(state="queued").exists()
 
 
-def test_an_admin_can_review_and_add_scores_through_the_api(world, admin_user, token_client):  # noqa: F811
+def test_an_admin_can_review_and_add_scores_through_the_api(world, admin_user, token_client):
     kernel = world.kernel(world.problems[0])
     api = token_client(admin_user)
     response = api.post(f"/api/v1/kernels/{kernel.pk}/reviews/", {"verdict": "clean"}, format="json")
     assert response.status_code == 201
-    score = {"model": "M", "variant": "v", "metric": "fast_1", "value": 50, "unit": "%",
-             "date": "2025-01-01", "source_url": "https://example.com/x"}
+    score = {
+        "model": "M",
+        "variant": "v",
+        "metric": "fast_1",
+        "value": 50,
+        "unit": "%",
+        "date": "2025-01-01",
+        "source_url": "https://example.com/x",
+    }
     assert api.post("/api/v1/reported-scores/", score, format="json").status_code == 201
     assert api.post(f"/api/v1/runs/{world.run.pk}/verify/").status_code == 202
 
 
-def test_visitors_cannot_review_through_the_api(world, visitor, token_client):  # noqa: F811
+def test_visitors_cannot_review_through_the_api(world, visitor, token_client):
     kernel = world.kernel(world.problems[0])
     for client in (token_client(None), token_client(visitor)):
-        assert client.post(f"/api/v1/kernels/{kernel.pk}/reviews/", {"verdict": "clean"}, format="json").status_code in (401, 403)
-        assert client.post("/api/v1/reviews/", {"kernel": kernel.pk, "verdict": "clean"}, format="json").status_code in (401, 403)
+        assert client.post(
+            f"/api/v1/kernels/{kernel.pk}/reviews/", {"verdict": "clean"}, format="json"
+        ).status_code in (401, 403)
+        assert client.post(
+            "/api/v1/reviews/", {"kernel": kernel.pk, "verdict": "clean"}, format="json"
+        ).status_code in (401, 403)
     assert not Review.objects.exists()

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from leaderboard.models import Evaluation, Kernel, Review
 from leaderboard.reviews import QueueFilters, kernel_review_state, record_verdict, report_kernel, review_queue
-from tests.django.reviews_factories import report, review, world  # noqa: F401  (world is a fixture)
+from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +18,7 @@ def queued(filters=None) -> set[int]:
     return set(review_queue(filters).values_list("pk", flat=True))
 
 
-def test_the_queue_lists_flagged_reported_and_fast_imported_kernels(world, visitor):  # noqa: F811
+def test_the_queue_lists_flagged_reported_and_fast_imported_kernels(world, visitor):
     flagged = world.kernel(world.problems[0], flags=("side_stream_work",))
     noted = world.kernel(world.problems[1], notes=("try_except_fallback",))
     reported = world.kernel(world.problems[2])
@@ -31,20 +31,20 @@ def test_the_queue_lists_flagged_reported_and_fast_imported_kernels(world, visit
     assert set(Kernel.objects.needing_review().values_list("pk", flat=True)) == queued()
 
 
-def test_a_clean_verdict_takes_a_kernel_out_of_the_queue(world, reviewer):  # noqa: F811
+def test_a_clean_verdict_takes_a_kernel_out_of_the_queue(world, reviewer):
     kernel = world.kernel(world.problems[0], flags=("excessive_speedup",))
     record_verdict(kernel, reviewer, "clean", "checked by hand")
     assert queued() == set()
 
 
-def test_a_new_suspicious_evaluation_brings_it_back(world, reviewer):  # noqa: F811
+def test_a_new_suspicious_evaluation_brings_it_back(world, reviewer):
     kernel = world.kernel(world.problems[0], flags=("excessive_speedup",))
     review(kernel, reviewer, "clean", at=timezone.now() - dt.timedelta(hours=1))
     world.evaluate(kernel, flags=("timing_mismatch",))
     assert queued() == {kernel.pk}
 
 
-def test_a_report_after_the_verdict_brings_it_back_and_a_verdict_settles_it(world, reviewer, visitor):  # noqa: F811
+def test_a_report_after_the_verdict_brings_it_back_and_a_verdict_settles_it(world, reviewer, visitor):
     kernel = world.kernel(world.problems[0])
     review(kernel, reviewer, "clean", at=timezone.now() - dt.timedelta(hours=1))
     report(kernel, visitor)
@@ -54,12 +54,12 @@ def test_a_report_after_the_verdict_brings_it_back_and_a_verdict_settles_it(worl
 
 
 @override_settings(REVIEW_SPEEDUP_THRESHOLD=10.0)
-def test_the_imported_speedup_threshold_comes_from_settings(world):  # noqa: F811
+def test_the_imported_speedup_threshold_comes_from_settings(world):
     world.kernel(world.problems[0], speedup=9.0, origin="imported")
     assert queued() == set()
 
 
-def test_the_queue_filters_by_flag_level_model_and_reason(world, visitor):  # noqa: F811
+def test_the_queue_filters_by_flag_level_model_and_reason(world, visitor):
     side = world.kernel(world.problems[0], flags=("side_stream_work", "timing_mismatch"))
     mutation = world.kernel(world.problems[1], flags=("input_mutation",))
     noted = world.kernel(world.problems[2], notes=("pytorch_only",))
@@ -74,34 +74,42 @@ def test_the_queue_filters_by_flag_level_model_and_reason(world, visitor):  # no
     assert queued(QueueFilters(reason="reported")) == {level2.pk}
 
 
-def test_a_message_that_quotes_a_code_does_not_match_it(world):  # noqa: F811
+def test_a_message_that_quotes_a_code_does_not_match_it(world):
     kernel = world.kernel(world.problems[0], flags=("side_stream_work",))
     kernel.latest_evaluation.flags = [{"code": "side_stream_work", "message": 'looks like "code": "input_mutation"'}]
     kernel.latest_evaluation.save()
     assert queued(QueueFilters(flag="input_mutation")) == set()
 
 
-def test_the_queue_sorts_by_speedup_and_date(world):  # noqa: F811
+def test_the_queue_sorts_by_speedup_and_date(world):
     now = timezone.now()
     slow = world.kernel(world.problems[0], speedup=1.1, flags=("timing_mismatch",), finished_at=now)
-    fast = world.kernel(world.problems[1], speedup=8.0, flags=("timing_mismatch",), finished_at=now - dt.timedelta(days=2))
-    middle = world.kernel(world.problems[2], speedup=2.0, flags=("timing_mismatch",), finished_at=now - dt.timedelta(days=1))
+    fast = world.kernel(
+        world.problems[1], speedup=8.0, flags=("timing_mismatch",), finished_at=now - dt.timedelta(days=2)
+    )
+    middle = world.kernel(
+        world.problems[2], speedup=2.0, flags=("timing_mismatch",), finished_at=now - dt.timedelta(days=1)
+    )
+
     def order(sort):
         return list(review_queue(QueueFilters(sort=sort)).values_list("pk", flat=True))
+
     assert order("speedup") == [fast.pk, middle.pk, slow.pk]
     assert order("-speedup") == [slow.pk, middle.pk, fast.pk]
     assert order("date") == [slow.pk, middle.pk, fast.pk]
     assert order("-date") == [fast.pk, middle.pk, slow.pk]
 
 
-def test_every_verdict_is_kept_with_who_and_when_and_the_latest_counts(world, reviewer, admin_user):  # noqa: F811
+def test_every_verdict_is_kept_with_who_and_when_and_the_latest_counts(world, reviewer, admin_user):
     kernel = world.kernel(world.problems[0], flags=("excessive_speedup",))
     record_verdict(kernel, reviewer, "reward_hack", "returns a cached output")
     record_verdict(kernel, admin_user, "clean", "cache is legitimate memoisation? no: re-checking")
     record_verdict(kernel, reviewer, "invalid", "wrong for other shapes")
     trail = kernel_review_state(kernel).reviews
     assert [(r.verdict, r.reviewer.username) for r in trail] == [
-        ("invalid", "reviewer"), ("clean", "admin"), ("reward_hack", "reviewer"),
+        ("invalid", "reviewer"),
+        ("clean", "admin"),
+        ("reward_hack", "reviewer"),
     ]
     assert all(r.created_at is not None for r in trail)
     assert trail[0].created_at >= trail[1].created_at >= trail[2].created_at
@@ -111,7 +119,7 @@ def test_every_verdict_is_kept_with_who_and_when_and_the_latest_counts(world, re
     assert not Kernel.objects.counted().exists()
 
 
-def test_needs_rerun_queues_a_fresh_evaluation(world, reviewer, django_capture_on_commit_callbacks):  # noqa: F811
+def test_needs_rerun_queues_a_fresh_evaluation(world, reviewer, django_capture_on_commit_callbacks):
     kernel = world.kernel(world.problems[0], flags=("timing_mismatch",))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         result = record_verdict(kernel, reviewer, "rerun", "noisy host")
@@ -123,14 +131,14 @@ def test_needs_rerun_queues_a_fresh_evaluation(world, reviewer, django_capture_o
     assert queued() == set()  # parked until the new evaluation lands
 
 
-def test_a_second_rerun_reuses_the_waiting_evaluation(world, reviewer):  # noqa: F811
+def test_a_second_rerun_reuses_the_waiting_evaluation(world, reviewer):
     kernel = world.kernel(world.problems[0])
     first = record_verdict(kernel, reviewer, "rerun").evaluation
     second = record_verdict(kernel, reviewer, "rerun").evaluation
     assert first == second and Review.objects.filter(kernel=kernel).count() == 2
 
 
-def test_only_reviewers_record_verdicts(world, visitor, ingestor):  # noqa: F811
+def test_only_reviewers_record_verdicts(world, visitor, ingestor):
     kernel = world.kernel(world.problems[0])
     for user in (visitor, ingestor):
         with pytest.raises(PermissionDenied):
@@ -138,7 +146,7 @@ def test_only_reviewers_record_verdicts(world, visitor, ingestor):  # noqa: F811
     assert not Review.objects.exists()
 
 
-def test_reporting_twice_before_a_verdict_keeps_one_open_report(world, visitor):  # noqa: F811
+def test_reporting_twice_before_a_verdict_keeps_one_open_report(world, visitor):
     kernel = world.kernel(world.problems[0])
     first = report_kernel(kernel, visitor, " too fast ")
     again = report_kernel(kernel, visitor, "still too fast")

@@ -4,13 +4,13 @@ import pytest
 
 from leaderboard.models import LanguageModel
 from leaderboard.standings import fast_p_curves, level_standings
-from tests.django.reviews_factories import report, review, world  # noqa: F401  (world is a fixture)
+from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def hacked(world, reviewer):  # noqa: F811
+def hacked(world, reviewer):
     """Level 1 of 4 problems: P1 2.5x (a reward hack), P2 1.2x, P3 0.8x, P4 nothing."""
     hack = world.kernel(world.problems[0], speedup=2.5, flags=("excessive_speedup",))
     world.kernel(world.problems[1], speedup=1.2)
@@ -39,7 +39,7 @@ def test_include_excluded_gives_the_scores_before_exclusions(hacked):
     assert row.excluded == 1
 
 
-def test_invalid_excludes_too_and_rerun_does_not(world, reviewer):  # noqa: F811
+def test_invalid_excludes_too_and_rerun_does_not(world, reviewer):
     invalid = world.kernel(world.problems[0], speedup=2.0)
     rerun = world.kernel(world.problems[1], speedup=3.0)
     review(invalid, reviewer, "invalid")
@@ -95,7 +95,7 @@ def test_rows_count_flagged_unreviewed_and_excluded_kernels(hacked, visitor):
     assert (everything.flagged, everything.unreviewed, everything.excluded) == (2, 2, 1)
 
 
-def test_queries_stay_fixed_with_reviews(world, reviewer, django_assert_max_num_queries):  # noqa: F811
+def test_queries_stay_fixed_with_reviews(world, reviewer, django_assert_max_num_queries):
     for n in range(3):
         run = world.new_run(LanguageModel.objects.create(name=f"X{n}"))
         for problem in world.problems:
