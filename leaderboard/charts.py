@@ -50,6 +50,20 @@ def _run_label(row: StandingRow) -> str:
     return label(f"{run.model.name} · {run.setting} · {run.hardware.slug}{demo}")
 
 
+def _pad_dates(figure: Figure | None, days: int = 45) -> Figure | None:
+    """Give a date axis a sensible span: with one day only, plotly would zoom to milliseconds."""
+    if figure is None:
+        return None
+    dates = sorted(dt.date.fromisoformat(str(x)[:10]) for trace in figure["data"] for x in trace.get("x", []))
+    if dates and (dates[-1] - dates[0]).days < days:
+        pad = dt.timedelta(days=days)
+        figure["layout"].setdefault("xaxis", {})["range"] = [
+            (dates[0] - pad).isoformat(),
+            (dates[-1] + pad).isoformat(),
+        ]
+    return figure
+
+
 def _date(value: dt.date | dt.datetime) -> str:
     return value.date().isoformat() if isinstance(value, dt.datetime) else value.isoformat()
 
@@ -81,13 +95,23 @@ def reported_bars(groups: Sequence[Any], unit: str) -> Figure | None:
                 "textposition": "outside",
                 "cliponaxis": False,
                 "marker": {"color": PALETTE[index % len(PALETTE)]},
-                "hovertext": ["", *[label(f"{s.model.name}: {s.display_value} on {group.variant} ({s.display_date}) {s.setting}") for s in group.scores]],
+                "hovertext": [
+                    "",
+                    *[
+                        label(f"{s.model.name}: {s.display_value} on {group.variant} ({s.display_date}) {s.setting}")
+                        for s in group.scores
+                    ],
+                ],
                 "hoverinfo": "text",
             }
         )
     if not traces:
         return None
-    title = "Best reported score per model, by variant (%)" if unit == "%" else "Best reported speedup per model, by variant (x)"
+    title = (
+        "Best reported score per model, by variant (%)"
+        if unit == "%"
+        else "Best reported speedup per model, by variant (x)"
+    )
     values = [x for trace in traces for x in trace["x"] if x is not None]
     return {
         "data": traces,
@@ -97,13 +121,24 @@ def reported_bars(groups: Sequence[Any], unit: str) -> Figure | None:
             showlegend=False,
             bargap=0.25,
             margin={"l": 20, "r": 40, "t": 40, "b": 40},
-            xaxis={"title": {"text": "percent" if unit == "%" else "speedup (x)"}, "range": [0, max(values) * 1.12 if values else 1]},
-            yaxis={"automargin": True, "type": "category", "categoryorder": "array", "categoryarray": categories, "autorange": "reversed"},
+            xaxis={
+                "title": {"text": "percent" if unit == "%" else "speedup (x)"},
+                "range": [0, max(values) * 1.12 if values else 1],
+            },
+            yaxis={
+                "automargin": True,
+                "type": "category",
+                "categoryorder": "array",
+                "categoryarray": categories,
+                "autorange": "reversed",
+            },
         ),
     }
 
 
-def scores_over_time(reported: Iterable[ReportedScore], measured: Iterable[tuple[dt.date, StandingRow]]) -> Figure | None:
+def scores_over_time(
+    reported: Iterable[ReportedScore], measured: Iterable[tuple[dt.date, StandingRow]]
+) -> Figure | None:
     """Each score a dot over time: reported percentages (circles) apart from fast_1 measured
     here (diamonds; demo runs hollow and grey), with a "near the ceiling" line."""
     reported = [s for s in reported if s.unit == "%"]
@@ -118,7 +153,10 @@ def scores_over_time(reported: Iterable[ReportedScore], measured: Iterable[tuple
                 "x": [s.reported_on.isoformat() for s in reported],
                 "y": [s.value for s in reported],
                 "marker": {"symbol": "circle", "size": 9, "color": REPORTED_COLOUR, "opacity": 0.75},
-                "hovertext": [label(f"{s.model.name} · {s.variant} · {s.metric} {s.display_value} ({s.display_date})") for s in reported],
+                "hovertext": [
+                    label(f"{s.model.name} · {s.variant} · {s.metric} {s.display_value} ({s.display_date})")
+                    for s in reported
+                ],
                 "hoverinfo": "text",
             }
         )
@@ -145,27 +183,40 @@ def scores_over_time(reported: Iterable[ReportedScore], measured: Iterable[tuple
         )
     if not traces:
         return None
-    return {
-        "data": traces,
-        "layout": _layout(
-            "Scores over time (percent scores; variants differ, see the table)",
-            height=380,
-            yaxis={"title": {"text": "score (%)"}, "range": [0, 105]},
-            xaxis={"type": "date"},
-            shapes=[
-                {
-                    "type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": NEAR_CEILING, "y1": NEAR_CEILING,
-                    "line": {"dash": "dash", "color": "#555", "width": 1},
-                }
-            ],
-            annotations=[
-                {
-                    "xref": "paper", "x": 0, "y": NEAR_CEILING, "yanchor": "bottom", "xanchor": "left",
-                    "text": f"near the ceiling ({NEAR_CEILING:g}%)", "showarrow": False, "font": {"size": 11, "color": "#555"},
-                }
-            ],
-        ),
-    }
+    return _pad_dates(
+        {
+            "data": traces,
+            "layout": _layout(
+                "Scores over time (percent scores; variants differ, see the table)",
+                height=380,
+                yaxis={"title": {"text": "score (%)"}, "range": [0, 105]},
+                xaxis={"type": "date"},
+                shapes=[
+                    {
+                        "type": "line",
+                        "xref": "paper",
+                        "x0": 0,
+                        "x1": 1,
+                        "y0": NEAR_CEILING,
+                        "y1": NEAR_CEILING,
+                        "line": {"dash": "dash", "color": "#555", "width": 1},
+                    }
+                ],
+                annotations=[
+                    {
+                        "xref": "paper",
+                        "x": 0,
+                        "y": NEAR_CEILING,
+                        "yanchor": "bottom",
+                        "xanchor": "left",
+                        "text": f"near the ceiling ({NEAR_CEILING:g}%)",
+                        "showarrow": False,
+                        "font": {"size": 11, "color": "#555"},
+                    }
+                ],
+            ),
+        }
+    )
 
 
 def launch_timeline(posts: Iterable[LaunchPost]) -> Figure | None:
@@ -192,30 +243,37 @@ def launch_timeline(posts: Iterable[LaunchPost]) -> Figure | None:
                     "line": {"width": 4 if lists else 2, "color": MEASURED_COLOUR if lists else DEMO_COLOUR},
                 },
                 "hovertext": [
-                    label(f"{p.title} ({p.published_on.isoformat()})" + (f": {p.kernelbench_score}" if p.kernelbench_score else "")
-                    + (" (demo data)" if p.is_demo else ""))
+                    label(
+                        f"{p.title} ({p.published_on.isoformat()})"
+                        + (f": {p.kernelbench_score}" if p.kernelbench_score else "")
+                        + (" (demo data)" if p.is_demo else "")
+                    )
                     for p in chosen
                 ],
                 "hoverinfo": "text",
             }
         )
     labs = sorted({label(p.lab.name) for p in posts})
-    return {
-        "data": traces,
-        "layout": _layout(
-            "Launch posts per lab",
-            height=max(220, 60 * len(labs) + 120),
-            xaxis={"type": "date"},
-            yaxis={"type": "category", "categoryorder": "array", "categoryarray": labs, "automargin": True},
-        ),
-    }
+    return _pad_dates(
+        {
+            "data": traces,
+            "layout": _layout(
+                "Launch posts per lab",
+                height=max(220, 60 * len(labs) + 120),
+                xaxis={"type": "date"},
+                yaxis={"type": "category", "categoryorder": "array", "categoryarray": labs, "automargin": True},
+            ),
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # per-level leaderboard
 
 
-def fast_p_chart(rows: Sequence[StandingRow], curves: dict[int, list[tuple[float, float]]], p: float | None) -> Figure | None:
+def fast_p_chart(
+    rows: Sequence[StandingRow], curves: dict[int, list[tuple[float, float]]], p: float | None
+) -> Figure | None:
     """fast_p as a step function of p for each shown run; a dotted line at the picked p."""
     traces = []
     for index, row in enumerate(rows):
@@ -224,7 +282,11 @@ def fast_p_chart(rows: Sequence[StandingRow], curves: dict[int, list[tuple[float
             {
                 "type": "scatter",
                 "mode": "lines",
-                "line": {"shape": "hv", "color": PALETTE[index % len(PALETTE)], "dash": "dot" if row.run.origin == "imported" else "solid"},
+                "line": {
+                    "shape": "hv",
+                    "color": PALETTE[index % len(PALETTE)],
+                    "dash": "dot" if row.run.origin == "imported" else "solid",
+                },
                 "name": _run_label(row),
                 "x": [point[0] for point in points],
                 "y": [round(point[1] * 100, 2) for point in points],
@@ -236,7 +298,15 @@ def fast_p_chart(rows: Sequence[StandingRow], curves: dict[int, list[tuple[float
     shapes = []
     if p is not None:
         shapes.append(
-            {"type": "line", "yref": "paper", "x0": p, "x1": p, "y0": 0, "y1": 1, "line": {"dash": "dot", "color": "#555"}}
+            {
+                "type": "line",
+                "yref": "paper",
+                "x0": p,
+                "x1": p,
+                "y0": 0,
+                "y1": 1,
+                "line": {"dash": "dot", "color": "#555"},
+            }
         )
     return {
         "data": traces,
@@ -251,10 +321,42 @@ def fast_p_chart(rows: Sequence[StandingRow], curves: dict[int, list[tuple[float
 
 
 def model_history(reported: Iterable[ReportedScore], measured: Iterable[tuple[dt.date, StandingRow]]) -> Figure | None:
+    """One model over time: reported percentages and fast_1 measured here on the left axis,
+    reported speedups (x) on the right axis, so units never share a scale."""
+    reported = list(reported)
     figure = scores_over_time(reported, measured)
+    speedups = [s for s in reported if s.unit == "x"]
+    if speedups:
+        trace = {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "reported speedup (x, right axis)",
+            "x": [s.reported_on.isoformat() for s in speedups],
+            "y": [s.value for s in speedups],
+            "yaxis": "y2",
+            "marker": {"symbol": "square", "size": 9, "color": "#ff7f0e"},
+            "hovertext": [label(f"{s.variant} · {s.metric} {s.display_value} ({s.display_date})") for s in speedups],
+            "hoverinfo": "text",
+        }
+        if figure is None:
+            figure = {
+                "data": [],
+                "layout": _layout(
+                    "", height=380, xaxis={"type": "date"}, yaxis={"title": {"text": "score (%)"}, "range": [0, 105]}
+                ),
+            }
+        figure["data"].append(trace)
+        figure["layout"]["yaxis2"] = {
+            "title": {"text": "speedup (x)"},
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "tozero",
+            "showgrid": False,
+        }
+        figure["layout"]["margin"]["r"] = 60
     if figure is not None:
-        figure["layout"]["title"]["text"] = "History: reported scores (%) and fast_1 measured here"
-    return figure
+        figure["layout"]["title"] = {"text": "History: reported scores and fast_1 measured here", "font": {"size": 14}}
+    return _pad_dates(figure)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,7 +374,10 @@ def speedup_bars(points: Sequence[tuple[int, str, bool, float]]) -> Figure | Non
                 "x": [f"#{pk}" for pk, _, _, _ in points],
                 "y": [speedup for _, _, _, speedup in points],
                 "marker": {"color": [DEMO_COLOUR if demo else REPORTED_COLOUR for _, _, demo, _ in points]},
-                "hovertext": [label(f"kernel {pk}, {name}{' (demo data)' if demo else ''}: {speedup:.3g}x") for pk, name, demo, speedup in points],
+                "hovertext": [
+                    label(f"kernel {pk}, {name}{' (demo data)' if demo else ''}: {speedup:.3g}x")
+                    for pk, name, demo, speedup in points
+                ],
                 "hoverinfo": "text",
                 "name": "speedup",
             }
@@ -282,7 +387,17 @@ def speedup_bars(points: Sequence[tuple[int, str, bool, float]]) -> Figure | Non
             height=320,
             xaxis={"type": "category", "title": {"text": "kernel"}},
             yaxis={"title": {"text": "speedup (x)"}, "rangemode": "tozero"},
-            shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1, "line": {"dash": "dash", "color": "#555"}}],
+            shapes=[
+                {
+                    "type": "line",
+                    "xref": "paper",
+                    "x0": 0,
+                    "x1": 1,
+                    "y0": 1,
+                    "y1": 1,
+                    "line": {"dash": "dash", "color": "#555"},
+                }
+            ],
         ),
     }
 
@@ -290,7 +405,14 @@ def speedup_bars(points: Sequence[tuple[int, str, bool, float]]) -> Figure | Non
 def _box(name: str, timing: dict, median: float | None, colour: str) -> dict[str, Any] | None:
     samples = timing.get("samples") if isinstance(timing, dict) else None
     if isinstance(samples, list) and samples and all(isinstance(x, int | float) for x in samples):
-        return {"type": "box", "name": name, "x": samples, "boxpoints": "all", "jitter": 0.4, "marker": {"color": colour}}
+        return {
+            "type": "box",
+            "name": name,
+            "x": samples,
+            "boxpoints": "all",
+            "jitter": 0.4,
+            "marker": {"color": colour},
+        }
     stats = {key: timing.get(key) for key in ("min", "median", "max")} if isinstance(timing, dict) else {}
     middle = stats.get("median") if isinstance(stats.get("median"), int | float) else median
     if not isinstance(middle, int | float):
@@ -298,8 +420,16 @@ def _box(name: str, timing: dict, median: float | None, colour: str) -> dict[str
     low = stats.get("min") if isinstance(stats.get("min"), int | float) else middle
     high = stats.get("max") if isinstance(stats.get("max"), int | float) else middle
     return {
-        "type": "box", "name": name, "orientation": "h", "y": [name], "q1": [middle], "median": [middle], "q3": [middle],
-        "lowerfence": [low], "upperfence": [high], "marker": {"color": colour},
+        "type": "box",
+        "name": name,
+        "orientation": "h",
+        "y": [name],
+        "q1": [middle],
+        "median": [middle],
+        "q3": [middle],
+        "lowerfence": [low],
+        "upperfence": [high],
+        "marker": {"color": colour},
     }
 
 
@@ -317,6 +447,9 @@ def timing_distributions(evaluation: Evaluation | None) -> Figure | None:
     return {
         "data": boxes,
         "layout": _layout(
-            "Timing distributions (ms per call)", height=260, showlegend=False, xaxis={"title": {"text": "ms"}, "rangemode": "tozero"}
+            "Timing distributions (ms per call)",
+            height=260,
+            showlegend=False,
+            xaxis={"title": {"text": "ms"}, "rangemode": "tozero"},
         ),
     }

@@ -23,7 +23,9 @@ CONTEXT_LINES = 3
 def highlight_python(source: str, anchor: str = "L") -> SafeString:
     """`source` as highlighted HTML with line numbers. Pygments escapes the source text itself,
     so the generated HTML is safe to mark as such even for untrusted kernels."""
-    formatter = HtmlFormatter(cssclass="highlight", linenos="table", lineanchors=anchor, anchorlinenos=True, wrapcode=True)
+    formatter = HtmlFormatter(
+        cssclass="highlight", linenos="table", lineanchors=anchor, anchorlinenos=True, wrapcode=True
+    )
     return mark_safe(highlight(source, PythonLexer(stripnl=False, ensurenl=True), formatter))  # noqa: S308 — Pygments-escaped
 
 
@@ -74,7 +76,9 @@ def compute_diff(left: str, right: str, left_label: str, right_label: str) -> Di
         if rows:
             rows.append(SideBySideRow("skip", None, "", None, ""))
         lines.append(
-            UnifiedLine("hunk", None, None, f"@@ -{first[1] + 1},{last[2] - first[1]} +{first[3] + 1},{last[4] - first[3]} @@")
+            UnifiedLine(
+                "hunk", None, None, f"@@ -{first[1] + 1},{last[2] - first[1]} +{first[3] + 1},{last[4] - first[3]} @@"
+            )
         )
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":

@@ -33,9 +33,15 @@ def columns_for(p: float | None) -> list[Column]:
         Column("correct", "Correct (fast_0)", "percent", help="share of the level's problems solved correctly"),
     ]
     for standard in STANDARD_PS:
-        columns.append(Column(fast_p_key(standard), fast_p_key(standard), "percent", help=f"correct and speedup > {standard:g}"))
+        columns.append(
+            Column(fast_p_key(standard), fast_p_key(standard), "percent", help=f"correct and speedup > {standard:g}")
+        )
     if p is not None:
-        columns.append(Column(fast_p_key(p), f"{fast_p_key(p)} (picked)", "percent", help=f"correct and speedup > {p:g}", picked=True))
+        columns.append(
+            Column(
+                fast_p_key(p), f"{fast_p_key(p)} (picked)", "percent", help=f"correct and speedup > {p:g}", picked=True
+            )
+        )
     columns.append(Column("geomean", "Geomean speedup", "speedup", help="geometric mean over correct kernels"))
     columns.append(Column("attempted", "Attempted", "count", help="problems with a kernel / problems in the level"))
     return columns
@@ -104,12 +110,21 @@ def to_csv(rows: list[TableRow], columns: list[Column], level_label: str, proble
     writer.writerow(["rank", *[column.title for column in columns], "demo data", "level", "problem set", "run id"])
     for row in rows:
         writer.writerow(
-            [row.rank, *[text for _, text in row.cells], "yes" if row.demo else "no", level_label, problem_set, row.standing.run.pk]
+            [
+                row.rank,
+                *[text for _, text in row.cells],
+                "yes" if row.demo else "no",
+                level_label,
+                problem_set,
+                row.standing.run.pk,
+            ]
         )
     return buffer.getvalue()
 
 
-def to_json(rows: list[TableRow], columns: list[Column], level_label: str, problem_set: str, p: float | None) -> dict[str, Any]:
+def to_json(
+    rows: list[TableRow], columns: list[Column], level_label: str, problem_set: str, p: float | None
+) -> dict[str, Any]:
     return {
         "level": level_label,
         "problem_set": problem_set,

@@ -108,7 +108,12 @@ def last_model_added() -> LanguageModel | None:
 
 
 def latest_kernelbench_post() -> LaunchPost | None:
-    return LaunchPost.objects.filter(lists_kernelbench=True).select_related("lab", "model").order_by("-published_on").first()
+    return (
+        LaunchPost.objects.filter(lists_kernelbench=True)
+        .select_related("lab", "model")
+        .order_by("-published_on")
+        .first()
+    )
 
 
 def launch_posts() -> list[LaunchPost]:
@@ -142,6 +147,7 @@ def sort_rows(rows: list[StandingRow], sort: str, descending: bool) -> list[Stan
     if sort in SORT_KEYS:
         key = SORT_KEYS[sort]
     elif sort.startswith("fast_") and rows and sort in rows[0].summary:
+
         def key(row: StandingRow) -> float:
             return row.summary[sort]
     else:
@@ -191,9 +197,16 @@ def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:
         Kernel.objects.filter(problem=problem)
         .with_review_state()
         .select_related("run__model__lab", "run__hardware", "latest_evaluation__hardware")
-        .defer("source", "latest_evaluation__log", "latest_evaluation__kernel_timing", "latest_evaluation__reference_timing")
+        .defer(
+            "source",
+            "latest_evaluation__log",
+            "latest_evaluation__kernel_timing",
+            "latest_evaluation__reference_timing",
+        )
         # Kernels a reviewer excluded (reward hack, invalid) stay listed, after the ranked ones.
-        .order_by("is_excluded", F("latest_evaluation__speedup").desc(nulls_last=True), "latest_evaluation__status", "pk")
+        .order_by(
+            "is_excluded", F("latest_evaluation__speedup").desc(nulls_last=True), "latest_evaluation__status", "pk"
+        )
     )
 
 
@@ -226,8 +239,14 @@ def sibling_kernels(kernel: Kernel) -> list[Kernel]:
         .exclude(pk=kernel.pk)
         .select_related("run__model", "latest_evaluation")
         .only(
-            "pk", "sample_index", "run__model__name", "run__setting", "run__is_demo",
-            "latest_evaluation__status", "latest_evaluation__speedup", "latest_evaluation__state",
+            "pk",
+            "sample_index",
+            "run__model__name",
+            "run__setting",
+            "run__is_demo",
+            "latest_evaluation__status",
+            "latest_evaluation__speedup",
+            "latest_evaluation__state",
         )
         .order_by(F("latest_evaluation__speedup").desc(nulls_last=True), "pk")[:CHART_POINTS]
     )
@@ -246,9 +265,11 @@ def kernel_evaluations(kernel: Kernel) -> QuerySet[Evaluation]:
 
 
 def models_list() -> QuerySet[LanguageModel]:
-    return LanguageModel.objects.select_related("lab").annotate(
-        n_runs=Count("runs", distinct=True), n_reported=Count("reported_scores", distinct=True)
-    ).order_by("name")
+    return (
+        LanguageModel.objects.select_related("lab")
+        .annotate(n_runs=Count("runs", distinct=True), n_reported=Count("reported_scores", distinct=True))
+        .order_by("name")
+    )
 
 
 def problems_list(problem_set: ProblemSet | None = None, level: int | None = None) -> QuerySet[Problem]:

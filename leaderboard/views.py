@@ -13,7 +13,7 @@ from leaderboard import charts, level_table, queries
 from leaderboard.diffs import compute_diff, highlight_python
 from leaderboard.models import Evaluation, LanguageModel, Origin
 from leaderboard.standings import fast_p_curves, level_standings
-from problems.models import LEVELS, Hardware, Problem, ProblemSet
+from problems.models import LEVELS, Problem, ProblemSet
 
 PER_PAGE = 50
 DEFAULT_PICKED_P = 1.2
@@ -118,7 +118,9 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
 
     export = params.get("export")
     if export == "csv":
-        response = HttpResponse(level_table.to_csv(table, columns, level_label, set_name), content_type="text/csv; charset=utf-8")
+        response = HttpResponse(
+            level_table.to_csv(table, columns, level_label, set_name), content_type="text/csv; charset=utf-8"
+        )
         response["Content-Disposition"] = f'attachment; filename="kernelbench-level-{level}.csv"'
         return response
     if export == "json":
@@ -145,7 +147,9 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
         "page": page,
         "sort": sort,
         "descending": descending,
-        "n_problems": (problem_set.total if level_number is None else problem_set.level_counts[level_number]) if problem_set else 0,
+        "n_problems": (problem_set.total if level_number is None else problem_set.level_counts[level_number])
+        if problem_set
+        else 0,
         "charts": {"fast_p": charts.fast_p_chart(shown, fast_p_curves(shown), p)},
     }
     return render(request, "leaderboard/level_board.html", context)
@@ -225,13 +229,19 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "run": kernel.run,
         "problem": kernel.problem,
         "source_html": highlight_python(kernel.source, anchor="k"),
-        "reference_diff": compute_diff(kernel.problem.source, kernel.source, "reference (class Model)", f"kernel {kernel.pk}"),
+        "reference_diff": compute_diff(
+            kernel.problem.source, kernel.source, "reference (class Model)", f"kernel {kernel.pk}"
+        ),
         "siblings": siblings,
         "against": against,
-        "against_diff": compute_diff(against.source, kernel.source, f"kernel {against.pk}", f"kernel {kernel.pk}") if against else None,
+        "against_diff": compute_diff(against.source, kernel.source, f"kernel {against.pk}", f"kernel {kernel.pk}")
+        if against
+        else None,
         "view": view,
         "evaluation": evaluation,
-        "evaluation_demo": bool(evaluation and isinstance(evaluation.environment, dict) and evaluation.environment.get("demo")),
+        "evaluation_demo": bool(
+            evaluation and isinstance(evaluation.environment, dict) and evaluation.environment.get("demo")
+        ),
         "history": history,
         "charts": {"timing": charts.timing_distributions(evaluation)},
     }

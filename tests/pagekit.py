@@ -43,7 +43,11 @@ def make_set(name: str = "Test set", levels: tuple[int, ...] = (1, 1, 2)) -> Pro
     for level in levels:
         numbers[level] = numbers.get(level, 0) + 1
         Problem.objects.create(
-            problem_set=problem_set, level=level, number=numbers[level], name=f"Op_{level}_{numbers[level]}", source=REFERENCE
+            problem_set=problem_set,
+            level=level,
+            number=numbers[level],
+            name=f"Op_{level}_{numbers[level]}",
+            source=REFERENCE,
         )
     return problem_set
 
@@ -90,14 +94,21 @@ def make_run(
     problems = list(problem_set.problems.order_by("level", "number"))
     values = speedups if speedups is not None else [1.5] * len(problems)
     for problem, speedup in zip(problems, values, strict=False):
-        kernel = Kernel.objects.create(run=run, problem=problem, source=REFERENCE.replace("class Model(", "class ModelNew("))
+        kernel = Kernel.objects.create(
+            run=run, problem=problem, source=REFERENCE.replace("class Model(", "class ModelNew(")
+        )
         evaluate(kernel, speedup)
     return run
 
 
-def make_reported(model: LanguageModel, value: float = 10.0, variant: str = "KernelBench v0 L1", **extra) -> ReportedScore:
+def make_reported(
+    model: LanguageModel, value: float = 10.0, variant: str = "KernelBench v0 L1", **extra
+) -> ReportedScore:
     defaults = {
-        "metric": "fast_1", "unit": "%", "setting": "one-shot", "reported_on": dt.date(2025, 2, 14),
+        "metric": "fast_1",
+        "unit": "%",
+        "setting": "one-shot",
+        "reported_on": dt.date(2025, 2, 14),
         "source_url": f"https://example.com/{next(_counter)}",
     }
     defaults.update(extra)

@@ -1,5 +1,5 @@
 """Browser tests: Debian's Chromium driven by Playwright, against pytest-django's live server with
-the demo data seeded. One browser per session; each test gets a fresh context (cookies, storage).
+the demo data seeded. One browser launch for the suite; each test gets a fresh context (cookies, storage).
 
 Set SCREENSHOTS_DIR (e.g. docs/screenshots) to save a screenshot of each page type.
 """
@@ -13,33 +13,54 @@ import pytest
 
 from tests.pagekit import PLAIN_STORAGES
 
+HERE = Path(__file__).resolve().parent
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 
 
-@pytest.fixture(scope="session")
-def browser():
+@pytest.fixture(scope="module")
+def browser(django_db_setup):
+    # One launch for the browser suite (its tests live in one module). Module scope, not session:
+    # the browser must be gone before other suites run in the same pytest session, because its
+    # event loop would make the ORM refuse to run. The test database is set up before it starts.
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"Debian's Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         pytest.skip("the playwright Python package is not installed (requirements-dev.txt)")
-    # Playwright's sync API keeps an event loop in this thread; Django's ORM calls made by the
-    # tests and by pytest-django's flush would otherwise refuse to run beside it.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
-    if previous is None:
-        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    else:
-        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Playwright's sync API keeps an asyncio loop running in this thread, and Django's ORM refuses
+    to run beside one. Allow it around each browser test (setup, call and teardown, including the
+    browser's own teardown after the last test) and nowhere else, so that the variable never leaks
+    to other suites or to the subprocesses they start (`check --deploy` rejects it)."""
+    if HERE not in Path(item.path).parents:  # this hook is called for every item of the session
+        yield
+        return
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture
@@ -84,7 +105,9 @@ def light_page(browser):
 
 @pytest.fixture
 def phone_page(browser):
-    context, page = _new_page(browser, charts=False, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    context, page = _new_page(
+        browser, charts=False, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
     yield page
     context.close()
 

@@ -9,7 +9,9 @@ from tests.browser.conftest import save_screenshot
 
 pytestmark = pytest.mark.browser
 
-HOSTILE_SOURCE = 'import torch\n# </textarea><script>alert("kernel")</script>\nclass ModelNew(torch.nn.Module):\n    pass\n'
+HOSTILE_SOURCE = (
+    'import torch\n# </textarea><script>alert("kernel")</script>\nclass ModelNew(torch.nn.Module):\n    pass\n'
+)
 
 
 def chart_points(page, selector: str) -> int:
@@ -19,7 +21,9 @@ def chart_points(page, selector: str) -> int:
 
 
 def table_cells(page, key: str) -> list[str]:
-    return page.eval_on_selector_all(f"#level-table tbody td[data-key='{key}']", "cells => cells.map(c => c.textContent.trim())")
+    return page.eval_on_selector_all(
+        f"#level-table tbody td[data-key='{key}']", "cells => cells.map(c => c.textContent.trim())"
+    )
 
 
 def demo_urls() -> dict[str, str]:
@@ -70,7 +74,10 @@ def test_it_changes_the_numbers_with_p(site, light_page):
 def test_it_toggles_the_diff_layout(site, light_page):
     page = light_page
     page.goto(site + demo_urls()["kernel"])
-    split, unified = page.locator("#reference-diff [data-diff-view='split']"), page.locator("#reference-diff [data-diff-view='unified']")
+    split, unified = (
+        page.locator("#reference-diff [data-diff-view='split']"),
+        page.locator("#reference-diff [data-diff-view='unified']"),
+    )
     assert split.is_visible() and not unified.is_visible()
     page.click("[data-diff-toggle='unified']")
     assert unified.is_visible() and not split.is_visible()

@@ -8,7 +8,16 @@ from leaderboard.templatetags.leaderboard_tags import http_url, pct, times
 def test_it_keeps_only_http_links():
     assert http_url("https://example.com/x") == "https://example.com/x"
     assert http_url("HTTP://example.com") == "HTTP://example.com"
-    for bad in ("javascript:alert(1)", " javascript:alert(1)", "data:text/html,x", "//evil.com", "/relative", "ftp://x", "", None):
+    for bad in (
+        "javascript:alert(1)",
+        " javascript:alert(1)",
+        "data:text/html,x",
+        "//evil.com",
+        "/relative",
+        "ftp://x",
+        "",
+        None,
+    ):
         assert http_url(bad) == ""
 
 

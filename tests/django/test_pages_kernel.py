@@ -26,7 +26,7 @@ def test_it_shows_the_evaluation(client, kernels):
 def test_it_diffs_against_the_reference_and_the_best_kernel(client, kernels):
     html = client.get(kernels[0].get_absolute_url()).content.decode()
     assert "class ModelNew(nn.Module)" in html and "diff-replace" in html
-    selected = html[html.index('id="against-select"'):]
+    selected = html[html.index('id="against-select"') :]
     assert f'<option value="{kernels[1].pk}" selected>' in selected  # the fastest other kernel
 
 
@@ -59,7 +59,7 @@ def test_it_escapes_error_logs(client, kernels):
 def test_it_keeps_the_history_of_evaluations(client, kernels):
     evaluate(kernels[0], 1.4)
     html = client.get(kernels[0].get_absolute_url()).content.decode()
-    history = html[html.index('id="history-table"'):]
+    history = html[html.index('id="history-table"') :]
     assert history.count("<tr") == 3  # header + two evaluations
 
 

@@ -20,7 +20,7 @@ def board():
 
 def test_it_shows_a_row_per_run_best_first(client, board):
     html = client.get("/levels/1/").content.decode()
-    table = html[html.index('id="level-table"'):]
+    table = html[html.index('id="level-table"') :]
     assert table.index("Fast") < table.index("Slow")
     assert "imported, unverified" in table
 

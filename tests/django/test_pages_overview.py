@@ -29,7 +29,7 @@ def test_it_ranks_reported_scores_within_variants_only(client):
     html = client.get("/").content.decode()
     assert "Variant A" in html and "Variant B" in html
     assert "Measured on a subset." in html
-    table = html[html.index('id="reported-table"'):]
+    table = html[html.index('id="reported-table"') :]
     assert table.index("Alpha") < table.index("Beta")  # within Variant A, 30% beats 20%
 
 
@@ -49,11 +49,15 @@ def test_it_escapes_model_names(client):
 def test_it_names_the_latest_launch_post_listing_kernelbench(client):
     model = make_model("Listed")
     lab = model.lab
-    LaunchPost.objects.create(lab=lab, model=model, title="Old post", url="https://e.com/1", published_on="2025-01-01", lists_kernelbench=True)
-    LaunchPost.objects.create(lab=lab, model=model, title="New post", url="https://e.com/2", published_on="2025-06-01", lists_kernelbench=True)
+    LaunchPost.objects.create(
+        lab=lab, model=model, title="Old post", url="https://e.com/1", published_on="2025-01-01", lists_kernelbench=True
+    )
+    LaunchPost.objects.create(
+        lab=lab, model=model, title="New post", url="https://e.com/2", published_on="2025-06-01", lists_kernelbench=True
+    )
     LaunchPost.objects.create(lab=lab, title="Newest, unlisted", url="https://e.com/3", published_on="2025-09-01")
     html = client.get("/").content.decode()
-    card = html[html.index("Latest launch post listing KernelBench"):]
+    card = html[html.index("Latest launch post listing KernelBench") :]
     assert card.index("New post") < card.index("</div>")
 
 

@@ -18,14 +18,14 @@ def problem():
 
 def test_it_ranks_kernels_by_speedup(client, problem):
     html = client.get(problem.get_absolute_url()).content.decode()
-    table = html[html.index('id="kernels-table"'):]
+    table = html[html.index('id="kernels-table"') :]
     assert table.index("Rocket") < table.index("Slowpoke") < table.index("Broken")
     assert "incorrect" in table
 
 
 def test_it_highlights_the_reference(client, problem):
     html = client.get(problem.get_absolute_url()).content.decode()
-    assert 'class="highlight"' in html and "ModelNew" not in html[html.index('id="source-heading"'):]
+    assert 'class="highlight"' in html and "ModelNew" not in html[html.index('id="source-heading"') :]
 
 
 def test_it_lists_baselines_per_hardware(client, problem):
