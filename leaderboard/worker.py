@@ -223,7 +223,11 @@ def _load(evaluation_id: int) -> tuple[str, str, Any]:
         atol=problem.problem_set.atol,
         rtol=problem.problem_set.rtol,
     )
-    for name, key in (("EVAL_CORRECTNESS_TRIALS", "correctness_trials"), ("EVAL_TIMING_TRIALS", "timing_trials")):
+    for name, key in (
+        ("EVAL_CORRECTNESS_TRIALS", "correctness_trials"),
+        ("EVAL_TIMING_TRIALS", "timing_trials"),
+        ("EVAL_SIZE_SCALE", "size_scale"),  # problem sizes (KB_SCALE of the catalogue): 16 on an H200
+    ):
         value = getattr(settings, name, None) or os.environ.get(name)
         if value:
             options[key] = int(value)
