@@ -38,7 +38,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import OperationalError, close_old_connections, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Case, F, IntegerField, Q, Subquery, When
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -306,11 +306,18 @@ def store_result(c: Claim, data: dict[str, Any], worker_stages: dict[str, float]
 
 
 def refresh_latest_evaluation(kernel_id: int) -> None:
-    """Point the kernel at its newest finished evaluation (newest by request time, so a slow old
-    evaluation finishing late does not hide a newer one)."""
+    """Point the kernel at the evaluation rankings should use: the newest finished one on its run's
+    hardware (any hardware if none there yet). Newest by request time, so a slow old evaluation
+    finishing late does not hide a newer one."""
+    run_hardware = Kernel.objects.filter(pk=kernel_id).values("run__hardware_id")[:1]
     newest = (
         Evaluation.objects.filter(kernel_id=kernel_id, state=Evaluation.State.DONE)
-        .order_by("-queued_at", "-pk")
+        .annotate(
+            on_run_hardware=Case(
+                When(hardware_id=Subquery(run_hardware), then=1), default=0, output_field=IntegerField()
+            )
+        )
+        .order_by("-on_run_hardware", "-queued_at", "-pk")
         .values_list("pk", flat=True)
         .first()
     )

@@ -120,3 +120,16 @@ def test_a_job_whose_horse_died_before_claiming_is_enqueued_again(env, make_kern
     # ... whose horse died before its claim: the row is still queued, the job 'started' for minutes.
     assert sweep_evaluations().reenqueued == 1
     assert jobs.eval_queue("eval-cpu").job_ids == [evaluation.job_id]
+
+
+def test_the_kernel_keeps_the_newest_verdict_of_its_runs_hardware(env, make_kernels, cpu):
+    from problems.models import Hardware
+
+    h200 = Hardware.objects.create(slug="h200", name="H200")
+    (kernel,) = make_kernels([fake_source("k")])  # its run is on the CPU
+    on_cpu, on_h200 = submit([kernel], cpu) + submit([kernel], h200)
+    for evaluation in (on_cpu, on_h200):
+        store_result(claim(evaluation.pk, "w.1"), VERDICT)
+    kernel.refresh_from_db()
+    assert kernel.latest_evaluation_id == on_cpu.pk
+    assert kernel.evaluations.count() == 2
