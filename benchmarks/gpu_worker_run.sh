@@ -2,33 +2,40 @@
 # A GPU worker on a bare GPU host (the `device` machine): Redis and the Python packages travel
 # with the checkout (.redis/ and .whl/, both git-ignored; see docs/workers.md), the database is a
 # throwaway SQLite file. Prints the time of each stage, then the throughput benchmark's figures.
-#   bash benchmarks/gpu_worker_run.sh [KERNELS] [SCALE]
+#   bash benchmarks/gpu_worker_run.sh [benchmark options, e.g. --kernels 4 --scale 16]
+# Environment: PY (python3), DEVICE (cuda), SKIP_INSTALL=1 to use the current PYTHONPATH.
 set -euo pipefail
-KERNELS=${1:-4}
-SCALE=${2:-16}
+PY=${PY:-python3}
+DEVICE=${DEVICE:-cuda}
 OUT=${OUT:-/tmp/kb-gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-stage() { printf '%-34s %6.1f s\n' "$1" "$(python3 -c "import time; print(time.time() - $2)")"; }
+now() { "$PY" -c 'import time; print(time.time())'; }
+stage() { printf '%-34s %6.1f s\n' "$1" "$("$PY" -c "import time; print(time.time() - $2)")"; }
 
-t=$(python3 -c 'import time; print(time.time())')
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site
-stage "install wheels" "$t"
+if [ -z "${SKIP_INSTALL:-}" ]; then
+  t=$(now)
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site
+  stage "install wheels" "$t"
+fi
 
-t=$(python3 -c 'import time; print(time.time())')
+t=$(now)
 R=$PWD/.redis/root
-export LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p /tmp/kb-redis
-"$R/usr/bin/redis-server" --port 6379 --bind 127.0.0.1 --save '' --appendonly no --dir /tmp/kb-redis --daemonize yes >/dev/null
-until "$R/usr/bin/redis-cli" -p 6379 ping >/dev/null 2>&1; do sleep 0.05; done
-export REDIS_URL=redis://127.0.0.1:6379/0
-stage "start redis-server" "$t"
-unset LD_LIBRARY_PATH  # the worker and the kernels must not load Debian's libraries
+LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-server" --port "$port" --bind 127.0.0.1 \
+  --save '' --appendonly no --dir /tmp/kb-redis --daemonize yes >/dev/null
+until LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
+export REDIS_URL=redis://127.0.0.1:$port/0
+stage "start redis-server (Debian 7.0.15)" "$t"
 
-t=$(python3 -c 'import time; print(time.time())')
-python3 -c 'import json; from evaluation import probe_hardware; print(json.dumps(probe_hardware("cuda")))' | tee "$OUT/probe.json"
+t=$(now)
+"$PY" -c "import json; from evaluation import probe_hardware; print(json.dumps(probe_hardware('$DEVICE')))" | tee "$OUT/probe.json"
 stage "hardware probe (child process)" "$t"
 
 export KB_VAR_DIR=/tmp/kb-var
-python3 benchmarks/worker_throughput.py --device cuda --scale "$SCALE" --kernels "$KERNELS" 2>&1 | tee "$OUT/throughput.txt"
+t=$(now)
+"$PY" benchmarks/worker_throughput.py --device "$DEVICE" "$@" 2>&1 | tee "$OUT/throughput.txt"
+stage "benchmark (two rounds, two workers)" "$t"
+LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" shutdown nosave >/dev/null 2>&1 || true
