@@ -14,6 +14,7 @@ Prints one table (last) and, with --json, writes every result.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import glob
 import json
 import os
@@ -49,6 +50,7 @@ def main() -> int:
     ap.add_argument("--round-target", type=float, default=0.05, help="seconds of kernel time per timed round")
     ap.add_argument("--cpu-threads", type=int, default=None)
     ap.add_argument("--no-twice", action="store_true")
+    ap.add_argument("--twice-only", default="*", help="glob: run the 'twice' kernel only for these problems")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -73,7 +75,7 @@ def main() -> int:
         same = evaluate(src, src + SELF, EvaluationConfig(**cfg))
         t_same = time.monotonic() - t0
         twice = None
-        if not args.no_twice:
+        if not args.no_twice and fnmatch.fnmatch(name, args.twice_only):
             twice = evaluate(src, src + TWICE, EvaluationConfig(**cfg))
         raw.append({"problem": name, "scale": scale, "self": same.to_dict(), "twice": twice and twice.to_dict()})
         s = same.speedup

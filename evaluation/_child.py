@@ -490,7 +490,7 @@ class Harness:
             raise RuntimeError("compare runs in the reference process only")
         path = os.path.join(self.spec["workdir"], os.path.basename(str(req["file"])))
         try:
-            theirs = torch.load(path, map_location=self.device, weights_only=True)
+            theirs = torch.load(path, map_location=self.device, weights_only=True, mmap=True)
         except Exception as exc:  # noqa: BLE001 - untrusted file
             return {"ok": False, "kind": "incorrect", "error": f"kernel outputs could not be loaded: {_one_line(exc)}"}
         finally:

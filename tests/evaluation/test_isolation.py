@@ -134,10 +134,13 @@ def test_environment_scrubbed(probe_env):
 
 @needs_root
 def test_temporary_directories_removed():
-    before = {d for d in os.listdir(tempfile.gettempdir()) if d.startswith("kb-eval-")}
+    from evaluation.sandbox import work_root
+
+    root = work_root() or tempfile.gettempdir()
+    before = {d for d in os.listdir(root) if d.startswith("kb-eval-")}
     src = "import torch, torch.nn as nn\nopen('scratch.bin', 'wb').write(b'x' * 1000)\n" \
           "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x + 1.0\n"
     res = run(ADD_ONE, src, correctness_trials=1, timing_trials=0)
     assert res.status == "correct", res.error
-    after = {d for d in os.listdir(tempfile.gettempdir()) if d.startswith("kb-eval-")}
+    after = {d for d in os.listdir(root) if d.startswith("kb-eval-")}
     assert after <= before

@@ -6,6 +6,7 @@ from torch.utils.cpp_extension import load_inline
 CUDA_SRC = r"""
 #include <torch/extension.h>
 #include <cuda_runtime.h>
+#include <c10/cuda/CUDAException.h>
 
 __global__ void gelu_vec4(const float4* __restrict__ x, float4* __restrict__ y, long n4) {
     long i = blockIdx.x * (long)blockDim.x + threadIdx.x;

@@ -6,6 +6,7 @@ from torch.utils.cpp_extension import load_inline
 CUDA_SRC = r"""
 #include <torch/extension.h>
 #include <cuda_runtime.h>
+#include <c10/cuda/CUDAException.h>
 
 // One warp per row; requires cols % 128 == 0 (1024 here).
 __global__ void rmsnorm_warp(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,

@@ -1,6 +1,6 @@
 # Exploit (GPU): compute nothing; return uninitialised memory of the output's size. In a process
 # where the reference just ran and freed its output, PyTorch's caching allocator hands back that
-# very block, still holding the reference's values.
+# very block, still holding the reference's values. (For problems/double.py: y = 2x.)
 import torch
 import torch.nn as nn
 
@@ -9,5 +9,5 @@ class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
 
-    def forward(self, a, b):
-        return torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+    def forward(self, x):
+        return torch.empty_like(x)

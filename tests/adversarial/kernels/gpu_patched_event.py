@@ -1,14 +1,20 @@
-# Exploit (GPU): replace torch.cuda.Event.elapsed_time (and wrap torch.cuda.synchronize) so that
-# any harness using them reads 1/50 of the real time. The kernel itself does the work twice.
+# Exploit (GPU): replace torch.cuda.Event.elapsed_time (and wrap torch.cuda.synchronize) so that a
+# harness using them reads 1/50 of the real time for any interval in which this kernel ran (the
+# reference's intervals are left alone). The kernel itself does the work twice.
 import torch
 import torch.nn as nn
 
 _elapsed = torch.cuda.Event.elapsed_time
 _sync = torch.cuda.synchronize
+_STATE = {"ran": False}
 
 
 def _fake_elapsed(self, end):
-    return _elapsed(self, end) / 50.0
+    value = _elapsed(self, end)
+    if _STATE["ran"]:
+        _STATE["ran"] = False
+        return value / 50.0
+    return value
 
 
 def _wrapped_sync(*args, **kwargs):
@@ -24,5 +30,6 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, a, b):
+        _STATE["ran"] = True
         torch.relu(a @ b)
         return torch.relu(a @ b)
