@@ -14,6 +14,7 @@ import pytest
 from tests.pagekit import PLAIN_STORAGES
 
 HERE = Path(__file__).resolve().parent
+MAX_SCREENSHOT_HEIGHT = 2600
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -106,7 +107,7 @@ def light_page(browser):
 @pytest.fixture
 def phone_page(browser):
     context, page = _new_page(
-        browser, charts=False, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+        browser, charts=True, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
     )
     yield page
     context.close()
@@ -116,4 +117,7 @@ def save_screenshot(page, name: str) -> None:
     folder = os.environ.get("SCREENSHOTS_DIR")
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+        # The whole page, cut at MAX_SCREENSHOT_HEIGHT so that long pages stay readable images.
+        width, height = page.evaluate("[document.documentElement.clientWidth, document.documentElement.scrollHeight]")
+        clip = {"x": 0, "y": 0, "width": width, "height": min(height, MAX_SCREENSHOT_HEIGHT)}
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True, clip=clip)

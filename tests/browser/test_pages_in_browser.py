@@ -117,6 +117,7 @@ def test_it_shows_hostile_source_as_text(site, page):
 def test_it_fits_a_phone(site, phone_page):
     page = phone_page
     page.goto(site + "/levels/all/")
+    chart_points(page, "#chart-fast_p")
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     wide = page.eval_on_selector("#level-table", "t => t.scrollWidth > t.parentElement.clientWidth")
     save_screenshot(page, "level-phone")
