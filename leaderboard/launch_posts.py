@@ -65,6 +65,11 @@ def parse_row(raw: dict, line: int) -> PostRow:
     for name, value in values.items():
         if "\x00" in value:
             raise ValueError(f"{name} contains a NUL character")
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"{name} is not valid Unicode text") from None
         if len(value) > MAX_LENGTHS.get(name, 10**9):
             raise ValueError(f"{name} is longer than {MAX_LENGTHS[name]} characters")
     try:

@@ -84,6 +84,11 @@ def parse_row(raw: dict, line: int) -> ScoreRow:
     for name, text in values.items():
         if "\x00" in text:
             raise ValueError(f"{name} contains a NUL character")
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"{name} is not valid Unicode text") from None
         if len(text) > MAX_LENGTHS.get(name, 10**9):
             raise ValueError(f"{name} is longer than {MAX_LENGTHS[name]} characters")
     try:

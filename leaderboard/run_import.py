@@ -359,8 +359,21 @@ def _parse_result(entry: Any, where: str) -> tuple[int, Result]:
     }
     if correct and not compiled:
         raise ValueError(f"{where}: correct but not compiled")
+    if not _storable(metadata) or not _storable(stats):
+        raise ValueError(f"{where}: metadata or runtime_stats hold a NUL character or text that is not valid Unicode")
     runtime_ms = float(runtime) if (runtime is not None and runtime > 0 and correct) else None
     return sample, Result(compiled, correct, runtime_ms, stats, metadata)
+
+
+def _storable(value: Any) -> bool:
+    """Whether a JSON value can be stored in a JSON column everywhere (PostgreSQL refuses NUL
+    characters and lone surrogates)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+        text.encode("utf-8")
+    except (UnicodeEncodeError, ValueError, RecursionError):
+        return False
+    return "\x00" not in text and "\\u0000" not in text
 
 
 def parse_results(results: Any, levels: set[int], level: int | None) -> tuple[dict[tuple[int, int, int], Result], list[str]]:

@@ -40,7 +40,10 @@ def check_body_size(request, limit: int) -> None:
         raise PayloadTooLarge(f"Request body is {length} bytes; the limit here is {limit} bytes.")
 
 
-def query_int(request, name: str, *, low: int | None = None, high: int | None = None) -> int | None:
+MAX_ID = 2**63 - 1  # the largest value of a BigAutoField
+
+
+def query_int(request, name: str, *, low: int | None = None, high: int | None = MAX_ID) -> int | None:
     raw = request.query_params.get(name)
     if raw in (None, ""):
         return None

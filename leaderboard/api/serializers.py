@@ -9,6 +9,15 @@ from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPos
 from problems.models import Hardware, Problem, ProblemSet
 
 
+class SlugField(serializers.SlugRelatedField):
+    """A slug lookup that refuses, before querying, text that PostgreSQL would refuse (NUL)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and ("\x00" in data or not data.isprintable()):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class ProblemSetSerializer(serializers.ModelSerializer):
     problem_count = serializers.IntegerField(read_only=True)
 
@@ -219,8 +228,8 @@ class RunImportSerializer(serializers.Serializer):
 
     model = serializers.CharField(max_length=120, help_text="Matched case-insensitively, or created.")
     organization = serializers.CharField(max_length=120, required=False, allow_blank=True)
-    hardware = serializers.SlugRelatedField(slug_field="slug", queryset=Hardware.objects.all())
-    problem_set = serializers.SlugRelatedField(
+    hardware = SlugField(slug_field="slug", queryset=Hardware.objects.all())
+    problem_set = SlugField(
         slug_field="slug", queryset=ProblemSet.objects.all(), required=False,
         help_text="Needed when more than one problem set exists.",
     )
@@ -261,11 +270,11 @@ class VerifyResultSerializer(serializers.Serializer):
 class SubmissionSerializer(serializers.Serializer):
     problem = serializers.PrimaryKeyRelatedField(queryset=Problem.objects.select_related("problem_set"))
     source = serializers.CharField(trim_whitespace=False, help_text="Python source defining class ModelNew.")
-    hardware = serializers.SlugRelatedField(
+    hardware = SlugField(
         slug_field="slug", queryset=Hardware.objects.all(), required=False,
         help_text="Where to evaluate; defaults to the run's hardware when a run is given.",
     )
-    model = serializers.SlugRelatedField(slug_field="slug", queryset=LanguageModel.objects.all(), required=False)
+    model = SlugField(slug_field="slug", queryset=LanguageModel.objects.all(), required=False)
     run = serializers.PrimaryKeyRelatedField(
         queryset=Run.objects.select_related("problem_set", "hardware", "model"), required=False
     )

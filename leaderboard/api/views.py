@@ -13,6 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.generics import get_object_or_404
 from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
@@ -40,6 +41,7 @@ from leaderboard.api.permissions import (
     CanRequestEvaluation,
     CanSubmitKernel,
 )
+from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.api.throttling import WriteRateThrottle
 from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, Origin, ReportedScore, Review, Run
 from leaderboard.reported_scores import RowErrors
@@ -66,6 +68,7 @@ class ReadOnly(viewsets.ReadOnlyModelViewSet):
 
     detail_serializer_class = None
     throttle_classes = [WriteRateThrottle]
+    renderer_classes = [AsciiJSONRenderer, BrowsableAPIRenderer]
     lookup_value_regex = r"\d+"  # ids; viewsets looked up by slug say so
 
     def get_serializer_class(self):
@@ -518,6 +521,7 @@ class ReviewViewSet(mixins.CreateModelMixin, ReadOnly):
 class SubmissionView(APIView):
     permission_classes = [CanSubmitKernel]
     throttle_classes = [WriteRateThrottle]
+    renderer_classes = [AsciiJSONRenderer, BrowsableAPIRenderer]
     parser_classes = [JSONParser, MultiPartParser]
 
     @extend_schema(
@@ -545,6 +549,7 @@ class SubmissionView(APIView):
 
 class LeaderboardView(APIView):
     permission_classes = []
+    renderer_classes = [AsciiJSONRenderer, BrowsableAPIRenderer]
 
     @extend_schema(
         summary="Per-run fast_p table of one level (or all levels)",
