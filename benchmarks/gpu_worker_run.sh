@@ -28,6 +28,8 @@ LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-server" --port "$p
   --save '' --appendonly no --dir /tmp/kb-redis --daemonize yes >/dev/null
 until LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
 export REDIS_URL=redis://127.0.0.1:$port/0
+# The daemon would outlive this script on a shared machine: stop it however the script ends.
+trap 'LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" shutdown nosave >/dev/null 2>&1 || true' EXIT
 stage "start redis-server (Debian 7.0.15)" "$t"
 
 t=$(now)
@@ -38,4 +40,3 @@ export KB_VAR_DIR=/tmp/kb-var
 t=$(now)
 "$PY" benchmarks/worker_throughput.py --device "$DEVICE" "$@" 2>&1 | tee "$OUT/throughput.txt"
 stage "benchmark (two rounds, two workers)" "$t"
-LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" shutdown nosave >/dev/null 2>&1 || true
