@@ -44,6 +44,9 @@ def columns_for(p: float | None) -> list[Column]:
         )
     columns.append(Column("geomean", "Geomean speedup", "speedup", help="geometric mean over correct kernels"))
     columns.append(Column("attempted", "Attempted", "count", help="problems with a kernel / problems in the level"))
+    columns.append(
+        Column("notes", "Notes", "text", sortable=False, help="kernels left out by reviews or without a speedup, flags")
+    )
     return columns
 
 
@@ -66,8 +69,25 @@ def raw_value(row: StandingRow, column: Column) -> Any:
             return summary["geomean_speedup"]
         case "attempted":
             return summary["attempted"]
+        case "notes":
+            return row_notes(row)
         case key:
             return summary[key]
+
+
+def row_notes(row: StandingRow) -> str:
+    """What the numbers leave out or should be read with: excluded kernels (reviews), kernels
+    flagged by the scoring library or waiting for review, correct kernels without a speedup."""
+    parts = []
+    if row.excluded:
+        parts.append(f"{row.excluded} excluded by review")
+    if row.flagged:
+        parts.append(f"{row.flagged} flagged")
+    if row.unreviewed:
+        parts.append(f"{row.unreviewed} awaiting review")
+    if row.unscored:
+        parts.append(f"{row.unscored} correct without a speedup (not counted)")
+    return "; ".join(parts)
 
 
 def display_value(row: StandingRow, column: Column) -> str:
@@ -79,7 +99,7 @@ def display_value(row: StandingRow, column: Column) -> str:
         return "–" if value is None or not math.isfinite(value) else f"{value:.2f}x"
     if column.kind == "count":
         return f"{value}/{row.summary['n_problems']}"
-    return str(value)
+    return str(value) if value != "" else "–"
 
 
 def is_demo(row: StandingRow) -> bool:
@@ -137,6 +157,10 @@ def to_json(
                 "demo": row.demo,
                 "run_id": row.standing.run.pk,
                 "n_problems": row.standing.summary["n_problems"],
+                "excluded": row.standing.excluded,
+                "flagged": row.standing.flagged,
+                "unreviewed": row.standing.unreviewed,
+                "unscored": row.standing.unscored,
             }
             for row in rows
         ],

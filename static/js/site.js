@@ -23,12 +23,9 @@
     });
   });
 
-  // Filters and the kernel picker apply as soon as they change (the button stays for no-JS use).
+  // Filter menus and the kernel picker apply as soon as they change (the buttons stay for no-JS use).
   document.querySelectorAll("#level-filters select, #against-select").forEach(function (select) {
     select.addEventListener("change", function () { select.form.submit(); });
   });
-  var p = document.getElementById("p-input");
-  if (p) {
-    p.addEventListener("change", function () { if (p.checkValidity()) { p.form.submit(); } });
-  }
+  // The p box submits with Enter or the Apply button (a change handler would submit twice).
 })();

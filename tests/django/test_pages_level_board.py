@@ -86,3 +86,15 @@ def test_it_costs_the_same_queries_with_more_runs(client, board):
     for _ in range(5):
         make_run(problem_set, [1.2, 1.3, None, 2.0, 0.5])
     assert count_queries(client, "/levels/all/") == before
+
+
+def test_it_notes_kernels_left_out_by_reviews(client, board, django_user_model):
+    from leaderboard.models import Review
+
+    problem_set, fast, _ = board
+    reviewer = django_user_model.objects.create(username="reviewer")
+    Review.objects.create(kernel=fast.kernels.order_by("pk").first(), reviewer=reviewer, verdict=Review.Verdict.REWARD_HACK)
+    rows = client.get("/levels/1/?export=json").json()["rows"]
+    fast_row = next(r for r in rows if r["model"] == "Fast")
+    assert fast_row["excluded"] == 1 and "1 excluded by review" in fast_row["notes"]
+    assert fast_row["correct"] == 0.5  # the hacked kernel no longer counts
