@@ -64,7 +64,7 @@ def _param(name: str, type_=str, description: str = "", enum=None) -> OpenApiPar
 
 
 class ReadOnly(viewsets.ReadOnlyModelViewSet):
-    """Lists and details; a `detail_serializer_class` adds the large fields on detail pages."""
+    # Lists and details; a `detail_serializer_class` adds the large fields on detail pages.
 
     detail_serializer_class = None
     throttle_classes = [WriteRateThrottle]
@@ -82,6 +82,8 @@ class ReadOnly(viewsets.ReadOnlyModelViewSet):
 
 
 class ProblemSetViewSet(ReadOnly):
+    """Problem sets (versions of KernelBench); fast_p is always computed against one set."""
+
     queryset = ProblemSet.objects.annotate(problem_count=Count("problems")).order_by("name")
     serializer_class = s.ProblemSetSerializer
     detail_serializer_class = s.ProblemSetDetailSerializer
@@ -98,6 +100,8 @@ class ProblemSetViewSet(ReadOnly):
     ]
 )
 class ProblemViewSet(ReadOnly):
+    """Problems; the detail includes the reference source."""
+
     serializer_class = s.ProblemSerializer
     detail_serializer_class = s.ProblemDetailSerializer
 
@@ -117,6 +121,8 @@ class ProblemViewSet(ReadOnly):
 
 
 class HardwareViewSet(ReadOnly):
+    """Hardware classes that evaluations run on, and what workers report about them."""
+
     queryset = Hardware.objects.order_by("slug")
     serializer_class = s.HardwareSerializer
     lookup_field = "slug"
@@ -128,6 +134,8 @@ class HardwareViewSet(ReadOnly):
 
 
 class LabViewSet(ReadOnly):
+    """Labs that make language models."""
+
     queryset = Lab.objects.order_by("name")
     serializer_class = s.LabSerializer
     lookup_field = "slug"
@@ -136,6 +144,8 @@ class LabViewSet(ReadOnly):
 
 @extend_schema(parameters=[_param("lab", description="Lab slug."), _param("search", description="Text in the name.")])
 class LanguageModelViewSet(ReadOnly):
+    """Language models that write kernels."""
+
     serializer_class = s.LanguageModelSerializer
     lookup_field = "slug"
     lookup_value_regex = r"[-\w]+"
@@ -160,6 +170,8 @@ class LanguageModelViewSet(ReadOnly):
     ]
 )
 class RunViewSet(ReadOnly):
+    """Runs: one model attempting one problem set, in one setting, on one hardware."""
+
     serializer_class = s.RunSerializer
 
     def get_queryset(self):
@@ -283,6 +295,8 @@ def _report(report) -> dict:
     ]
 )
 class KernelViewSet(ReadOnly):
+    """Kernels (generated solutions); the detail includes the source."""
+
     serializer_class = s.KernelSerializer
     detail_serializer_class = s.KernelDetailSerializer
 
@@ -316,6 +330,8 @@ class KernelViewSet(ReadOnly):
     ]
 )
 class EvaluationViewSet(ReadOnly):
+    """Evaluations of kernels, measured here or imported; the detail includes the log."""
+
     serializer_class = s.EvaluationSerializer
     detail_serializer_class = s.EvaluationDetailSerializer
 
@@ -410,6 +426,8 @@ _TABLE_RESPONSES = {201: s.ImportResultSerializer, 200: s.ImportResultSerializer
     responses=_TABLE_RESPONSES,
 )
 class ReportedScoreViewSet(TableIngestMixin, mixins.CreateModelMixin, ReadOnly):
+    """Scores that labs and papers published, always shown apart from scores measured here."""
+
     serializer_class = s.ReportedScoreSerializer
     permission_classes = [CanAddReportedScore]
     noun = "reported scores"
@@ -459,6 +477,8 @@ class ReportedScoreViewSet(TableIngestMixin, mixins.CreateModelMixin, ReadOnly):
     responses=_TABLE_RESPONSES,
 )
 class LaunchPostViewSet(TableIngestMixin, mixins.CreateModelMixin, ReadOnly):
+    """Labs' model launch posts, and whether they list KernelBench."""
+
     serializer_class = s.LaunchPostSerializer
     permission_classes = [CanAddLaunchPost]
     noun = "launch posts"
@@ -493,6 +513,8 @@ class LaunchPostViewSet(TableIngestMixin, mixins.CreateModelMixin, ReadOnly):
 
 @extend_schema(parameters=[_param("kernel", int, "Kernel id."), _param("verdict", enum=[v for v, _ in Review.Verdict.choices])])
 class ReviewViewSet(mixins.CreateModelMixin, ReadOnly):
+    """Reviewers' verdicts on kernels (an audit trail; the latest counts)."""
+
     serializer_class = s.ReviewSerializer
     permission_classes = [CanAddReview]
 
