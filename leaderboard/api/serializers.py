@@ -117,8 +117,13 @@ class KernelSerializer(serializers.ModelSerializer):
 
 
 class KernelDetailSerializer(KernelSerializer):
+    evaluations = EvaluationBriefSerializer(
+        many=True, read_only=True,
+        help_text="Every evaluation, newest first: imported (unverified) and measured here side by side.",
+    )
+
     class Meta(KernelSerializer.Meta):
-        fields = [*KernelSerializer.Meta.fields, "source"]
+        fields = [*KernelSerializer.Meta.fields, "evaluations", "source"]
 
 
 class EvaluationSerializer(serializers.ModelSerializer):

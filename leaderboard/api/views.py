@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from django.db.models import Count
+from django.db.models import Count, Prefetch
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
@@ -303,7 +303,8 @@ class KernelViewSet(ReadOnly):
     def get_queryset(self):
         kernels = Kernel.objects.select_related("problem", "run__model", "latest_evaluation").order_by("-pk")
         if self.action != "list":
-            return kernels
+            history = Evaluation.objects.order_by("-queued_at", "-pk")
+            return kernels.prefetch_related(Prefetch("evaluations", queryset=history))
         if (run := query_int(self.request, "run", low=1)) is not None:
             kernels = kernels.filter(run_id=run)
         if (problem := query_int(self.request, "problem", low=1)) is not None:
