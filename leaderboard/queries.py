@@ -13,7 +13,9 @@ from leaderboard.standings import StandingRow, level_standings
 from problems.models import LEVELS, Baseline, Hardware, Problem, ProblemSet
 
 # Reported scores: how many best models per variant the overview shows before "all of them".
-OVERVIEW_PER_VARIANT = 5
+OVERVIEW_PER_VARIANT = 10
+# ... and how many variants (most models compared first); /reported/ lists all.
+OVERVIEW_VARIANTS = 20
 # Charts carry at most this many points (a page's weight stays bounded).
 CHART_POINTS = 500
 
@@ -55,6 +57,7 @@ class VariantGroup:
     metric: str
     unit: str
     scores: list[ReportedScore] = field(default_factory=list)  # best per model, best first
+    total: int = 0  # models in the variant (scores may hold only the first of them)
 
     @property
     def key(self) -> str:
@@ -84,10 +87,20 @@ def best_reported_by_variant(scores: QuerySet[ReportedScore] | None = None) -> l
     result = []
     for (variant, metric, unit), best in groups.items():
         ranked = sorted(best.values(), key=lambda s: (-s.value, s.model.name))
-        result.append(VariantGroup(variant, metric, unit, ranked))
+        result.append(VariantGroup(variant, metric, unit, ranked, len(ranked)))
     latest = {group.key: max(s.reported_on for s in group.scores) for group in result}
     result.sort(key=lambda g: (-len(g.scores), -latest[g.key].toordinal(), g.variant))
     return result
+
+
+def overview_groups(groups: list[VariantGroup]) -> tuple[list[VariantGroup], int]:
+    """The variants the overview shows (each cut to its best OVERVIEW_PER_VARIANT models), and
+    how many variants were left out."""
+    shown = [
+        VariantGroup(g.variant, g.metric, g.unit, g.scores[:OVERVIEW_PER_VARIANT], g.total)
+        for g in groups[:OVERVIEW_VARIANTS]
+    ]
+    return shown, max(0, len(groups) - OVERVIEW_VARIANTS)
 
 
 def strongest_reported(groups: list[VariantGroup]) -> VariantGroup | None:

@@ -37,6 +37,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     measured = queries.measured_standings(problem_set)
     all_reported = list(queries.reported_scores())
     groups = queries.best_reported_by_variant(all_reported)
+    shown_groups, hidden_groups = queries.overview_groups(groups)
     posts = queries.launch_posts()
     context = {
         "problem_sets": queries.problem_sets_with_counts(),
@@ -45,11 +46,11 @@ def overview(request: HttpRequest) -> HttpResponse:
         "strongest_reported": queries.strongest_reported(groups),
         "last_model": queries.last_model_added(),
         "latest_post": queries.latest_kernelbench_post(),
-        "variant_groups": groups,
-        "per_variant": queries.OVERVIEW_PER_VARIANT,
+        "variant_groups": shown_groups,
+        "hidden_groups": hidden_groups,
         "charts": {
-            "reported_percent": charts.reported_bars(groups, "%"),
-            "reported_speedup": charts.reported_bars(groups, "x"),
+            "reported_percent": charts.reported_bars(shown_groups, "%"),
+            "reported_speedup": charts.reported_bars(shown_groups, "x"),
             "over_time": charts.scores_over_time(all_reported, _measured_points(measured)),
             "launch_posts": charts.launch_timeline(posts),
         },

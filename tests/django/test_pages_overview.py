@@ -71,3 +71,11 @@ def test_it_costs_the_same_queries_with_more_rows(client):
         make_run(problem_set, model=model)
         make_reported(model, variant="Other")
     assert count_queries(client, "/") == before
+
+
+def test_it_cuts_long_variants_and_links_to_all(client):
+    for index in range(12):
+        make_reported(make_model(f"Many {index:02d}"), value=index, variant="Crowded")
+    html = client.get("/").content.decode()
+    table = html[html.index('id="reported-table"') : html.index("</table>", html.index('id="reported-table"'))]
+    assert "best 10 of 12" in table and "Many 11" in table and "Many 01" not in table
