@@ -376,10 +376,10 @@ def _storable(value: Any) -> bool:
     return "\x00" not in text and "\\u0000" not in text
 
 
-def parse_results(results: Any, levels: set[int], level: int | None) -> tuple[dict[tuple[int, int, int], Result], list[str]]:
+def parse_results(results: Any, levels: set[int], level: int | None) -> dict[tuple[int, int, int], Result]:
     """eval_results as {(level, problem number, sample): Result}; raises BundleError."""
     if results is None:
-        return {}, []
+        return {}
     if not isinstance(results, dict):
         raise BundleError([f"{RESULTS_NAME}: must be an object keyed by problem id"])
     parsed: dict[tuple[int, int, int], Result] = {}
@@ -416,7 +416,7 @@ def parse_results(results: Any, levels: set[int], level: int | None) -> tuple[di
             parsed[(key_level, number, sample)] = result
     if errors:
         raise BundleError(errors)
-    return parsed, []
+    return parsed
 
 
 @dataclass(frozen=True)
@@ -462,7 +462,7 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
     if not bundle.kernels:
         raise BundleError(["no kernel files (level_<L>_problem_<P>_sample_<S>_kernel.py) in the upload"])
     levels = {kernel.level for kernel in bundle.kernels}
-    results, _ = parse_results(bundle.results, levels, spec.level)
+    results = parse_results(bundle.results, levels, spec.level)
     problems = {
         (problem.level, problem.number): problem for problem in Problem.objects.filter(problem_set=spec.problem_set)
     }

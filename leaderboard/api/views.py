@@ -49,6 +49,7 @@ from leaderboard.run_import import (
     BundleError,
     RunSpec,
     default_problem_set,
+    from_files,
     read_json_upload,
     read_zip,
     store_run,
@@ -227,8 +228,6 @@ class RunViewSet(ReadOnly):
                 fields = {key: value for key, value in data.items() if key not in ("kernels", "eval_results")}
                 shape = s.RunJsonSerializer(data=data)
                 shape.is_valid(raise_exception=True)
-                from leaderboard.run_import import from_files
-
                 bundle = from_files(shape.validated_data["kernels"], data.get("eval_results"))
             else:
                 raise ValidationError({"detail": "Send a zip or JSON `file` (multipart), or a JSON body with `kernels`."})
