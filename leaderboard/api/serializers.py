@@ -176,6 +176,7 @@ class LaunchPostSerializer(serializers.ModelSerializer):
 class ReviewSerializer(serializers.ModelSerializer):
     reviewer = serializers.CharField(source="reviewer.username", read_only=True)
     kernel = serializers.PrimaryKeyRelatedField(queryset=Kernel.objects.all())
+    note = serializers.CharField(required=False, allow_blank=True, max_length=5000, default="")
 
     class Meta:
         model = Review

@@ -528,6 +528,10 @@ class ReviewViewSet(mixins.CreateModelMixin, ReadOnly):
             reviews = reviews.filter(verdict=verdict)
         return reviews
 
+    def create(self, request, *args, **kwargs):
+        check_body_size(request, 100_000)
+        return super().create(request, *args, **kwargs)
+
     def perform_create(self, serializer):
         # The reviewer workflow's one way to record a verdict ("needs rerun" also queues an evaluation).
         from leaderboard.reviews import record_verdict

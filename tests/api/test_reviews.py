@@ -29,3 +29,10 @@ def test_bad_verdicts_and_kernels_are_400(token_client, reviewer, run):
     assert client.post(URL, {"kernel": run.kernels.first().pk, "verdict": "meh"}, format="json").status_code == 400
     assert client.post(URL, {"kernel": 99999, "verdict": "clean"}, format="json").status_code == 400
     assert client.get(URL + "?verdict=meh").status_code == 400
+
+
+def test_long_notes_and_bodies_are_refused(token_client, reviewer, run):
+    client = token_client(reviewer)
+    kernel = run.kernels.first().pk
+    assert client.post(URL, {"kernel": kernel, "verdict": "clean", "note": "n" * 5001}, format="json").status_code == 400
+    assert client.post(URL, {"kernel": kernel, "verdict": "clean", "note": "n" * 200_000}, format="json").status_code == 413
