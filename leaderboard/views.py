@@ -102,9 +102,12 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
     setting = params.get("setting") or None
     origin = params.get("origin") if params.get("origin") in Origin.values else None
 
+    # Reviews (issue 7): ?exclusions=include shows the scores as they were before reviewers' exclusions.
+    include_excluded = params.get("exclusions") == "include"
     rows = []
     if problem_set is not None:
-        rows = level_standings(problem_set, level_number, p=p, hardware=hardware, setting=setting, origin=origin)
+        filters = {"hardware": hardware, "setting": setting, "origin": origin, "include_excluded": include_excluded}
+        rows = level_standings(problem_set, level_number, p=p, **filters)
     # Ranked by fast_1 unless the visitor sorts by another column (a stable sort: ties keep the
     # standings' order).
     sort = params.get("sort") or "fast_1"
@@ -125,7 +128,9 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
         response["Content-Disposition"] = f'attachment; filename="kernelbench-level-{level}.csv"'
         return response
     if export == "json":
-        return JsonResponse(level_table.to_json(table, columns, level_label, set_name, p))
+        return JsonResponse(
+            level_table.to_json(table, columns, level_label, set_name, p) | {"include_excluded": include_excluded}
+        )
 
     context = {
         "level": level,
@@ -152,6 +157,7 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
         if problem_set
         else 0,
         "charts": {"fast_p": charts.fast_p_chart(shown, fast_p_curves(shown), p)},
+        "include_excluded": include_excluded,
     }
     return render(request, "leaderboard/level_board.html", context)
 
