@@ -128,9 +128,34 @@ def stage_b(out: str, pattern: str, tag: str) -> None:
     print(p.stdout[-6000:], p.stderr[-2000:])
 
 
+def stage_c(out: str) -> None:
+    """Run-to-run spread of one kernel (5 evaluations, per-stage wall times) and the GPU exploit tests."""
+    cache = tempfile.mkdtemp(prefix="kbcache-")
+    os.chmod(cache, 0o755)
+    psrc = open(os.path.join(CAT, "level1/8_RMSNorm.py")).read()
+    ksrc = open(os.path.join(KER, "rmsnorm_triton.py")).read()
+    runs = []
+    for i in range(5):
+        r = evaluate(psrc, ksrc, cfg(16, cache))
+        runs.append(brief(r))
+        print(f"run {i}: {r.status} speedup {r.speedup} CI {r.speedup_interval} kernel "
+              f"{r.kernel_ms and r.kernel_ms['median']} ref {r.reference_ms and r.reference_ms['median']} "
+              f"timings {r.timings_s}", flush=True)
+    with open(os.path.join(out, "stage_c.json"), "w") as fh:
+        json.dump({"spread_rmsnorm_triton": runs}, fh, indent=1, default=str)
+    t0 = time.time()
+    p = subprocess.run([sys.executable, "-m", "pytest", "--noconftest", "-p", "no:cacheprovider", "-q", "-rA",
+                        "-o", "addopts=", "tests/adversarial/test_exploits_gpu.py"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    with open(os.path.join(out, "pytest_gpu.log"), "w") as fh:
+        fh.write(p.stdout + p.stderr)
+    print(p.stdout[-4000:], flush=True)
+    print(f"pytest gpu: rc={p.returncode} in {time.time() - t0:.0f}s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--stage", choices=["a", "b"], required=True)
+    ap.add_argument("--stage", choices=["a", "b", "c"], required=True)
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
     ap.add_argument("--problems", default="level*/*.py")
     ap.add_argument("--tag", default="gpu")
@@ -138,8 +163,10 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     if args.stage == "a":
         stage_a(args.out)
-    else:
+    elif args.stage == "b":
         stage_b(args.out, args.problems, args.tag)
+    else:
+        stage_c(args.out)
 
 
 if __name__ == "__main__":
