@@ -93,8 +93,14 @@ def test_it_notes_kernels_left_out_by_reviews(client, board, django_user_model):
 
     problem_set, fast, _ = board
     reviewer = django_user_model.objects.create(username="reviewer")
-    Review.objects.create(kernel=fast.kernels.order_by("pk").first(), reviewer=reviewer, verdict=Review.Verdict.REWARD_HACK)
+    Review.objects.create(
+        kernel=fast.kernels.order_by("pk").first(), reviewer=reviewer, verdict=Review.Verdict.REWARD_HACK
+    )
     rows = client.get("/levels/1/?export=json").json()["rows"]
     fast_row = next(r for r in rows if r["model"] == "Fast")
     assert fast_row["excluded"] == 1 and "1 excluded by review" in fast_row["notes"]
     assert fast_row["correct"] == 0.5  # the hacked kernel no longer counts
+
+
+def test_it_says_when_the_set_has_no_problems_at_the_level(client, board):
+    assert b"has no problems at this level" in client.get("/levels/4/").content

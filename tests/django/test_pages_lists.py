@@ -45,3 +45,8 @@ def test_it_costs_the_same_queries_with_more_rows(client, url):
     for index in range(5):
         make_reported(make_model(f"m{index + 1}"), variant=f"v{index}")
     assert count_queries(client, url) == before
+
+
+def test_it_shows_a_friendly_404(client):
+    response = client.get("/no/such/page/")
+    assert response.status_code == 404 and b"There is no such page" in response.content
