@@ -1,7 +1,9 @@
 """The review queue page, the kernel page's review panel, and the verdict and report forms."""
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from leaderboard.models import Evaluation, KernelReport, Review
@@ -171,3 +173,17 @@ def test_sign_in_page_signs_a_visitor_in(client, visitor):
     )
     assert response.status_code == 302
     assert client.get(QUEUE).status_code == 403  # signed in, but not a reviewer
+
+
+def test_the_queue_page_costs_the_same_queries_for_more_rows(world, reviewer, visitor, django_assert_max_num_queries):
+    client = signed_in(reviewer)
+    for n in range(3):
+        report(world.kernel(world.problems[n], flags=("timing_mismatch",)), visitor)
+    client.get(QUEUE)  # warm the session and permission caches
+    with CaptureQueriesContext(connection) as few:
+        client.get(QUEUE)
+    for n in range(12):
+        report(world.kernel(world.problems[n % 4], sample=n + 1, flags=("output_reuse",)), visitor)
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        response = client.get(QUEUE)
+    assert len(response.context["page"].object_list) == 15
