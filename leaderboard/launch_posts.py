@@ -107,7 +107,9 @@ def parse_row(raw: dict, line: int) -> PostRow:
 
 def parse_rows(raws: list[tuple[int, dict]], label: str = "line") -> list[PostRow]:
     """Validate every row; raise RowErrors listing each bad row and each duplicate URL."""
-    rows, errors, seen = [], [], {}
+    rows: list[PostRow] = []
+    errors: list[str] = []
+    seen: dict[str, int] = {}
     for line, raw in raws:
         try:
             row = parse_row(raw, line)

@@ -146,7 +146,9 @@ def from_files(files: dict[str, str], results: Any = None, limits: Limits | None
     limits = limits or Limits.from_settings()
     if len(files) > limits.entries:
         raise BundleError([f"{len(files)} kernels; the limit is {limits.entries}"])
-    kernels, errors, ignored = [], [], []
+    kernels: list[KernelFile] = []
+    errors: list[str] = []
+    ignored: list[str] = []
     for name, source in files.items():
         match = KERNEL_NAME.match(name)
         if not match:
@@ -395,10 +397,11 @@ def parse_results(results: Any, levels: set[int], level: int | None) -> dict[tup
                     f"{', '.join(map(str, sorted(levels)))}: give level, or use keys level_<L>_problem_<P>"
                 )
                 continue
-            key_level = level if level is not None else (next(iter(levels)) if levels else None)
-            if key_level is None:
+            inferred = level if level is not None else (next(iter(levels)) if levels else None)
+            if inferred is None:
                 errors.append(f"{RESULTS_NAME}: key {key!r}: no kernels to say which level it is; give level")
                 continue
+            key_level = inferred
             number = int(key)
         else:
             errors.append(f"{RESULTS_NAME}: key {key!r} is not a problem id")
@@ -466,7 +469,8 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
     problems = {
         (problem.level, problem.number): problem for problem in Problem.objects.filter(problem_set=spec.problem_set)
     }
-    errors, seen = [], {}
+    errors: list[str] = []
+    seen: dict[tuple[int, int, int], str] = {}
     for kernel in bundle.kernels:
         key = (kernel.level, kernel.problem, kernel.sample)
         if (kernel.level, kernel.problem) not in problems:

@@ -103,6 +103,7 @@ def submit_kernel(
     check_source(source)
     hardware = check_target(problem, hardware, model, run)
     if run is None:
+        assert model is not None  # check_target insists on one of the two
         run = submissions_run(model, problem, hardware, setting or "submitted", user)
     kernel = _new_kernel(run, problem, source, user)
     return request_evaluation(kernel, hardware)

@@ -67,7 +67,7 @@ def _param(name: str, type_=str, description: str = "", enum=None) -> OpenApiPar
 class ReadOnly(viewsets.ReadOnlyModelViewSet):
     # Lists and details; a `detail_serializer_class` adds the large fields on detail pages.
 
-    detail_serializer_class = None
+    detail_serializer_class: type[serializers.Serializer] | None = None
     throttle_classes = [WriteRateThrottle]
     renderer_classes = [AsciiJSONRenderer, BrowsableAPIRenderer]
     lookup_value_regex = r"\d+"  # ids; viewsets looked up by slug say so
@@ -574,7 +574,7 @@ class SubmissionView(APIView):
 
 
 class LeaderboardView(APIView):
-    permission_classes = []
+    permission_classes: list[type] = []
     renderer_classes = [AsciiJSONRenderer, BrowsableAPIRenderer]
 
     @extend_schema(
