@@ -20,13 +20,14 @@ Every verdict is kept (Review rows are only ever added); the latest one counts.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import BooleanField, Case, F, OuterRef, Q, Subquery, Value, When
+from django.db.models import BooleanField, Case, DateTimeField, F, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce
 
 from evaluation.types import FLAG_CODES, NOTE_CODES
@@ -44,6 +45,7 @@ EXCLUDING_VERDICTS: tuple[str, ...] = (Review.Verdict.REWARD_HACK, Review.Verdic
 # Notes (not flags) from the scoring library that still put a kernel in the queue.
 REVIEW_NOTE_CODES: tuple[str, ...] = ("pytorch_only", "try_except_fallback")
 DEFAULT_SPEEDUP_THRESHOLD = 3.0
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def review_speedup_threshold() -> float:
@@ -107,13 +109,14 @@ def annotate_review_state(kernels: KernelQuerySet) -> KernelQuerySet:
         latest_report_at=Subquery(reports.values("created_at")[:1]),
         evaluated_at=Coalesce("latest_evaluation__finished_at", "latest_evaluation__queued_at"),
     )
-    reported = Q(latest_report_at__isnull=False) & (
-        Q(latest_review_at__isnull=True) | Q(latest_report_at__gt=F("latest_review_at"))
-    )
+    # "Never reviewed" reads as reviewed at the epoch, so each rule needs one comparison (and the
+    # SQL holds each correlated subquery fewer times).
+    reviewed_at = Coalesce("latest_review_at", Value(EPOCH, output_field=DateTimeField()))
+    reported = Q(latest_report_at__gt=reviewed_at)
     high_imported = Q(
         latest_evaluation__origin=Origin.IMPORTED, latest_evaluation__speedup__gt=review_speedup_threshold()
     )
-    no_verdict_since_evaluation = Q(latest_review_at__isnull=True) | Q(latest_review_at__lt=F("evaluated_at"))
+    no_verdict_since_evaluation = Q(evaluated_at__gt=reviewed_at)
     return kernels.annotate(
         is_flagged=_flag(flagged_q()),
         is_reported=_flag(reported),
