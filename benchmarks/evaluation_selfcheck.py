@@ -107,7 +107,7 @@ def main() -> int:
         with open(args.json, "w") as fh:
             json.dump(raw, fh, indent=1, default=str)
     print()
-    print(f"| problem | KB_SCALE | status | self speedup | 95% CI | ref ms | twice | verdict | eval s | flags |")
+    print("| problem | KB_SCALE | status | self speedup | 95% CI | ref ms | twice | verdict | eval s | flags |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, scale, status, s, lo, hi, ref_ms, tw, verdict, t, flags in rows:
         f = lambda v, d=3: "-" if v is None else f"{v:.{d}f}"  # noqa: E731

@@ -111,7 +111,7 @@ def _confine(spec: dict[str, Any]) -> dict[str, Any]:
             done.setdefault("rlimit_errors", []).append(f"{name}: {exc}")
     os.chdir(spec["workdir"])
     uid, gid = spec.get("uid"), spec.get("gid")
-    if uid is not None and os.geteuid() == 0:
+    if uid is not None and gid is not None and os.geteuid() == 0:
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
@@ -263,7 +263,7 @@ class Harness:
                     continue
                 if value is not old:
                     changed.append(f"{oname}.{key}")
-            for (o2, key), old in self._snap_keys_by_owner.get(oname, []):
+            for (_o2, key), _old in self._snap_keys_by_owner.get(oname, []):
                 if key not in current:
                     changed.append(f"{oname}.{key} (deleted)")
         # Attributes set on torch.Tensor that shadow TensorBase methods count as patches too.
@@ -382,8 +382,12 @@ class Harness:
             props = torch.cuda.get_device_properties(0)
             env["sm_count"] = props.multi_processor_count
             env["capability"] = f"{props.major}.{props.minor}"
+            from evaluation.hardware import _nvidia_driver
+
+            env["driver"] = _nvidia_driver()
         else:
             env["device_name"] = _cpu_name()
+            env["driver"] = None
         return env
 
     # -- running -------------------------------------------------------------------------------
@@ -458,7 +462,7 @@ class Harness:
         t1 = _perf_counter_ns()
         if self.role == "kernel":
             self._check_threads(before)
-            for a, b in zip(pristine, tensors):
+            for a, b in zip(pristine, tensors, strict=False):
                 if not _same_tensor(torch, a, b):
                     self.flags["input_mutation"] = "kernel modified its input tensors in place"
                     break
@@ -543,7 +547,6 @@ class Harness:
         return t1 - t0, t1 - t0, outs
 
     def time_calls(self, req: dict[str, Any]) -> dict[str, Any]:
-        torch = self.torch
         if "timer_capture" in self.disabled:
             self.timer_fn = lambda: time.perf_counter_ns()  # look the clock up at call time (naive)
         seeds = [int(s) for s in req["seeds"]]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from .types import EvaluationConfig
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit status 2
+    def error(self, message: str) -> NoReturn:  # one line, exit status 2
         sys.stderr.write(f"usage error: {message}\n")
         raise SystemExit(2)
 

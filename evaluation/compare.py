@@ -48,7 +48,7 @@ def compare_outputs(ref: list[Any], out: list[Any], atol: float | None, rtol: fl
     if len(ref) != len(out):
         c.ok, c.reason = False, f"kernel returned {len(out)} output(s), reference {len(ref)}"
         return c
-    for i, (r, o) in enumerate(zip(ref, out)):
+    for i, (r, o) in enumerate(zip(ref, out, strict=False)):
         tag = f"output {i}" if len(ref) > 1 else "output"
         if not isinstance(o, torch.Tensor) or type(o) is not torch.Tensor:
             c.ok, c.reason = False, f"{tag} is not a plain tensor"
@@ -126,7 +126,7 @@ def outputs_close(a: list[Any], b: list[Any], atol: float | None, rtol: float | 
     """True when two output lists are elementwise within tolerance (used to test input dependence)."""
     if len(a) != len(b):
         return False
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x.shape != y.shape or x.dtype != y.dtype:
             return False
         c = compare_outputs([x], [y], atol, rtol, scale_check=False)
@@ -139,11 +139,11 @@ def spots_match(ref: list[list[float]], ker: list[list[float]], dtypes: list[str
                 rtol: float | None) -> bool:
     if len(ref) != len(ker):
         return False
-    for rv, kv, dt in zip(ref, ker, dtypes):
+    for rv, kv, dt in zip(ref, ker, dtypes, strict=False):
         if len(rv) != len(kv):
             return False
         a_tol, r_tol = tolerances_for(dt, atol, rtol)
-        for x, y in zip(rv, kv):
+        for x, y in zip(rv, kv, strict=False):
             if math.isnan(x) or math.isnan(y):
                 if not (math.isnan(x) and math.isnan(y)):
                     return False

@@ -366,7 +366,7 @@ def _timing(cfg: EvaluationConfig, res: EvaluationResult, ref: SandboxProcess, k
             res.add_flag("side_stream_work", f"Host time over a device-wide synchronise ({host:.4f} ms) far exceeds "
                                              f"the stream's event time ({ev:.4f} ms): work ran outside the timed "
                                              "stream.")
-            ker_rounds = [max(a, b) for a, b in zip(ker_rounds, ker_host_rounds)]
+            ker_rounds = [max(a, b) for a, b in zip(ker_rounds, ker_host_rounds, strict=False)]
             res.add_note("timing_from_host_clock", "Kernel times are host-clock times over a device-wide "
                                                    "synchronise, not stream events.")
 

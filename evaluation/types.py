@@ -29,6 +29,7 @@ FLAG_CODES: dict[str, str] = {
     "timing_output_mismatch": "outputs produced while timing differ from the reference",
     "fallback_to_reference": "ModelNew.forward is the reference's forward verbatim",
     "nondeterministic_reference": "the reference gives different outputs for the same inputs",
+    "non_finite_reference": "(check-problem) the reference output contains NaN/Inf",
     "forged_reply": "the kernel wrote messages into the harness's reply channel",
 }
 NOTE_CODES: dict[str, str] = {

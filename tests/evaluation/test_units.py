@@ -153,9 +153,9 @@ def test_masks(tmp_path):
 
 
 def test_package_imports_no_django_and_no_torch():
-    code = ("import sys; sys.path.insert(0, %r); import evaluation, evaluation.cli, evaluation.runner; "
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); import evaluation, evaluation.cli, evaluation.runner; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'leaderboard', 'problems', "
-            "'config', 'torch')))" % str(ROOT))
+            "'config', 'torch')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     for path in (ROOT / "evaluation").rglob("*.py"):
