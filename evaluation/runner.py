@@ -115,6 +115,10 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
             _run(cfg, res, sandbox, problem_path, kernel_path, master, deadline, build_dir)
         except _Abort as ab:
             res.status, res.error = ab.status, ab.error
+            if ab.status != "correct":
+                res.correct = False
+                res.speedup = None
+                res.speedup_interval = None
             if ab.log:
                 log_parts.append(ab.log)
         for p in sandbox.procs:
