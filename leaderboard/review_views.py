@@ -149,6 +149,7 @@ class SignInView(auth_views.LoginView):
 
     template_name = "reviews/sign_in.html"
     redirect_authenticated_user = True
+    next_page = "overview"  # when no ?next= is given (settings.LOGIN_REDIRECT_URL is the admin's)
 
 
 class SignOutView(auth_views.LogoutView):

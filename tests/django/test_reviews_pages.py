@@ -187,3 +187,12 @@ def test_the_queue_page_costs_the_same_queries_for_more_rows(world, reviewer, vi
     with django_assert_max_num_queries(len(few.captured_queries)):
         response = client.get(QUEUE)
     assert len(response.context["page"].object_list) == 15
+
+
+def test_signing_in_without_next_lands_on_the_overview_and_signing_out_works(client, visitor):
+    visitor.set_password("a-long-pass-9Xq!")
+    visitor.save()
+    response = client.post(reverse("review-sign-in"), {"username": "visitor", "password": "a-long-pass-9Xq!"})
+    assert response.status_code == 302 and response["Location"] == reverse("overview")
+    assert client.post(reverse("review-sign-out")).status_code == 302
+    assert client.get(QUEUE).status_code == 302  # signed out: sent to sign in
