@@ -73,7 +73,9 @@ def parse_row(raw: dict, line: int) -> PostRow:
         if len(value) > MAX_LENGTHS.get(name, 10**9):
             raise ValueError(f"{name} is longer than {MAX_LENGTHS[name]} characters")
     try:
-        published_on = dt.date.fromisoformat(values["date"]) if re.match(r"^\d{4}-\d{2}-\d{2}$", values["date"]) else None
+        published_on = (
+            dt.date.fromisoformat(values["date"]) if re.match(r"^\d{4}-\d{2}-\d{2}$", values["date"]) else None
+        )
     except ValueError:
         published_on = None
     if published_on is None:

@@ -238,7 +238,15 @@ def read_zip(fileobj: IO[bytes], limits: Limits | None = None) -> Bundle:
         try:
             with archive.open(info) as member:
                 data = member.read(cap + 1)
-        except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error, ValueError) as exc:
+        except (
+            zipfile.BadZipFile,
+            NotImplementedError,
+            RuntimeError,
+            OSError,
+            EOFError,
+            zlib.error,
+            ValueError,
+        ) as exc:
             errors.append(f"{info.filename}: cannot be read ({exc})")
             continue
         if len(data) > cap:
@@ -356,7 +364,8 @@ def _parse_result(entry: Any, where: str) -> tuple[int, Result]:
     if not isinstance(stats, dict) or not isinstance(metadata, dict):
         raise ValueError(f"{where}: runtime_stats and metadata must be objects")
     stats = {
-        str(key): value for key, value in stats.items()
+        str(key): value
+        for key, value in stats.items()
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     }
     if correct and not compiled:
@@ -474,7 +483,9 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
     for kernel in bundle.kernels:
         key = (kernel.level, kernel.problem, kernel.sample)
         if (kernel.level, kernel.problem) not in problems:
-            errors.append(f"{kernel.name}: problem {kernel.problem} of level {kernel.level} is not in {spec.problem_set.slug}")
+            errors.append(
+                f"{kernel.name}: problem {kernel.problem} of level {kernel.level} is not in {spec.problem_set.slug}"
+            )
         elif key in seen:
             errors.append(f"{kernel.name}: duplicate of {seen[key]}")
         seen[key] = kernel.name
@@ -482,7 +493,8 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
         raise BundleError(errors)
     warnings = [
         f"{RESULTS_NAME}: level {level} problem {number} sample {sample} has no kernel file; skipped"
-        for (level, number, sample) in sorted(results) if (level, number, sample) not in seen
+        for (level, number, sample) in sorted(results)
+        if (level, number, sample) not in seen
     ]
     no_result = sum(1 for key in seen if key not in results)
     if bundle.results is not None and no_result:
@@ -500,8 +512,12 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
         run, outcome = upsert(
             Run,
             {
-                "model": model, "problem_set": spec.problem_set, "hardware": spec.hardware,
-                "setting": spec.setting, "name": spec.name, "origin": Origin.IMPORTED,
+                "model": model,
+                "problem_set": spec.problem_set,
+                "hardware": spec.hardware,
+                "setting": spec.setting,
+                "name": spec.name,
+                "origin": Origin.IMPORTED,
             },
             {"samples_per_problem": max(kernel.sample for kernel in bundle.kernels) + 1, "notes": spec.notes},
         )
@@ -527,7 +543,12 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
             notes = [{"code": "imported", "metadata": result.metadata}] if result.metadata else []
             if result.correct and speedup is None:
                 unscored += 1
-                notes.append({"code": "no_speedup", "text": f"no eager baseline on {spec.hardware.slug} or no runtime: speedup unknown"})
+                notes.append(
+                    {
+                        "code": "no_speedup",
+                        "text": f"no eager baseline on {spec.hardware.slug} or no runtime: speedup unknown",
+                    }
+                )
             evaluation, outcome = upsert(
                 Evaluation,
                 {"kernel": kernel, "hardware": spec.hardware, "origin": Origin.IMPORTED},

@@ -51,7 +51,9 @@ def check_target(problem: Problem, hardware: Hardware | None, model: LanguageMod
         raise SubmissionError("give exactly one of model or run")
     if run is not None:
         if run.problem_set_id != problem.problem_set_id:
-            raise SubmissionError(f"run {run.pk} is on problem set {run.problem_set.slug}, not {problem.problem_set.slug}", "run")
+            raise SubmissionError(
+                f"run {run.pk} is on problem set {run.problem_set.slug}, not {problem.problem_set.slug}", "run"
+            )
         if run.origin != Origin.MEASURED:
             raise SubmissionError(f"run {run.pk} was imported; submit with a model instead", "run")
         return hardware or run.hardware
@@ -61,14 +63,27 @@ def check_target(problem: Problem, hardware: Hardware | None, model: LanguageMod
 
 
 def submissions_run(model: LanguageModel, problem: Problem, hardware: Hardware, setting: str, user=None) -> Run:
-    run = Run.objects.filter(
-        model=model, problem_set=problem.problem_set, hardware=hardware, setting=setting,
-        origin=Origin.MEASURED, name=SUBMISSIONS_RUN_NAME,
-    ).order_by("pk").first()
+    run = (
+        Run.objects.filter(
+            model=model,
+            problem_set=problem.problem_set,
+            hardware=hardware,
+            setting=setting,
+            origin=Origin.MEASURED,
+            name=SUBMISSIONS_RUN_NAME,
+        )
+        .order_by("pk")
+        .first()
+    )
     if run is None:
         run = Run.objects.create(
-            model=model, problem_set=problem.problem_set, hardware=hardware, setting=setting,
-            origin=Origin.MEASURED, name=SUBMISSIONS_RUN_NAME, created_by=user,
+            model=model,
+            problem_set=problem.problem_set,
+            hardware=hardware,
+            setting=setting,
+            origin=Origin.MEASURED,
+            name=SUBMISSIONS_RUN_NAME,
+            created_by=user,
         )
     return run
 
@@ -80,8 +95,11 @@ def _new_kernel(run: Run, problem: Problem, source: str, user) -> Kernel:
         try:
             with transaction.atomic():
                 return Kernel.objects.create(
-                    run=run, problem=problem, sample_index=0 if taken is None else taken + 1,
-                    source=source, submitted_by=user,
+                    run=run,
+                    problem=problem,
+                    sample_index=0 if taken is None else taken + 1,
+                    source=source,
+                    submitted_by=user,
                 )
         except IntegrityError:
             continue

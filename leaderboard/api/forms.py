@@ -14,12 +14,16 @@ class SubmissionForm(forms.Form):
     """`SubmissionForm(problem=...)`; post it to `{% url 'problem-submit' problem.pk %}`."""
 
     source = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false", "class": "code"}), strip=False, required=False,
+        widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false", "class": "code"}),
+        strip=False,
+        required=False,
         help_text="Python defining class ModelNew.",
     )
     source_file = forms.FileField(required=False, help_text="Or upload the .py file.")
     hardware = forms.ModelChoiceField(queryset=Hardware.objects.order_by("slug"), to_field_name="slug", required=False)
-    model = forms.ModelChoiceField(queryset=LanguageModel.objects.order_by("name"), to_field_name="slug", required=False)
+    model = forms.ModelChoiceField(
+        queryset=LanguageModel.objects.order_by("name"), to_field_name="slug", required=False
+    )
     run = forms.ModelChoiceField(queryset=Run.objects.none(), required=False, help_text="Or add to one of your runs.")
 
     def __init__(self, *args, problem: Problem, **kwargs):

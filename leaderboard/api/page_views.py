@@ -29,8 +29,12 @@ def submit_kernel(request, pk: int):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         evaluation = submit(
-            problem=problem, source=data["source"], hardware=data["hardware"], model=data.get("model"),
-            run=data.get("run"), user=request.user,
+            problem=problem,
+            source=data["source"],
+            hardware=data["hardware"],
+            model=data.get("model"),
+            run=data.get("run"),
+            user=request.user,
         )
         messages.success(request, f"Kernel {evaluation.kernel_id} saved; evaluation {evaluation.pk} is queued.")
         return redirect("kernel-detail", evaluation.kernel_id)

@@ -58,8 +58,16 @@ class HardwareSerializer(serializers.ModelSerializer):
     class Meta:
         model = Hardware
         fields = [
-            "slug", "name", "kind", "device_name", "driver_version", "cuda_version", "torch_version",
-            "python_version", "last_seen_at", "queue_name",
+            "slug",
+            "name",
+            "kind",
+            "device_name",
+            "driver_version",
+            "cuda_version",
+            "torch_version",
+            "python_version",
+            "last_seen_at",
+            "queue_name",
         ]
 
 
@@ -89,8 +97,20 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = [
-            "id", "url", "name", "model", "model_name", "problem_set", "hardware", "setting", "turns",
-            "samples_per_problem", "origin", "notes", "kernel_count", "created_at",
+            "id",
+            "url",
+            "name",
+            "model",
+            "model_name",
+            "problem_set",
+            "hardware",
+            "setting",
+            "turns",
+            "samples_per_problem",
+            "origin",
+            "notes",
+            "kernel_count",
+            "created_at",
         ]
 
 
@@ -111,14 +131,26 @@ class KernelSerializer(serializers.ModelSerializer):
     class Meta:
         model = Kernel
         fields = [
-            "id", "url", "run", "problem", "level", "problem_number", "problem_name", "model", "sample_index",
-            "backend", "source_hash", "latest_evaluation", "created_at",
+            "id",
+            "url",
+            "run",
+            "problem",
+            "level",
+            "problem_number",
+            "problem_name",
+            "model",
+            "sample_index",
+            "backend",
+            "source_hash",
+            "latest_evaluation",
+            "created_at",
         ]
 
 
 class KernelDetailSerializer(KernelSerializer):
     evaluations = EvaluationBriefSerializer(
-        many=True, read_only=True,
+        many=True,
+        read_only=True,
         help_text="Every evaluation, newest first: imported (unverified) and measured here side by side.",
     )
 
@@ -135,10 +167,36 @@ class EvaluationSerializer(serializers.ModelSerializer):
     class Meta:
         model = Evaluation
         fields = [
-            "id", "url", "kernel", "run", "problem", "hardware", "origin", "state", "status", "compiled", "correct",
-            "speedup", "speedup_low", "speedup_high", "kernel_ms", "reference_ms", "kernel_timing",
-            "reference_timing", "max_abs_diff", "max_rel_diff", "trials_passed", "trials_total", "flags", "notes",
-            "error", "attempts", "failure_reason", "queued_at", "started_at", "finished_at",
+            "id",
+            "url",
+            "kernel",
+            "run",
+            "problem",
+            "hardware",
+            "origin",
+            "state",
+            "status",
+            "compiled",
+            "correct",
+            "speedup",
+            "speedup_low",
+            "speedup_high",
+            "kernel_ms",
+            "reference_ms",
+            "kernel_timing",
+            "reference_timing",
+            "max_abs_diff",
+            "max_rel_diff",
+            "trials_passed",
+            "trials_total",
+            "flags",
+            "notes",
+            "error",
+            "attempts",
+            "failure_reason",
+            "queued_at",
+            "started_at",
+            "finished_at",
         ]
 
 
@@ -155,8 +213,23 @@ class ReportedScoreSerializer(serializers.ModelSerializer):
     class Meta:
         model = ReportedScore
         fields = [
-            "id", "model", "model_name", "lab", "variant", "metric", "value", "unit", "display_value", "setting",
-            "hardware_name", "reported_on", "date_precision", "display_date", "source_url", "caveat", "created_at",
+            "id",
+            "model",
+            "model_name",
+            "lab",
+            "variant",
+            "metric",
+            "value",
+            "unit",
+            "display_value",
+            "setting",
+            "hardware_name",
+            "reported_on",
+            "date_precision",
+            "display_date",
+            "source_url",
+            "caveat",
+            "created_at",
         ]
 
 
@@ -168,8 +241,16 @@ class LaunchPostSerializer(serializers.ModelSerializer):
     class Meta:
         model = LaunchPost
         fields = [
-            "id", "lab", "lab_name", "model", "title", "url", "published_on", "lists_kernelbench",
-            "kernelbench_score", "created_at",
+            "id",
+            "lab",
+            "lab_name",
+            "model",
+            "title",
+            "url",
+            "published_on",
+            "lists_kernelbench",
+            "kernelbench_score",
+            "created_at",
         ]
 
 
@@ -236,13 +317,18 @@ class RunImportSerializer(serializers.Serializer):
     organization = serializers.CharField(max_length=120, required=False, allow_blank=True)
     hardware = SlugField(slug_field="slug", queryset=Hardware.objects.all())
     problem_set = SlugField(
-        slug_field="slug", queryset=ProblemSet.objects.all(), required=False,
+        slug_field="slug",
+        queryset=ProblemSet.objects.all(),
+        required=False,
         help_text="Needed when more than one problem set exists.",
     )
     setting = serializers.CharField(max_length=120, required=False, default="one-shot")
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     level = serializers.IntegerField(
-        min_value=1, max_value=4, required=False, allow_null=True,
+        min_value=1,
+        max_value=4,
+        required=False,
+        allow_null=True,
         help_text="The level that bare problem ids in eval_results refer to, when the kernels span levels.",
     )
     notes = serializers.CharField(required=False, allow_blank=True, default="")
@@ -277,7 +363,9 @@ class SubmissionSerializer(serializers.Serializer):
     problem = serializers.PrimaryKeyRelatedField(queryset=Problem.objects.select_related("problem_set"))
     source = serializers.CharField(trim_whitespace=False, help_text="Python source defining class ModelNew.")
     hardware = SlugField(
-        slug_field="slug", queryset=Hardware.objects.all(), required=False,
+        slug_field="slug",
+        queryset=Hardware.objects.all(),
+        required=False,
         help_text="Where to evaluate; defaults to the run's hardware when a run is given.",
     )
     model = SlugField(slug_field="slug", queryset=LanguageModel.objects.all(), required=False)
@@ -311,5 +399,3 @@ class SubmissionResultSerializer(serializers.Serializer):
     run = serializers.IntegerField()
     status = serializers.CharField(help_text="The evaluation's state: queued at first.")
     url = serializers.URLField(help_text="Poll this for the result.")
-
-

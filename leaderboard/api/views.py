@@ -206,7 +206,10 @@ class RunViewSet(ReadOnly):
         responses={201: s.RunImportResultSerializer, 200: s.RunImportResultSerializer, 400: s.RowErrorsSerializer},
     )
     @action(
-        detail=False, methods=["post"], url_path="import", permission_classes=[CanImportRun],
+        detail=False,
+        methods=["post"],
+        url_path="import",
+        permission_classes=[CanImportRun],
         parser_classes=[MultiPartParser, JSONParser],
     )
     def import_run(self, request):
@@ -230,7 +233,9 @@ class RunViewSet(ReadOnly):
                 shape.is_valid(raise_exception=True)
                 bundle = from_files(shape.validated_data["kernels"], data.get("eval_results"))
             else:
-                raise ValidationError({"detail": "Send a zip or JSON `file` (multipart), or a JSON body with `kernels`."})
+                raise ValidationError(
+                    {"detail": "Send a zip or JSON `file` (multipart), or a JSON body with `kernels`."}
+                )
         except BundleError as exc:
             return Response(row_errors_reply(exc.errors, "upload"), status=status.HTTP_400_BAD_REQUEST)
         spec_data = s.RunImportSerializer(data=fields)
@@ -240,9 +245,14 @@ class RunViewSet(ReadOnly):
             problem_set = spec.get("problem_set") or default_problem_set()
             result = store_run(
                 RunSpec(
-                    model=spec["model"].strip(), hardware=spec["hardware"], problem_set=problem_set,
-                    setting=spec["setting"], name=spec["name"], organization=spec.get("organization", ""),
-                    level=spec.get("level"), notes=spec["notes"],
+                    model=spec["model"].strip(),
+                    hardware=spec["hardware"],
+                    problem_set=problem_set,
+                    setting=spec["setting"],
+                    name=spec["name"],
+                    organization=spec.get("organization", ""),
+                    level=spec.get("level"),
+                    notes=spec["notes"],
                 ),
                 bundle,
                 user=request.user,
@@ -497,7 +507,12 @@ class LaunchPostViewSet(TableIngestMixin, mixins.CreateModelMixin, ReadOnly):
         if isinstance(data, dict):
             data = [data]
         if not isinstance(data, list) or not data:
-            raise RowErrors(["expected an object or a non-empty list of objects with the columns " + ", ".join(launch_posts.COLUMNS)])
+            raise RowErrors(
+                [
+                    "expected an object or a non-empty list of objects with the columns "
+                    + ", ".join(launch_posts.COLUMNS)
+                ]
+            )
         return launch_posts.parse_rows(list(enumerate(data, start=1)), label="row")
 
     def parse_csv(self, text, name):
@@ -511,7 +526,9 @@ class LaunchPostViewSet(TableIngestMixin, mixins.CreateModelMixin, ReadOnly):
 # Reviews
 
 
-@extend_schema(parameters=[_param("kernel", int, "Kernel id."), _param("verdict", enum=[v for v, _ in Review.Verdict.choices])])
+@extend_schema(
+    parameters=[_param("kernel", int, "Kernel id."), _param("verdict", enum=[v for v, _ in Review.Verdict.choices])]
+)
 class ReviewViewSet(mixins.CreateModelMixin, ReadOnly):
     """Reviewers' verdicts on kernels (an audit trail; the latest counts)."""
 
@@ -537,7 +554,9 @@ class ReviewViewSet(mixins.CreateModelMixin, ReadOnly):
         from leaderboard.reviews import record_verdict
 
         data = serializer.validated_data
-        serializer.instance = record_verdict(data["kernel"], self.request.user, data["verdict"], data.get("note", "")).review
+        serializer.instance = record_verdict(
+            data["kernel"], self.request.user, data["verdict"], data.get("note", "")
+        ).review
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,8 +574,11 @@ class SubmissionView(APIView):
         description="Saves the kernel (in the run given, or the model's run of submissions) and queues its "
         "evaluation on the hardware's queue. Poll the returned url for the result.",
         request=s.SubmissionSerializer,
-        responses={202: s.SubmissionResultSerializer, 400: OpenApiResponse(description="Bad input."),
-                   413: OpenApiResponse(description="Source too large.")},
+        responses={
+            202: s.SubmissionResultSerializer,
+            400: OpenApiResponse(description="Bad input."),
+            413: OpenApiResponse(description="Source too large."),
+        },
     )
     def post(self, request):
         check_body_size(request, submission_max_bytes())
@@ -564,12 +586,22 @@ class SubmissionView(APIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         evaluation = submit_kernel(
-            problem=data["problem"], source=data["source"], hardware=data["hardware"], model=data.get("model"),
-            run=data.get("run"), setting=data["setting"], user=request.user,
+            problem=data["problem"],
+            source=data["source"],
+            hardware=data["hardware"],
+            model=data.get("model"),
+            run=data.get("run"),
+            setting=data["setting"],
+            user=request.user,
         )
         url = reverse("api:evaluation-detail", args=[evaluation.pk], request=request)
-        body = {"id": evaluation.pk, "kernel": evaluation.kernel_id, "run": evaluation.kernel.run_id,
-                "status": evaluation.state, "url": url}
+        body = {
+            "id": evaluation.pk,
+            "kernel": evaluation.kernel_id,
+            "run": evaluation.kernel.run_id,
+            "status": evaluation.state,
+            "url": url,
+        }
         return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": url})
 
 
@@ -590,22 +622,31 @@ class LeaderboardView(APIView):
             _param("origin", enum=[v for v, _ in Origin.choices]),
             _param("include_excluded", bool, "Count kernels judged reward hacks or invalid too (default false)."),
         ],
-        responses={200: inline_serializer("Leaderboard", {
-            "problem_set": serializers.CharField(),
-            "level": serializers.IntegerField(allow_null=True),
-            "p": serializers.FloatField(),
-            "hardware": serializers.CharField(allow_null=True),
-            "results": inline_serializer("LeaderboardRow", {
-                "rank": serializers.IntegerField(),
-                "run": s.RunSerializer(),
-                "fast_p": serializers.FloatField(),
-                "unscored": serializers.IntegerField(help_text="Correct kernels with no known speedup."),
-                "flagged": serializers.IntegerField(),
-                "unreviewed": serializers.IntegerField(),
-                "excluded": serializers.IntegerField(),
-                "summary": serializers.DictField(),
-            }, many=True),
-        })},
+        responses={
+            200: inline_serializer(
+                "Leaderboard",
+                {
+                    "problem_set": serializers.CharField(),
+                    "level": serializers.IntegerField(allow_null=True),
+                    "p": serializers.FloatField(),
+                    "hardware": serializers.CharField(allow_null=True),
+                    "results": inline_serializer(
+                        "LeaderboardRow",
+                        {
+                            "rank": serializers.IntegerField(),
+                            "run": s.RunSerializer(),
+                            "fast_p": serializers.FloatField(),
+                            "unscored": serializers.IntegerField(help_text="Correct kernels with no known speedup."),
+                            "flagged": serializers.IntegerField(),
+                            "unreviewed": serializers.IntegerField(),
+                            "excluded": serializers.IntegerField(),
+                            "summary": serializers.DictField(),
+                        },
+                        many=True,
+                    ),
+                },
+            )
+        },
     )
     def get(self, request):
         slug = query_text(request, "set")
@@ -627,31 +668,38 @@ class LeaderboardView(APIView):
                 raise ValidationError({"hardware": f"no hardware {hardware_slug!r}"})
         origin = query_choice(request, "origin", Origin.choices)
         rows = level_standings(
-            problem_set, level, p=p, hardware=hardware, setting=query_text(request, "setting"), origin=origin,
+            problem_set,
+            level,
+            p=p,
+            hardware=hardware,
+            setting=query_text(request, "setting"),
+            origin=origin,
             include_excluded=bool(query_bool(request, "include_excluded")),
         )
         shown_p = 1.0 if p is None else p
         run_ids = [row.run.pk for row in rows]
-        kernel_counts = dict(
-            Run.objects.filter(pk__in=run_ids).annotate(n=Count("kernels")).values_list("pk", "n")
-        )
+        kernel_counts = dict(Run.objects.filter(pk__in=run_ids).annotate(n=Count("kernels")).values_list("pk", "n"))
         results = []
         for rank, row in enumerate(rows, start=1):
             row.run.kernel_count = kernel_counts.get(row.run.pk, 0)
-            results.append({
-                "rank": rank,
-                "run": s.RunSerializer(row.run, context={"request": request}).data,
-                "fast_p": row.fast_p(shown_p),
-                "unscored": row.unscored,
-                "flagged": row.flagged,
-                "unreviewed": row.unreviewed,
-                "excluded": row.excluded,
-                "summary": row.summary,
-            })
-        return Response({
-            "problem_set": problem_set.slug,
-            "level": level,
-            "p": shown_p,
-            "hardware": hardware.slug if hardware else None,
-            "results": results,
-        })
+            results.append(
+                {
+                    "rank": rank,
+                    "run": s.RunSerializer(row.run, context={"request": request}).data,
+                    "fast_p": row.fast_p(shown_p),
+                    "unscored": row.unscored,
+                    "flagged": row.flagged,
+                    "unreviewed": row.unreviewed,
+                    "excluded": row.excluded,
+                    "summary": row.summary,
+                }
+            )
+        return Response(
+            {
+                "problem_set": problem_set.slug,
+                "level": level,
+                "p": shown_p,
+                "hardware": hardware.slug if hardware else None,
+                "results": results,
+            }
+        )

@@ -35,7 +35,10 @@ class ModelNew(nn.Module):
 def _fresh_throttle_and_static(settings):
     """The write throttle counts in the cache: start every test at zero. Static files: no manifest."""
     cache.clear()
-    settings.STORAGES = {**settings.STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
     yield
     cache.clear()
 
@@ -44,8 +47,14 @@ def _fresh_throttle_and_static(settings):
 def problem_set(db) -> ProblemSet:
     problem_set = ProblemSet.objects.create(slug="kb", name="KernelBench test")
     for level, number, name in [(1, 1, "Square_matmul"), (1, 2, "GELU"), (2, 1, "Conv_ReLU")]:
-        Problem.objects.create(problem_set=problem_set, level=level, number=number, name=name, source=PROBLEM,
-                               tags="matmul" if number == 1 else "")
+        Problem.objects.create(
+            problem_set=problem_set,
+            level=level,
+            number=number,
+            name=name,
+            source=PROBLEM,
+            tags="matmul" if number == 1 else "",
+        )
     return problem_set
 
 
@@ -73,9 +82,14 @@ def run(problem_set, hardware, model) -> Run:
         problem = problem_set.problems.get(level=1, number=number)
         kernel = Kernel.objects.create(run=run, problem=problem, source=KERNEL)
         evaluation = Evaluation.objects.create(
-            kernel=kernel, hardware=hardware, origin=Origin.MEASURED, state=Evaluation.State.DONE,
+            kernel=kernel,
+            hardware=hardware,
+            origin=Origin.MEASURED,
+            state=Evaluation.State.DONE,
             status=Evaluation.Status.CORRECT if correct else Evaluation.Status.INCORRECT,
-            compiled=True, correct=correct, speedup=speedup,
+            compiled=True,
+            correct=correct,
+            speedup=speedup,
         )
         kernel.latest_evaluation = evaluation
         kernel.save()

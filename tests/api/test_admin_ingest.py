@@ -8,7 +8,9 @@ SCORES = (
     "model,organization,variant,metric,value,unit,setting,hardware,date,source_url\n"
     "GPT-4o,OpenAI,KernelBench v0 L1,fast_1,4,%,one-shot,NVIDIA L40S,2025-02-14,https://arxiv.org/html/2502.10517v1\n"
 )
-POSTS = "date,lab,model,title,url,lists_kernelbench,kernelbench_score\n2025-06-01,Lab A,,Launch,https://a.example/x,no,\n"
+POSTS = (
+    "date,lab,model,title,url,lists_kernelbench,kernelbench_score\n2025-06-01,Lab A,,Launch,https://a.example/x,no,\n"
+)
 SCORES_URL = "/admin/leaderboard/reportedscore/upload-csv/"
 
 

@@ -34,6 +34,7 @@ def keep_test_connection():
     signals.request_started.connect(close_old_connections)
     signals.request_finished.connect(close_old_connections)
 
+
 FUZZ_EXAMPLES = int(os.environ.get("KB_FUZZ_EXAMPLES", "12"))
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -68,7 +69,9 @@ def test_no_input_makes_the_api_fail_with_a_server_error(admin_user, run, baseli
             def check(case):
                 response = case.call(headers={"Authorization": f"Token {token}"})
                 if response.status_code >= 500:
-                    failures.append(f"{response.status_code} {case.method} {case.formatted_path} {case.as_curl_command()}"[:600])
+                    failures.append(
+                        f"{response.status_code} {case.method} {case.formatted_path} {case.as_curl_command()}"[:600]
+                    )
 
             try:
                 check()

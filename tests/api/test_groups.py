@@ -10,8 +10,13 @@ def test_ingestors_add_and_change_scores_posts_runs_kernels_and_evaluations(inge
 
 def test_reviewers_add_reviews_and_view_everything(reviewer):
     assert reviewer.has_perm("leaderboard.add_review")
-    for perm in ("leaderboard.view_kernel", "leaderboard.view_evaluation", "leaderboard.view_reportedscore",
-                 "problems.view_problem", "problems.view_baseline"):
+    for perm in (
+        "leaderboard.view_kernel",
+        "leaderboard.view_evaluation",
+        "leaderboard.view_reportedscore",
+        "problems.view_problem",
+        "problems.view_baseline",
+    ):
         assert reviewer.has_perm(perm)
     assert not reviewer.has_perm("leaderboard.add_run") and not reviewer.has_perm("leaderboard.change_kernel")
 

@@ -35,7 +35,15 @@ def test_detail_shows_imported_and_measured_evaluations_side_by_side(client, run
     from leaderboard.models import Evaluation
 
     kernel = run.kernels.get(problem__number=1)
-    Evaluation.objects.create(kernel=kernel, hardware=run.hardware, origin="imported", state="done", status="correct",
-                              compiled=True, correct=True, speedup=3.0)
+    Evaluation.objects.create(
+        kernel=kernel,
+        hardware=run.hardware,
+        origin="imported",
+        state="done",
+        status="correct",
+        compiled=True,
+        correct=True,
+        speedup=3.0,
+    )
     body = client.get(f"/api/v1/kernels/{kernel.pk}/").json()
     assert sorted(e["origin"] for e in body["evaluations"]) == ["imported", "measured"]

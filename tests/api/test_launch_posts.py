@@ -6,8 +6,13 @@ from leaderboard.models import Lab, LaunchPost
 
 URL = "/api/v1/launch-posts/"
 POST = {
-    "date": "2025-06-01", "lab": "Lab A", "model": "Model A", "title": "Model A is here",
-    "url": "https://lab-a.example/model-a", "lists_kernelbench": True, "kernelbench_score": "L1 fast_1 40%",
+    "date": "2025-06-01",
+    "lab": "Lab A",
+    "model": "Model A",
+    "title": "Model A is here",
+    "url": "https://lab-a.example/model-a",
+    "lists_kernelbench": True,
+    "kernelbench_score": "L1 fast_1 40%",
 }
 CSV = "date,lab,model,title,url,lists_kernelbench,kernelbench_score\n2025-06-01,Lab A,,Launch,https://a.example/x,no,\n"
 
@@ -71,7 +76,9 @@ def test_duplicate_urls_are_refused(token_client, ingestor):
 
 
 def test_csv_with_unknown_columns_is_refused(token_client, ingestor):
-    response = token_client(ingestor).generic("POST", URL, CSV.replace("kernelbench_score", "score"), content_type="text/csv")
+    response = token_client(ingestor).generic(
+        "POST", URL, CSV.replace("kernelbench_score", "score"), content_type="text/csv"
+    )
     assert response.status_code == 400 and "unknown column" in response.json()["errors"][0]
 
 

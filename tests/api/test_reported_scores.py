@@ -6,9 +6,16 @@ from leaderboard.models import LanguageModel, ReportedScore
 
 URL = "/api/v1/reported-scores/"
 ROW = {
-    "model": "GPT-4o", "organization": "OpenAI", "variant": "KernelBench v0 L1 fast_1 vs PyTorch Eager",
-    "metric": "fast_1", "value": 4, "unit": "%", "setting": "one-shot", "hardware": "NVIDIA L40S",
-    "date": "2025-02-14", "source_url": "https://arxiv.org/html/2502.10517v1",
+    "model": "GPT-4o",
+    "organization": "OpenAI",
+    "variant": "KernelBench v0 L1 fast_1 vs PyTorch Eager",
+    "metric": "fast_1",
+    "value": 4,
+    "unit": "%",
+    "setting": "one-shot",
+    "hardware": "NVIDIA L40S",
+    "date": "2025-02-14",
+    "source_url": "https://arxiv.org/html/2502.10517v1",
 }
 HEADER = ",".join(ROW) + "\n"
 CSV_ROW = ",".join(str(value) for value in ROW.values()) + "\n"
@@ -98,7 +105,10 @@ def test_duplicate_rows_in_one_request_are_refused(token_client, ingestor):
 def test_empty_lists_and_non_objects_are_refused(token_client, ingestor):
     client = token_client(ingestor)
     assert client.post(URL, [], format="json").status_code == 400
-    assert client.post(URL, [1, "a"], format="json").json()["errors"] == ["row 1: is not an object", "row 2: is not an object"]
+    assert client.post(URL, [1, "a"], format="json").json()["errors"] == [
+        "row 1: is not an object",
+        "row 2: is not an object",
+    ]
 
 
 def test_bad_json_is_400(token_client, ingestor):
@@ -109,7 +119,9 @@ def test_bad_json_is_400(token_client, ingestor):
 def test_csv_errors_name_the_line(token_client, ingestor):
     body = HEADER + CSV_ROW + CSV_ROW.replace(",4,", ",abc,").replace("fast_1 vs", "fast_2 vs")
     response = token_client(ingestor).generic("POST", URL, body, content_type="text/csv")
-    assert response.status_code == 400 and response.json()["errors"] == ["CSV body: line 3: value 'abc' is not a number"]
+    assert response.status_code == 400 and response.json()["errors"] == [
+        "CSV body: line 3: value 'abc' is not a number"
+    ]
 
 
 def test_a_csv_without_the_required_columns_is_refused(token_client, ingestor):

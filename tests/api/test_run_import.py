@@ -10,9 +10,25 @@ from .conftest import KERNEL
 
 URL = "/api/v1/runs/import/"
 RESULTS = {
-    "1": [{"sample_id": 0, "compiled": True, "correctness": True, "metadata": {"hardware": "cpu"}, "runtime": 1.0,
-           "runtime_stats": {"mean": 1.0, "std": 0.1, "min": 0.9, "max": 1.2, "num_trials": 100}}],
-    "2": [{"sample_id": 0, "compiled": False, "correctness": False, "metadata": {"compilation_error": "x"}, "runtime": -1.0}],
+    "1": [
+        {
+            "sample_id": 0,
+            "compiled": True,
+            "correctness": True,
+            "metadata": {"hardware": "cpu"},
+            "runtime": 1.0,
+            "runtime_stats": {"mean": 1.0, "std": 0.1, "min": 0.9, "max": 1.2, "num_trials": 100},
+        }
+    ],
+    "2": [
+        {
+            "sample_id": 0,
+            "compiled": False,
+            "correctness": False,
+            "metadata": {"compilation_error": "x"},
+            "runtime": -1.0,
+        }
+    ],
 }
 FILES = {"level_1_problem_1_sample_0_kernel.py": KERNEL, "level_1_problem_2_sample_0_kernel.py": KERNEL}
 FIELDS = {"model": "Model B", "hardware": "cpu", "problem_set": "kb", "setting": "one-shot", "name": "run-1"}
@@ -106,15 +122,20 @@ def test_kernels_spanning_levels_need_keyed_results(token_client, ingestor, prob
     assert upload(token_client(ingestor), run_zip(files=files, results=keyed), name="run-2").status_code == 201
 
 
-def test_verify_queues_every_kernel_on_the_runs_hardware(token_client, ingestor, problem_set, hardware,
-                                                       django_capture_on_commit_callbacks):
+def test_verify_queues_every_kernel_on_the_runs_hardware(
+    token_client, ingestor, problem_set, hardware, django_capture_on_commit_callbacks
+):
     client = token_client(ingestor)
     run_id = upload(client, run_zip()).json()["run"]["id"]
     with django_capture_on_commit_callbacks() as callbacks:
         response = client.post(f"/api/v1/runs/{run_id}/verify/")
     assert response.status_code == 202 and response.json()["queued"] == 2 and len(callbacks) == 2
     queued = Evaluation.objects.filter(state="queued")
-    assert queued.count() == 2 and {e.origin for e in queued} == {"measured"} and {e.hardware for e in queued} == {hardware}
+    assert (
+        queued.count() == 2
+        and {e.origin for e in queued} == {"measured"}
+        and {e.hardware for e in queued} == {hardware}
+    )
     again = client.post(f"/api/v1/runs/{run_id}/verify/").json()
     assert again["queued"] == 0 and again["skipped"] == 2
 
@@ -149,13 +170,25 @@ def errors_of(response) -> str:
         ({"level_1_problem_1_sample_0_kernel.py": KERNEL + "\x00"}, "NUL"),
         ({"level_1_problem_99_sample_0_kernel.py": KERNEL}, "problem 99 of level 1 is not in kb"),
         ({"level_7_problem_1_sample_0_kernel.py": KERNEL}, "not in kb"),
-        ({"a/level_1_problem_1_sample_0_kernel.py": KERNEL, "b/level_1_problem_1_sample_0_kernel.py": KERNEL}, "a second file"),
+        (
+            {"a/level_1_problem_1_sample_0_kernel.py": KERNEL, "b/level_1_problem_1_sample_0_kernel.py": KERNEL},
+            "a second file",
+        ),
         ({"README.md": "hi"}, "no kernel files"),
         ({"level_1_problem_1_sample_0_kernel.py": KERNEL, "eval_results.json": "{bad"}, "not valid JSON"),
         ({"level_1_problem_1_sample_0_kernel.py": KERNEL, "eval_results.json": '{"1": [], "1": []}'}, "duplicate key"),
-        ({"level_1_problem_1_sample_0_kernel.py": KERNEL, "eval_results.json": '{"1": [{"runtime": NaN}]}'}, "NaN is not allowed"),
-        ({"level_1_problem_1_sample_0_kernel.py": KERNEL, "eval_results.json": '{"1": [{"compiled": "yes"}]}'}, "true or false"),
-        ({"level_1_problem_1_sample_0_kernel.py": KERNEL, "eval_results.json": '{"1": [{}, {}]}'}, "second result for sample 0"),
+        (
+            {"level_1_problem_1_sample_0_kernel.py": KERNEL, "eval_results.json": '{"1": [{"runtime": NaN}]}'},
+            "NaN is not allowed",
+        ),
+        (
+            {"level_1_problem_1_sample_0_kernel.py": KERNEL, "eval_results.json": '{"1": [{"compiled": "yes"}]}'},
+            "true or false",
+        ),
+        (
+            {"level_1_problem_1_sample_0_kernel.py": KERNEL, "eval_results.json": '{"1": [{}, {}]}'},
+            "second result for sample 0",
+        ),
         ({"level_1_problem_1_sample_0_kernel.py": KERNEL, "eval_results.json": '{"one": []}'}, "not a problem id"),
         ({"level_1_problem_1_sample_0_kernel.py": KERNEL, "eval_results.json": "[1]"}, "must be an object"),
     ],
@@ -186,7 +219,7 @@ def test_symlinks_in_the_zip_are_refused(token_client, ingestor, problem_set, ha
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         info = zipfile.ZipInfo("level_1_problem_1_sample_0_kernel.py")
-        info.external_attr = (0o120777 << 16)
+        info.external_attr = 0o120777 << 16
         archive.writestr(info, "/etc/passwd")
     buffer.seek(0)
     buffer.name = "x.zip"

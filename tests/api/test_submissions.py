@@ -12,8 +12,9 @@ def problem(problem_set):
     return problem_set.problems.get(level=1, number=1)
 
 
-def test_an_ingestor_submits_a_kernel_and_gets_a_url_to_poll(token_client, ingestor, problem, hardware, model,
-                                                              django_capture_on_commit_callbacks):
+def test_an_ingestor_submits_a_kernel_and_gets_a_url_to_poll(
+    token_client, ingestor, problem, hardware, model, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks() as callbacks:
         response = token_client(ingestor).post(
             URL, {"problem": problem.pk, "source": KERNEL, "hardware": "cpu", "model": "model-a"}, format="json"
@@ -55,7 +56,9 @@ def test_submitting_into_a_measured_run_uses_its_hardware(token_client, ingestor
         ({"model": None, "hardware": "cpu"}, "non_field_errors", "exactly one of model or run"),
     ],
 )
-def test_bad_submissions_are_400_and_write_nothing(token_client, ingestor, problem, hardware, model, change, field, message):
+def test_bad_submissions_are_400_and_write_nothing(
+    token_client, ingestor, problem, hardware, model, change, field, message
+):
     data = {"problem": problem.pk, "source": KERNEL, "hardware": "cpu", "model": "model-a", **change}
     data = {key: value for key, value in data.items() if value is not None}
     response = token_client(ingestor).post(URL, data, format="json")

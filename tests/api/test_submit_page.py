@@ -33,7 +33,9 @@ def test_bad_input_shows_the_form_again_with_the_reason(client, ingestor, url, h
     client.force_login(ingestor)
     response = client.post(url, {"source": "print(1)", "hardware": "cpu", "model": "model-a"})
     assert response.status_code == 400 and "class ModelNew" in response.content.decode()
-    response = client.post(url, {"source_file": SimpleUploadedFile("k.py", b"\xff\xfe"), "model": "model-a", "hardware": "cpu"})
+    response = client.post(
+        url, {"source_file": SimpleUploadedFile("k.py", b"\xff\xfe"), "model": "model-a", "hardware": "cpu"}
+    )
     assert response.status_code == 400 and "not UTF-8" in response.content.decode()
     assert Kernel.objects.count() == 0
 

@@ -1,6 +1,11 @@
 ROW = {
-    "model": "M", "variant": "v", "metric": "fast_1", "value": 4, "unit": "%",
-    "date": "2025-02-14", "source_url": "https://example.org/a",
+    "model": "M",
+    "variant": "v",
+    "metric": "fast_1",
+    "value": 4,
+    "unit": "%",
+    "date": "2025-02-14",
+    "source_url": "https://example.org/a",
 }
 
 

@@ -18,7 +18,7 @@ from problems.models import Hardware, ProblemSet
 class Command(BaseCommand):
     help = (
         "Import a KernelBench run: a run folder (level_<L>_problem_<P>_sample_<S>_kernel.py files and an optional "
-        "eval_results.json), a zip of one, or a JSON file {\"kernels\": {...}, \"eval_results\": {...}}. Results are "
+        'eval_results.json), a zip of one, or a JSON file {"kernels": {...}, "eval_results": {...}}. Results are '
         "stored as 'imported, unverified'; --verify also queues every kernel for evaluation here. Idempotent."
     )
 
@@ -30,7 +30,9 @@ class Command(BaseCommand):
         parser.add_argument("--set", dest="problem_set", help="Problem set slug (needed when there are several).")
         parser.add_argument("--setting", default="one-shot")
         parser.add_argument("--name", help="Run label (default: the folder or file name).")
-        parser.add_argument("--level", type=int, choices=[1, 2, 3, 4], help="Level of bare problem ids in eval_results.")
+        parser.add_argument(
+            "--level", type=int, choices=[1, 2, 3, 4], help="Level of bare problem ids in eval_results."
+        )
         parser.add_argument("--verify", action="store_true", help="Queue every kernel for evaluation here too.")
 
     def handle(self, path: Path, **options):
@@ -55,8 +57,12 @@ class Command(BaseCommand):
                 raise CommandError(f"{path}: not a folder, .zip or .json")
             self.stdout.write(f"Importing {len(bundle.kernels)} kernels from {path}")
             spec = RunSpec(
-                model=options["model"], organization=options["organization"], hardware=hardware,
-                problem_set=problem_set, setting=options["setting"], name=options["name"] or path.stem,
+                model=options["model"],
+                organization=options["organization"],
+                hardware=hardware,
+                problem_set=problem_set,
+                setting=options["setting"],
+                name=options["name"] or path.stem,
                 level=options["level"],
             )
             result = store_run(spec, bundle, write=self.stdout.write)
