@@ -105,8 +105,10 @@ STATICFILES_FINDERS = [
 ]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "config.storage.ForgivingManifestStorage"},
 }
+# Serve straight from the finders what collectstatic has not gathered yet (see config/storage.py).
+WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = VAR_DIR / "uploads"
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
