@@ -122,6 +122,15 @@ RQ_SHOW_ADMIN_LINK = True
 
 # Cap on one kernel's source, in bytes (uploads, API and forms all use it).
 KERNEL_SOURCE_MAX_BYTES = env_int("KERNEL_SOURCE_MAX_BYTES", 1_000_000)
+# Caps on uploads (API tables, whole-run zips); see leaderboard/run_import.py for what each bounds.
+API_TABLE_MAX_BYTES = env_int("API_TABLE_MAX_BYTES", 5_000_000)
+RUN_UPLOAD_MAX_BYTES = env_int("RUN_UPLOAD_MAX_BYTES", 50_000_000)
+RUN_RESULTS_MAX_BYTES = env_int("RUN_RESULTS_MAX_BYTES", 20_000_000)
+RUN_UNCOMPRESSED_MAX_BYTES = env_int("RUN_UNCOMPRESSED_MAX_BYTES", 200_000_000)
+RUN_MAX_ENTRIES = env_int("RUN_MAX_ENTRIES", 20_000)
+RUN_MAX_COMPRESSION_RATIO = env_int("RUN_MAX_COMPRESSION_RATIO", 200)
+# Imported, unverified kernels faster than this go to the review queue.
+REVIEW_SPEEDUP_THRESHOLD = float(env_str("REVIEW_SPEEDUP_THRESHOLD", "3.0"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 50_000_000)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
 
@@ -150,7 +159,7 @@ SPECTACULAR_SETTINGS = {
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
-LOGIN_URL = "admin:login"
+LOGIN_URL = "review-sign-in"
 
 LOGGING = {
     "version": 1,
