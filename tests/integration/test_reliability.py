@@ -159,3 +159,17 @@ def test_two_hundred_submissions_at_once_drain_with_nothing_lost(env, workers, m
     assert Counter(event for event, _ in fake_calls(env)) == {"start": 200, "end": 200}
     assert jobs.eval_queue("eval-cpu").count == 0
     assert sweep_evaluations().reenqueued == 0
+
+
+def test_sigterm_lets_the_running_evaluation_finish_then_stops(env, workers, make_kernels, cpu):
+    (kernel,) = make_kernels([fake_source("t", "sleep=4")])
+    (evaluation,) = submit([kernel], cpu)
+    worker = workers.start(fake=True)
+    horse_pid(env, "t")  # the evaluation is under way
+
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=60) == 0, workers.output(worker)
+
+    evaluation.refresh_from_db()
+    assert (evaluation.state, evaluation.status, evaluation.attempts) == ("done", "correct", 1)
+    assert "warm shut down requested" in workers.output(worker)
