@@ -14,7 +14,7 @@ import re
 from django.conf import settings
 from django.db import transaction
 
-from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, Run
+from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, Origin, Run
 from leaderboard.reported_scores import read_csv, store_rows
 from problems.catalogue import CATALOGUE_DIR
 from problems.importing import upsert
@@ -104,7 +104,7 @@ def seed_demo_runs(problem_set: ProblemSet, hardware: Hardware) -> list[Language
         models.append(model)
         run, _ = Run.objects.get_or_create(
             model=model, problem_set=problem_set, hardware=hardware, setting="one-shot",
-            defaults={"is_demo": True, "name": f"{name} demo run", "notes": DEMO_NOTE},
+            defaults={"is_demo": True, "origin": Origin.DEMO, "name": f"{name} demo run", "notes": DEMO_NOTE},
         )
         rng = random.Random(f"{name}-{problem_set.slug}")
         for problem in problems:
@@ -115,7 +115,7 @@ def seed_demo_runs(problem_set: ProblemSet, hardware: Hardware) -> list[Language
             )
             if created or kernel.latest_evaluation_id is None:
                 evaluation = Evaluation.objects.create(
-                    kernel=kernel, hardware=hardware, state=Evaluation.State.DONE, trials_total=5,
+                    kernel=kernel, hardware=hardware, origin=Origin.DEMO, state=Evaluation.State.DONE, trials_total=5,
                     trials_passed=5 if values["correct"] else 0, environment={"demo": True, "note": DEMO_NOTE},
                     **values,
                 )

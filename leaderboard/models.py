@@ -70,6 +70,7 @@ class LanguageModel(models.Model):
 class Origin(models.TextChoices):
     MEASURED = "measured", "measured here"
     IMPORTED = "imported", "imported, unverified"
+    DEMO = "demo", "demo data (synthetic)"  # made by seed_demo; never a measurement
 
 
 class RunQuerySet(models.QuerySet):

@@ -134,10 +134,12 @@ def launch_posts() -> list[LaunchPost]:
 
 
 def measured_standings(problem_set: ProblemSet | None, level: int | None = None) -> list[StandingRow]:
-    """Runs measured here (not imported), best fast_1 first."""
+    """Runs measured here (not imported), best fast_1 first; on a site that has measured none
+    yet, the synthetic demo runs, which carry their demo label wherever they are shown."""
     if problem_set is None:
         return []
-    return level_standings(problem_set, level, origin=Origin.MEASURED)
+    rows = level_standings(problem_set, level, origin=Origin.MEASURED)
+    return rows or level_standings(problem_set, level, origin=Origin.DEMO)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,8 +26,8 @@ def test_it_loads_catalogue_scores_and_demo_runs():
 
 def test_synthetic_rows_are_marked_as_demo():
     seed()
-    assert all(run.is_demo for run in Run.objects.all())
-    assert all(e.environment.get("demo") for e in Evaluation.objects.all())
+    assert all(run.is_demo and run.origin == "demo" for run in Run.objects.all())
+    assert all(e.environment.get("demo") and e.origin == "demo" for e in Evaluation.objects.all())
     demo_models = LanguageModel.objects.filter(runs__isnull=False).distinct()
     assert demo_models.exists() and all(m.is_demo for m in demo_models)
     # Real published scores are never attached to synthetic models.
