@@ -7,17 +7,15 @@ case-insensitively, or created, as for reported scores.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 import re
 from dataclasses import dataclass
 
-from django.db import transaction
 from django.utils import timezone
 
 from leaderboard.models import LaunchPost
-from leaderboard.reported_scores import RowErrors, match_lab, match_model
+from leaderboard.reported_scores import match_lab, match_model
+from leaderboard.tables import RowErrors, read_csv_rows, validate_rows
 from problems.importing import ImportReport, upsert
 
 COLUMNS = ("date", "lab", "model", "title", "url", "lists_kernelbench", "kernelbench_score")
@@ -109,48 +107,13 @@ def parse_row(raw: dict, line: int) -> PostRow:
 
 def parse_rows(raws: list[tuple[int, dict]], label: str = "line") -> list[PostRow]:
     """Validate every row; raise RowErrors listing each bad row and each duplicate URL."""
-    rows: list[PostRow] = []
-    errors: list[str] = []
-    seen: dict[str, int] = {}
-    for line, raw in raws:
-        try:
-            row = parse_row(raw, line)
-        except ValueError as exc:
-            errors.append(f"{label} {line}: {exc}")
-            continue
-        if row.url in seen:
-            errors.append(f"{label} {line}: duplicate of {label} {seen[row.url]} (same url)")
-            continue
-        seen[row.url] = line
-        rows.append(row)
-    if errors:
-        raise RowErrors(errors)
-    return rows
+    return validate_rows(raws, parse_row, key=lambda row: row.url, label=label, duplicate_hint=" (same url)")
 
 
 def read_csv(text: str, name: str = "input") -> list[PostRow]:
-    reader = csv.DictReader(io.StringIO(text))
-    header = reader.fieldnames or []
-    missing = [column for column in REQUIRED if column not in header]
-    if missing:
-        raise RowErrors([f"{name}: line 1: header lacks column(s) {', '.join(missing)}"])
-    extra = [column for column in header if column not in COLUMNS]
-    if extra:
-        raise RowErrors([f"{name}: line 1: unknown column(s) {', '.join(map(str, extra))}"])
-    try:
-        raws = [(reader.line_num, raw) for raw in reader]
-    except csv.Error as exc:
-        raise RowErrors([f"{name}: line {reader.line_num}: {exc}"]) from None
-    for line, raw in raws:
-        if None in raw:  # more cells than header columns
-            raise RowErrors([f"{name}: line {line}: more cells than the header has columns"])
-    try:
-        return parse_rows(raws)
-    except RowErrors as exc:
-        raise RowErrors([f"{name}: {error}" for error in exc.errors]) from None
+    return read_csv_rows(text, name, REQUIRED, parse_row, key=lambda row: row.url, columns=COLUMNS, duplicate_hint=" (same url)")
 
 
-@transaction.atomic
 def store_rows(rows: list[PostRow]) -> ImportReport:
     """Upsert every post by URL in one transaction."""
     report = ImportReport()

@@ -5,9 +5,7 @@ One parser for every way in: the import command, and the admin and API uploads.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 import math
 import re
 from dataclasses import dataclass
@@ -16,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from leaderboard.models import Lab, LanguageModel, ReportedScore
+from leaderboard.tables import RowErrors, read_csv_rows, validate_rows
 from problems.importing import ImportReport, upsert
 
 COLUMNS = ("model", "organization", "variant", "metric", "value", "unit", "setting", "hardware", "date", "source_url")
@@ -57,14 +56,6 @@ class ScoreRow:
     def caveat(self) -> str:
         found = [text for column, pattern, text in CAVEATS if re.search(pattern, getattr(self, column), re.IGNORECASE)]
         return " ".join(found)
-
-
-class RowErrors(Exception):
-    """Every problem found in the input; nothing was written."""
-
-    def __init__(self, errors: list[str]):
-        super().__init__("; ".join(errors))
-        self.errors = errors
 
 
 def parse_date(text: str) -> tuple[dt.date, str]:
@@ -129,38 +120,12 @@ def parse_row(raw: dict, line: int) -> ScoreRow:
 
 
 def parse_rows(raws: list[tuple[int, dict]]) -> list[ScoreRow]:
-    """Validate every row; raise RowErrors listing each bad row (by line or index) and duplicates."""
-    rows, errors, seen = [], [], {}
-    for line, raw in raws:
-        try:
-            row = parse_row(raw, line)
-        except ValueError as exc:
-            errors.append(f"line {line}: {exc}")
-            continue
-        if row.key in seen:
-            errors.append(f"line {line}: duplicate of line {seen[row.key]}")
-            continue
-        seen[row.key] = line
-        rows.append(row)
-    if errors:
-        raise RowErrors(errors)
-    return rows
+    """Validate every row; raise RowErrors listing each bad row (by line) and duplicates."""
+    return validate_rows(raws, parse_row, key=lambda row: row.key)
 
 
 def read_csv(text: str, name: str = "input") -> list[ScoreRow]:
-    reader = csv.DictReader(io.StringIO(text))
-    header = reader.fieldnames or []
-    missing = [column for column in REQUIRED if column not in header]
-    if missing:
-        raise RowErrors([f"{name}: line 1: header lacks column(s) {', '.join(missing)}"])
-    try:
-        raws = [(reader.line_num, raw) for raw in reader]
-    except csv.Error as exc:
-        raise RowErrors([f"{name}: line {reader.line_num}: {exc}"]) from None
-    try:
-        return parse_rows(raws)
-    except RowErrors as exc:
-        raise RowErrors([f"{name}: {error}" for error in exc.errors]) from None
+    return read_csv_rows(text, name, REQUIRED, parse_row, key=lambda row: row.key)
 
 
 def parse_json_rows(items) -> list[ScoreRow]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
+from django.core.management.base import CommandError
 from django.db import models
 
 T = TypeVar("T")
@@ -57,3 +59,15 @@ def with_progress(items: Iterable[T], total: int, write: Callable[[str], None], 
         yield item
         if total >= 20 and (index % step == 0 or index == total):
             write(f"  {label}: {index}/{total}")
+
+
+def read_text_file(path: Path) -> str:
+    """A UTF-8 input file for an import command; CommandError naming the file if it can't be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CommandError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CommandError(f"{path}: is a folder, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"{path}: byte {exc.start} is not UTF-8") from None

@@ -3,6 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from leaderboard.launch_posts import RowErrors, read_csv, store_rows
+from problems.importing import read_text_file
 
 
 class Command(BaseCommand):
@@ -15,14 +16,9 @@ class Command(BaseCommand):
         parser.add_argument("file", type=Path)
 
     def handle(self, file: Path, **options):
+        text = read_text_file(file)
         try:
-            text = file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise CommandError(f"{file}: no such file") from None
-        except UnicodeDecodeError as exc:
-            raise CommandError(f"{file}: byte {exc.start} is not UTF-8") from None
-        try:
-            rows = read_csv(text.removeprefix("\ufeff"), name=str(file))
+            rows = read_csv(text, name=str(file))
         except RowErrors as exc:
             raise CommandError("nothing imported:\n  " + "\n  ".join(exc.errors)) from None
         self.stdout.write(f"Importing {len(rows)} launch posts from {file}")
