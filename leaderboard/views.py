@@ -9,11 +9,13 @@ from django.core.paginator import Page, Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from leaderboard import charts, level_table, queries
+from leaderboard import charts, level_table, lifecycle, queries
 from leaderboard.diffs import compute_diff, highlight_python
 from leaderboard.models import Evaluation, LanguageModel, Origin
 from leaderboard.standings import fast_p_curves, level_standings
 from problems.models import LEVELS, Problem, ProblemSet
+
+PENDING_STATES = (Evaluation.State.QUEUED, Evaluation.State.RUNNING)
 
 PER_PAGE = 50
 DEFAULT_PICKED_P = 1.2
@@ -229,6 +231,10 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
     view = "unified" if request.GET.get("view") == "unified" else "split"
     evaluation: Evaluation | None = kernel.latest_evaluation
     history = _page(request, queries.kernel_evaluations(kernel), per_page=20)
+    progress = lifecycle.progress_many(history.object_list)
+    for item in history.object_list:
+        item.progress = progress[item.pk]
+    pending = [item.progress for item in history.object_list if item.state in PENDING_STATES]
     if evaluation is None and history.object_list:
         evaluation = kernel.evaluations.select_related("hardware").first()
     context = {
@@ -250,6 +256,7 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
             evaluation and isinstance(evaluation.environment, dict) and evaluation.environment.get("demo")
         ),
         "history": history,
+        "pending": pending,
         "charts": {"timing": charts.timing_distributions(evaluation)},
     }
     return render(request, "leaderboard/kernel_detail.html", context)

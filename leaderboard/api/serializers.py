@@ -5,6 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from leaderboard import lifecycle
 from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, ReportedScore, Review, Run
 from problems.models import Hardware, Problem, ProblemSet
 
@@ -200,9 +201,30 @@ class EvaluationSerializer(serializers.ModelSerializer):
         ]
 
 
+class ProgressSerializer(serializers.Serializer):
+    """Where the evaluation stands (leaderboard.lifecycle.Progress)."""
+
+    state = serializers.CharField()
+    label = serializers.CharField()
+    position = serializers.IntegerField(allow_null=True)
+    queue = serializers.CharField()
+    attempts = serializers.IntegerField()
+    worker = serializers.CharField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    failure_reason = serializers.CharField()
+
+
 class EvaluationDetailSerializer(EvaluationSerializer):
+    # Detail only: a queued evaluation's place in line costs a query, which a list must not pay per row.
+    progress = serializers.SerializerMethodField()
+
     class Meta(EvaluationSerializer.Meta):
-        fields = [*EvaluationSerializer.Meta.fields, "log", "stage_seconds", "environment", "worker_name"]
+        fields = [*EvaluationSerializer.Meta.fields, "progress", "log", "stage_seconds", "environment", "worker_name"]
+
+    @extend_schema_field(ProgressSerializer)
+    def get_progress(self, evaluation: Evaluation) -> dict:
+        return lifecycle.progress(evaluation).as_dict()
 
 
 class ReportedScoreSerializer(serializers.ModelSerializer):

@@ -28,3 +28,19 @@ def test_evaluations_list_in_a_fixed_number_of_queries(client, run, django_asser
 def test_evaluations_are_read_only(token_client, admin_user, run):
     evaluation = Evaluation.objects.first()
     assert token_client(admin_user).patch(f"/api/v1/evaluations/{evaluation.pk}/", {}, format="json").status_code == 405
+
+
+def test_detail_says_where_a_queued_evaluation_stands(client, run):
+    kernel = run.kernels.first()
+    first = Evaluation.objects.create(kernel=kernel, hardware=run.hardware, state="queued")
+    second = Evaluation.objects.create(kernel=kernel, hardware=run.hardware, state="queued")
+    progress = client.get(f"/api/v1/evaluations/{second.pk}/").json()["progress"]
+    assert progress["position"] == 2 and progress["label"].startswith("queued, 2nd in line")
+    assert client.get(f"/api/v1/evaluations/{first.pk}/").json()["progress"]["position"] == 1
+
+
+def test_detail_says_why_an_evaluation_failed(client, run):
+    evaluation = Evaluation.objects.first()
+    Evaluation.objects.filter(pk=evaluation.pk).update(state="failed", status="", failure_reason="redis lost")
+    progress = client.get(f"/api/v1/evaluations/{evaluation.pk}/").json()["progress"]
+    assert progress["state"] == "failed" and progress["failure_reason"] == "redis lost"

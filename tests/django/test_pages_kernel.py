@@ -69,3 +69,25 @@ def test_it_costs_the_same_queries_with_more_rows(client, kernels):
         make_run(kernels[0].problem.problem_set, [speedup])
         evaluate(kernels[0], speedup)
     assert count_queries(client, kernels[0].get_absolute_url()) == before
+
+
+def test_it_shows_where_a_pending_evaluation_stands(client, kernels):
+    from leaderboard.models import Evaluation
+
+    kernel, other = kernels[0], kernels[1]
+    hardware = kernel.run.hardware
+    Evaluation.objects.create(kernel=other, hardware=hardware, state="queued")
+    Evaluation.objects.create(kernel=kernel, hardware=hardware, state="queued", attempts=1)
+    html = client.get(kernel.get_absolute_url()).content.decode()
+    assert f"queued, 2nd in line on eval-{hardware.slug}, retry 2" in html
+
+
+def test_it_shows_the_reason_of_a_failed_evaluation(client, kernels):
+    from leaderboard.models import Evaluation
+
+    kernel = kernels[0]
+    Evaluation.objects.create(
+        kernel=kernel, hardware=kernel.run.hardware, state="failed", failure_reason="worker lost 3 times <b>"
+    )
+    html = client.get(kernel.get_absolute_url()).content.decode()
+    assert "failed: worker lost 3 times &lt;b&gt;" in html
