@@ -60,7 +60,7 @@ def check_problem(problem_source: str, config: EvaluationConfig | None = None) -
             s_a, s_b = derive_seed(seed, "correct", 0), derive_seed(seed, "correct", 1)
             for trial, s in enumerate((s_a, s_a, s_b)):
                 t0 = time.monotonic()
-                r = proc.request({"op": "correct", "seed": s, "trial": trial}, deadline)
+                r = proc.request({"op": "correct", "seed": s, "trial": trial, "save": True}, deadline)
                 if not r.get("ok"):
                     raise RuntimeError(f"run failed: {r.get('error')}")
                 report["timings_s"][f"run_{trial}"] = round(time.monotonic() - t0, 3)

@@ -68,3 +68,12 @@ def test_memory_limit():
     res = run(ADD_ONE, kernel(body), memory_limit_mb=1024, timing_trials=0)
     assert res.status == "crashed", (res.error, res.log[-1000:])
     assert "memory" in res.error
+
+
+def test_hang_while_timing_is_a_timeout_not_a_speedup():
+    module = "_CALLS = [0]\n"
+    body = ("        _CALLS[0] += 1\n        if _CALLS[0] > 3:\n            time.sleep(3600)\n"
+            "        return x + 1.0")
+    res = run(ADD_ONE, kernel(body, module), correctness_trials=2, timing_trials=3, timeout_s=20)
+    assert res.status == "timeout"
+    assert not res.correct and res.speedup is None and res.trials_passed == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -144,12 +145,22 @@ def test_seeds_and_slugs():
     assert hardware_slug("AMD EPYC", "cpu") == "cpu"
 
 
-def test_masks(tmp_path):
-    secret = tmp_path / "home"
-    (secret / "venv").mkdir(parents=True)
-    secret.chmod(0o700)
-    masks = compute_masks([str(secret / "venv")], ())
-    assert [str(secret), [str(secret / "venv")]] in masks
+def test_masks():
+    import shutil
+    import tempfile
+
+    base = tempfile.mkdtemp(dir="/tmp")
+    try:
+        os.chmod(base, 0o755)
+        secret = os.path.join(base, "home")
+        os.makedirs(os.path.join(secret, "venv"))
+        os.chmod(secret, 0o700)
+        masks = compute_masks([os.path.join(secret, "venv")], ())
+        assert [secret, [os.path.join(secret, "venv")]] in masks
+        masks = compute_masks([], (base,))
+        assert [base, []] in masks
+    finally:
+        shutil.rmtree(base)
 
 
 def test_package_imports_no_django_and_no_torch():
