@@ -222,6 +222,8 @@ def _load(evaluation_id: int) -> tuple[str, str, Any]:
         timeout_s=float(evaluation_timeout_s()),
         atol=problem.problem_set.atol,
         rtol=problem.problem_set.rtol,
+        # The site's private files (database, secret key, uploads) are not even visible to kernels.
+        hide_paths=(str(settings.VAR_DIR),),
     )
     for name, key in (
         ("EVAL_CORRECTNESS_TRIALS", "correctness_trials"),
