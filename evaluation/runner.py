@@ -59,6 +59,31 @@ def _prepare_build_dir(cfg: EvaluationConfig, kernel_source: str) -> tuple[str |
         return None, False
 
 
+def _lock_build_dir(build_dir: str | None, deadline: float) -> int | None:
+    """Serialise evaluations of the same source on this host (they share a build directory, which
+    belongs to one evaluation's uid at a time). The lock lives in a root-owned directory beside the
+    per-source directories, out of the kernel's reach. Gives up (no lock) at the deadline."""
+    import fcntl
+
+    if not build_dir:
+        return None
+    locks = os.path.join(os.path.dirname(build_dir), ".locks")
+    try:
+        os.makedirs(locks, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(locks, os.path.basename(build_dir) + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+    except OSError:
+        return None
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.2)
+
+
 def _chown_tree(path: str, uid: int, gid: int) -> None:
     for dirpath, dirnames, filenames in os.walk(path):
         for name in [dirpath] + [os.path.join(dirpath, f) for f in dirnames + filenames]:
@@ -98,8 +123,9 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
         if code == "harness_memory_access" and "gc_check" in cfg.disable_defences:
             continue
         res.add_flag(code, msg)
-    build_dir, cached = _prepare_build_dir(cfg, kernel_source)
-    res.build_cached = cached
+    build_dir, _ = _prepare_build_dir(cfg, kernel_source)
+    lock_fd = _lock_build_dir(build_dir, deadline)
+    res.build_cached = build_dir is not None and os.path.exists(os.path.join(build_dir, ".kb_built"))
     log_parts: list[str] = []
     sandbox = Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
                       hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build_dir,
@@ -137,6 +163,8 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
         sandbox.close()
         if build_dir and sandbox.switch_uid:
             _chown_tree(build_dir, 0, 0)
+        if lock_fd is not None:
+            os.close(lock_fd)  # releases the flock
     if res.environment.get("isolation_mode") != "root":
         res.add_note("isolation_degraded", f"Sandbox mode '{res.environment.get('isolation_mode')}': "
                                            "no uid switch" + ("" if res.environment.get("pid_namespace") else
