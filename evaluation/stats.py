@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
+
+from .metrics import bootstrap_interval
 
 
 def median(xs: Sequence[float]) -> float:
@@ -33,18 +34,13 @@ def summary(samples_ms: Sequence[float], trials: int) -> dict[str, object]:
 
 def bootstrap_speedup_ci(ref: Sequence[float], ker: Sequence[float], n_boot: int = 2000, level: float = 0.95,
                          seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap of median(ref)/median(ker), resampling paired rounds."""
+    """Percentile bootstrap of median(ref)/median(ker), resampling paired rounds (so drift that
+    moved both sides of a round cancels), with the shared metrics.bootstrap_interval."""
     if len(ref) != len(ker) or not ref:
         raise ValueError("need paired, non-empty samples")
-    n = len(ref)
-    rng = random.Random(seed)
-    stats = []
-    for _ in range(n_boot):
-        idx = [rng.randrange(n) for _ in range(n)]
-        k = median([ker[i] for i in idx])
-        r = median([ref[i] for i in idx])
-        stats.append(r / k if k > 0 else math.inf)
-    stats.sort()
-    lo = stats[int((1 - level) / 2 * n_boot)]
-    hi = stats[min(n_boot - 1, int((1 + level) / 2 * n_boot))]
-    return (lo, hi)
+
+    def speedup(rounds: Sequence[tuple[float, float]]) -> float:
+        kernel = median([k for _, k in rounds])
+        return median([r for r, _ in rounds]) / kernel if kernel > 0 else math.inf
+
+    return bootstrap_interval(list(zip(ref, ker, strict=True)), speedup, n_resamples=n_boot, confidence=level, seed=seed)
