@@ -612,19 +612,6 @@ def _cpu_name() -> str:
     return cpu_name()
 
 
-def _cpu_name_unused() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine()
-
-
 def main() -> None:
     spec = json.loads(sys.argv[1])
     chan = Channel(spec["cmd_fd"], spec["resp_fd"])

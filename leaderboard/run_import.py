@@ -264,6 +264,11 @@ def read_zip(fileobj: IO[bytes], limits: Limits | None = None) -> Bundle:
             results_text = text
         else:
             files[base] = text
+    return _bundle(files, results_text, ignored, errors, limits)
+
+
+def _bundle(files: dict[str, str], results_text: str | None, ignored: list[str], errors: list[str], limits: Limits) -> Bundle:
+    """The bundle read from an archive or a folder, once every entry has been checked."""
     if errors:
         raise BundleError(errors)
     results = _load_results(RESULTS_NAME, results_text) if results_text is not None else None
@@ -307,12 +312,7 @@ def read_folder(path: Path, limits: Limits | None = None) -> Bundle:
                 results_text = text
             else:
                 files[base] = text
-    if errors:
-        raise BundleError(errors)
-    results = _load_results(RESULTS_NAME, results_text) if results_text is not None else None
-    bundle = from_files(files, results, limits)
-    bundle.ignored = ignored
-    return bundle
+    return _bundle(files, results_text, ignored, errors, limits)
 
 
 def read_json_upload(data: bytes) -> tuple[dict, Bundle]:

@@ -27,42 +27,34 @@ def http_url(value: object) -> str:
     return ""
 
 
+def _finite(value: object) -> float | None:
+    """The value as a finite float, or None when it is missing, not a number, NaN or infinite."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 @register.filter
 def pct(value: object, digits: int = 1) -> str:
     """A fraction (0.125) as a percentage ('12.5%'); '–' when missing."""
-    if value is None or value == "":
-        return "–"
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "–"
-    if not math.isfinite(number):
-        return "–"
-    return f"{number * 100:.{int(digits)}f}%"
+    number = _finite(value)
+    return "–" if number is None else f"{number * 100:.{int(digits)}f}%"
 
 
 @register.filter
 def times(value: object, digits: int = 2) -> str:
     """A speedup (1.234) as '1.23x'; '–' when missing."""
-    if value is None or value == "":
-        return "–"
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "–"
-    if not math.isfinite(number):
-        return "–"
-    return f"{number:.{int(digits)}f}x"
+    number = _finite(value)
+    return "–" if number is None else f"{number:.{int(digits)}f}x"
 
 
 @register.filter
 def ms(value: object) -> str:
-    if value is None or value == "":
-        return "–"
-    try:
-        return f"{float(value):.4g} ms"
-    except (TypeError, ValueError):
-        return "–"
+    """A time in milliseconds ('0.1211 ms'); '–' when missing."""
+    number = _finite(value)
+    return "–" if number is None else f"{number:.4g} ms"
 
 
 @register.filter
