@@ -1,31 +1,10 @@
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
-PROBLEM_SOURCE = textwrap.dedent(
-    """
-    import torch
-    import torch.nn as nn
-
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-
-        def forward(self, a, b):
-            return torch.matmul(a, b)
-
-    N = 64
-
-    def get_inputs():
-        return [torch.randn(N, N), torch.randn(N, N)]
-
-    def get_init_inputs():
-        return []
-    """
-)
+from tests.sources import PROBLEM_SOURCE
 
 
 def write_checkout(root: Path, files: dict[str, str]) -> Path:

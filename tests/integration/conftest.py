@@ -28,6 +28,7 @@ from django.db import connection, transaction
 from leaderboard import jobs
 from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
 from problems.models import Hardware, Problem, ProblemSet
+from tests.sources import PROBLEM_SOURCE
 
 REPO = Path(__file__).resolve().parents[2]
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -38,27 +39,6 @@ _default_db = settings.DATABASES["default"]
 if _default_db["ENGINE"] == "django.db.backends.sqlite3":
     _default_db.setdefault("TEST", {})["NAME"] = os.path.join(tempfile.mkdtemp(prefix="kb-it-"), "test.sqlite3")
 
-PROBLEM_SOURCE = textwrap.dedent(
-    """
-    import torch
-    import torch.nn as nn
-
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-
-        def forward(self, a, b):
-            return torch.matmul(a, b)
-
-    N = 64
-
-    def get_inputs():
-        return [torch.randn(N, N), torch.randn(N, N)]
-
-    def get_init_inputs():
-        return []
-    """
-)
 
 CORRECT_KERNEL = textwrap.dedent(
     """

@@ -1,0 +1,34 @@
+"""The shape every tabular import command shares: read a UTF-8 file, validate every row, then
+write all rows in one transaction or none, and say what changed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from leaderboard.tables import RowErrors
+from problems.importing import ImportReport, read_text_file
+
+
+class TableImportCommand(BaseCommand):
+    noun = "rows"  # plural, for the messages
+
+    def read_rows(self, text: str, name: str) -> list:
+        raise NotImplementedError
+
+    store_rows: Callable[[list], ImportReport]
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", type=Path)
+
+    def handle(self, file: Path, **options):
+        text = read_text_file(file)
+        try:
+            rows = self.read_rows(text, str(file))
+        except RowErrors as exc:
+            raise CommandError("nothing imported:\n  " + "\n  ".join(exc.errors)) from None
+        self.stdout.write(f"Importing {len(rows)} {self.noun} from {file}")
+        report = self.store_rows(rows)
+        self.stdout.write(self.style.SUCCESS(report.summary(self.noun)))
