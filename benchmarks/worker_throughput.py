@@ -121,7 +121,7 @@ def run(args: argparse.Namespace, tmp: str) -> int:
     from django.core.management import call_command
     from django.db import transaction
 
-    from leaderboard.jobs import request_evaluation
+    from leaderboard.evaluations.queue import request_evaluation
     from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
     from problems.models import Hardware, Problem, ProblemSet
 

@@ -4,9 +4,9 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("django-rq/", include("django_rq.urls")),
-    path("api/v1/", include("leaderboard.review_api")),  # reviews' extra endpoints; the rest falls through
+    path("api/v1/", include("leaderboard.reviews.api")),  # reviews' extra endpoints; the rest falls through
     path("api/", include("leaderboard.api.urls")),
     path("", include("leaderboard.api.urls_pages")),
-    path("", include("leaderboard.review_urls")),  # the reviewer workflow (issue 7)
+    path("", include("leaderboard.reviews.urls")),  # the reviewer workflow (issue 7)
     path("", include("leaderboard.urls")),
 ]

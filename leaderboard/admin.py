@@ -1,7 +1,7 @@
 from django.contrib import admin
 
-from leaderboard import launch_posts, reported_scores
-from leaderboard.admin_ingest import CsvUploadMixin, VerifyRunsMixin
+from leaderboard.ingest import launch_posts, reported_scores
+from leaderboard.ingest.admin_actions import CsvUploadMixin, VerifyRunsMixin
 from leaderboard.models import (
     Evaluation,
     Kernel,
@@ -13,6 +13,7 @@ from leaderboard.models import (
     Review,
     Run,
 )
+from leaderboard.reviews.services import record_verdict
 
 
 @admin.register(Lab)
@@ -107,7 +108,7 @@ class LaunchPostAdmin(CsvUploadMixin, admin.ModelAdmin):
 @admin.register(Review)
 class ReviewAdmin(admin.ModelAdmin):
     """Append-only: a verdict is never edited or deleted (it is the audit trail). New verdicts go
-    through leaderboard.reviews.record_verdict, so "needs rerun" queues an evaluation here too."""
+    through leaderboard.reviews.services.record_verdict, so "needs rerun" queues an evaluation here too."""
 
     list_display = ["kernel", "verdict", "reviewer", "created_at"]
     list_filter = ["verdict"]
@@ -123,8 +124,6 @@ class ReviewAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj: Review, form, change: bool) -> None:
-        from leaderboard.reviews import record_verdict
-
         review = record_verdict(obj.kernel, request.user, obj.verdict, obj.note).review
         obj.pk, obj.reviewer, obj.created_at = review.pk, review.reviewer, review.created_at
         obj._state.adding, obj._state.db = False, review._state.db

@@ -6,4 +6,4 @@ class LeaderboardConfig(AppConfig):
     verbose_name = "Leaderboard"
 
     def ready(self) -> None:
-        from config import checks  # noqa: F401  (registers the system checks)
+        from config import checks  # noqa: F401  (registers the system checks; deferred until the app registry is ready)

@@ -14,8 +14,8 @@ import re
 from django.conf import settings
 from django.db import transaction
 
+from leaderboard.ingest.reported_scores import read_csv, store_rows
 from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, Origin, Run
-from leaderboard.reported_scores import read_csv, store_rows
 from problems.catalogue import CATALOGUE_DIR
 from problems.importing import upsert
 from problems.kernelbench_files import scan_checkout

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models import BooleanField, Case, DateTimeField, OuterRef, Q, Subquery, Value, When
+from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils.text import slugify
 
@@ -117,16 +121,38 @@ class Run(models.Model):
 class KernelQuerySet(models.QuerySet):
     """Kernels, with the review state that the queue, the kernel page and the standings read.
 
-    The rules themselves (what is flagged, excluded, in need of review) live in leaderboard/reviews.py;
-    these methods only name the intents.
+    The rules (what is flagged, excluded, in need of review) are written out in
+    leaderboard/reviews/services.py; the expressions that implement them are at the end of this module.
     """
 
     def with_review_state(self) -> KernelQuerySet:
         """Annotate latest_verdict, latest_review_at, latest_report_at and the booleans is_flagged,
-        is_reported, is_high_imported, is_excluded and needs_review (all in the one query)."""
-        from leaderboard.reviews import annotate_review_state
-
-        return annotate_review_state(self)
+        is_reported, is_high_imported, is_excluded and needs_review (all in the one query; the rules
+        are spelled out in leaderboard/reviews/services.py). Only positive conditions (no
+        negation), so that NULLs (no review, no evaluation) read as false on every database."""
+        reviews = Review.objects.filter(kernel=OuterRef("pk")).order_by("-created_at", "-pk")
+        reports = KernelReport.objects.filter(kernel=OuterRef("pk")).order_by("-created_at", "-pk")
+        kernels = self.annotate(
+            latest_verdict=Subquery(reviews.values("verdict")[:1]),
+            latest_review_at=Subquery(reviews.values("created_at")[:1]),
+            latest_report_at=Subquery(reports.values("created_at")[:1]),
+            evaluated_at=Coalesce("latest_evaluation__finished_at", "latest_evaluation__queued_at"),
+        )
+        # "Never reviewed" reads as reviewed at the epoch, so each rule needs one comparison (and the
+        # SQL holds each correlated subquery fewer times).
+        reviewed_at = Coalesce("latest_review_at", Value(EPOCH, output_field=DateTimeField()))
+        reported = Q(latest_report_at__gt=reviewed_at)
+        high_imported = Q(
+            latest_evaluation__origin=Origin.IMPORTED, latest_evaluation__speedup__gt=settings.REVIEW_SPEEDUP_THRESHOLD
+        )
+        no_verdict_since_evaluation = Q(evaluated_at__gt=reviewed_at)
+        return kernels.annotate(
+            is_flagged=_flag(flagged_q()),
+            is_reported=_flag(reported),
+            is_high_imported=_flag(high_imported),
+            is_excluded=_flag(Q(latest_verdict__in=EXCLUDING_VERDICTS)),
+            needs_review=_flag(reported | ((flagged_q() | high_imported) & no_verdict_since_evaluation)),
+        )
 
     def needing_review(self) -> KernelQuerySet:
         """Kernels the review queue lists: suspicious, with no verdict since (see reviews.py)."""
@@ -396,9 +422,44 @@ class KernelReport(models.Model):
     class Meta:
         ordering = ["-created_at"]
         indexes = [
-            # Review queue and kernel page: the newest report of a kernel (reviews.annotate_review_state).
+            # Review queue and kernel page: the newest report of a kernel (KernelQuerySet.with_review_state).
             models.Index(fields=["kernel", "-created_at"], name="kernelreport_kernel_idx"),
         ]
 
     def __str__(self) -> str:
         return f"report on kernel {self.kernel_id} by {self.reporter}"
+
+
+# --- review rules as query expressions (read by KernelQuerySet.with_review_state) ------------------
+
+EXCLUDING_VERDICTS: tuple[str, ...] = (Review.Verdict.REWARD_HACK, Review.Verdict.INVALID)
+# Notes (not flags) from the scoring library that still put a kernel in the queue.
+REVIEW_NOTE_CODES: tuple[str, ...] = ("pytorch_only", "try_except_fallback")
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _has_code(json_field: str, code: str) -> Q:
+    """`json_field` (a JSON list of {"code", "message"}) holds an entry with `code`.
+
+    Matched on the JSON text, which is `{"code": "...", ...}` on SQLite (Python's json.dumps) and
+    on PostgreSQL (jsonb's canonical text) alike; JSON escapes quotes inside messages, so a message
+    cannot fake the match. (SQLite has no JSON containment lookup.)
+    """
+    return Q(**{f"{json_field}__icontains": f'"code": "{code}"'})
+
+
+def flagged_q(evaluation: str = "latest_evaluation__") -> Q:
+    """The evaluation reached through the `evaluation` prefix has a flag or a review note."""
+    q = Q(**{f"{evaluation}flags__0__isnull": False})
+    for code in REVIEW_NOTE_CODES:
+        q |= _has_code(f"{evaluation}notes", code)
+    return q
+
+
+def code_q(code: str, evaluation: str = "latest_evaluation__") -> Q:
+    """The latest evaluation carries `code` as a flag or as a note."""
+    return _has_code(f"{evaluation}flags", code) | _has_code(f"{evaluation}notes", code)
+
+
+def _flag(condition: Q) -> Case:
+    return Case(When(condition, then=Value(True)), default=Value(False), output_field=BooleanField())

@@ -21,7 +21,7 @@ PUBLIC_PATH = f"{PREFIX}/{FILE_NAME}"
 
 def plotly_js_path() -> Path | None:
     try:
-        import plotly
+        import plotly  # deferred: plotly is optional here; without it the page works, minus charts
     except ImportError:
         return None
     path = Path(plotly.__file__).resolve().parent / "package_data" / FILE_NAME

@@ -1,5 +1,5 @@
-"""Pages. Thin views: reads live in leaderboard.queries (and leaderboard.standings), figures in
-leaderboard.charts, the level table's columns in leaderboard.level_table, diffs in leaderboard.diffs."""
+"""Pages. Thin views: reads live in leaderboard.reads.queries (and leaderboard.reads.standings), figures in
+leaderboard.reads.charts, the level table's columns in leaderboard.reads.level_table, diffs in leaderboard.reads.diffs."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from django.core.paginator import Page, Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from leaderboard import charts, level_table, lifecycle, queries
-from leaderboard.diffs import compute_diff, highlight_python
+from leaderboard.evaluations import progress as lifecycle
 from leaderboard.models import Evaluation, LanguageModel, Origin
-from leaderboard.standings import fast_p_curves, level_standings
+from leaderboard.reads import charts, level_table, queries
+from leaderboard.reads.diffs import compute_diff, highlight_python
+from leaderboard.reads.standings import fast_p_curves, level_standings
 from problems.models import LEVELS, Problem, ProblemSet
 
 PENDING_STATES = (Evaluation.State.QUEUED, Evaluation.State.RUNNING)

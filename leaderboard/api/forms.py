@@ -5,8 +5,8 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
+from leaderboard.ingest.submissions import SubmissionError, check_source, check_target
 from leaderboard.models import LanguageModel, Origin, Run
-from leaderboard.submissions import SubmissionError, check_source, check_target
 from problems.models import Hardware, Problem
 
 

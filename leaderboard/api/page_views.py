@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from leaderboard.api.forms import SubmissionForm
-from leaderboard.submissions import submit_kernel as submit
+from leaderboard.ingest.submissions import submit_kernel as submit
 from problems.models import Problem
 
 SUBMIT_PERMISSION = "leaderboard.add_kernel"

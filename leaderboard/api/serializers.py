@@ -5,7 +5,8 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from leaderboard import lifecycle
+from leaderboard.evaluations import progress as lifecycle
+from leaderboard.ingest.submissions import SubmissionError, check_source, check_target
 from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, ReportedScore, Review, Run
 from problems.models import Hardware, Problem, ProblemSet
 
@@ -202,7 +203,7 @@ class EvaluationSerializer(serializers.ModelSerializer):
 
 
 class ProgressSerializer(serializers.Serializer):
-    """Where the evaluation stands (leaderboard.lifecycle.Progress)."""
+    """Where the evaluation stands (leaderboard.evaluations.progress.Progress)."""
 
     state = serializers.CharField()
     label = serializers.CharField()
@@ -397,8 +398,6 @@ class SubmissionSerializer(serializers.Serializer):
     setting = serializers.CharField(max_length=120, required=False, default="submitted")
 
     def validate_source(self, source: str) -> str:
-        from leaderboard.submissions import SubmissionError, check_source
-
         try:
             check_source(source)
         except SubmissionError as exc:
@@ -406,8 +405,6 @@ class SubmissionSerializer(serializers.Serializer):
         return source
 
     def validate(self, data: dict) -> dict:
-        from leaderboard.submissions import SubmissionError, check_target
-
         try:
             data["hardware"] = check_target(data["problem"], data.get("hardware"), data.get("model"), data.get("run"))
         except SubmissionError as exc:

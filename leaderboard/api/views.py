@@ -18,7 +18,6 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from leaderboard import launch_posts, reported_scores
 from leaderboard.api import serializers as s
 from leaderboard.api.common import (
     check_body_size,
@@ -43,9 +42,9 @@ from leaderboard.api.permissions import (
 )
 from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.api.throttling import WriteRateThrottle
-from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, Origin, ReportedScore, Review, Run
-from leaderboard.reported_scores import RowErrors
-from leaderboard.run_import import (
+from leaderboard.ingest import launch_posts, reported_scores
+from leaderboard.ingest.reported_scores import RowErrors
+from leaderboard.ingest.run_import import (
     BundleError,
     RunSpec,
     default_problem_set,
@@ -55,8 +54,10 @@ from leaderboard.run_import import (
     store_run,
     verify_run,
 )
-from leaderboard.standings import level_standings
-from leaderboard.submissions import submit_kernel
+from leaderboard.ingest.submissions import submit_kernel
+from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, Origin, ReportedScore, Review, Run
+from leaderboard.reads.standings import level_standings
+from leaderboard.reviews.services import record_verdict
 from problems.models import Hardware, Problem, ProblemSet
 
 
@@ -551,8 +552,6 @@ class ReviewViewSet(mixins.CreateModelMixin, ReadOnly):
 
     def perform_create(self, serializer):
         # The reviewer workflow's one way to record a verdict ("needs rerun" also queues an evaluation).
-        from leaderboard.reviews import record_verdict
-
         data = serializer.validated_data
         serializer.instance = record_verdict(
             data["kernel"], self.request.user, data["verdict"], data.get("note", "")
@@ -611,7 +610,7 @@ class LeaderboardView(APIView):
 
     @extend_schema(
         summary="Per-run fast_p table of one level (or all levels)",
-        description="Computed by leaderboard.standings, the same code the pages use. fast_p keys are named "
+        description="Computed by leaderboard.reads.standings, the same code the pages use. fast_p keys are named "
         "fast_<p> (fast_0, fast_0.5, fast_0.8, fast_1, fast_1.5, fast_2, plus the p asked).",
         parameters=[
             _param("set", description="Problem set slug; needed when more than one set exists."),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.tables import RowErrors
+from leaderboard.ingest.tables import RowErrors
 from problems.importing import ImportReport, read_text_file
 
 

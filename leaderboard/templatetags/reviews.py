@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django import template
+from django.conf import settings
 
-from leaderboard import reviews
 from leaderboard.models import Kernel, KernelReport, Review
-from leaderboard.review_views import ReportForm, VerdictForm
+from leaderboard.reviews import services as reviews
+from leaderboard.reviews.views import ReportForm, VerdictForm
 
 register = template.Library()
 
@@ -52,7 +53,7 @@ def review_panel(kernel: Kernel, user) -> ReviewPanel:
             n = len(state.open_reports)
             why.append(f"reported by {n} visitor{'s' if n != 1 else ''}")
         if flags.get("is_high_imported"):
-            why.append(f"imported unverified with a speedup above {reviews.review_speedup_threshold():g}x")
+            why.append(f"imported unverified with a speedup above {settings.REVIEW_SPEEDUP_THRESHOLD:g}x")
     can_review = reviews.can_review(user)
     signed_in = bool(user is not None and user.is_authenticated)
     my_report = reviews.open_report_by(kernel, user) if signed_in else None

@@ -1,5 +1,5 @@
 from leaderboard.models import Run
-from leaderboard.standings import level_standings
+from leaderboard.reads.standings import level_standings
 from problems.models import ProblemSet
 
 URL = "/api/v1/leaderboard/"
@@ -59,7 +59,7 @@ def test_writes_are_not_allowed(token_client, admin_user, run):
 
 
 def test_kernels_judged_reward_hacks_leave_the_ranking_unless_asked(client, run, reviewer):
-    from leaderboard.reviews import record_verdict
+    from leaderboard.reviews.services import record_verdict
 
     record_verdict(run.kernels.get(problem__number=1), reviewer, "reward_hack")
     row = client.get(URL + "?level=1").json()["results"][0]

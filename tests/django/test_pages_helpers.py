@@ -1,7 +1,7 @@
 from django.template import Context, Template
 
-from leaderboard.charts import label
-from leaderboard.diffs import compute_diff, highlight_python
+from leaderboard.reads.charts import label
+from leaderboard.reads.diffs import compute_diff, highlight_python
 from leaderboard.templatetags.leaderboard_tags import http_url, pct, times
 
 

@@ -8,7 +8,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from leaderboard.models import Evaluation, Kernel, Review
-from leaderboard.reviews import QueueFilters, kernel_review_state, record_verdict, report_kernel, review_queue
+from leaderboard.reviews.services import QueueFilters, kernel_review_state, record_verdict, report_kernel, review_queue
 from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db

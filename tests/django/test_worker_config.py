@@ -1,9 +1,9 @@
 import pytest
 from django.conf import settings
 
-from leaderboard.jobs import request_evaluation
+from leaderboard.evaluations.queue import request_evaluation
+from leaderboard.evaluations.worker import _load
 from leaderboard.models import Kernel, LanguageModel, Run
-from leaderboard.worker import _load
 from problems.models import Hardware, Problem, ProblemSet
 
 pytestmark = pytest.mark.django_db

@@ -25,7 +25,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, transaction
 
-from leaderboard import jobs
+from leaderboard.evaluations import queue as jobs
 from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
 from problems.models import Hardware, Problem, ProblemSet
 from tests.sources import PROBLEM_SOURCE

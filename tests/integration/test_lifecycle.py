@@ -7,10 +7,10 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from leaderboard import jobs
-from leaderboard.lifecycle import progress, progress_many, queue_position
+from leaderboard.evaluations import queue as jobs
+from leaderboard.evaluations.progress import progress, progress_many, queue_position
+from leaderboard.evaluations.worker import claim, release, store_result, sweep_evaluations
 from leaderboard.models import Evaluation
-from leaderboard.worker import claim, release, store_result, sweep_evaluations
 
 from .conftest import fake_source, submit
 

@@ -10,9 +10,9 @@ import signal
 import time
 from collections import Counter
 
-from leaderboard import jobs
+from leaderboard.evaluations import queue as jobs
+from leaderboard.evaluations.worker import dead_worker_bound_s, sweep_evaluations
 from leaderboard.models import Evaluation
-from leaderboard.worker import dead_worker_bound_s, sweep_evaluations
 
 from .conftest import fake_calls, fake_source, submit, wait_for
 

@@ -15,9 +15,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 from django.utils import timezone
 
-from leaderboard.jobs import redis_connection
-from leaderboard.rq_worker import EvalWorker
-from leaderboard.worker import default_worker_name, release_running_on, sweep_evaluations, sweep_interval_s
+from evaluation import probe_hardware
+from leaderboard.evaluations.queue import redis_connection
+from leaderboard.evaluations.rq_worker import EvalWorker
+from leaderboard.evaluations.worker import default_worker_name, release_running_on, sweep_evaluations, sweep_interval_s
 from problems.models import Hardware
 
 log = logging.getLogger(__name__)
@@ -26,8 +27,6 @@ log = logging.getLogger(__name__)
 def probe(device: str) -> dict[str, Any]:
     """What the scoring library finds about this host, in a child process (this one never touches
     CUDA). A failed probe on device 'auto' falls back to the CPU."""
-    from evaluation import probe_hardware
-
     info = probe_hardware(device)
     if info.get("error") and device == "auto":
         log.warning("hardware probe failed (%s); serving the CPU queue", info["error"])

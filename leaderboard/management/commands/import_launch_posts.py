@@ -1,4 +1,4 @@
-from leaderboard import launch_posts
+from leaderboard.ingest import launch_posts
 from leaderboard.management.table_import import TableImportCommand
 
 

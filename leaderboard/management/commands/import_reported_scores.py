@@ -1,4 +1,4 @@
-from leaderboard import reported_scores
+from leaderboard.ingest import reported_scores
 from leaderboard.management.table_import import TableImportCommand
 
 

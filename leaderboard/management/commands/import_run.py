@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.run_import import (
+from leaderboard.ingest.run_import import (
     BundleError,
     RunSpec,
     default_problem_set,

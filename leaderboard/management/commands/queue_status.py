@@ -9,9 +9,9 @@ from django.utils import timezone
 from rq import Worker
 from rq.registry import FailedJobRegistry, ScheduledJobRegistry, StartedJobRegistry
 
-from leaderboard.jobs import eval_queue, redis_connection
+from leaderboard.evaluations.queue import eval_queue, redis_connection
+from leaderboard.evaluations.worker import dead_worker_bound_s
 from leaderboard.models import Evaluation
-from leaderboard.worker import dead_worker_bound_s
 from problems.models import Hardware
 
 

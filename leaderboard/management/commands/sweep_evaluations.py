@@ -9,7 +9,7 @@ import threading
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from leaderboard.worker import dead_worker_bound_s, run_sweeper, sweep_evaluations, sweep_interval_s
+from leaderboard.evaluations.worker import dead_worker_bound_s, run_sweeper, sweep_evaluations, sweep_interval_s
 from problems.models import Hardware
 
 

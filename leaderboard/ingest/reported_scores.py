@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from leaderboard.ingest.tables import RowErrors, read_csv_rows, validate_rows
 from leaderboard.models import Lab, LanguageModel, ReportedScore
-from leaderboard.tables import RowErrors, read_csv_rows, validate_rows
 from problems.importing import ImportReport, upsert
 
 COLUMNS = ("model", "organization", "variant", "metric", "value", "unit", "setting", "hardware", "date", "source_url")

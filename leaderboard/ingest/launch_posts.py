@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from leaderboard.ingest.reported_scores import match_lab, match_model
+from leaderboard.ingest.tables import RowErrors, read_csv_rows, validate_rows
 from leaderboard.models import LaunchPost
-from leaderboard.reported_scores import match_lab, match_model
-from leaderboard.tables import RowErrors, read_csv_rows, validate_rows
 from problems.importing import ImportReport, upsert
 
 COLUMNS = ("date", "lab", "model", "title", "url", "lists_kernelbench", "kernelbench_score")

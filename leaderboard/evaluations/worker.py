@@ -43,7 +43,8 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from config.env import env_int, env_str
-from leaderboard.jobs import enqueue_evaluation, job_id_for, redis_connection
+from evaluation import EvaluationConfig
+from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for, redis_connection
 from leaderboard.models import Evaluation, Kernel
 
 log = logging.getLogger(__name__)
@@ -213,8 +214,6 @@ def run_evaluation(evaluation_id: int) -> str:
 
 
 def _load(evaluation_id: int) -> tuple[str, str, Any]:
-    from evaluation import EvaluationConfig
-
     ev = Evaluation.objects.select_related("kernel__problem__problem_set", "hardware").get(pk=evaluation_id)
     problem = ev.kernel.problem
     options: dict[str, Any] = dict(

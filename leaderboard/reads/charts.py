@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from leaderboard.models import Evaluation, LaunchPost, ReportedScore
-from leaderboard.standings import StandingRow
+from leaderboard.reads.standings import StandingRow
 
 Figure = dict[str, Any]
 

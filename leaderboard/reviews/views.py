@@ -8,6 +8,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
@@ -18,8 +19,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from leaderboard import reviews
 from leaderboard.models import Kernel, KernelReport, LanguageModel, Review
+from leaderboard.reviews import services as reviews
 from problems.models import LEVELS
 
 QUEUE_PAGE_SIZE = 25
@@ -103,7 +104,7 @@ def review_queue(request: HttpRequest) -> HttpResponse:
         "filters": filters,
         "page": page,
         "sorts": reviews.QUEUE_SORTS,
-        "threshold": reviews.review_speedup_threshold(),
+        "threshold": settings.REVIEW_SPEEDUP_THRESHOLD,
         "flag_codes": dict(reviews.flag_choices()),
     }
     return render(request, "reviews/queue.html", context)

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from leaderboard import review_views
+from leaderboard.reviews import views as review_views
 
 urlpatterns = [
     path("review/", review_views.review_queue, name="review-queue"),

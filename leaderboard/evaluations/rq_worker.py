@@ -9,7 +9,7 @@ from typing import Any
 from django.db import connections
 from rq import Worker
 
-from leaderboard.worker import release_running_on
+from leaderboard.evaluations.worker import release_running_on
 
 log = logging.getLogger(__name__)
 

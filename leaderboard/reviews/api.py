@@ -6,7 +6,7 @@ main API, whose /api/v1/reviews/ lists and records verdicts too):
 - POST /api/v1/kernels/<id>/reports/  report a kernel (any signed-in user);
 - GET  /api/v1/review-queue/          the review queue, with the page's filters (reviewers only).
 
-Every write goes through leaderboard.reviews, like the pages.
+Every write goes through leaderboard.reviews.services, like the pages.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import APIView
 
-from leaderboard import reviews
 from leaderboard.models import Kernel, KernelReport, Review
+from leaderboard.reviews import services as reviews
 from problems.models import LEVELS
 
 

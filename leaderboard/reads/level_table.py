@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluation.metrics import fast_p_key
-from leaderboard.standings import STANDARD_PS, StandingRow
+from leaderboard.reads.standings import STANDARD_PS, StandingRow
 
 
 @dataclass(frozen=True)

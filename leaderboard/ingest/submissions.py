@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from leaderboard.jobs import request_evaluation
+from leaderboard.evaluations.queue import request_evaluation
 from leaderboard.models import Evaluation, Kernel, LanguageModel, Origin, Run
 from problems.models import Hardware, Problem
 

@@ -13,8 +13,8 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from leaderboard.reported_scores import RowErrors
-from leaderboard.run_import import verify_run
+from leaderboard.ingest.reported_scores import RowErrors
+from leaderboard.ingest.run_import import verify_run
 
 
 class CsvUploadForm(forms.Form):

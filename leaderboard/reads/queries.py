@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, F, Q, QuerySet
 
 from leaderboard.models import Evaluation, Kernel, LanguageModel, LaunchPost, Origin, ReportedScore, Run
-from leaderboard.standings import StandingRow, level_standings
+from leaderboard.reads.standings import StandingRow, level_standings
 from problems.models import LEVELS, Baseline, Hardware, Problem, ProblemSet
 
 # Reported scores: how many best models per variant the overview shows before "all of them".

@@ -20,19 +20,25 @@ Every verdict is kept (Review rows are only ever added); the latest one counts.
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import BooleanField, Case, DateTimeField, F, OuterRef, Q, Subquery, Value, When
+from django.db.models import F
 from django.db.models.functions import Coalesce
 
 from evaluation.types import FLAG_CODES, NOTE_CODES
-from leaderboard.jobs import request_evaluation
-from leaderboard.models import Evaluation, Kernel, KernelReport, Origin, Review
+from leaderboard.evaluations.queue import request_evaluation
+from leaderboard.models import (
+    EXCLUDING_VERDICTS,
+    REVIEW_NOTE_CODES,
+    Evaluation,
+    Kernel,
+    KernelReport,
+    Review,
+    code_q,
+)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -41,16 +47,6 @@ if TYPE_CHECKING:
     from problems.models import Hardware
 
 REVIEW_PERMISSION = "leaderboard.add_review"
-EXCLUDING_VERDICTS: tuple[str, ...] = (Review.Verdict.REWARD_HACK, Review.Verdict.INVALID)
-# Notes (not flags) from the scoring library that still put a kernel in the queue.
-REVIEW_NOTE_CODES: tuple[str, ...] = ("pytorch_only", "try_except_fallback")
-DEFAULT_SPEEDUP_THRESHOLD = 3.0
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-
-def review_speedup_threshold() -> float:
-    """Imported speedups above this go to the queue (settings.REVIEW_SPEEDUP_THRESHOLD, default 3)."""
-    return float(getattr(settings, "REVIEW_SPEEDUP_THRESHOLD", DEFAULT_SPEEDUP_THRESHOLD))
 
 
 def can_review(user: AbstractBaseUser | AnonymousUser | None) -> bool:
@@ -62,68 +58,6 @@ def flag_choices() -> list[tuple[str, str]]:
     return [(code, text) for code, text in FLAG_CODES.items()] + [
         (code, NOTE_CODES.get(code, code)) for code in REVIEW_NOTE_CODES
     ]
-
-
-# ---------------------------------------------------------------------------------------------
-# the rules as query expressions
-
-
-def _has_code(json_field: str, code: str) -> Q:
-    """`json_field` (a JSON list of {"code", "message"}) holds an entry with `code`.
-
-    Matched on the JSON text, which is `{"code": "...", ...}` on SQLite (Python's json.dumps) and
-    on PostgreSQL (jsonb's canonical text) alike; JSON escapes quotes inside messages, so a message
-    cannot fake the match. (SQLite has no JSON containment lookup.)
-    """
-    return Q(**{f"{json_field}__icontains": f'"code": "{code}"'})
-
-
-def flagged_q(evaluation: str = "latest_evaluation__") -> Q:
-    """The evaluation reached through the `evaluation` prefix has a flag or a review note."""
-    q = Q(**{f"{evaluation}flags__0__isnull": False})
-    for code in REVIEW_NOTE_CODES:
-        q |= _has_code(f"{evaluation}notes", code)
-    return q
-
-
-def code_q(code: str, evaluation: str = "latest_evaluation__") -> Q:
-    """The latest evaluation carries `code` as a flag or as a note."""
-    return _has_code(f"{evaluation}flags", code) | _has_code(f"{evaluation}notes", code)
-
-
-def _flag(condition: Q) -> Case:
-    return Case(When(condition, then=Value(True)), default=Value(False), output_field=BooleanField())
-
-
-def annotate_review_state(kernels: KernelQuerySet) -> KernelQuerySet:
-    """Kernel.objects.with_review_state(): the rules above as annotations, in the same query.
-
-    Only positive conditions (no negation), so that NULLs (no review, no evaluation) read as false
-    on every database.
-    """
-    reviews = Review.objects.filter(kernel=OuterRef("pk")).order_by("-created_at", "-pk")
-    reports = KernelReport.objects.filter(kernel=OuterRef("pk")).order_by("-created_at", "-pk")
-    kernels = kernels.annotate(
-        latest_verdict=Subquery(reviews.values("verdict")[:1]),
-        latest_review_at=Subquery(reviews.values("created_at")[:1]),
-        latest_report_at=Subquery(reports.values("created_at")[:1]),
-        evaluated_at=Coalesce("latest_evaluation__finished_at", "latest_evaluation__queued_at"),
-    )
-    # "Never reviewed" reads as reviewed at the epoch, so each rule needs one comparison (and the
-    # SQL holds each correlated subquery fewer times).
-    reviewed_at = Coalesce("latest_review_at", Value(EPOCH, output_field=DateTimeField()))
-    reported = Q(latest_report_at__gt=reviewed_at)
-    high_imported = Q(
-        latest_evaluation__origin=Origin.IMPORTED, latest_evaluation__speedup__gt=review_speedup_threshold()
-    )
-    no_verdict_since_evaluation = Q(evaluated_at__gt=reviewed_at)
-    return kernels.annotate(
-        is_flagged=_flag(flagged_q()),
-        is_reported=_flag(reported),
-        is_high_imported=_flag(high_imported),
-        is_excluded=_flag(Q(latest_verdict__in=EXCLUDING_VERDICTS)),
-        needs_review=_flag(reported | ((flagged_q() | high_imported) & no_verdict_since_evaluation)),
-    )
 
 
 # ---------------------------------------------------------------------------------------------

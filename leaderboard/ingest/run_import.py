@@ -38,9 +38,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from leaderboard.jobs import request_evaluation
+from leaderboard.evaluations.queue import request_evaluation
+from leaderboard.ingest.reported_scores import match_lab, match_model
 from leaderboard.models import Evaluation, Kernel, Origin, Run, guess_backend
-from leaderboard.reported_scores import match_lab, match_model
 from problems.importing import CREATED, ImportReport, upsert
 from problems.models import Baseline, Hardware, Problem, ProblemSet
 

@@ -1,0 +1,93 @@
+"""Asking for evaluations, and the RQ jobs that carry them.
+
+The database is the source of truth for what must be evaluated; Redis only carries the work. An
+Evaluation row is created in state QUEUED inside the caller's transaction, and its job is put on
+the hardware's queue (`eval-<slug>`) once that transaction commits. If Redis is down at that
+moment the submission is still saved: `sweep_evaluations` enqueues it later.
+
+Jobs are module-level functions taking ids (never model instances), so that a job survives being
+serialised, retried, or run by another worker on another host.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from functools import lru_cache
+
+from django.conf import settings
+from django.db import transaction
+from redis import Redis
+from rq import Queue
+
+from leaderboard.models import Evaluation, Kernel
+from problems.models import Hardware
+
+log = logging.getLogger(__name__)
+
+# Finished jobs stay in Redis this long (seconds) for the django-rq dashboard; the result itself is
+# in the database.
+RESULT_TTL = 3600
+# Jobs name their function by dotted path, so this module need not import the worker (which imports
+# this module to re-enqueue retries).
+JOB_FUNCTION = "leaderboard.evaluations.jobs.run_evaluation_job"
+
+
+def request_evaluation(kernel: Kernel, hardware: Hardware) -> Evaluation:
+    """Create a queued Evaluation of `kernel` on `hardware` and enqueue its job once the
+    surrounding transaction commits. Returns the evaluation (state QUEUED).
+
+    Earlier evaluations of the kernel are kept (history); the new one becomes the kernel's
+    `latest_evaluation` when it finishes."""
+    evaluation = Evaluation.objects.create(kernel=kernel, hardware=hardware, state=Evaluation.State.QUEUED)
+    evaluation.job_id = job_id_for(evaluation.pk, 1)
+    Evaluation.objects.filter(pk=evaluation.pk).update(job_id=evaluation.job_id)
+    transaction.on_commit(lambda: enqueue_evaluation(evaluation.pk))
+    return evaluation
+
+
+def job_id_for(evaluation_id: int, attempt: int) -> str:
+    """The RQ job id of one attempt: stable, so a re-enqueue after Redis lost it reuses it."""
+    return f"evaluation-{evaluation_id}-{attempt}"
+
+
+@lru_cache(maxsize=4)
+def _redis(url: str) -> Redis:
+    return Redis.from_url(url, health_check_interval=30, socket_connect_timeout=5, socket_keepalive=True)
+
+
+def redis_connection() -> Redis:
+    """The Redis that carries evaluation jobs (settings.REDIS_URL, read at call time)."""
+    return _redis(settings.REDIS_URL)
+
+
+def eval_queue(name: str) -> Queue:
+    return Queue(name, connection=redis_connection(), default_timeout=settings.EVAL_JOB_TIMEOUT)
+
+
+def enqueue_evaluation(evaluation_id: int, delay_s: float = 0) -> bool:
+    """Put the evaluation's job (id in `Evaluation.job_id`) on its hardware's queue, after
+    `delay_s` seconds if given. Never raises for Redis trouble: it logs, returns False, and the
+    sweep picks the evaluation up later. Returns True when the job is in Redis."""
+    row = Evaluation.objects.filter(pk=evaluation_id).values("job_id", "state", "hardware__slug").first()
+    if row is None or row["state"] != Evaluation.State.QUEUED:
+        return False
+    queue_name = f"eval-{row['hardware__slug']}"
+    job_id = row["job_id"] or job_id_for(evaluation_id, 1)
+    try:
+        queue = eval_queue(queue_name)
+        options = dict(
+            args=(evaluation_id,),
+            job_id=job_id,
+            job_timeout=settings.EVAL_JOB_TIMEOUT,
+            result_ttl=RESULT_TTL,
+            description=f"evaluation {evaluation_id}",
+        )
+        if delay_s > 0:
+            queue.enqueue_in(timedelta(seconds=delay_s), JOB_FUNCTION, **options)
+        else:
+            queue.enqueue(JOB_FUNCTION, **options)
+    except Exception as exc:  # Redis down or unreachable: the database still holds the request.
+        log.warning("could not enqueue evaluation %s on %s (%s); the sweep will retry", evaluation_id, queue_name, exc)
+        return False
+    return True
