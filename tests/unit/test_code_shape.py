@@ -4,7 +4,8 @@
   inside functions (only `if TYPE_CHECKING:` blocks are left out: they never run);
 - an import inside a function only defers a heavy or optional dependency, and says so in a comment
   that contains "deferred" (on its line or the line above);
-- no function longer than 60 lines.
+- no function longer than 60 lines;
+- the layers import downwards only (LAYERS below; the same picture as docs/architecture.md).
 
 Migrations are left out: Django writes them.
 """
@@ -17,6 +18,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("leaderboard", "problems", "evaluation")
 MAX_FUNCTION_LINES = 60
+# Module prefix -> layer. A module may import modules of its own layer or lower ones, never higher.
+LAYERS = {
+    "evaluation": 0,  # the scoring library: no Django
+    "problems": 1,
+    "leaderboard.models": 2,
+    "leaderboard.evaluations": 3,
+    "leaderboard.reads": 3,
+    "leaderboard.ingest": 4,
+    "leaderboard.reviews": 4,
+    "leaderboard": 5,  # pages, api/, admin, management commands, templatetags, demo
+}
 
 
 def source_files() -> list[Path]:
@@ -148,3 +160,23 @@ def test_no_function_is_longer_than_sixty_lines() -> None:
                 if length > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({length} lines)")
     assert not long, "functions over 60 lines:\n" + "\n".join(long)
+
+
+def layer(module: str) -> int:
+    prefix = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
+    return LAYERS[prefix]
+
+
+def test_layers_import_downwards_only() -> None:
+    upward = [
+        f"{a} (layer {layer(a)}) imports {b} (layer {layer(b)})"
+        for a, targets in sorted(import_graph().items())
+        for b in sorted(targets)
+        if layer(b) > layer(a)
+    ]
+    assert not upward, "imports against the layers:\n" + "\n".join(upward)
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    assert layer("leaderboard.reads.standings") < layer("leaderboard.api.views")
+    assert layer("evaluation.runner") < layer("problems.models") < layer("leaderboard.models")
