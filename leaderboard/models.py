@@ -83,6 +83,15 @@ class RunQuerySet(models.QuerySet):
         return runs.filter(hardware=hardware) if hardware else runs
 
 
+class Precision(models.TextChoices):
+    """KernelBench's `precision` option: the model and inputs are cast to it (tolerance 1e-4 for
+    fp32, 1e-2 otherwise)."""
+
+    FP32 = "fp32", "fp32"
+    FP16 = "fp16", "fp16"
+    BF16 = "bf16", "bf16"
+
+
 class Run(models.Model):
     """One model attempting one problem set, in one setting, on one hardware."""
 
@@ -93,6 +102,9 @@ class Run(models.Model):
     setting = models.CharField(max_length=120, default="one-shot", help_text="one-shot, best-of-k, agent, ...")
     turns = models.PositiveIntegerField(null=True, blank=True)
     samples_per_problem = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    precision = models.CharField(
+        max_length=4, choices=Precision.choices, default=Precision.FP32, help_text="Part of the run's setting."
+    )
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.MEASURED)
     notes = models.TextField(blank=True)
     is_demo = models.BooleanField(default=False, help_text="Synthetic row made by seed_demo.")
@@ -226,6 +238,12 @@ def guess_backend(source: str) -> str:
     return Kernel.Backend.TORCH
 
 
+class EvaluationQuerySet(models.QuerySet):
+    def pending(self) -> EvaluationQuerySet:
+        """Queued or running: asked for and not finished."""
+        return self.filter(state__in=Evaluation.PENDING_STATES)
+
+
 class Evaluation(models.Model):
     """One evaluation of a kernel on a hardware; a kernel keeps every one it had."""
 
@@ -234,6 +252,9 @@ class Evaluation(models.Model):
         RUNNING = "running", "running"
         DONE = "done", "done"
         FAILED = "failed", "failed"  # the infrastructure gave up; the kernel got no verdict
+
+    # Asked for and not finished yet (EvaluationQuerySet.pending, the kernel page's progress).
+    PENDING_STATES = (State.QUEUED, State.RUNNING)
 
     class Status(models.TextChoices):
         CORRECT = "correct", "correct"
