@@ -296,9 +296,11 @@ class Evaluation(models.Model):
     queued_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # Refreshed every few seconds by the process running the attempt; the sweep treats a running
-    # evaluation whose heartbeat is older than EVAL_STALE_AFTER_S as abandoned (leaderboard/worker.py).
+    # evaluation whose heartbeat is older than EVAL_STALE_AFTER_S as abandoned (leaderboard/evaluations/sweep.py).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = EvaluationQuerySet.as_manager()
 
     class Meta:
         ordering = ["-queued_at"]
