@@ -17,12 +17,12 @@ class PayloadTooLarge(APIException):
 
 def table_max_bytes() -> int:
     """Cap on a JSON or CSV body of reported scores or launch posts."""
-    return getattr(settings, "API_TABLE_MAX_BYTES", 5_000_000)
+    return settings.API_TABLE_MAX_BYTES
 
 
 def run_upload_max_bytes() -> int:
     """Cap on an uploaded run (zip or JSON), compressed."""
-    return getattr(settings, "RUN_UPLOAD_MAX_BYTES", 50_000_000)
+    return settings.RUN_UPLOAD_MAX_BYTES
 
 
 def submission_max_bytes() -> int:
