@@ -16,8 +16,6 @@ from leaderboard.reads.diffs import compute_diff, highlight_python
 from leaderboard.reads.standings import fast_p_curves, level_standings
 from problems.models import LEVELS, Problem, ProblemSet
 
-PENDING_STATES = (Evaluation.State.QUEUED, Evaluation.State.RUNNING)
-
 PER_PAGE = 50
 DEFAULT_PICKED_P = 1.2
 MAX_P = 1000.0
@@ -235,7 +233,7 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
     progress = lifecycle.progress_many(history.object_list)
     for item in history.object_list:
         item.progress = progress[item.pk]
-    pending = [item.progress for item in history.object_list if item.state in PENDING_STATES]
+    pending = [item.progress for item in history.object_list if item.state in Evaluation.PENDING_STATES]
     if evaluation is None and history.object_list:
         evaluation = kernel.evaluations.select_related("hardware").first()
     context = {

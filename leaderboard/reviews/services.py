@@ -144,8 +144,7 @@ def record_verdict(kernel: Kernel, reviewer, verdict: str, note: str = "") -> Ve
     evaluation = None
     if verdict == Review.Verdict.RERUN:
         hardware = rerun_hardware(kernel)
-        waiting = Evaluation.State.QUEUED, Evaluation.State.RUNNING
-        evaluation = Evaluation.objects.filter(kernel=kernel, hardware=hardware, state__in=waiting).order_by(
+        evaluation = Evaluation.objects.pending().filter(kernel=kernel, hardware=hardware).order_by(
             "-queued_at"
         ).first() or request_evaluation(kernel, hardware)
     return VerdictResult(review, evaluation)
