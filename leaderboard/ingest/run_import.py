@@ -582,9 +582,7 @@ def verify_run(run: Run) -> tuple[list[Evaluation], int]:
     """Queue every kernel of `run` for evaluation here on the run's hardware. Kernels that already
     have an evaluation queued or running there are skipped. Returns (queued, skipped count)."""
     busy = set(
-        Evaluation.objects.filter(
-            kernel__run=run, hardware=run.hardware, state__in=[Evaluation.State.QUEUED, Evaluation.State.RUNNING]
-        ).values_list("kernel_id", flat=True)
+        Evaluation.objects.pending().filter(kernel__run=run, hardware=run.hardware).values_list("kernel_id", flat=True)
     )
     queued, skipped = [], 0
     for kernel in run.kernels.order_by("problem__level", "problem__number", "sample_index"):
