@@ -15,8 +15,17 @@ def source_sha256(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
+class ProblemSetQuerySet(models.QuerySet):
+    def sole(self) -> ProblemSet:
+        """The only problem set, for a request that names none: raises DoesNotExist when there is
+        none and MultipleObjectsReturned when there are several (the caller asks for a slug)."""
+        return self.get()
+
+
 class ProblemSet(models.Model):
     """A versioned set of problems; fast_p is always computed against one set."""
+
+    objects = ProblemSetQuerySet.as_manager()
 
     slug = models.SlugField(max_length=60, unique=True)
     name = models.CharField(max_length=120, unique=True)

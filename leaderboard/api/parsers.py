@@ -5,6 +5,8 @@ from __future__ import annotations
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
+from leaderboard.ingest.uploads import RowErrors, decode_upload
+
 
 class CsvParser(BaseParser):
     """`Content-Type: text/csv`: the body as one UTF-8 string."""
@@ -14,6 +16,6 @@ class CsvParser(BaseParser):
     def parse(self, stream, media_type=None, parser_context=None) -> str:
         data = stream.read() if stream is not None else b""
         try:
-            return data.decode("utf-8").removeprefix("\ufeff")
-        except UnicodeDecodeError as exc:
-            raise ParseError(f"CSV body: byte {exc.start} is not UTF-8") from None
+            return decode_upload(data, "CSV body")
+        except RowErrors as exc:
+            raise ParseError(exc.errors[0]) from None

@@ -13,8 +13,8 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from leaderboard.ingest.reported_scores import RowErrors
 from leaderboard.ingest.run_import import verify_run
+from leaderboard.ingest.uploads import RowErrors, read_upload
 
 
 class CsvUploadForm(forms.Form):
@@ -43,14 +43,8 @@ class CsvUploadMixin:
         errors: list[str] = []
         if request.method == "POST" and form.is_valid():
             upload = form.cleaned_data["file"]
-            limit = getattr(settings, "API_TABLE_MAX_BYTES", 5_000_000)
             try:
-                if upload.size > limit:
-                    raise RowErrors([f"{upload.name}: {upload.size} bytes; the limit is {limit} bytes"])
-                try:
-                    text = upload.read().decode("utf-8").removeprefix("\ufeff")
-                except UnicodeDecodeError as exc:
-                    raise RowErrors([f"{upload.name}: byte {exc.start} is not UTF-8"]) from None
+                text = read_upload(upload, settings.API_TABLE_MAX_BYTES)
                 rows = type(self).csv_read(text, upload.name)
             except RowErrors as exc:
                 errors = exc.errors

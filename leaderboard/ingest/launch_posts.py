@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from leaderboard.ingest.reported_scores import match_lab, match_model
-from leaderboard.ingest.tables import RowErrors, read_csv_rows, validate_rows
+from leaderboard.ingest.tables import RowErrors, check_texts, read_csv_rows, validate_rows
 from leaderboard.models import LaunchPost
 from problems.importing import ImportReport, upsert
 
@@ -60,16 +60,7 @@ def parse_row(raw: dict, line: int) -> PostRow:
     missing = [name for name in REQUIRED if not values[name]]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
-    for name, value in values.items():
-        if "\x00" in value:
-            raise ValueError(f"{name} contains a NUL character")
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError(f"{name} is not valid Unicode text") from None
-        if len(value) > MAX_LENGTHS.get(name, 10**9):
-            raise ValueError(f"{name} is longer than {MAX_LENGTHS[name]} characters")
+    check_texts(values, MAX_LENGTHS)
     try:
         published_on = (
             dt.date.fromisoformat(values["date"]) if re.match(r"^\d{4}-\d{2}-\d{2}$", values["date"]) else None

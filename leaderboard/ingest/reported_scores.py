@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from leaderboard.ingest.tables import RowErrors, read_csv_rows, validate_rows
+from leaderboard.ingest.tables import RowErrors, check_texts, read_csv_rows, validate_rows
 from leaderboard.models import Lab, LanguageModel, ReportedScore
 from problems.importing import ImportReport, upsert
 
@@ -72,16 +72,7 @@ def parse_row(raw: dict, line: int) -> ScoreRow:
     missing = [name for name in REQUIRED if not values[name]]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
-    for name, text in values.items():
-        if "\x00" in text:
-            raise ValueError(f"{name} contains a NUL character")
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError(f"{name} is not valid Unicode text") from None
-        if len(text) > MAX_LENGTHS.get(name, 10**9):
-            raise ValueError(f"{name} is longer than {MAX_LENGTHS[name]} characters")
+    check_texts(values, MAX_LENGTHS)
     try:
         value = float(values["value"])
     except ValueError:

@@ -1,7 +1,6 @@
-"""Importing a whole KernelBench run: a run folder, a zip of one, or the same as JSON.
+"""Importing a whole KernelBench run (read by leaderboard/ingest/archives.py) into the database.
 
-A run folder holds one file per generated kernel, `level_<L>_problem_<P>_sample_<S>_kernel.py`, and
-optionally `eval_results.json`, shaped
+eval_results.json is shaped
 
     {"<problem id>": [{"sample_id": 0, "compiled": true, "correctness": true, "metadata": {...},
                        "runtime": 1.23, "runtime_stats": {"mean": ..., "std": ..., ...}}]}
@@ -24,306 +23,47 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import stat
-import zipfile
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, Any
+from dataclasses import dataclass
+from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from leaderboard.evaluations.queue import request_evaluation
+from leaderboard.ingest.archives import (
+    RESULTS_NAME,
+    Bundle,
+    KernelFile,
+    from_files,
+    read_folder,
+    read_json_upload,
+    read_zip,
+)
 from leaderboard.ingest.reported_scores import match_lab, match_model
+from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import Evaluation, Kernel, Origin, Run, guess_backend
 from problems.importing import CREATED, ImportReport, upsert
 from problems.models import Baseline, Hardware, Problem, ProblemSet
 
-KERNEL_NAME = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
-RESULTS_NAME = "eval_results.json"
+# The archive readers are part of this module's interface for its callers (API, command).
+__all__ = [
+    "BundleError",
+    "RunImport",
+    "RunSpec",
+    "default_problem_set",
+    "from_files",
+    "read_folder",
+    "read_json_upload",
+    "read_zip",
+    "store_run",
+    "verify_run",
+]
+
+# The run import's errors are the row errors of every ingestion; the old name stays for callers.
+BundleError = RowErrors
 LEVEL_PROBLEM_KEY = re.compile(r"^level_(\d+)_problem_(\d+)$")
-
-
-def _setting(name: str, default: int) -> int:
-    return int(getattr(settings, name, default))
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Caps on what one upload may hold; defaults come from settings, with these fallbacks."""
-
-    kernel_bytes: int
-    results_bytes: int
-    total_bytes: int
-    entries: int
-    ratio: int
-
-    @classmethod
-    def from_settings(cls) -> Limits:
-        return cls(
-            kernel_bytes=settings.KERNEL_SOURCE_MAX_BYTES,
-            results_bytes=_setting("RUN_RESULTS_MAX_BYTES", 20_000_000),
-            total_bytes=_setting("RUN_UNCOMPRESSED_MAX_BYTES", 200_000_000),
-            entries=_setting("RUN_MAX_ENTRIES", 20_000),
-            ratio=_setting("RUN_MAX_COMPRESSION_RATIO", 200),
-        )
-
-
-class BundleError(Exception):
-    """Everything wrong with an upload; nothing was written."""
-
-    def __init__(self, errors: list[str]):
-        super().__init__("; ".join(errors))
-        self.errors = errors
-
-
-@dataclass(frozen=True)
-class KernelFile:
-    name: str
-    level: int
-    problem: int
-    sample: int
-    source: str
-
-
-@dataclass
-class Bundle:
-    """What an upload holds, before it is checked against the database."""
-
-    kernels: list[KernelFile]
-    results: Any = None  # the parsed eval_results.json, if any
-    ignored: list[str] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading: zip, folder, or a {file name: source} mapping
-
-
-def _decode(name: str, data: bytes) -> str:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BundleError([f"{name}: byte {exc.start} is not UTF-8"]) from None
-    return text.removeprefix("\ufeff")
-
-
-def _check_source(name: str, source: str, limits: Limits) -> None:
-    size = len(source.encode("utf-8", errors="surrogatepass"))
-    if size > limits.kernel_bytes:
-        raise BundleError([f"{name}: {size} bytes; the limit for one kernel is {limits.kernel_bytes} bytes"])
-    if "\x00" in source:
-        raise BundleError([f"{name}: contains a NUL character"])
-    try:
-        source.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BundleError([f"{name}: is not valid Unicode text"]) from None
-
-
-def _load_results(name: str, text: str) -> Any:
-    def no_duplicates(pairs):
-        keys = [key for key, _ in pairs]
-        duplicated = sorted({key for key in keys if keys.count(key) > 1})
-        if duplicated:
-            raise ValueError(f"duplicate key(s) {', '.join(duplicated)}")
-        return dict(pairs)
-
-    def no_constants(token):
-        raise ValueError(f"{token} is not allowed")
-
-    try:
-        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constants)
-    except (ValueError, RecursionError) as exc:
-        raise BundleError([f"{name}: not valid JSON ({exc})"]) from None
-
-
-def from_files(files: dict[str, str], results: Any = None, limits: Limits | None = None) -> Bundle:
-    """A bundle from kernel file names and sources (the JSON form of a run)."""
-    limits = limits or Limits.from_settings()
-    if len(files) > limits.entries:
-        raise BundleError([f"{len(files)} kernels; the limit is {limits.entries}"])
-    kernels: list[KernelFile] = []
-    errors: list[str] = []
-    ignored: list[str] = []
-    for name, source in files.items():
-        match = KERNEL_NAME.match(name)
-        if not match:
-            errors.append(f"{name!r}: not a kernel file name (level_<L>_problem_<P>_sample_<S>_kernel.py)")
-            continue
-        if not isinstance(source, str):
-            errors.append(f"{name}: the source must be text")
-            continue
-        try:
-            _check_source(name, source, limits)
-        except BundleError as exc:
-            errors += exc.errors
-            continue
-        level, problem, sample = (int(group) for group in match.groups())
-        kernels.append(KernelFile(name, level, problem, sample, source))
-    if errors:
-        raise BundleError(errors)
-    return Bundle(kernels, results, ignored)
-
-
-def _unsafe_path(name: str) -> str | None:
-    normalized = name.replace("\\", "/")
-    if "\x00" in name:
-        return "contains a NUL character"
-    if normalized.startswith("/") or re.match(r"^[A-Za-z]:", normalized):
-        return "is an absolute path"
-    if ".." in normalized.split("/"):
-        return "climbs out of the archive (..)"
-    return None
-
-
-def read_zip(fileobj: IO[bytes], limits: Limits | None = None) -> Bundle:
-    """A bundle from a zip of a run folder. Refuses unsafe names, links, encrypted entries, too
-    many entries, and anything that inflates past the caps (checked while reading, whatever the
-    archive claims)."""
-    limits = limits or Limits.from_settings()
-    try:
-        archive = zipfile.ZipFile(fileobj)
-        infos = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError):
-        raise BundleError(["the file is not a readable zip archive"]) from None
-    if len(infos) > limits.entries:
-        raise BundleError([f"the archive has {len(infos)} entries; the limit is {limits.entries}"])
-    declared = sum(info.file_size for info in infos)
-    if declared > limits.total_bytes:
-        raise BundleError([f"the archive inflates to {declared} bytes; the limit is {limits.total_bytes}"])
-    errors: list[str] = []
-    wanted: list[zipfile.ZipInfo] = []
-    ignored: list[str] = []
-    seen: dict[str, str] = {}
-    for info in infos:
-        unsafe = _unsafe_path(info.filename)
-        if unsafe:
-            errors.append(f"{info.filename!r}: {unsafe}")
-            continue
-        if info.is_dir():
-            continue
-        if stat.S_ISLNK(info.external_attr >> 16):
-            errors.append(f"{info.filename}: is a symbolic link")
-            continue
-        if info.flag_bits & 0x1:
-            errors.append(f"{info.filename}: is encrypted")
-            continue
-        if info.file_size > 1_000_000 and info.file_size > limits.ratio * max(info.compress_size, 1):
-            errors.append(f"{info.filename}: compression ratio above {limits.ratio}:1 (a zip bomb?)")
-            continue
-        base = info.filename.replace("\\", "/").rsplit("/", 1)[-1]
-        if base.startswith("._") or "__MACOSX/" in info.filename:
-            continue  # macOS resource forks
-        if not (KERNEL_NAME.match(base) or base == RESULTS_NAME):
-            ignored.append(info.filename)
-            continue
-        if base in seen:
-            errors.append(f"{info.filename}: a second file named {base} (first: {seen[base]})")
-            continue
-        seen[base] = info.filename
-        wanted.append(info)
-    if errors:
-        raise BundleError(errors)
-
-    files: dict[str, str] = {}
-    results_text: str | None = None
-    total = 0
-    for info in wanted:
-        base = info.filename.replace("\\", "/").rsplit("/", 1)[-1]
-        cap = limits.results_bytes if base == RESULTS_NAME else limits.kernel_bytes
-        try:
-            with archive.open(info) as member:
-                data = member.read(cap + 1)
-        except (
-            zipfile.BadZipFile,
-            NotImplementedError,
-            RuntimeError,
-            OSError,
-            EOFError,
-            zlib.error,
-            ValueError,
-        ) as exc:
-            errors.append(f"{info.filename}: cannot be read ({exc})")
-            continue
-        if len(data) > cap:
-            errors.append(f"{info.filename}: larger than {cap} bytes")
-            continue
-        total += len(data)
-        if total > limits.total_bytes:
-            raise BundleError([f"the archive inflates past {limits.total_bytes} bytes"])
-        try:
-            text = _decode(info.filename, data)
-        except BundleError as exc:
-            errors += exc.errors
-            continue
-        if base == RESULTS_NAME:
-            results_text = text
-        else:
-            files[base] = text
-    return _bundle(files, results_text, ignored, errors, limits)
-
-
-def _bundle(files: dict[str, str], results_text: str | None, ignored: list[str], errors: list[str], limits: Limits) -> Bundle:
-    """The bundle read from an archive or a folder, once every entry has been checked."""
-    if errors:
-        raise BundleError(errors)
-    results = _load_results(RESULTS_NAME, results_text) if results_text is not None else None
-    bundle = from_files(files, results, limits)
-    bundle.ignored = ignored
-    return bundle
-
-
-def read_folder(path: Path, limits: Limits | None = None) -> Bundle:
-    """A bundle from a run folder on disk (links are not followed)."""
-    limits = limits or Limits.from_settings()
-    if not path.is_dir():
-        raise BundleError([f"{path}: not a folder"])
-    files: dict[str, str] = {}
-    results_text = None
-    ignored: list[str] = []
-    errors: list[str] = []
-    count = 0
-    for root, _dirs, names in os.walk(path, followlinks=False):
-        for base in sorted(names):
-            count += 1
-            if count > limits.entries:
-                raise BundleError([f"{path}: more than {limits.entries} files"])
-            file = Path(root) / base
-            if not (KERNEL_NAME.match(base) or base == RESULTS_NAME) or file.is_symlink():
-                ignored.append(str(file.relative_to(path)))
-                continue
-            cap = limits.results_bytes if base == RESULTS_NAME else limits.kernel_bytes
-            if file.stat().st_size > cap:
-                errors.append(f"{file}: larger than {cap} bytes")
-                continue
-            if base in files or (base == RESULTS_NAME and results_text is not None):
-                errors.append(f"{file}: a second file named {base}")
-                continue
-            try:
-                text = _decode(str(file), file.read_bytes())
-            except BundleError as exc:
-                errors += exc.errors
-                continue
-            if base == RESULTS_NAME:
-                results_text = text
-            else:
-                files[base] = text
-    return _bundle(files, results_text, ignored, errors, limits)
-
-
-def read_json_upload(data: bytes) -> tuple[dict, Bundle]:
-    """A JSON file shaped like the API's JSON body: {"kernels": {...}, "eval_results": {...}, ...}.
-    Returns the other fields (model, hardware, ...) and the bundle."""
-    document = _load_results("the JSON file", _decode("the JSON file", data))
-    if not isinstance(document, dict) or not isinstance(document.get("kernels"), dict):
-        raise BundleError(['the JSON file must be an object with "kernels": {file name: source}'])
-    kernels = document.pop("kernels")
-    results = document.pop("eval_results", None)
-    return document, from_files(kernels, results)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,33 +127,37 @@ def _storable(value: Any) -> bool:
     return "\x00" not in text and "\\u0000" not in text
 
 
+def _result_key(key: Any, levels: set[int], level: int | None) -> tuple[int, int]:
+    """(level, problem number) of an eval_results key; ValueError saying why it is not one."""
+    match = LEVEL_PROBLEM_KEY.match(str(key))
+    if match:
+        return int(match.group(1)), int(match.group(2))
+    if not str(key).isdigit():
+        raise ValueError(f"{RESULTS_NAME}: key {key!r} is not a problem id")
+    if level is None and len(levels) > 1:
+        raise ValueError(
+            f"{RESULTS_NAME}: key {key!r} is a bare problem id but the kernels span levels "
+            f"{', '.join(map(str, sorted(levels)))}: give level, or use keys level_<L>_problem_<P>"
+        )
+    inferred = level if level is not None else (next(iter(levels)) if levels else None)
+    if inferred is None:
+        raise ValueError(f"{RESULTS_NAME}: key {key!r}: no kernels to say which level it is; give level")
+    return inferred, int(key)
+
+
 def parse_results(results: Any, levels: set[int], level: int | None) -> dict[tuple[int, int, int], Result]:
-    """eval_results as {(level, problem number, sample): Result}; raises BundleError."""
+    """eval_results as {(level, problem number, sample): Result}; raises RowErrors."""
     if results is None:
         return {}
     if not isinstance(results, dict):
-        raise BundleError([f"{RESULTS_NAME}: must be an object keyed by problem id"])
+        raise RowErrors([f"{RESULTS_NAME}: must be an object keyed by problem id"])
     parsed: dict[tuple[int, int, int], Result] = {}
     errors: list[str] = []
     for key, entries in results.items():
-        match = LEVEL_PROBLEM_KEY.match(str(key))
-        if match:
-            key_level, number = int(match.group(1)), int(match.group(2))
-        elif str(key).isdigit():
-            if level is None and len(levels) > 1:
-                errors.append(
-                    f"{RESULTS_NAME}: key {key!r} is a bare problem id but the kernels span levels "
-                    f"{', '.join(map(str, sorted(levels)))}: give level, or use keys level_<L>_problem_<P>"
-                )
-                continue
-            inferred = level if level is not None else (next(iter(levels)) if levels else None)
-            if inferred is None:
-                errors.append(f"{RESULTS_NAME}: key {key!r}: no kernels to say which level it is; give level")
-                continue
-            key_level = inferred
-            number = int(key)
-        else:
-            errors.append(f"{RESULTS_NAME}: key {key!r} is not a problem id")
+        try:
+            key_level, number = _result_key(key, levels, level)
+        except ValueError as exc:
+            errors.append(str(exc))
             continue
         for index, entry in enumerate(entries if isinstance(entries, list) else [entries]):
             where = f"{RESULTS_NAME}: problem {key} result {index}"
@@ -427,7 +171,7 @@ def parse_results(results: Any, levels: set[int], level: int | None) -> dict[tup
                 continue
             parsed[(key_level, number, sample)] = result
     if errors:
-        raise BundleError(errors)
+        raise RowErrors(errors)
     return parsed
 
 
@@ -452,10 +196,13 @@ class RunImport:
 
 
 def default_problem_set() -> ProblemSet:
-    sets = list(ProblemSet.objects.all()[:2])
-    if len(sets) != 1:
-        raise BundleError(["give problem_set: " + ("none exists yet" if not sets else "there is more than one")])
-    return sets[0]
+    """The only problem set, when no slug is given; RowErrors when there is none or several."""
+    try:
+        return ProblemSet.objects.sole()
+    except ProblemSet.DoesNotExist:
+        raise RowErrors(["give problem_set: none exists yet"]) from None
+    except ProblemSet.MultipleObjectsReturned:
+        raise RowErrors(["give problem_set: there is more than one"]) from None
 
 
 def _status(result: Result) -> str:
@@ -468,19 +215,62 @@ def _status(result: Result) -> str:
     return Evaluation.Status.INCORRECT
 
 
+Key = tuple[int, int, int]  # (level, problem number, sample)
+
+
+@dataclass
+class _Plan:
+    """What store_run writes, once everything has been checked."""
+
+    spec: RunSpec
+    kernels: list[KernelFile]
+    problems: dict[tuple[int, int], Problem]
+    results: dict[Key, Result]
+    baselines: dict[int, float]  # problem id -> eager baseline mean (ms) on the run's hardware
+    user: Any = None
+    unscored: int = 0
+
+
 def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], None] | None = None) -> RunImport:
     """Check the bundle against the problem set, then write the run, its kernels and the imported
-    evaluations in one transaction. Raises BundleError (writing nothing) when anything is wrong."""
+    evaluations in one transaction. Raises RowErrors (writing nothing) when anything is wrong.
+
+    Phases: _check_kernels (every kernel names a problem of the set, once), parse_results,
+    _result_warnings (results without kernels and kernels without results), _eager_baselines,
+    then in one transaction _store_run_row and, per kernel, _store_kernel and _store_evaluation.
+    """
     if not bundle.kernels:
-        raise BundleError(["no kernel files (level_<L>_problem_<P>_sample_<S>_kernel.py) in the upload"])
-    levels = {kernel.level for kernel in bundle.kernels}
-    results = parse_results(bundle.results, levels, spec.level)
-    problems = {
-        (problem.level, problem.number): problem for problem in Problem.objects.filter(problem_set=spec.problem_set)
-    }
+        raise RowErrors(["no kernel files (level_<L>_problem_<P>_sample_<S>_kernel.py) in the upload"])
+    results = parse_results(bundle.results, {kernel.level for kernel in bundle.kernels}, spec.level)
+    problems, seen = _check_kernels(spec, bundle.kernels)
+    warnings = _result_warnings(results, seen, bundle.results is not None)
+    plan = _Plan(spec, bundle.kernels, problems, results, _eager_baselines(spec), user)
+    kernel_report, evaluation_report = ImportReport(), ImportReport()
+    with transaction.atomic():
+        run = _store_run_row(plan)
+        ordered = sorted(plan.kernels, key=lambda k: (k.level, k.problem, k.sample))
+        for index, file in enumerate(ordered, 1):
+            if write and len(ordered) >= 20 and index % max(1, len(ordered) // 10) == 0:
+                write(f"  kernels: {index}/{len(ordered)}")
+            kernel = _store_kernel(plan, run, file, kernel_report)
+            result = results.get((file.level, file.problem, file.sample))
+            if result is not None:
+                _store_evaluation(plan, kernel, result, evaluation_report)
+    if plan.unscored:
+        warnings.append(
+            f"{plan.unscored} correct kernel(s) have no speedup: no eager baseline for their problem on "
+            f"{spec.hardware.slug}; they count as unscored until verified"
+        )
+    return RunImport(run, kernel_report, evaluation_report, warnings)
+
+
+def _check_kernels(spec: RunSpec, kernels: list[KernelFile]) -> tuple[dict[tuple[int, int], Problem], dict[Key, str]]:
+    """The set's problems by (level, number) and the kernels by key; RowErrors naming each
+    kernel whose problem is not in the set, and each duplicate."""
+    problems = {(p.level, p.number): p for p in Problem.objects.filter(problem_set=spec.problem_set)}
     errors: list[str] = []
-    seen: dict[tuple[int, int, int], str] = {}
-    for kernel in bundle.kernels:
+    seen: dict[Key, str] = {}
+    for kernel in kernels:
         key = (kernel.level, kernel.problem, kernel.sample)
         if (kernel.level, kernel.problem) not in problems:
             errors.append(
@@ -490,91 +280,92 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
             errors.append(f"{kernel.name}: duplicate of {seen[key]}")
         seen[key] = kernel.name
     if errors:
-        raise BundleError(errors)
+        raise RowErrors(errors)
+    return problems, seen
+
+
+def _result_warnings(results: dict[Key, Result], seen: dict[Key, str], has_results: bool) -> list[str]:
     warnings = [
         f"{RESULTS_NAME}: level {level} problem {number} sample {sample} has no kernel file; skipped"
         for (level, number, sample) in sorted(results)
         if (level, number, sample) not in seen
     ]
     no_result = sum(1 for key in seen if key not in results)
-    if bundle.results is not None and no_result:
+    if has_results and no_result:
         warnings.append(f"{no_result} kernel(s) have no result in {RESULTS_NAME}; they can be verified here")
-    baselines = {
-        baseline.problem_id: baseline.mean_ms
-        for baseline in Baseline.objects.filter(
-            problem__problem_set=spec.problem_set, hardware=spec.hardware, mode=Baseline.Mode.EAGER, compile_variant=""
+    return warnings
+
+
+def _eager_baselines(spec: RunSpec) -> dict[int, float]:
+    baselines = Baseline.objects.filter(
+        problem__problem_set=spec.problem_set, hardware=spec.hardware, mode=Baseline.Mode.EAGER, compile_variant=""
+    )
+    return {baseline.problem_id: baseline.mean_ms for baseline in baselines}
+
+
+def _store_run_row(plan: _Plan) -> Run:
+    spec = plan.spec
+    model = match_model(spec.model, match_lab(spec.organization))
+    run, outcome = upsert(
+        Run,
+        {
+            "model": model,
+            "problem_set": spec.problem_set,
+            "hardware": spec.hardware,
+            "setting": spec.setting,
+            "name": spec.name,
+            "origin": Origin.IMPORTED,
+        },
+        {"samples_per_problem": max(kernel.sample for kernel in plan.kernels) + 1, "notes": spec.notes},
+    )
+    if outcome == CREATED and plan.user is not None:
+        Run.objects.filter(pk=run.pk).update(created_by=plan.user)
+    return run
+
+
+def _store_kernel(plan: _Plan, run: Run, file: KernelFile, report: ImportReport) -> Kernel:
+    kernel, outcome = upsert(
+        Kernel,
+        {"run": run, "problem": plan.problems[(file.level, file.problem)], "sample_index": file.sample},
+        {"source": file.source, "backend": guess_backend(file.source)},
+    )
+    if outcome == CREATED and plan.user is not None:
+        Kernel.objects.filter(pk=kernel.pk).update(submitted_by=plan.user)
+    report.add(outcome)
+    return kernel
+
+
+def _store_evaluation(plan: _Plan, kernel: Kernel, result: Result, report: ImportReport) -> None:
+    """The imported evaluation of one kernel; its speedup comes from the eager baseline, if any."""
+    hardware = plan.spec.hardware
+    reference = plan.baselines.get(kernel.problem_id)
+    speedup = reference / result.runtime_ms if (reference and result.runtime_ms) else None
+    notes = [{"code": "imported", "metadata": result.metadata}] if result.metadata else []
+    if result.correct and speedup is None:
+        plan.unscored += 1
+        notes.append(
+            {"code": "no_speedup", "text": f"no eager baseline on {hardware.slug} or no runtime: speedup unknown"}
         )
-    }
-    unscored = 0
-    kernel_report, evaluation_report = ImportReport(), ImportReport()
-    with transaction.atomic():
-        model = match_model(spec.model, match_lab(spec.organization))
-        run, outcome = upsert(
-            Run,
-            {
-                "model": model,
-                "problem_set": spec.problem_set,
-                "hardware": spec.hardware,
-                "setting": spec.setting,
-                "name": spec.name,
-                "origin": Origin.IMPORTED,
-            },
-            {"samples_per_problem": max(kernel.sample for kernel in bundle.kernels) + 1, "notes": spec.notes},
-        )
-        if outcome == CREATED and user is not None:
-            Run.objects.filter(pk=run.pk).update(created_by=user)
-        for index, file in enumerate(sorted(bundle.kernels, key=lambda k: (k.level, k.problem, k.sample)), 1):
-            if write and len(bundle.kernels) >= 20 and index % max(1, len(bundle.kernels) // 10) == 0:
-                write(f"  kernels: {index}/{len(bundle.kernels)}")
-            problem = problems[(file.level, file.problem)]
-            kernel, outcome = upsert(
-                Kernel,
-                {"run": run, "problem": problem, "sample_index": file.sample},
-                {"source": file.source, "backend": guess_backend(file.source)},
-            )
-            if outcome == CREATED and user is not None:
-                Kernel.objects.filter(pk=kernel.pk).update(submitted_by=user)
-            kernel_report.add(outcome)
-            result = results.get((file.level, file.problem, file.sample))
-            if result is None:
-                continue
-            reference = baselines.get(problem.pk)
-            speedup = reference / result.runtime_ms if (reference and result.runtime_ms) else None
-            notes = [{"code": "imported", "metadata": result.metadata}] if result.metadata else []
-            if result.correct and speedup is None:
-                unscored += 1
-                notes.append(
-                    {
-                        "code": "no_speedup",
-                        "text": f"no eager baseline on {spec.hardware.slug} or no runtime: speedup unknown",
-                    }
-                )
-            evaluation, outcome = upsert(
-                Evaluation,
-                {"kernel": kernel, "hardware": spec.hardware, "origin": Origin.IMPORTED},
-                {
-                    "state": Evaluation.State.DONE,
-                    "status": _status(result),
-                    "compiled": result.compiled,
-                    "correct": result.correct,
-                    "kernel_ms": result.runtime_ms,
-                    "reference_ms": reference if speedup else None,
-                    "speedup": speedup,
-                    "kernel_timing": result.stats,
-                    "notes": notes,
-                },
-            )
-            if outcome == CREATED:
-                Evaluation.objects.filter(pk=evaluation.pk).update(finished_at=timezone.now())
-            evaluation_report.add(outcome)
-            if kernel.latest_evaluation_id is None:
-                Kernel.objects.filter(pk=kernel.pk).update(latest_evaluation=evaluation)
-    if unscored:
-        warnings.append(
-            f"{unscored} correct kernel(s) have no speedup: no eager baseline for their problem on "
-            f"{spec.hardware.slug}; they count as unscored until verified"
-        )
-    return RunImport(run, kernel_report, evaluation_report, warnings)
+    evaluation, outcome = upsert(
+        Evaluation,
+        {"kernel": kernel, "hardware": hardware, "origin": Origin.IMPORTED},
+        {
+            "state": Evaluation.State.DONE,
+            "status": _status(result),
+            "compiled": result.compiled,
+            "correct": result.correct,
+            "kernel_ms": result.runtime_ms,
+            "reference_ms": reference if speedup else None,
+            "speedup": speedup,
+            "kernel_timing": result.stats,
+            "notes": notes,
+        },
+    )
+    if outcome == CREATED:
+        Evaluation.objects.filter(pk=evaluation.pk).update(finished_at=timezone.now())
+    report.add(outcome)
+    if kernel.latest_evaluation_id is None:
+        Kernel.objects.filter(pk=kernel.pk).update(latest_evaluation=evaluation)
 
 
 @transaction.atomic

@@ -8,15 +8,26 @@ import io
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
+from leaderboard.ingest.uploads import RowErrors
+
 Row = TypeVar("Row")
 
+__all__ = ["RowErrors", "check_texts", "csv_raws", "read_csv_rows", "validate_rows"]
 
-class RowErrors(Exception):
-    """Every problem found in the input; nothing was written."""
 
-    def __init__(self, errors: list[str]):
-        super().__init__("; ".join(errors))
-        self.errors = errors
+def check_texts(values: dict[str, str], max_lengths: dict[str, int]) -> None:
+    """Every cell must be storable text (no NUL, no lone surrogate) within its column's length;
+    ValueError names the first column that is not."""
+    for name, text in values.items():
+        if "\x00" in text:
+            raise ValueError(f"{name} contains a NUL character")
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"{name} is not valid Unicode text") from None
+        if name in max_lengths and len(text) > max_lengths[name]:
+            raise ValueError(f"{name} is longer than {max_lengths[name]} characters")
 
 
 def validate_rows(

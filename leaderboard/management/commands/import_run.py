@@ -3,7 +3,6 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from leaderboard.ingest.run_import import (
-    BundleError,
     RunSpec,
     default_problem_set,
     read_folder,
@@ -12,6 +11,7 @@ from leaderboard.ingest.run_import import (
     store_run,
     verify_run,
 )
+from leaderboard.ingest.uploads import RowErrors
 from problems.models import Hardware, ProblemSet
 
 
@@ -68,7 +68,7 @@ class Command(BaseCommand):
             result = store_run(spec, bundle, write=self.stdout.write)
         except FileNotFoundError:
             raise CommandError(f"{path}: no such file") from None
-        except BundleError as exc:
+        except RowErrors as exc:
             raise CommandError("nothing imported:\n  " + "\n  ".join(exc.errors)) from None
         for warning in result.warnings:
             self.stdout.write(self.style.WARNING(f"  {warning}"))
