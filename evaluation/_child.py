@@ -15,12 +15,22 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import dataclasses
+import gc
 import json
 import os
+import platform
+import resource
 import sys
+import threading
 import time
 import traceback
+import types
 from typing import Any
+
+from evaluation.child_utils import cpu_name
+from evaluation.compare import compare_outputs
+from evaluation.hardware import _nvidia_driver
 
 # Captured before anything untrusted can run (the kernel is imported much later).
 _perf_counter_ns = time.perf_counter_ns
@@ -93,8 +103,6 @@ def _apply_masks(masks: list[list[Any]], stash_root: str) -> None:
 
 
 def _confine(spec: dict[str, Any]) -> dict[str, Any]:
-    import resource
-
     done: dict[str, Any] = {"filesystem_isolated": False, "uid": os.getuid(), "no_new_privs": False}
     if spec.get("masks") and os.geteuid() == 0:
         try:
@@ -196,9 +204,7 @@ class Harness:
 
     # -- setup ---------------------------------------------------------------------------------
     def import_torch(self) -> None:
-        import threading
-
-        import torch
+        import torch  # deferred: imported only once the process is confined (and it is heavy)
 
         self.torch = torch
         self.threading = threading
@@ -252,25 +258,10 @@ class Harness:
         return snap
 
     def check_patches(self) -> None:
+        """Kernel role: flag functions of torch/time that differ from the snapshot taken at load."""
         if "torch_patch_check" in self.disabled:
             return
-        changed = []
-        for oname, owner in self._owners:
-            current = vars(owner)
-            for key, value in list(current.items()):
-                old = self._snap.get((oname, key), None)
-                if old is None:
-                    continue
-                if value is not old:
-                    changed.append(f"{oname}.{key}")
-            for (_o2, key), _old in self._snap_keys_by_owner.get(oname, []):
-                if key not in current:
-                    changed.append(f"{oname}.{key} (deleted)")
-        # Attributes set on torch.Tensor that shadow TensorBase methods count as patches too.
-        tensor_dict = vars(self.torch.Tensor)
-        for (oname, key) in self._snap:
-            if oname == "torch._C.TensorBase" and key in tensor_dict and ("torch.Tensor", key) not in self._snap:
-                changed.append(f"torch.Tensor.{key}")
+        changed = self._changed_attributes()
         if not changed or self.role != "kernel":
             return
         timers = [c for c in changed if c.split(".")[0] == "time" or c.startswith(TIMER_OWNERS[1:])
@@ -281,11 +272,27 @@ class Harness:
         if others:
             self.flags["reference_patched"] = "kernel monkey-patched torch: " + ", ".join(sorted(set(others))[:8])
 
+    def _changed_attributes(self) -> list[str]:
+        changed = []
+        for oname, owner in self._owners:
+            current = vars(owner)
+            for key, value in list(current.items()):
+                old = self._snap.get((oname, key), None)
+                if old is not None and value is not old:
+                    changed.append(f"{oname}.{key}")
+            for (_o2, key), _old in self._snap_keys_by_owner.get(oname, []):
+                if key not in current:
+                    changed.append(f"{oname}.{key} (deleted)")
+        # Attributes set on torch.Tensor that shadow TensorBase methods count as patches too.
+        tensor_dict = vars(self.torch.Tensor)
+        for (oname, key) in self._snap:
+            if oname == "torch._C.TensorBase" and key in tensor_dict and ("torch.Tensor", key) not in self._snap:
+                changed.append(f"torch.Tensor.{key}")
+        return changed
+
     def install_gc_watch(self) -> None:
         if "gc_check" in self.disabled:
             return
-        import gc
-
         hits = self.gc_hits
         for name in ("get_objects", "get_referrers", "get_referents"):
             orig = getattr(gc, name)
@@ -297,8 +304,6 @@ class Harness:
             setattr(gc, name, wrapper)
 
     def _exec_module(self, name: str, path: str) -> Any:
-        import types
-
         with open(path, encoding="utf-8") as fh:
             src = fh.read()
         mod = types.ModuleType(name)
@@ -367,8 +372,6 @@ class Harness:
 
     def environment(self) -> dict[str, Any]:
         torch = self.torch
-        import platform
-
         env: dict[str, Any] = {
             "device": self.device,
             "torch": torch.__version__,
@@ -382,11 +385,9 @@ class Harness:
             props = torch.cuda.get_device_properties(0)
             env["sm_count"] = props.multi_processor_count
             env["capability"] = f"{props.major}.{props.minor}"
-            from evaluation.hardware import _nvidia_driver
-
             env["driver"] = _nvidia_driver()
         else:
-            env["device_name"] = _cpu_name()
+            env["device_name"] = cpu_name()
             env["driver"] = None
         return env
 
@@ -490,10 +491,6 @@ class Harness:
 
     def compare(self, req: dict[str, Any]) -> dict[str, Any]:
         """Reference role only: compare the kernel's outputs (a file the parent handed over) with ours."""
-        import dataclasses
-
-        from evaluation.compare import compare_outputs
-
         torch = self.torch
         if self.role != "reference":
             raise RuntimeError("compare runs in the reference process only")
@@ -604,12 +601,6 @@ def _same_tensor(torch: Any, a: Any, b: Any) -> bool:
     if a.is_floating_point() or a.is_complex():
         return bool(((a == b) | (a.isnan() & b.isnan())).all())
     return bool(torch.equal(a, b))
-
-
-def _cpu_name() -> str:
-    from .child_utils import cpu_name
-
-    return cpu_name()
 
 
 def main() -> None:

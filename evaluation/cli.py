@@ -7,6 +7,9 @@ import json
 import sys
 from typing import Any, NoReturn
 
+from .hardware import probe_hardware
+from .problem_check import check_problem
+from .runner import evaluate
 from .types import EvaluationConfig
 
 
@@ -99,20 +102,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("usage error: a command is required: evaluate, check-problem or probe\n")
         return 2
     if args.command == "probe":
-        from .hardware import probe_hardware
-
         info = probe_hardware(args.device)
         print(json.dumps(info) if args.json else "\n".join(f"{k}: {v}" for k, v in info.items()))
         return 0
     if args.command == "check-problem":
-        from .problem_check import check_problem
-
         src = _read(args.problem, "problem")
         report = check_problem(src, _config(args))
         print(json.dumps(report, default=str) if args.json else json.dumps(report, indent=2, default=str))
         return 0
-    from .runner import evaluate
-
     problem = _read(args.problem, "problem")
     kernel = _read(args.kernel, "kernel")
     result = evaluate(problem, kernel, _config(args))

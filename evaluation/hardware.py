@@ -5,11 +5,24 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from typing import Any
 
+from .child_utils import cpu_name
+
 PROBE = "import sys; sys.path.insert(0, {pylib!r}); from evaluation.hardware import _probe_main; _probe_main({device!r})"
+
+
+def hardware_slug(device_name: str, device: str) -> str:
+    """A short name for a device class (``h200``, ``h100``, ``a100``, ..., ``cpu``)."""
+    if device == "cpu":
+        return "cpu"
+    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", device_name.upper().replace("NVIDIA", ""))
+    if m:
+        return m.group(1).lower()
+    return re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or device
 
 
 def _nvidia_driver() -> str | None:
@@ -34,7 +47,7 @@ def _nvidia_driver() -> str | None:
 def _probe_main(device: str) -> None:
     info: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform()}
     try:
-        import torch
+        import torch  # deferred: torch is heavy, and only this probe child needs it
 
         info["torch"] = torch.__version__
         info["cuda"] = torch.version.cuda
@@ -47,8 +60,6 @@ def _probe_main(device: str) -> None:
                         capability=f"{props.major}.{props.minor}", sm_count=props.multi_processor_count,
                         memory_gb=round(props.total_memory / 2**30, 1), driver=_nvidia_driver())
         else:
-            from .child_utils import cpu_name
-
             info.update(device="cpu", device_name=cpu_name(), driver=None, cpu_count=os.cpu_count(),
                         torch_threads=torch.get_num_threads())
     except Exception as exc:  # noqa: BLE001
@@ -58,8 +69,6 @@ def _probe_main(device: str) -> None:
 
 def probe_hardware(device: str = "auto") -> dict[str, Any]:
     """Run the probe in a child Python; return device_name, driver, cuda, torch, python, hardware_slug."""
-    from .runner import hardware_slug
-
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError("device must be 'auto', 'cpu' or 'cuda'")
     pylib = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -8,13 +8,14 @@ import time
 from typing import Any
 
 from .compare import compare_outputs, dtype_name, outputs_close, tolerances_for
-from .runner import derive_seed
-from .sandbox import ChildError, Sandbox
+from .protocol import CorrectReply, LoadReply, MalformedReply, ReadyReply, parse
+from .sandbox import ChildError, Sandbox, SandboxProcess
+from .seeds import derive_seed
 from .types import EvaluationConfig
 
 
 def _describe(outs: list[Any]) -> list[dict[str, Any]]:
-    import torch
+    import torch  # deferred: torch is heavy; only check_problem's own report needs it here
 
     desc = []
     for t in outs:
@@ -38,38 +39,52 @@ def check_problem(problem_source: str, config: EvaluationConfig | None = None) -
     seed = cfg.seed if cfg.seed is not None else secrets.randbits(62)
     report: dict[str, Any] = {"ok": False, "flags": [], "outputs": [], "error": None, "timings_s": {}}
     t_begin = time.monotonic()
-    deadline = t_begin + cfg.timeout_s
-
-    def flag(code: str, message: str) -> None:
-        report["flags"].append({"code": code, "message": message})
-
     with Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
                  hide_paths=cfg.hide_paths, isolation=cfg.isolation, cpu_threads=cfg.cpu_threads) as sb:
         path = sb.write_source("problem.py", problem_source)
         proc = sb.spawn("reference", path)
         try:
-            ready = proc.recv(deadline)
-            if not ready.get("ok"):
-                raise RuntimeError(ready.get("error"))
-            report["timings_s"]["process_start"] = round(time.monotonic() - t_begin, 3)
-            loaded = proc.request({"op": "load", "init_seed": derive_seed(seed, "init")}, deadline)
-            if not loaded.get("ok"):
-                raise RuntimeError(f"build failed: {loaded.get('error')}")
-            report["environment"] = loaded.get("environment", {})
-            outs = []
-            s_a, s_b = derive_seed(seed, "correct", 0), derive_seed(seed, "correct", 1)
-            for trial, s in enumerate((s_a, s_a, s_b)):
-                t0 = time.monotonic()
-                r = proc.request({"op": "correct", "seed": s, "trial": trial, "save": True}, deadline)
-                if not r.get("ok"):
-                    raise RuntimeError(f"run failed: {r.get('error')}")
-                report["timings_s"][f"run_{trial}"] = round(time.monotonic() - t0, 3)
-                outs.append(sb.read_output(proc, r["file"]))
-        except (ChildError, RuntimeError) as exc:
+            outs = _run_reference(sb, proc, seed, report, t_begin + cfg.timeout_s, t_begin)
+        except (ChildError, RuntimeError, MalformedReply) as exc:
             report["error"] = str(exc)
             report["log"] = proc.read_log()
             report["timings_s"]["total"] = round(time.monotonic() - t_begin, 3)
             return report
+    _judge(cfg, report, outs)
+    report["ok"] = True
+    report["timings_s"]["total"] = round(time.monotonic() - t_begin, 3)
+    return report
+
+
+def _run_reference(sb: Sandbox, proc: SandboxProcess, seed: int, report: dict[str, Any], deadline: float,
+                   t_begin: float) -> list[list[Any]]:
+    """Build the reference, run it on inputs A, A, B; return the three output lists."""
+    ready = parse(ReadyReply, proc.recv(deadline))
+    if not ready.ok:
+        raise RuntimeError(ready.error)
+    report["timings_s"]["process_start"] = round(time.monotonic() - t_begin, 3)
+    loaded = parse(LoadReply, proc.request({"op": "load", "init_seed": derive_seed(seed, "init")}, deadline))
+    if not loaded.ok:
+        raise RuntimeError(f"build failed: {loaded.error}")
+    report["environment"] = loaded.environment
+    outs = []
+    s_a, s_b = derive_seed(seed, "correct", 0), derive_seed(seed, "correct", 1)
+    for trial, s in enumerate((s_a, s_a, s_b)):
+        t0 = time.monotonic()
+        r = parse(CorrectReply, proc.request({"op": "correct", "seed": s, "trial": trial, "save": True}, deadline))
+        if not r.ok:
+            raise RuntimeError(f"run failed: {r.error}")
+        report["timings_s"][f"run_{trial}"] = round(time.monotonic() - t0, 3)
+        outs.append(sb.read_output(proc, r.file))
+    return outs
+
+
+def _judge(cfg: EvaluationConfig, report: dict[str, Any], outs: list[list[Any]]) -> None:
+    """Determinism, input dependence, scale and finiteness of the reference's outputs."""
+
+    def flag(code: str, message: str) -> None:
+        report["flags"].append({"code": code, "message": message})
+
     report["outputs"] = _describe(outs[0])
     same = compare_outputs(outs[0], outs[1], 0.0, 0.0, scale_check=False)
     if not same.ok:
@@ -87,6 +102,3 @@ def check_problem(problem_source: str, config: EvaluationConfig | None = None) -
             flag("non_finite_reference", f"Output {i} has {d['non_finite']} NaN/Inf value(s).")
         if d["rms"] is not None and math.isfinite(d["rms"]) and d["rms"] == 0.0:
             flag("near_zero_reference", f"Output {i} is all zeros.")
-    report["ok"] = True
-    report["timings_s"]["total"] = round(time.monotonic() - t_begin, 3)
-    return report

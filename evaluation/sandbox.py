@@ -17,6 +17,8 @@ Isolation modes (detected once per process, strongest first):
 from __future__ import annotations
 
 import functools
+import importlib.util
+import io
 import json
 import os
 import secrets
@@ -27,6 +29,7 @@ import stat
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 from typing import Any
@@ -110,8 +113,6 @@ def needed_paths(extra: list[str]) -> list[str]:
         if p:
             paths.add(p)
     try:
-        import importlib.util
-
         for mod in ("torch", "triton", "numpy", "ninja"):
             spec = importlib.util.find_spec(mod)
             if spec and spec.origin:
@@ -391,8 +392,6 @@ class Sandbox:
     def __init__(self, *, device: str, size_scale: int, memory_limit_mb: int, hide_paths: tuple[str, ...] = (),
                  isolation: str = "auto", build_dir: str | None = None, disable: frozenset[str] = frozenset(),
                  cpu_threads: int | None = None) -> None:
-        import tempfile
-
         self.device = device
         self.size_scale = size_scale
         self.memory_limit_mb = memory_limit_mb
@@ -509,9 +508,7 @@ class Sandbox:
 
     def read_output(self, proc: SandboxProcess, name: str, max_bytes: int = 16 * 2**30) -> Any:
         """Load an output file written by a child, refusing links and non-regular files."""
-        import io
-
-        import torch
+        import torch  # deferred: torch is heavy; only check_problem reads outputs in the parent
 
         if "/" in name or name.startswith("."):
             raise ChildError("crashed", f"the {proc.role} process named an invalid output file")

@@ -142,10 +142,6 @@ class EvaluationResult:
     def flag_codes(self) -> list[str]:
         return [f["code"] for f in self.flags]
 
-    @property
-    def note_codes(self) -> list[str]:
-        return [f["code"] for f in self.notes]
-
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         if self.speedup_interval is not None:

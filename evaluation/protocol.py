@@ -1,0 +1,100 @@
+"""Typed replies of the sandboxed processes (evaluation._child) to their parent (evaluation.runner).
+
+A child sends one JSON object per request; the parent turns it into one of these dataclasses with
+``parse(ReplyClass, message)``. Every field has a default and a type: a missing field takes its
+default, and a field of the wrong type (only a tampered kernel process could send one) ends the
+evaluation as ``crashed`` instead of surfacing as an exception deep inside the runner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+
+class MalformedReply(ValueError):
+    """A reply whose fields do not have the expected types."""
+
+
+@dataclass
+class Reply:
+    """Fields every reply may carry; ``ok`` False means the request failed (``kind``, ``error``)."""
+
+    ok: bool = False
+    kind: str = "runtime_error"
+    error: str = ""
+    traceback: str = ""
+    flags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ReadyReply(Reply):
+    confinement: dict[str, Any] = field(default_factory=dict)
+    torch_import_s: float = 0.0
+    pid: int = 0
+
+
+@dataclass
+class LoadReply(Reply):
+    problem_s: float = 0.0
+    import_s: float = 0.0
+    init_s: float = 0.0
+    environment: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CorrectReply(Reply):
+    file: str = ""
+    run_s: float = 0.0
+    dtypes: list[str] = field(default_factory=list)
+    spot: list[list[float]] = field(default_factory=list)
+
+
+@dataclass
+class CompareReply(Reply):
+    comparison: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TimeReply(Reply):
+    times_ns: list[int] = field(default_factory=list)
+    host_ns: list[int] = field(default_factory=list)
+    null_host_ns: list[int] = field(default_factory=list)
+    spot: list[list[float]] = field(default_factory=list)
+
+
+R = TypeVar("R", bound=Reply)
+
+_SCALARS: dict[type, tuple[type, ...]] = {bool: (bool,), str: (str,), int: (int,), float: (int, float)}
+
+
+def _coerce(name: str, value: Any, sample: Any) -> Any:
+    kind = type(sample)
+    if kind in _SCALARS:
+        if value is None and kind is str:
+            return ""
+        if not isinstance(value, _SCALARS[kind]) or (kind is not bool and isinstance(value, bool)):
+            raise MalformedReply(f"field {name!r} is {type(value).__name__}, expected {kind.__name__}")
+        return kind(value)
+    if not isinstance(value, kind):
+        raise MalformedReply(f"field {name!r} is {type(value).__name__}, expected {kind.__name__}")
+    return value
+
+
+def parse(cls: type[R], msg: dict[str, Any]) -> R:
+    """Build ``cls`` from a child's JSON object (unknown keys ignored, missing keys defaulted)."""
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in msg:
+            continue
+        sample = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        kwargs[f.name] = _coerce(f.name, msg[f.name], sample)
+    reply = cls(**kwargs)
+    reply.flags = {str(k): str(v) for k, v in reply.flags.items()}
+    return reply
+
+
+def to_message(reply: Reply) -> dict[str, Any]:
+    """The JSON object a child sends for ``reply``."""
+    return dataclasses.asdict(reply)

@@ -1,0 +1,91 @@
+"""One evaluation's pair of sandboxed processes, as the runner's phases see them.
+
+``Pair`` sends requests to the reference and the kernel process and returns their typed replies
+(evaluation.protocol); any failure that ends the evaluation is raised as ``Abort`` with the status
+it ends in. The phases (evaluation.correctness, evaluation.timing) work through it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .protocol import MalformedReply, R, Reply, parse
+from .sandbox import ChildError, SandboxProcess
+from .types import EvaluationConfig, EvaluationResult
+
+
+class Abort(Exception):
+    """Ends an evaluation early with ``status`` (and an error line, and a log excerpt)."""
+
+    def __init__(self, status: str, error: str, log: str = "") -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.log = log
+
+
+#: Extra seconds the (trusted) reference process gets beyond the kernel's deadline.
+REFERENCE_GRACE_S = 30.0
+
+
+@dataclass
+class Pair:
+    cfg: EvaluationConfig
+    res: EvaluationResult
+    ref: SandboxProcess
+    ker: SandboxProcess
+    master: int
+    deadline: float
+
+    def defence_on(self, name: str) -> bool:
+        return name not in self.cfg.disable_defences
+
+    def merge_flags(self, reply: Reply) -> None:
+        for code, msg in reply.flags.items():
+            self.res.add_flag(code, msg)
+
+    def receive(self, p: SandboxProcess, cls: type[R], extra_s: float = 0.0) -> R:
+        """The next reply of ``p``, typed; a dead, silent or garbled process raises Abort."""
+        prefix = "reference: " if p is self.ref else ""
+        grace = REFERENCE_GRACE_S if p is self.ref else 0.0
+        try:
+            return parse(cls, p.recv(self.deadline + grace + extra_s))
+        except ChildError as exc:
+            raise Abort(exc.kind, prefix + exc.message) from exc
+        except MalformedReply as exc:
+            raise Abort("crashed", f"{prefix}the {p.role} process sent a malformed reply: {exc}") from exc
+
+    def request(self, p: SandboxProcess, msg: dict[str, Any], cls: type[R], extra_s: float = 0.0) -> R:
+        try:
+            p.send(msg)
+        except ChildError as exc:
+            raise Abort(exc.kind, ("reference: " if p is self.ref else "") + exc.message) from exc
+        return self.receive(p, cls, extra_s)
+
+    def both(self, msg: dict[str, Any], cls: type[R]) -> tuple[R, R]:
+        """Send ``msg`` to both processes (they work in parallel); return (reference, kernel) replies."""
+        try:
+            self.ref.send(msg)
+            self.ker.send(msg)
+        except ChildError as exc:
+            raise Abort(exc.kind, exc.message) from exc
+        r_ker = self.receive(self.ker, cls)
+        r_ref = self.receive(self.ref, cls)
+        return r_ref, r_ker
+
+    def timed_request(self, p: SandboxProcess, msg: dict[str, Any], cls: type[R]) -> tuple[R, int]:
+        """``request`` with the parent's own clock around it (ns)."""
+        w0 = time.perf_counter_ns()
+        reply = self.request(p, msg, cls)
+        return reply, time.perf_counter_ns() - w0
+
+    def kernel_failed(self, reply: Reply, prefix: str = "") -> Abort:
+        self.merge_flags(reply)
+        return Abort(reply.kind or "runtime_error", f"{prefix}{reply.error}", reply.traceback)
+
+    @staticmethod
+    def reference_failed(reply: Reply, prefix: str = "reference failed: ") -> Abort:
+        kind = reply.kind if reply.kind != "incorrect" else "runtime_error"
+        return Abort(kind, f"{prefix}{reply.error}", reply.traceback)
