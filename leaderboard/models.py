@@ -5,14 +5,14 @@ from __future__ import annotations
 import datetime as dt
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import BooleanField, Case, DateTimeField, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils.text import slugify
 
-from problems.models import Hardware, Problem, ProblemSet, source_sha256
+from problems.models import DB_INT_MAX, Hardware, Problem, ProblemSet, source_sha256
 
 
 def unique_slug(model: type[models.Model], text: str, max_length: int = 80) -> str:
@@ -101,7 +101,9 @@ class Run(models.Model):
     name = models.CharField(max_length=200, blank=True, help_text="Optional label, e.g. the run folder's name.")
     setting = models.CharField(max_length=120, default="one-shot", help_text="one-shot, best-of-k, agent, ...")
     turns = models.PositiveIntegerField(null=True, blank=True)
-    samples_per_problem = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1)])
+    samples_per_problem = models.PositiveIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(DB_INT_MAX)]
+    )
     precision = models.CharField(
         max_length=4, choices=Precision.choices, default=Precision.FP32, help_text="Part of the run's setting."
     )
@@ -191,7 +193,7 @@ class Kernel(models.Model):
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="kernels")
     problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="kernels")
-    sample_index = models.PositiveIntegerField(default=0)
+    sample_index = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(DB_INT_MAX)])
     source = models.TextField()
     source_hash = models.CharField(max_length=64, editable=False, db_index=True)
     backend = models.CharField(max_length=10, choices=Backend.choices, default=Backend.OTHER)
@@ -304,6 +306,8 @@ class Evaluation(models.Model):
 
     class Meta:
         ordering = ["-queued_at"]
+        # The django-rq dashboard (config/urls.py) can empty and requeue queues: a real permission, not is_staff.
+        permissions = [("manage_queues", "Can manage the evaluation queues (django-rq dashboard)")]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(speedup__isnull=True) | models.Q(speedup__gt=0), name="evaluation_speedup_positive"

@@ -9,6 +9,9 @@ from django.db import models
 from django.urls import reverse
 
 LEVELS = (1, 2, 3, 4)
+# The largest value of an integer column on every database we run on (PostgreSQL `integer`):
+# numbers from outside (file names, results keys, uploads) are validated against it.
+DB_INT_MAX = 2**31 - 1
 
 
 def source_sha256(source: str) -> str:
@@ -70,7 +73,7 @@ class ProblemQuerySet(models.QuerySet):
 class Problem(models.Model):
     problem_set = models.ForeignKey(ProblemSet, on_delete=models.PROTECT, related_name="problems")
     level = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(4)])
-    number = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    number = models.PositiveIntegerField(validators=[MinValueValidator(1), MaxValueValidator(DB_INT_MAX)])
     name = models.CharField(max_length=200)
     source = models.TextField()
     source_hash = models.CharField(max_length=64, editable=False)
@@ -158,7 +161,7 @@ class Baseline(models.Model):
     std_ms = models.FloatField(null=True, blank=True)
     min_ms = models.FloatField(null=True, blank=True)
     max_ms = models.FloatField(null=True, blank=True)
-    num_trials = models.PositiveIntegerField(null=True, blank=True)
+    num_trials = models.PositiveIntegerField(null=True, blank=True, validators=[MaxValueValidator(DB_INT_MAX)])
     device_name = models.CharField(max_length=200, blank=True)
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.IMPORTED)
     source_file = models.CharField(max_length=300, blank=True)
