@@ -5,8 +5,10 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("django-rq/", include("django_rq.urls")),
     path("api/v1/", include("leaderboard.reviews.api")),  # reviews' extra endpoints; the rest falls through
+    path("api/v1/", include("leaderboard.runs.api")),  # a run's problems, progress, scores, comparison, export
     path("api/", include("leaderboard.api.urls")),
     path("", include("leaderboard.api.urls_pages")),
     path("", include("leaderboard.reviews.urls")),  # the reviewer workflow (issue 7)
+    path("", include("leaderboard.runs.urls")),  # /runs/<id>/ (issue 14)
     path("", include("leaderboard.urls")),
 ]

@@ -453,3 +453,42 @@ def timing_distributions(evaluation: Evaluation | None) -> Figure | None:
             xaxis={"title": {"text": "ms"}, "rangemode": "tozero"},
         ),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# run page
+
+
+def run_fast_p_chart(scores: Sequence[Any]) -> Figure | None:
+    """A run's fast_p over p, one line per level (runs.LevelScore): sample 0 (KernelBench's rule)
+    solid, best-of-n dotted where the run has several samples."""
+    traces = []
+    for index, score in enumerate(scores):
+        colour = PALETTE[index % len(PALETTE)]
+        curves = [("sample 0", score.curve, "solid"), ("best-of-n", score.curve_best, "dot")]
+        for rule, points, dash in curves:
+            if not points:
+                continue
+            name = f"level {score.level}, {rule}"
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "line": {"shape": "hv", "color": colour, "dash": dash},
+                    "name": name,
+                    "x": [point[0] for point in points],
+                    "y": [round(point[1] * 100, 2) for point in points],
+                    "hovertemplate": "p=%{x:.2f}: %{y:.1f}%<extra>" + name + "</extra>",
+                }
+            )
+    if not traces:
+        return None
+    return {
+        "data": traces,
+        "layout": _layout(
+            "fast_p over p (share of the level's problems correct and faster than p × the reference)",
+            height=340,
+            xaxis={"title": {"text": "p (speedup threshold)"}, "range": [0, 3]},
+            yaxis={"title": {"text": "fast_p (%)"}, "range": [0, 100]},
+        ),
+    }

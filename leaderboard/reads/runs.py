@@ -1,0 +1,343 @@
+"""What a run's page and its API show: every problem with its samples, the verification progress,
+the run's scores per level, and a comparison with another run.
+
+Every function costs a fixed number of queries, whatever the size of the run.
+
+Scores follow KernelBench's own rules (`src/kernelbench/score.py`, `scripts/benchmark_eval_analysis.py`):
+only sample 0 of each problem counts; the denominator is every problem of the level in the set;
+correctness (fast_0 here, "correctness rate" there) does not depend on baselines, so a correct
+kernel without a speedup (imported with no baseline on the run's hardware) counts as correct and
+as unscored for fast_p at p > 0. Best-of-n (the best correct sample per problem) is given beside
+it, labelled, for runs with several samples. Kernels a reviewer excluded (reward hack, invalid)
+count as failed, as on the leaderboard.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.db.models import OuterRef, QuerySet, Subquery
+
+from evaluation.metrics import DEFAULT_PS, fast_p, fast_p_curve, fast_p_key, geometric_mean_speedup
+from leaderboard.models import Evaluation, Kernel, Origin, Run
+
+RUN_PS: tuple[float, ...] = (0.0, *DEFAULT_PS)
+COMPARABLE_RUNS = 200  # runs offered in the "compare with" list
+
+
+# ---------------------------------------------------------------------------------------------
+# the run's kernels
+
+
+@dataclass
+class Sample:
+    """One kernel of the run as the page shows it: its latest finished evaluation (the one that
+    counts), and the state of its newest evaluation when that one is still pending or failed."""
+
+    kernel_id: int
+    sample: int
+    backend: str
+    status: str  # the latest finished evaluation's status; "" when none
+    compiled: bool
+    correct: bool
+    speedup: float | None
+    origin: str  # of the latest finished evaluation
+    flags: list[str]
+    excluded: bool
+    pending: str  # "queued", "running", "failed" or "" (the newest evaluation's state when not done)
+
+    @property
+    def unscored(self) -> bool:
+        return self.correct and self.speedup is None
+
+    @property
+    def counts_correct(self) -> bool:
+        return self.correct and not self.excluded
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ProblemLine:
+    problem_id: int
+    level: int
+    number: int
+    name: str
+    samples: list[Sample] = field(default_factory=list)
+
+    @property
+    def first(self) -> Sample | None:
+        """Sample 0: the one KernelBench scores."""
+        return next((s for s in self.samples if s.sample == 0), None)
+
+    @property
+    def best(self) -> Sample | None:
+        """The fastest correct sample that counts (best-of-n), else None."""
+        correct = [s for s in self.samples if s.counts_correct]
+        return max(correct, key=lambda s: s.speedup or 0.0) if correct else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "problem_id": self.problem_id,
+            "level": self.level,
+            "number": self.number,
+            "name": self.name,
+            "samples": [sample.as_dict() for sample in self.samples],
+        }
+
+
+def run_for_page(pk: int) -> QuerySet[Run]:
+    return Run.objects.filter(pk=pk).select_related("model__lab", "hardware", "problem_set", "created_by")
+
+
+def _newest(field_name: str) -> Subquery:
+    newest = Evaluation.objects.filter(kernel=OuterRef("pk")).order_by("-queued_at", "-pk")
+    return Subquery(newest.values(field_name)[:1])
+
+
+def _sample_rows(run: Run):
+    """One query: every kernel of the run with what its cell shows (no sources, no logs)."""
+    return (
+        Kernel.objects.filter(run=run)
+        .with_review_state()
+        .annotate(newest_state=_newest("state"))
+        .order_by("problem__level", "problem__number", "sample_index", "pk")
+        .values_list(
+            "pk",
+            "sample_index",
+            "backend",
+            "problem_id",
+            "problem__level",
+            "problem__number",
+            "problem__name",
+            "latest_evaluation__status",
+            "latest_evaluation__compiled",
+            "latest_evaluation__correct",
+            "latest_evaluation__speedup",
+            "latest_evaluation__origin",
+            "latest_evaluation__flags",
+            "is_excluded",
+            "newest_state",
+        )
+    )
+
+
+def run_problems(run: Run) -> list[ProblemLine]:
+    """The run's problems in order (level, number), each with its samples."""
+    lines: dict[int, ProblemLine] = {}
+    for row in _sample_rows(run):
+        (pk, sample, backend, problem_id, level, number, name, status, compiled, correct, speedup, origin, flags) = row[
+            :13
+        ]
+        excluded, newest_state = row[13], row[14]
+        line = lines.setdefault(problem_id, ProblemLine(problem_id, level, number, name))
+        pending = newest_state if newest_state and newest_state != Evaluation.State.DONE else ""
+        codes = [flag.get("code", "") for flag in flags or [] if isinstance(flag, dict)]
+        line.samples.append(
+            Sample(
+                pk, sample, backend, status or "", bool(compiled) or bool(correct), bool(correct), speedup,
+                origin or "", codes, bool(excluded), pending,
+            )
+        )  # fmt: skip
+    return list(lines.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# verification progress
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """Where the run's kernels stand, by the state of each kernel's newest evaluation."""
+
+    total: int
+    evaluated: int  # newest evaluation done here (measured)
+    imported: int  # newest evaluation is an imported result, not verified here
+    queued: int
+    running: int
+    failed: int  # the infrastructure gave up (no verdict)
+    not_evaluated: int
+
+    @property
+    def pending(self) -> int:
+        return self.queued + self.running
+
+    @property
+    def label(self) -> str:
+        parts = [f"{self.evaluated} of {self.total} evaluated"]
+        parts += [f"{n} {word}" for n, word in ((self.running, "running"), (self.queued, "queued")) if n]
+        parts += [f"{self.failed} failed"] if self.failed else []
+        parts += [f"{self.imported} imported, unverified"] if self.imported else []
+        parts += [f"{self.not_evaluated} not evaluated"] if self.not_evaluated else []
+        return ", ".join(parts)
+
+    @property
+    def percent_done(self) -> float:
+        finished = self.evaluated + self.failed
+        return 100.0 * finished / self.total if self.total else 100.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"pending": self.pending, "label": self.label, "done": self.pending == 0}
+
+
+def run_progress(run: Run) -> RunProgress:
+    """One query: the newest evaluation's state and origin of every kernel of the run."""
+    rows = (
+        Kernel.objects.filter(run=run)
+        .annotate(newest_state=_newest("state"), newest_origin=_newest("origin"))
+        .order_by()
+        .values_list("newest_state", "newest_origin")
+    )
+    counts: Counter[str] = Counter()
+    for state, origin in rows:
+        if state is None:
+            counts["not_evaluated"] += 1
+        elif state == Evaluation.State.DONE:
+            counts["evaluated" if origin == Origin.MEASURED else "imported"] += 1
+        else:
+            counts[state] += 1
+        counts["total"] += 1
+    names = ("total", "evaluated", "imported", "queued", "running", "failed", "not_evaluated")
+    return RunProgress(**{name: counts[name] for name in names})
+
+
+# ---------------------------------------------------------------------------------------------
+# scores
+
+
+@dataclass
+class LevelScore:
+    """A run's scores on one level, by KernelBench's rule (sample 0) and by best-of-n."""
+
+    level: int
+    n_problems: int
+    attempted: int
+    compiled_rate: float
+    correct_rate: float  # sample 0, whatever the baselines
+    fast_p: dict[str, float]  # sample 0; fast_0 equals correct_rate
+    geomean_speedup: float | None  # sample 0, over correct kernels with a speedup
+    unscored: int  # sample-0 kernels correct without a speedup
+    best_of_n: dict[str, float] | None  # best correct sample per problem; None with one sample
+    curve: list[tuple[float, float]]
+    curve_best: list[tuple[float, float]] | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _fast_ps(speedups: dict[int, float | None], correct: int, n_problems: int) -> dict[str, float]:
+    values = {fast_p_key(p): fast_p(speedups, n_problems, p) for p in RUN_PS}
+    values[fast_p_key(0.0)] = correct / n_problems  # correct-unscored kernels are correct
+    return values
+
+
+def level_score(level: int, lines: list[ProblemLine], n_problems: int) -> LevelScore:
+    """Scores of `lines` (the run's problems of `level`) against the level's `n_problems`."""
+    n_problems = max(n_problems, len(lines), 1)
+    firsts = [(line.problem_id, line.first) for line in lines]
+    scored = {pid: s.speedup if s and s.counts_correct else None for pid, s in firsts}
+    correct = sum(1 for _, s in firsts if s and s.counts_correct)
+    several = any(len(line.samples) > 1 for line in lines)
+    best = {line.problem_id: (line.best.speedup if line.best else None) for line in lines}
+    best_correct = sum(1 for line in lines if line.best)
+    return LevelScore(
+        level=level,
+        n_problems=n_problems,
+        attempted=sum(1 for _, s in firsts if s),
+        compiled_rate=sum(1 for _, s in firsts if s and s.compiled) / n_problems,
+        correct_rate=correct / n_problems,
+        fast_p=_fast_ps(scored, correct, n_problems),
+        geomean_speedup=geometric_mean_speedup({k: v for k, v in scored.items() if v is not None}),
+        unscored=sum(1 for _, s in firsts if s and s.counts_correct and s.speedup is None),
+        best_of_n=_fast_ps(best, best_correct, n_problems) if several else None,
+        curve=fast_p_curve(scored, n_problems),
+        curve_best=fast_p_curve(best, n_problems) if several else None,
+    )
+
+
+def run_scores(run: Run, lines: list[ProblemLine]) -> list[LevelScore]:
+    """One LevelScore per level the run has kernels in (one query for the denominators)."""
+    counts = run.problem_set.problem_counts()
+    by_level: dict[int, list[ProblemLine]] = defaultdict(list)
+    for line in lines:
+        by_level[line.level].append(line)
+    return [level_score(level, by_level[level], counts.get(level, 0)) for level in sorted(by_level)]
+
+
+# ---------------------------------------------------------------------------------------------
+# comparison
+
+
+@dataclass(frozen=True)
+class CompareLine:
+    level: int
+    number: int
+    name: str
+    left: Sample | None
+    right: Sample | None
+
+    @property
+    def verdict(self) -> str:
+        """Where one run is correct and the other is not; '' when both agree."""
+        left = bool(self.left and self.left.counts_correct)
+        right = bool(self.right and self.right.counts_correct)
+        if left == right:
+            return ""
+        return "only left correct" if left else "only right correct"
+
+    @property
+    def ratio(self) -> float | None:
+        """Left speedup / right speedup, when both have one."""
+        a = self.left.speedup if self.left and self.left.counts_correct else None
+        b = self.right.speedup if self.right and self.right.counts_correct else None
+        return a / b if a and b else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "number": self.number,
+            "name": self.name,
+            "left": self.left.as_dict() if self.left else None,
+            "right": self.right.as_dict() if self.right else None,
+            "verdict": self.verdict,
+            "ratio": self.ratio,
+        }
+
+
+def compare(left: Iterable[ProblemLine], right: Iterable[ProblemLine]) -> list[CompareLine]:
+    """Sample 0 of each problem of either run, side by side, by (level, number)."""
+    a = {(line.level, line.number): line for line in left}
+    b = {(line.level, line.number): line for line in right}
+    keys = sorted(set(a) | set(b))
+    out = []
+    for key in keys:
+        line = a.get(key) or b[key]
+        out.append(
+            CompareLine(
+                key[0], key[1], line.name, a[key].first if key in a else None, b[key].first if key in b else None
+            )
+        )
+    return out
+
+
+def compare_summary(lines: list[CompareLine]) -> dict[str, int]:
+    verdicts = Counter(line.verdict for line in lines)
+    faster = sum(1 for line in lines if line.ratio is not None and line.ratio > 1)
+    slower = sum(1 for line in lines if line.ratio is not None and line.ratio < 1)
+    return {
+        "problems": len(lines),
+        "only_left_correct": verdicts["only left correct"],
+        "only_right_correct": verdicts["only right correct"],
+        "left_faster": faster,
+        "right_faster": slower,
+    }
+
+
+def comparable_runs(run: Run) -> list[Run]:
+    """Other runs of the same problem set, newest first, for the "compare with" list."""
+    others = Run.objects.filter(problem_set_id=run.problem_set_id).exclude(pk=run.pk)
+    return list(others.select_related("model", "hardware").order_by("-created_at", "-pk")[:COMPARABLE_RUNS])

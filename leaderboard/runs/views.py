@@ -1,0 +1,42 @@
+"""The run page, /runs/<id>/: its problems and samples, verification progress (kept live by
+static/js/run_progress.js polling the API's progress resource), its fast_p curve and scores, and
+a comparison with another run. Reads live in leaderboard.reads.runs."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+
+from leaderboard.models import Run
+from leaderboard.reads import charts
+from leaderboard.reads import runs as reads
+
+
+def _other_run(request: HttpRequest, run: Run) -> Run | None:
+    """The run named by ?compare=, when it exists and is not this one."""
+    text = request.GET.get("compare", "")
+    if not text.isdigit() or int(text) == run.pk:
+        return None
+    return reads.run_for_page(int(text)).first()
+
+
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(reads.run_for_page(pk))
+    lines = reads.run_problems(run)
+    scores = reads.run_scores(run, lines)
+    other = _other_run(request, run)
+    comparison = reads.compare(lines, reads.run_problems(other)) if other else None
+    progress = reads.run_progress(run)
+    context = {
+        "run": run,
+        "lines": lines,
+        "scores": scores,
+        "progress": progress,
+        "max_samples": max((len(line.samples) for line in lines), default=0),
+        "comparable": reads.comparable_runs(run),
+        "other": other,
+        "comparison": comparison,
+        "comparison_summary": reads.compare_summary(comparison) if comparison else None,
+        "charts": {"fast_p": charts.run_fast_p_chart(scores)},
+    }
+    return render(request, "leaderboard/run_detail.html", context)

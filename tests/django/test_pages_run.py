@@ -1,0 +1,117 @@
+"""The run page /runs/<id>/ and its API sub-resources (issue 14)."""
+
+import pytest
+
+from leaderboard.models import Evaluation, Kernel, Origin
+from leaderboard.reads import runs as reads
+from tests.pagekit import REFERENCE, count_queries, evaluate, make_model, make_run, make_set, plain_static  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+def add_sample(run, problem, sample, speedup):
+    kernel = Kernel.objects.create(run=run, problem=problem, sample_index=sample, source=REFERENCE + f"# {sample}\n")
+    evaluate(kernel, speedup)
+    return kernel
+
+
+def test_it_shows_each_problem_with_its_samples(client):
+    problem_set = make_set(levels=(1, 1, 2))
+    run = make_run(problem_set, [2.0, None, 0.5], model=make_model("Solver"))
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "Solver" in html
+    assert 'id="problem-1-1"' in html and 'id="problem-2-1"' in html
+    assert "2.00x" in html and "incorrect" in html
+    kernel = run.kernels.first()
+    assert f'href="/kernels/{kernel.pk}/"' in html
+
+
+def test_it_scores_sample_zero_and_shows_best_of_n_apart():
+    problem_set = make_set(levels=(1, 1))
+    run = make_run(problem_set, [None, 1.2])
+    first = problem_set.problems.get(number=1)
+    add_sample(run, first, 1, 3.0)  # sample 1 correct and fast: best-of-n only
+    (score,) = reads.run_scores(run, reads.run_problems(run))
+    assert score.fast_p["fast_1"] == 0.5  # sample 0: only problem 2 is correct and > 1
+    assert score.best_of_n["fast_1"] == 1.0
+    assert score.fast_p["fast_0"] == score.correct_rate == 0.5
+
+
+def test_a_correct_kernel_without_a_baseline_is_correct_and_unscored():
+    problem_set = make_set(levels=(1, 1))
+    run = make_run(problem_set, [1.5])
+    kernel = Kernel.objects.create(run=run, problem=problem_set.problems.get(number=2), source=REFERENCE)
+    evaluation = Evaluation.objects.create(
+        kernel=kernel, hardware=run.hardware, origin=Origin.IMPORTED, state="done", status="correct",
+        compiled=True, correct=True, speedup=None,
+    )  # fmt: skip
+    Kernel.objects.filter(pk=kernel.pk).update(latest_evaluation=evaluation)
+    (score,) = reads.run_scores(run, reads.run_problems(run))
+    assert score.correct_rate == 1.0 and score.fast_p["fast_0"] == 1.0
+    assert score.fast_p["fast_1"] == 0.5 and score.unscored == 1
+
+
+def test_progress_counts_the_newest_evaluation_of_each_kernel(client):
+    problem_set = make_set(levels=(1, 1, 1, 1))
+    run = make_run(problem_set, [1.5, 1.5, 1.5, 1.5])
+    kernels = list(run.kernels.order_by("pk"))
+    Evaluation.objects.create(kernel=kernels[0], hardware=run.hardware, state="queued")
+    Evaluation.objects.create(kernel=kernels[1], hardware=run.hardware, state="running")
+    Evaluation.objects.create(kernel=kernels[2], hardware=run.hardware, state="failed", failure_reason="gone")
+    progress = reads.run_progress(run)
+    assert progress.label == "1 of 4 evaluated, 1 running, 1 queued, 1 failed"
+    body = client.get(f"/api/v1/runs/{run.pk}/progress/").json()
+    assert body["pending"] == 2 and body["done"] is False and body["label"] == progress.label
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "1 of 4 evaluated, 1 running, 1 queued, 1 failed" in html
+    assert 'data-pending="2"' in html and "run_progress.js" in html
+
+
+def test_compare_shows_where_one_run_is_correct_and_the_other_is_not(client):
+    problem_set = make_set(levels=(1, 1))
+    left = make_run(problem_set, [2.0, None], model=make_model("Left"))
+    right = make_run(problem_set, [1.0, 1.5], model=make_model("Right"))
+    html = client.get(f"/runs/{left.pk}/?compare={right.pk}").content.decode()
+    assert 'id="compare-table"' in html and "only right correct" in html
+    body = client.get(f"/api/v1/runs/{left.pk}/compare/{right.pk}/").json()
+    assert body["summary"] == {
+        "problems": 2, "only_left_correct": 0, "only_right_correct": 1, "left_faster": 1, "right_faster": 0,
+    }  # fmt: skip
+    assert body["problems"][0]["ratio"] == 2.0
+
+
+def test_the_api_lists_problems_and_scores(client):
+    problem_set = make_set(levels=(1, 2))
+    run = make_run(problem_set, [2.0, None])
+    problems = client.get(f"/api/v1/runs/{run.pk}/problems/?level=1").json()["problems"]
+    assert [(p["level"], p["number"]) for p in problems] == [(1, 1)]
+    assert problems[0]["samples"][0]["speedup"] == 2.0 and problems[0]["samples"][0]["status"] == "correct"
+    levels = client.get(f"/api/v1/runs/{run.pk}/scores/").json()["levels"]
+    assert [(s["level"], s["fast_p"]["fast_1"]) for s in levels] == [(1, 1.0), (2, 0.0)]
+    assert client.get(f"/api/v1/runs/{run.pk}/problems/?level=9").status_code == 400
+
+
+def test_unknown_runs_are_404(client):
+    assert client.get("/runs/999/").status_code == 404
+    assert client.get("/api/v1/runs/999/progress/").status_code == 404
+    assert client.get("/api/v1/runs/999/export/").status_code == 404
+
+
+def test_user_text_is_escaped(client):
+    problem_set = make_set(levels=(1,))
+    run = make_run(problem_set, [1.5], model=make_model("<script>alert(1)</script>"), name="<b>run</b>")
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "<script>alert(1)</script>" not in html and "&lt;b&gt;run&lt;/b&gt;" in html
+
+
+def test_it_costs_the_same_queries_with_more_problems_samples_and_runs(client):
+    problem_set = make_set(levels=(1, 1, 1, 2, 2, 2))
+    run = make_run(problem_set, [1.5, None])
+    other = make_run(problem_set, [1.0])
+    url = f"/runs/{run.pk}/?compare={other.pk}"
+    before = count_queries(client, url)
+    for problem in problem_set.problems.all():
+        add_sample(run, problem, 3, 2.0)
+        add_sample(other, problem, 1, 0.5)
+    make_run(problem_set, [1.1] * 6)
+    assert count_queries(client, url) == before
