@@ -129,7 +129,7 @@ class Run(models.Model):
         return f"{self.model} · {self.setting} · {self.hardware.slug}"
 
     def get_absolute_url(self) -> str:
-        return reverse("model-detail", args=[self.model.slug]) + f"#run-{self.pk}"
+        return reverse("run-detail", args=[self.pk])
 
 
 class KernelQuerySet(models.QuerySet):
