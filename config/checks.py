@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import re
 from urllib.parse import urlparse
 
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 
-QUEUE_NAME = re.compile(r"^eval-[a-z0-9][a-z0-9-]*$")
+from config.queues import QUEUE_NAME
 
 
 @register()
 def check_queue_settings(app_configs, **kwargs):
+    return [*_redis_url_problems(), *_queue_name_problems(), *_size_problems()]
+
+
+def _redis_url_problems() -> list[Error]:
     problems = []
     if urlparse(settings.REDIS_URL).scheme not in ("redis", "rediss", "unix"):
         problems.append(
@@ -22,6 +25,22 @@ def check_queue_settings(app_configs, **kwargs):
                 id="kb.E001",
             )
         )
+    # Evaluation jobs go through REDIS_URL (leaderboard.evaluations.queue.redis_connection): a queue
+    # configured elsewhere would split the jobs between two Redis servers.
+    for name, config in settings.RQ_QUEUES.items():
+        if QUEUE_NAME.match(name) and config.get("URL", settings.REDIS_URL) != settings.REDIS_URL:
+            problems.append(
+                Error(
+                    f"RQ_QUEUES[{name!r}] uses {config.get('URL')!r}, not REDIS_URL.",
+                    hint="Build RQ_QUEUES from REDIS_URL (config.queues.rq_queues), as config/settings.py does.",
+                    id="kb.E003",
+                )
+            )
+    return problems
+
+
+def _queue_name_problems() -> list[Error]:
+    problems = []
     for name in settings.EVAL_QUEUES:
         if not QUEUE_NAME.match(name):
             problems.append(
@@ -31,6 +50,11 @@ def check_queue_settings(app_configs, **kwargs):
                     id="kb.E002",
                 )
             )
+    return problems
+
+
+def _size_problems() -> list[Warning]:
+    problems = []
     if settings.KERNEL_SOURCE_MAX_BYTES > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
         problems.append(
             Warning(

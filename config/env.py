@@ -39,6 +39,14 @@ def env_int(name: str, default: int) -> int:
         raise ValueError(f"{name}={raw!r} is not an integer") from None
 
 
+def env_optional_int(name: str) -> int | None:
+    """An integer from the environment, or None when unset (the consumer then uses its own default)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    return env_int(name, 0)
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

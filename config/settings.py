@@ -10,7 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
-from config.env import env_bool, env_int, env_list, env_str, secret_key_from_file
+from config.env import env_bool, env_int, env_list, env_optional_int, env_str, secret_key_from_file
+from config.queues import rq_queues
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Everything local and private (database, secret key, uploads) lives under VAR_DIR, created with
@@ -111,14 +112,33 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = VAR_DIR / "uploads"
 
+# --- evaluation queues and workers (docs/workers.md) -------------------------------------------
+# A worker host sets these in its env file; each process reads them once, at start.
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
-# One RQ queue per hardware class; a worker on an H200 host listens to eval-h200, and so on.
+# One RQ queue per hardware class (`eval-<hardware slug>`, Hardware.queue_name); a worker on an H200
+# host listens to eval-h200, and so on. Listed queues show on the django-rq dashboard; an unlisted
+# hardware's queue still works (config/queues.py).
 EVAL_QUEUES = env_list("EVAL_QUEUES", ["eval-cpu", "eval-h200", "eval-h100", "eval-l40s"])
-EVAL_JOB_TIMEOUT = env_int("EVAL_JOB_TIMEOUT", 1800)
-RQ_QUEUES = {
-    name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": EVAL_JOB_TIMEOUT} for name in ["default", *EVAL_QUEUES]
-}
+EVAL_JOB_TIMEOUT = env_int("EVAL_JOB_TIMEOUT", 1800)  # RQ's hard limit on one job, seconds
+RQ_QUEUES = rq_queues(REDIS_URL, EVAL_QUEUES, EVAL_JOB_TIMEOUT)
+# `evalworker` (and django-rq's own `rqworker`) run this worker class.
+RQ = {"WORKER_CLASS": "leaderboard.evaluations.rq_worker.EvalWorker"}
 RQ_SHOW_ADMIN_LINK = True
+# The scoring library's budget for one kernel, build included; under the RQ job limit.
+EVAL_TIMEOUT_S = env_int("EVAL_TIMEOUT_S", max(30, min(900, EVAL_JOB_TIMEOUT // 2)))
+EVAL_MAX_ATTEMPTS = env_int("EVAL_MAX_ATTEMPTS", 3)  # attempts before an evaluation is failed
+EVAL_RETRY_BACKOFF_S = env_int("EVAL_RETRY_BACKOFF_S", 30)  # first retry delay; doubles each retry
+EVAL_HEARTBEAT_S = env_int("EVAL_HEARTBEAT_S", 10)  # heartbeat period of a running attempt
+EVAL_STALE_AFTER_S = env_int("EVAL_STALE_AFTER_S", 60)  # heartbeat age after which an attempt is abandoned
+EVAL_SWEEP_INTERVAL_S = env_int("EVAL_SWEEP_INTERVAL_S", 30)  # sweep period
+# The sweep leaves QUEUED rows younger than this alone (their on-commit enqueue may be in flight).
+EVAL_QUEUED_GRACE_S = env_int("EVAL_QUEUED_GRACE_S", 15)
+# Dotted path of the function that scores a kernel (the integration tests inject a cheap fake).
+EVAL_FUNCTION = env_str("EVAL_FUNCTION") or "evaluation.evaluate"
+# Passed to the scoring library when set; None leaves the library's own default.
+EVAL_CORRECTNESS_TRIALS = env_optional_int("EVAL_CORRECTNESS_TRIALS")
+EVAL_TIMING_TRIALS = env_optional_int("EVAL_TIMING_TRIALS")
+EVAL_SIZE_SCALE = env_optional_int("EVAL_SIZE_SCALE")  # problem sizes (KB_SCALE of the catalogue): 16 on an H200
 
 # Cap on one kernel's source, in bytes (uploads, API and forms all use it).
 KERNEL_SOURCE_MAX_BYTES = env_int("KERNEL_SOURCE_MAX_BYTES", 1_000_000)

@@ -54,7 +54,7 @@ def queue_position(evaluation: Evaluation) -> int | None:
 def progress(evaluation: Evaluation, position: int | None = None) -> Progress:
     """The lifecycle of one evaluation. Pass `position` when known (see progress_many) to save a query."""
     state = evaluation.state
-    queue = f"eval-{evaluation.hardware.slug}" if evaluation.hardware_id else ""
+    queue = evaluation.hardware.queue_name if evaluation.hardware_id else ""
     common = dict(
         state=state,
         queue=queue,

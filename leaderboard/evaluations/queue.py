@@ -15,6 +15,7 @@ import logging
 from datetime import timedelta
 from functools import lru_cache
 
+import django_rq
 from django.conf import settings
 from django.db import transaction
 from redis import Redis
@@ -28,8 +29,8 @@ log = logging.getLogger(__name__)
 # Finished jobs stay in Redis this long (seconds) for the django-rq dashboard; the result itself is
 # in the database.
 RESULT_TTL = 3600
-# Jobs name their function by dotted path, so this module need not import the worker (which imports
-# this module to re-enqueue retries).
+# Jobs name their function by dotted path, so this module need not import the attempt code (which
+# imports this module to re-enqueue retries).
 JOB_FUNCTION = "leaderboard.evaluations.jobs.run_evaluation_job"
 
 
@@ -57,32 +58,42 @@ def _redis(url: str) -> Redis:
 
 
 def redis_connection() -> Redis:
-    """The Redis that carries evaluation jobs (settings.REDIS_URL, read at call time)."""
+    """The Redis that carries evaluation jobs: settings.REDIS_URL (every evaluation queue of RQ_QUEUES
+    is built from it; check kb.E003), read at call time and kept open per URL, with a connect
+    timeout so that an unreachable Redis fails fast instead of hanging a request."""
     return _redis(settings.REDIS_URL)
 
 
 def eval_queue(name: str) -> Queue:
-    return Queue(name, connection=redis_connection(), default_timeout=settings.EVAL_JOB_TIMEOUT)
+    """The RQ queue `name` (`eval-<hardware slug>`), configured by RQ_QUEUES through django-rq.
+
+    Enqueued at once (commit_mode "auto"): callers already wait for the commit (request_evaluation
+    enqueues from transaction.on_commit), and must see a Redis failure to leave the row to the sweep."""
+    return django_rq.get_queue(name, connection=redis_connection(), commit_mode="auto")
 
 
 def enqueue_evaluation(evaluation_id: int, delay_s: float = 0) -> bool:
     """Put the evaluation's job (id in `Evaluation.job_id`) on its hardware's queue, after
     `delay_s` seconds if given. Never raises for Redis trouble: it logs, returns False, and the
     sweep picks the evaluation up later. Returns True when the job is in Redis."""
-    row = Evaluation.objects.filter(pk=evaluation_id).values("job_id", "state", "hardware__slug").first()
-    if row is None or row["state"] != Evaluation.State.QUEUED:
+    evaluation = (
+        Evaluation.objects.select_related("hardware")
+        .only("job_id", "state", "hardware__slug")
+        .filter(pk=evaluation_id)
+        .first()
+    )
+    if evaluation is None or evaluation.state != Evaluation.State.QUEUED:
         return False
-    queue_name = f"eval-{row['hardware__slug']}"
-    job_id = row["job_id"] or job_id_for(evaluation_id, 1)
+    queue_name = evaluation.hardware.queue_name
+    options = dict(
+        args=(evaluation_id,),
+        job_id=evaluation.job_id or job_id_for(evaluation_id, 1),
+        job_timeout=settings.EVAL_JOB_TIMEOUT,
+        result_ttl=RESULT_TTL,
+        description=f"evaluation {evaluation_id}",
+    )
     try:
         queue = eval_queue(queue_name)
-        options = dict(
-            args=(evaluation_id,),
-            job_id=job_id,
-            job_timeout=settings.EVAL_JOB_TIMEOUT,
-            result_ttl=RESULT_TTL,
-            description=f"evaluation {evaluation_id}",
-        )
         if delay_s > 0:
             queue.enqueue_in(timedelta(seconds=delay_s), JOB_FUNCTION, **options)
         else:

@@ -1,15 +1,19 @@
-"""The RQ worker class that `evalworker` runs: RQ's forking Worker, made safe for Django and quick
-to notice a work horse that died."""
+"""The RQ worker class that `evalworker` runs (settings.RQ["WORKER_CLASS"], read through django-rq's
+get_worker_class): RQ's forking Worker, made safe for Django and quick to notice a work horse that
+died."""
 
 from __future__ import annotations
 
 import logging
+import os
+import secrets
+import socket
 from typing import Any
 
 from django.db import connections
 from rq import Worker
 
-from leaderboard.evaluations.worker import release_running_on
+from leaderboard.evaluations.attempts import release_running_on
 
 log = logging.getLogger(__name__)
 
@@ -35,3 +39,9 @@ class EvalWorker(Worker):
             log.exception("worker %s: could not release the evaluation of a dead work horse; the sweep will", self.name)
         finally:
             connections.close_all()
+
+
+def default_worker_name() -> str:
+    """host.pid.xxxx: readable on the pages, and unique even when a restarted container gets the same
+    hostname and pid (RQ refuses a name whose earlier worker's registration has not expired)."""
+    return f"{socket.gethostname()}.{os.getpid()}.{secrets.token_hex(2)}"

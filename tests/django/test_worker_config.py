@@ -1,8 +1,8 @@
 import pytest
 from django.conf import settings
 
+from leaderboard.evaluations.jobs import _load
 from leaderboard.evaluations.queue import request_evaluation
-from leaderboard.evaluations.worker import _load
 from leaderboard.models import Kernel, LanguageModel, Run
 from problems.models import Hardware, Problem, ProblemSet
 

@@ -8,8 +8,9 @@ from datetime import timedelta
 from django.utils import timezone
 
 from leaderboard.evaluations import queue as jobs
+from leaderboard.evaluations.attempts import claim, release, store_result
 from leaderboard.evaluations.progress import progress, progress_many, queue_position
-from leaderboard.evaluations.worker import claim, release, store_result, sweep_evaluations
+from leaderboard.evaluations.sweep import sweep_evaluations
 from leaderboard.models import Evaluation
 
 from .conftest import fake_source, submit

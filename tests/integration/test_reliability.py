@@ -11,7 +11,7 @@ import time
 from collections import Counter
 
 from leaderboard.evaluations import queue as jobs
-from leaderboard.evaluations.worker import dead_worker_bound_s, sweep_evaluations
+from leaderboard.evaluations.sweep import dead_worker_bound_s, sweep_evaluations
 from leaderboard.models import Evaluation
 
 from .conftest import fake_calls, fake_source, submit, wait_for

@@ -1,4 +1,9 @@
-"""Run an evaluation worker: find this host's hardware, register it, and work its queues."""
+"""Run an evaluation worker: find this host's hardware, register it, and work its queues.
+
+Phases (Command.handle): probe the hardware (or take it from the options) -> register the Hardware
+row -> check Redis -> sweep once and start the sweeper child -> work the queues until SIGTERM (or
+until empty, with --burst) -> release what a cold shutdown interrupted and stop the sweeper.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +19,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 from django.utils import timezone
+from django_rq.workers import get_worker_class
+from redis import Redis
 
 from evaluation import probe_hardware
+from leaderboard.evaluations.attempts import release_running_on
 from leaderboard.evaluations.queue import redis_connection
-from leaderboard.evaluations.rq_worker import EvalWorker
-from leaderboard.evaluations.worker import default_worker_name, release_running_on, sweep_evaluations, sweep_interval_s
+from leaderboard.evaluations.rq_worker import default_worker_name
+from leaderboard.evaluations.sweep import sweep_evaluations
 from problems.models import Hardware
 
 log = logging.getLogger(__name__)
@@ -106,10 +114,7 @@ class Command(BaseCommand):
         parser.add_argument("--max-jobs", type=int, default=None, help="stop after this many jobs")
 
     def handle(self, *args, **options):
-        if options["no_probe"]:
-            info = {"hardware_slug": "cpu" if options["device"] == "cpu" else _slug_from(options["queues"])}
-        else:
-            info = probe(options["device"])
+        info = self.hardware_info(options)
         hardware = register_hardware(info)
         queues = options["queues"] or [hardware.queue_name]
         unknown = [q for q in queues if q not in settings.EVAL_QUEUES]
@@ -123,47 +128,60 @@ class Command(BaseCommand):
             f"worker {name}: {hardware.slug} ({info.get('device_name') or 'cpu'}, torch "
             f"{info.get('torch')}, CUDA {info.get('cuda')}); queues {', '.join(queues)}"
         )
+        conn = self.connect()
+        self.startup_sweep()
+        sweeper = None
+        if not options["burst"] and not options["no_sweep"]:
+            sweeper = start_sweeper(hardware.slug)
+        try:
+            self.work(queues, conn, name, options)
+        finally:
+            # After a cold shutdown (second SIGTERM) the horse was killed mid-job: retry it now.
+            with contextlib.suppress(Exception):
+                release_running_on(name, "worker shut down during the job")
+            stop_sweeper(sweeper)
+        self.stdout.write(f"worker {name}: stopped")
+
+    def hardware_info(self, options: dict[str, Any]) -> dict[str, Any]:
+        if options["no_probe"]:
+            return {"hardware_slug": "cpu" if options["device"] == "cpu" else _slug_from(options["queues"])}
+        return probe(options["device"])
+
+    def connect(self) -> Redis:
         try:
             conn = redis_connection()
             conn.ping()
         except Exception as exc:
             raise CommandError(f"Redis at {settings.REDIS_URL} is unreachable: {exc}") from exc
+        return conn
 
-        sweeper = None
+    def startup_sweep(self) -> None:
         try:
-            report = sweep_evaluations()
-            self.stdout.write(f"startup sweep: {report}")
+            self.stdout.write(f"startup sweep: {sweep_evaluations()}")
         except Exception as exc:  # a failed sweep must not keep a worker from working
             self.stderr.write(f"startup sweep failed: {exc}")
-        if not options["burst"] and not options["no_sweep"]:
-            sweeper = subprocess.Popen(
-                [
-                    sys.executable,
-                    sys.argv[0],
-                    "sweep_evaluations",
-                    "--loop",
-                    "--hardware",
-                    hardware.slug,
-                    "--interval",
-                    str(sweep_interval_s()),
-                ],
-                preexec_fn=_die_with_parent,
-            )
+
+    def work(self, queues: list[str], conn: Redis, name: str, options: dict[str, Any]) -> None:
+        """Work the queues with settings.RQ's WORKER_CLASS (leaderboard.evaluations.rq_worker.EvalWorker)."""
         connections.close_all()
-        worker = EvalWorker(queues, connection=conn, name=name)
-        try:
-            worker.work(
-                burst=options["burst"],
-                with_scheduler=True,
-                max_jobs=options["max_jobs"],
-                logging_level=settings.LOGGING.get("root", {}).get("level", "INFO"),
-            )
-        finally:
-            # After a cold shutdown (second SIGTERM) the horse was killed mid-job: retry it now.
-            with contextlib.suppress(Exception):
-                release_running_on(name, "worker shut down during the job")
-            if sweeper is not None:
-                sweeper.terminate()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    sweeper.wait(timeout=10)
-        self.stdout.write(f"worker {name}: stopped")
+        worker = get_worker_class()(queues, connection=conn, name=name)
+        worker.work(
+            burst=options["burst"],
+            with_scheduler=True,
+            max_jobs=options["max_jobs"],
+            logging_level=settings.LOGGING.get("root", {}).get("level", "INFO"),
+        )
+
+
+def start_sweeper(slug: str) -> subprocess.Popen[bytes]:
+    """The sweeper child (`sweep_evaluations --loop`), which also keeps the Hardware row's last_seen_at."""
+    command = [sys.executable, sys.argv[0], "sweep_evaluations", "--loop", "--hardware", slug]
+    command += ["--interval", str(settings.EVAL_SWEEP_INTERVAL_S)]
+    return subprocess.Popen(command, preexec_fn=_die_with_parent)
+
+
+def stop_sweeper(sweeper: subprocess.Popen[bytes] | None) -> None:
+    if sweeper is not None:
+        sweeper.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            sweeper.wait(timeout=10)

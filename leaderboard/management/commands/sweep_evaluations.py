@@ -6,10 +6,11 @@ from __future__ import annotations
 import signal
 import threading
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from leaderboard.evaluations.worker import dead_worker_bound_s, run_sweeper, sweep_evaluations, sweep_interval_s
+from leaderboard.evaluations.sweep import dead_worker_bound_s, run_sweeper, sweep_evaluations
 from problems.models import Hardware
 
 
@@ -25,7 +26,7 @@ class Command(BaseCommand):
         if not options["loop"]:
             self.stdout.write(str(sweep_evaluations()))
             return
-        interval = options["interval"] or sweep_interval_s()
+        interval = options["interval"] or settings.EVAL_SWEEP_INTERVAL_S
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())

@@ -1,0 +1,282 @@
+"""One attempt at an evaluation: claim it, keep its heartbeat, store its verdict, or give it up.
+
+States (Evaluation.State) and who moves them:
+
+    QUEUED --claim()--> RUNNING --store_result()--> DONE   (a verdict, whatever it is)
+                           |
+                           +--infrastructure failure / worker died--> QUEUED (retry, with backoff)
+                           |        release(), give_up()              or FAILED (attempts used up)
+
+* An attempt is claimed with one conditional UPDATE (state QUEUED -> RUNNING, attempts + 1), so two
+  copies of a job (Redis re-delivery, a sweep re-enqueue) never run the same attempt twice.
+* While it runs, a thread refreshes `heartbeat_at` every EVAL_HEARTBEAT_S seconds; the sweep
+  (leaderboard.evaluations.sweep) gives up attempts whose heartbeat went stale.
+* The result is written in one transaction that first re-reads the row under a lock and checks that
+  it is still this attempt's: a late result from an attempt the sweep gave up on is dropped, never
+  mixed into another attempt's.
+* Kernel failures (compile error, wrong answer, timeout, crash of the kernel's process) are results:
+  state DONE with that status. Only failures of our side (exception in the worker or the scoring
+  library, job time limit, database or Redis trouble, worker killed) give the attempt up: it is
+  queued again after EVAL_RETRY_BACKOFF_S x 2^(attempt-1), or failed after EVAL_MAX_ATTEMPTS.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
+from django.db.models import Case, F, IntegerField, Q, Subquery, When
+from django.utils import timezone
+
+from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for
+from leaderboard.models import Evaluation, Kernel
+
+log = logging.getLogger(__name__)
+
+LOG_MAX_CHARS = 100_000
+
+
+def current_worker_name() -> str:
+    # Inside an RQ work horse RQ_WORKER_ID names the worker; elsewhere (tests, shell) host.pid.
+    return os.environ.get("RQ_WORKER_ID") or f"{socket.gethostname()}.{os.getpid()}"
+
+
+# --- claiming ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    evaluation_id: int
+    attempt: int
+    worker_name: str
+
+
+def claim(evaluation_id: int, worker_name: str, job_id: str = "") -> Claim | None:
+    """Atomically move a QUEUED evaluation to RUNNING for one new attempt; None if someone else has
+    it, it is finished, or its attempts are used up."""
+    now = timezone.now()
+    fields: dict[str, Any] = dict(
+        state=Evaluation.State.RUNNING,
+        attempts=F("attempts") + 1,
+        worker_name=worker_name[:200],
+        started_at=now,
+        heartbeat_at=now,
+    )
+    if job_id:
+        fields["job_id"] = job_id[:64]
+    claimed = Evaluation.objects.filter(
+        pk=evaluation_id, state=Evaluation.State.QUEUED, attempts__lt=settings.EVAL_MAX_ATTEMPTS
+    ).update(**fields)
+    if not claimed:
+        return None
+    attempt = Evaluation.objects.values_list("attempts", flat=True).get(pk=evaluation_id)
+    return Claim(evaluation_id, attempt, worker_name)
+
+
+def _mine(c: Claim) -> Q:
+    return Q(pk=c.evaluation_id, state=Evaluation.State.RUNNING, attempts=c.attempt, worker_name=c.worker_name)
+
+
+class Heartbeat:
+    """Refresh `heartbeat_at` of the claimed row every few seconds, from a thread of its own (with
+    its own database connection), until stopped."""
+
+    def __init__(self, c: Claim, interval_s: float) -> None:
+        self.claim, self.interval_s = c, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-{c.evaluation_id}", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stop.wait(self.interval_s):
+                try:
+                    Evaluation.objects.filter(_mine(self.claim)).update(heartbeat_at=timezone.now())
+                except Exception as exc:  # a missed beat is harmless; many in a row mean the sweep retries
+                    log.warning("heartbeat of evaluation %s failed: %s", self.claim.evaluation_id, exc)
+        finally:
+            connection.close()
+
+
+# --- storing the verdict -----------------------------------------------------------------------
+
+
+def with_db_retries(fn: Callable[[], bool], tries: int = 5) -> bool:
+    """Run `fn`, retrying database errors (SQLite 'database is locked', a dropped PostgreSQL
+    connection) with short backoff: an evaluation is too costly to redo over a transient lock."""
+    for attempt in range(1, tries + 1):
+        try:
+            return fn()
+        except OperationalError:
+            if attempt == tries:
+                raise
+            log.warning("database error storing a result; retry %s/%s", attempt, tries - 1, exc_info=True)
+            connection.close()
+            time.sleep(0.5 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+RESULT_FIELDS = (
+    "compiled",
+    "correct",
+    "max_abs_diff",
+    "max_rel_diff",
+    "trials_passed",
+    "trials_total",
+)
+
+
+def store_result(c: Claim, data: dict[str, Any], worker_stages: dict[str, float] | None = None) -> bool:
+    """Write one attempt's verdict, all or nothing. False (and nothing written) if the row is no
+    longer this attempt's (the sweep gave up on it and another attempt owns it).
+
+    Phases: lock the row and check it is this attempt's -> copy the verdict (_apply_verdict) ->
+    record where the time went (_stage_seconds) -> mark it DONE -> repoint the kernel's latest
+    evaluation (refresh_latest_evaluation)."""
+    t0 = time.monotonic()
+    with transaction.atomic():
+        ev = Evaluation.objects.select_for_update().filter(_mine(c)).first()
+        if ev is None:
+            log.warning("evaluation %s: attempt %s is no longer current; result dropped", c.evaluation_id, c.attempt)
+            return False
+        _apply_verdict(ev, data)
+        stages = _stage_seconds(ev, data, worker_stages)
+        ev.state = Evaluation.State.DONE
+        ev.finished_at = timezone.now()
+        ev.heartbeat_at = None
+        stages["worker_db_store"] = round(time.monotonic() - t0, 4)
+        ev.stage_seconds = stages
+        ev.save()
+        refresh_latest_evaluation(ev.kernel_id)
+    return True
+
+
+def _apply_verdict(ev: Evaluation, data: dict[str, Any]) -> None:
+    """Copy the scoring library's reply onto the row; a speedup counts only for a correct kernel."""
+    status = data.get("status")
+    if status not in Evaluation.Status.values:
+        raise ValueError(f"the scoring library returned an unknown status {status!r}")
+    for name in RESULT_FIELDS:
+        setattr(ev, name, data.get(name))
+    ev.trials_passed = data.get("trials_passed") or 0
+    ev.trials_total = data.get("trials_total") or 0
+    ev.status = status
+    ev.correct = bool(data.get("correct")) and status == Evaluation.Status.CORRECT
+    speedup = data.get("speedup")
+    ev.speedup = float(speedup) if ev.correct and speedup and speedup > 0 else None
+    interval = data.get("speedup_interval") if ev.speedup else None
+    ev.speedup_low, ev.speedup_high = (interval[0], interval[1]) if interval else (None, None)
+    ev.kernel_timing = data.get("kernel_ms") or {}
+    ev.reference_timing = data.get("reference_ms") or {}
+    ev.kernel_ms = ev.kernel_timing.get("median")
+    ev.reference_ms = ev.reference_timing.get("median")
+    ev.flags = data.get("flags") or []
+    ev.notes = data.get("notes") or []
+    ev.error = (data.get("error") or "")[:LOG_MAX_CHARS]
+    ev.log = (data.get("log") or "")[-LOG_MAX_CHARS:]
+    ev.environment = data.get("environment") or {}
+
+
+def _stage_seconds(ev: Evaluation, data: dict[str, Any], worker_stages: dict[str, float] | None) -> dict[str, Any]:
+    """Where the time went: the library's stages (eval_*), the worker's (worker_*), the queue wait."""
+    stages: dict[str, Any] = {f"eval_{k}": v for k, v in (data.get("timings_s") or {}).items()}
+    stages.update({f"worker_{k}": round(v, 4) for k, v in (worker_stages or {}).items()})
+    if ev.started_at:
+        stages["queue_wait"] = round((ev.started_at - ev.queued_at).total_seconds(), 4)
+    stages["build_cached"] = bool(data.get("build_cached"))
+    return stages
+
+
+def refresh_latest_evaluation(kernel_id: int) -> None:
+    """Point the kernel at the evaluation rankings should use: the newest finished one on its run's
+    hardware (any hardware if none there yet). Newest by request time, so a slow old evaluation
+    finishing late does not hide a newer one."""
+    run_hardware = Kernel.objects.filter(pk=kernel_id).values("run__hardware_id")[:1]
+    newest = (
+        Evaluation.objects.filter(kernel_id=kernel_id, state=Evaluation.State.DONE)
+        .annotate(
+            on_run_hardware=Case(
+                When(hardware_id=Subquery(run_hardware), then=1), default=0, output_field=IntegerField()
+            )
+        )
+        .order_by("-on_run_hardware", "-queued_at", "-pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    Kernel.objects.filter(pk=kernel_id).update(latest_evaluation_id=newest)
+
+
+# --- giving an attempt up ----------------------------------------------------------------------
+
+
+def backoff_for(attempt: int) -> int:
+    """Seconds before the retry that follows `attempt`: EVAL_RETRY_BACKOFF_S, doubling each time."""
+    return settings.EVAL_RETRY_BACKOFF_S * 2 ** max(0, attempt - 1)
+
+
+def release(c: Claim, reason: str) -> str:
+    """An infrastructure failure ended this attempt: queue a retry after a backoff, or fail the
+    evaluation when its attempts are used up. Returns the new state ('' if the row was not ours)."""
+    return give_up(_mine(c), reason)
+
+
+def give_up(condition: Q, reason: str) -> str:
+    """End the running attempt of the evaluation matching `condition` (if it still matches, under a
+    lock): FAILED when its attempts are used up, else QUEUED again with the retry enqueued after its
+    backoff once this commits. Returns the new state, '' when nothing matched."""
+    with transaction.atomic():
+        ev = Evaluation.objects.select_for_update().filter(condition).first()
+        if ev is None:
+            return ""
+        reason = f"attempt {ev.attempts} on {ev.worker_name or 'unknown worker'}: {reason}"[:2000]
+        if ev.attempts >= settings.EVAL_MAX_ATTEMPTS:
+            _fail(ev, f"gave up after {ev.attempts} attempts; last: {reason}")
+            return Evaluation.State.FAILED
+        _requeue(ev, reason)
+        return Evaluation.State.QUEUED
+
+
+def _fail(ev: Evaluation, reason: str) -> None:
+    ev.state = Evaluation.State.FAILED
+    ev.failure_reason = reason
+    ev.finished_at = timezone.now()
+    ev.heartbeat_at = None
+    ev.save(update_fields=["state", "failure_reason", "finished_at", "heartbeat_at"])
+    log.warning("evaluation %s failed: %s", ev.pk, ev.failure_reason)
+
+
+def _requeue(ev: Evaluation, reason: str) -> None:
+    delay = backoff_for(ev.attempts)
+    ev.state = Evaluation.State.QUEUED
+    ev.failure_reason = f"{reason}; retry in {delay} s"
+    ev.job_id = job_id_for(ev.pk, ev.attempts + 1)
+    ev.heartbeat_at = None
+    ev.save(update_fields=["state", "failure_reason", "job_id", "heartbeat_at"])
+    pk = ev.pk
+    transaction.on_commit(lambda: enqueue_evaluation(pk, delay_s=delay))
+    log.warning("evaluation %s: %s", pk, ev.failure_reason)
+
+
+def release_running_on(worker_name: str, reason: str) -> int:
+    """The worker's work horse died (killed, out of memory, job time limit): retry or fail what
+    it was running, at once rather than at the next sweep."""
+    running = Q(state=Evaluation.State.RUNNING, worker_name=worker_name)
+    ids = list(Evaluation.objects.filter(running).values_list("pk", flat=True))
+    for pk in ids:
+        give_up(running & Q(pk=pk), reason)
+    return len(ids)

@@ -1,0 +1,166 @@
+"""The sweep that loses nothing: it makes Redis agree with the database, which is the source of truth.
+
+Phases of one sweep (sweep_evaluations):
+
+1. release abandoned attempts: a RUNNING row whose heartbeat is older than EVAL_STALE_AFTER_S, or
+   that started more than the job time limit (+ EVAL_STALE_AFTER_S) ago, is given up (retried or
+   failed; leaderboard.evaluations.attempts.give_up);
+2. re-enqueue lost jobs: a QUEUED row older than EVAL_QUEUED_GRACE_S whose job Redis no longer
+   holds in a state that will still run it (Redis restarted, flushed, or was down at submission)
+   is enqueued again.
+
+It runs every EVAL_SWEEP_INTERVAL_S in a child of every `evalworker` (or `manage.py
+sweep_evaluations --loop`), so a job whose worker died is noticed within EVAL_STALE_AFTER_S +
+EVAL_SWEEP_INTERVAL_S (90 s by default) while any worker or sweeper is up. Every transition is a
+conditional update: several sweepers may run at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.db.models import Q
+from django.utils import timezone
+from redis import Redis
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
+
+from leaderboard.evaluations.attempts import give_up
+from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for, redis_connection
+from leaderboard.models import Evaluation
+
+log = logging.getLogger(__name__)
+
+# RQ job states in which Redis will still run the job.
+LIVE_JOB_STATUSES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
+FETCH_CHUNK = 500
+
+
+def dead_worker_bound_s() -> int:
+    """How long a job whose worker died can stay unnoticed, while a sweeper runs."""
+    return settings.EVAL_STALE_AFTER_S + settings.EVAL_SWEEP_INTERVAL_S
+
+
+@dataclass
+class SweepReport:
+    abandoned: int = 0  # RUNNING rows whose worker stopped beating: retried or failed
+    reenqueued: int = 0  # QUEUED rows Redis did not hold: enqueued again
+    redis_ok: bool = True
+
+    def __str__(self) -> str:
+        redis = "" if self.redis_ok else " (Redis unreachable: nothing re-enqueued)"
+        return f"{self.abandoned} abandoned evaluation(s) released, {self.reenqueued} re-enqueued{redis}"
+
+
+def sweep_evaluations(now: datetime | None = None) -> SweepReport:
+    """Make Redis agree with the database. Safe to run concurrently and as often as wanted."""
+    close_old_connections()
+    now = now or timezone.now()
+    report = SweepReport()
+    report.abandoned = release_abandoned(now)
+    report.reenqueued, report.redis_ok = reenqueue_lost(now)
+    return report
+
+
+def release_abandoned(now: datetime) -> int:
+    """Phase 1: give up the RUNNING attempts whose worker stopped beating or that ran past the job
+    time limit. Returns how many were released."""
+    stale = now - timedelta(seconds=settings.EVAL_STALE_AFTER_S)
+    overdue = now - timedelta(seconds=settings.EVAL_JOB_TIMEOUT + settings.EVAL_STALE_AFTER_S)
+    abandoned = Evaluation.objects.filter(state=Evaluation.State.RUNNING).filter(
+        Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True, started_at__lt=stale) | Q(started_at__lt=overdue)
+    )
+    released = 0
+    for pk, worker_name, heartbeat in abandoned.values_list("pk", "worker_name", "heartbeat_at"):
+        seen = f"last heartbeat {heartbeat:%H:%M:%S}" if heartbeat else "no heartbeat"
+        # Still abandoned when locked: a beat that came in meanwhile keeps the attempt alive.
+        condition = Q(pk=pk, state=Evaluation.State.RUNNING, worker_name=worker_name) & (
+            Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True) | Q(started_at__lt=overdue)
+        )
+        if give_up(condition, f"worker stopped responding ({seen}) or passed the job time limit"):
+            released += 1
+    return released
+
+
+def reenqueue_lost(now: datetime) -> tuple[int, bool]:
+    """Phase 2: enqueue again the QUEUED evaluations whose job Redis lost. Returns (how many were
+    re-enqueued, whether Redis answered)."""
+    waiting = list(
+        Evaluation.objects.filter(
+            state=Evaluation.State.QUEUED, queued_at__lt=now - timedelta(seconds=settings.EVAL_QUEUED_GRACE_S)
+        )
+        .values_list("pk", "job_id")
+        .order_by("queued_at", "pk")
+    )
+    if not waiting:
+        return 0, True
+    try:
+        held = jobs_held_by_redis([job_id for _, job_id in waiting if job_id])
+    except Exception as exc:
+        log.warning("sweep: Redis unreachable (%s)", exc)
+        return 0, False
+    reenqueued = 0
+    for pk, job_id in waiting:
+        if job_id and job_id in held:
+            continue
+        if not job_id:
+            Evaluation.objects.filter(pk=pk, job_id="").update(job_id=job_id_for(pk, 1))
+        if enqueue_evaluation(pk):
+            reenqueued += 1
+    return reenqueued, True
+
+
+def jobs_held_by_redis(job_ids: list[str]) -> set[str]:
+    """The ids among `job_ids` whose job Redis holds in a state that will still run it. A job RQ
+    marked 'started' long ago whose evaluation is still queued never got as far as its claim (its
+    work horse died first): it is not held."""
+    conn = redis_connection()
+    started_before = timezone.now() - timedelta(seconds=settings.EVAL_STALE_AFTER_S)
+    held: set[str] = set()
+    for start in range(0, len(job_ids), FETCH_CHUNK):
+        jobs = _fetch_jobs(job_ids[start : start + FETCH_CHUNK], conn)
+        held.update(job.id for job in jobs if job is not None and _will_run(job, started_before))
+    return held
+
+
+def _will_run(job: Job, started_before: datetime) -> bool:
+    status = job.get_status(refresh=False)
+    if status == JobStatus.STARTED and job.started_at and job.started_at < started_before:
+        return False  # its horse died before the claim
+    return status in LIVE_JOB_STATUSES
+
+
+def _fetch_jobs(job_ids: list[str], conn: Redis) -> list[Job | None]:
+    try:
+        return Job.fetch_many(job_ids, connection=conn)
+    except NoSuchJobError:
+        # One of them is a partial hash (no payload): fetch one by one, counting that one as lost.
+        return [_fetch_job(job_id, conn) for job_id in job_ids]
+
+
+def _fetch_job(job_id: str, conn: Redis) -> Job | None:
+    try:
+        return Job.fetch(job_id, connection=conn)
+    except NoSuchJobError:
+        return None
+
+
+def run_sweeper(interval_s: float, stop: threading.Event, after_each: Callable[[], None] | None = None) -> None:
+    """Sweep every `interval_s` seconds until `stop` is set."""
+    while not stop.is_set():
+        try:
+            report = sweep_evaluations()
+            if report.abandoned or report.reenqueued:
+                log.info("sweep: %s", report)
+            if after_each:
+                after_each()
+        except Exception:
+            log.exception("sweep failed; trying again in %s s", interval_s)
+            connection.close()
+        stop.wait(interval_s)
