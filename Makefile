@@ -16,7 +16,8 @@ run: setup
 	$(PY) manage.py collectstatic --noinput -v0
 	PORT=$(PORT) PY=$(PY) bash site/run-local.sh
 
-test: setup-test
+# Lint first: a complexity or type error fails the run before the suites start.
+test: setup-test lint
 	PY=$(PY) bash tests/run-suites.sh
 
 setup: apt-runtime $(VENV)/.requirements-installed
@@ -41,7 +42,9 @@ $(VENV)/.dev-requirements-installed: requirements.txt requirements-dev.txt | $(V
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $(VENV)/.requirements-installed $@
 
-lint: setup-test
+# Needs only the virtual environment (no Debian packages, so no apt or network once the venv is
+# installed): ruff and mypy read the code and the venv, nothing else.
+lint: $(VENV)/.dev-requirements-installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy evaluation
 

@@ -65,9 +65,20 @@ def runtime_stats(evaluation: Evaluation) -> dict[str, Any]:
     return stats
 
 
+def scored_runtime(evaluation: Evaluation) -> float | None:
+    """The runtime (ms) written for a correct kernel with a speedup: its kernel time, or (for a
+    record without one) the reference time over the speedup, or 1.0; None when it has no speedup.
+    The reference written for it is always speedup x runtime."""
+    if not (evaluation.correct and evaluation.speedup):
+        return None
+    if evaluation.kernel_ms:
+        return float(evaluation.kernel_ms)
+    return evaluation.reference_ms / evaluation.speedup if evaluation.reference_ms else 1.0
+
+
 def result_entry(kernel: Kernel, evaluation: Evaluation) -> dict[str, Any]:
     """One sample's entry of eval_results.json, as eval_from_generations.py writes it."""
-    scored = bool(evaluation.correct and evaluation.speedup and evaluation.kernel_ms)
+    runtime = scored_runtime(evaluation)
     metadata: dict[str, Any] = {"hardware": evaluation.hardware.name, "status": evaluation.status}
     metadata |= {"origin": evaluation.origin, "leaderboard_kernel_id": kernel.pk}
     if evaluation.flags:
@@ -79,7 +90,7 @@ def result_entry(kernel: Kernel, evaluation: Evaluation) -> dict[str, Any]:
         "compiled": bool(evaluation.compiled) or bool(evaluation.correct),
         "correctness": bool(evaluation.correct),
         "metadata": metadata,
-        "runtime": float(evaluation.kernel_ms) if scored else -1.0,
+        "runtime": runtime if runtime is not None else -1.0,
         "runtime_stats": runtime_stats(evaluation),
     }
 
@@ -116,14 +127,9 @@ def baseline_times(run: Run, kernels: list[Kernel], levels: list[int]) -> dict[s
     derived = {}
     for kernel in kernels:
         evaluation = kernel.latest_evaluation
-        if (
-            kernel.sample_index == 0
-            and evaluation
-            and evaluation.correct
-            and evaluation.speedup
-            and evaluation.kernel_ms
-        ):
-            derived[kernel.problem_id] = evaluation.speedup * evaluation.kernel_ms
+        runtime = scored_runtime(evaluation) if evaluation and kernel.sample_index == 0 else None
+        if runtime is not None:
+            derived[kernel.problem_id] = evaluation.speedup * runtime
     problems = Problem.objects.filter(problem_set=run.problem_set_id, level__in=levels).order_by("level", "number")
     table: dict[str, dict[str, dict[str, Any]]] = {f"level{level}": {} for level in levels}
     for problem in problems.only("pk", "level", "number", "name"):
@@ -140,11 +146,11 @@ def baseline_times(run: Run, kernels: list[Kernel], levels: list[int]) -> dict[s
 def generation_config(run: Run, level: int | None) -> str:
     config = {
         "run_name": folder_name(run),
-        "model_name": run.model.name,
+        "model_name": str(run.model.name),
         "level": level,
         "num_samples": run.samples_per_problem,
-        "prompt_option": run.setting,
-        "precision": run.precision,
+        "prompt_option": str(run.setting),
+        "precision": str(run.precision),
         "hardware": run.hardware.slug,
         "problem_set": run.problem_set.slug,
     }
