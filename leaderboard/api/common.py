@@ -1,4 +1,4 @@
-"""Small helpers the API views share: request size caps, query parameters, error replies."""
+"""Small helpers the API views share: request size caps and query parameters."""
 
 from __future__ import annotations
 
@@ -99,7 +99,3 @@ def query_text(request, name: str) -> str | None:
     if "\x00" in raw:
         raise ValidationError({name: "contains a NUL character."})
     return raw
-
-
-def row_errors_reply(errors: list[str], noun: str) -> dict:
-    return {"detail": f"Nothing was imported: {len(errors)} problem(s) in the {noun}.", "errors": errors}

@@ -1,12 +1,14 @@
 """The reviewer workflow in the REST API (under /api/v1/, included from config/urls.py before the
-main API, whose /api/v1/reviews/ lists and records verdicts too):
+main API):
 
 - GET  /api/v1/kernels/<id>/reviews/  a kernel's review state and full audit trail (public);
 - POST /api/v1/kernels/<id>/reviews/  record a verdict (needs leaderboard.add_review);
 - POST /api/v1/kernels/<id>/reports/  report a kernel (any signed-in user);
 - GET  /api/v1/review-queue/          the review queue, with the page's filters (reviewers only).
 
-Every write goes through leaderboard.reviews.services, like the pages.
+`post_verdict` is the API's one way to record a verdict: the view here and the main API's
+POST /api/v1/reviews/ (leaderboard/api/reviews.py) both call it. Every write goes through
+leaderboard.reviews.services, like the pages.
 """
 
 from __future__ import annotations
@@ -61,9 +63,18 @@ class TrailSerializer(serializers.ModelSerializer):
         fields = ["id", "kernel", "verdict", "verdict_display", "note", "reviewer", "created_at"]
 
 
+# A verdict as a POST carries it; the body names the kernel only where the URL does not. (A
+# comment, not a docstring, which the schema would show.)
 class VerdictInSerializer(serializers.Serializer):
+
+    kernel = serializers.PrimaryKeyRelatedField(queryset=Kernel.objects.all())
     verdict = serializers.ChoiceField(choices=Review.Verdict.choices)
-    note = serializers.CharField(required=False, allow_blank=True, max_length=5000, default="")
+    note = serializers.CharField(required=False, allow_blank=True, max_length=reviews.NOTE_MAX_LENGTH, default="")
+
+    def __init__(self, *args, kernel_in_body: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not kernel_in_body:
+            self.fields.pop("kernel")
 
 
 class ReportInSerializer(serializers.Serializer):
@@ -156,6 +167,16 @@ def review_state_data(kernel: Kernel) -> dict:
     }
 
 
+def post_verdict(request, kernel: Kernel | None = None) -> reviews.VerdictResult:
+    """Record the verdict a request carries, on `kernel` (from the URL) or on the kernel the body
+    names: the API's one implementation behind POST /api/v1/kernels/<id>/reviews/ and
+    POST /api/v1/reviews/. Invalid input raises ValidationError (400)."""
+    data = VerdictInSerializer(data=request.data, kernel_in_body=kernel is None)
+    data.is_valid(raise_exception=True)
+    verdict = data.validated_data
+    return reviews.record_verdict(kernel or verdict["kernel"], request.user, verdict["verdict"], verdict["note"])
+
+
 class KernelReviewsView(APIView):
     permission_classes = [ReadsOrReviewer]
     throttle_classes = [ReviewWriteThrottle]
@@ -177,11 +198,7 @@ class KernelReviewsView(APIView):
     )
     def post(self, request, pk: int):
         kernel = get_object_or_404(Kernel.objects.select_related("run__hardware", "latest_evaluation__hardware"), pk=pk)
-        data = VerdictInSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        result = reviews.record_verdict(
-            kernel, request.user, data.validated_data["verdict"], data.validated_data["note"]
-        )
+        result = post_verdict(request, kernel)
         body = TrailSerializer(result.review).data
         body["queued_evaluation"] = result.evaluation.pk if result.evaluation else None
         return Response(body, status=status.HTTP_201_CREATED)

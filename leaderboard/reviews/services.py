@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from problems.models import Hardware
 
 REVIEW_PERMISSION = "leaderboard.add_review"
+NOTE_MAX_LENGTH = 5000  # characters in a verdict's note, wherever a verdict is entered (form, API)
 
 
 def can_review(user: AbstractBaseUser | AnonymousUser | None) -> bool:

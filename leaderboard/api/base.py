@@ -1,0 +1,41 @@
+"""What every resource module of the API builds on: the read-only base viewset, the schema entry of
+a query parameter, and a slug field that refuses text PostgreSQL would refuse."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework import serializers, viewsets
+from rest_framework.renderers import BrowsableAPIRenderer
+
+from leaderboard.api.renderers import AsciiJSONRenderer
+from leaderboard.api.throttling import WriteRateThrottle
+
+
+def query_param(name: str, type_=str, description: str = "", enum=None) -> OpenApiParameter:
+    """How a list filter (?name=...) appears in the OpenAPI schema."""
+    return OpenApiParameter(name, type_, OpenApiParameter.QUERY, required=False, description=description, enum=enum)
+
+
+class ReadOnly(viewsets.ReadOnlyModelViewSet):
+    # Lists and details; a `detail_serializer_class` adds the large fields on detail pages.
+    # (A comment, not a docstring: drf-spectacular would show a base class's docstring as the
+    # description of every viewset that has none of its own.)
+
+    detail_serializer_class: type[serializers.Serializer] | None = None
+    throttle_classes = [WriteRateThrottle]
+    renderer_classes = [AsciiJSONRenderer, BrowsableAPIRenderer]
+    lookup_value_regex = r"\d+"  # ids; viewsets looked up by slug say so
+
+    def get_serializer_class(self):
+        if self.action == "retrieve" and self.detail_serializer_class is not None:
+            return self.detail_serializer_class
+        return super().get_serializer_class()
+
+
+class SlugField(serializers.SlugRelatedField):
+    """A slug lookup that refuses, before querying, text that PostgreSQL would refuse (NUL)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and ("\x00" in data or not data.isprintable()):
+            self.fail("invalid")
+        return super().to_internal_value(data)

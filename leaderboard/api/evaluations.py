@@ -1,0 +1,123 @@
+"""/api/v1/evaluations/: evaluations of kernels, measured here or imported, read only; where a
+queued or running one stands (its progress) on the detail."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers
+
+from leaderboard.api.base import ReadOnly, query_param
+from leaderboard.api.common import query_choice, query_int, query_text
+from leaderboard.evaluations import progress as lifecycle
+from leaderboard.models import Evaluation, Origin
+
+
+# An evaluation as a kernel shows it (its latest, and its history).
+class EvaluationBriefSerializer(serializers.ModelSerializer):
+
+    class Meta:
+        model = Evaluation
+        fields = ["id", "origin", "state", "status", "compiled", "correct", "speedup", "finished_at"]
+
+
+class EvaluationSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:evaluation-detail")
+    hardware = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    run = serializers.IntegerField(source="kernel.run_id", read_only=True)
+    problem = serializers.IntegerField(source="kernel.problem_id", read_only=True)
+
+    class Meta:
+        model = Evaluation
+        fields = [
+            "id",
+            "url",
+            "kernel",
+            "run",
+            "problem",
+            "hardware",
+            "origin",
+            "state",
+            "status",
+            "compiled",
+            "correct",
+            "speedup",
+            "speedup_low",
+            "speedup_high",
+            "kernel_ms",
+            "reference_ms",
+            "kernel_timing",
+            "reference_timing",
+            "max_abs_diff",
+            "max_rel_diff",
+            "trials_passed",
+            "trials_total",
+            "flags",
+            "notes",
+            "error",
+            "attempts",
+            "failure_reason",
+            "queued_at",
+            "started_at",
+            "finished_at",
+        ]
+
+
+class ProgressSerializer(serializers.Serializer):
+    """Where the evaluation stands (leaderboard.evaluations.progress.Progress)."""
+
+    state = serializers.CharField()
+    label = serializers.CharField()
+    position = serializers.IntegerField(allow_null=True)
+    queue = serializers.CharField()
+    attempts = serializers.IntegerField()
+    worker = serializers.CharField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    failure_reason = serializers.CharField()
+
+
+class EvaluationDetailSerializer(EvaluationSerializer):
+    # Detail only: a queued evaluation's place in line costs a query, which a list must not pay per row.
+    progress = serializers.SerializerMethodField()
+
+    class Meta(EvaluationSerializer.Meta):
+        fields = [*EvaluationSerializer.Meta.fields, "progress", "log", "stage_seconds", "environment", "worker_name"]
+
+    @extend_schema_field(ProgressSerializer)
+    def get_progress(self, evaluation: Evaluation) -> dict:
+        return lifecycle.progress(evaluation).as_dict()
+
+
+@extend_schema(
+    parameters=[
+        query_param("kernel", int, "Kernel id."),
+        query_param("run", int, "Run id."),
+        query_param("hardware", description="Hardware slug."),
+        query_param("state", enum=[v for v, _ in Evaluation.State.choices]),
+        query_param("status", enum=[v for v, _ in Evaluation.Status.choices]),
+        query_param("origin", enum=[v for v, _ in Origin.choices]),
+    ]
+)
+class EvaluationViewSet(ReadOnly):
+    """Evaluations of kernels, measured here or imported; the detail includes the log."""
+
+    serializer_class = EvaluationSerializer
+    detail_serializer_class = EvaluationDetailSerializer
+
+    def get_queryset(self):
+        evaluations = Evaluation.objects.select_related("hardware", "kernel").order_by("-queued_at", "-pk")
+        if self.action != "list":
+            return evaluations
+        if (kernel := query_int(self.request, "kernel", low=1)) is not None:
+            evaluations = evaluations.filter(kernel_id=kernel)
+        if (run := query_int(self.request, "run", low=1)) is not None:
+            evaluations = evaluations.filter(kernel__run_id=run)
+        if slug := query_text(self.request, "hardware"):
+            evaluations = evaluations.filter(hardware__slug=slug)
+        if state := query_choice(self.request, "state", Evaluation.State.choices):
+            evaluations = evaluations.filter(state=state)
+        if value := query_choice(self.request, "status", Evaluation.Status.choices):
+            evaluations = evaluations.filter(status=value)
+        if origin := query_choice(self.request, "origin", Origin.choices):
+            evaluations = evaluations.filter(origin=origin)
+        return evaluations.defer("log", "environment")

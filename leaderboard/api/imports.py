@@ -1,0 +1,88 @@
+"""What the ingesting endpoints share: the all-or-nothing POST of table rows (reported scores,
+launch posts), the counts an import replies with, and the reply listing every row error."""
+
+from __future__ import annotations
+
+from rest_framework import serializers, status
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.response import Response
+
+from leaderboard.api.common import check_body_size, table_max_bytes
+from leaderboard.api.parsers import CsvParser
+from leaderboard.ingest.reported_scores import RowErrors
+
+
+class CsvUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="A CSV file with a header row.")
+
+
+class ImportResultSerializer(serializers.Serializer):
+    created = serializers.IntegerField()
+    updated = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
+class RowErrorsSerializer(serializers.Serializer):
+    detail = serializers.CharField()
+    errors = serializers.ListField(child=serializers.CharField())
+
+
+TABLE_RESPONSES = {201: ImportResultSerializer, 200: ImportResultSerializer, 400: RowErrorsSerializer}
+
+
+def import_counts(report) -> dict:
+    """An ImportReport as ImportResultSerializer shows it."""
+    return {
+        "created": report.counts["created"],
+        "updated": report.counts["updated"],
+        "unchanged": report.counts["unchanged"],
+        "warnings": report.warnings,
+    }
+
+
+def row_errors_reply(errors: list[str], noun: str) -> dict:
+    """A 400 body (RowErrorsSerializer): nothing was written, and here is every problem."""
+    return {"detail": f"Nothing was imported: {len(errors)} problem(s) in the {noun}.", "errors": errors}
+
+
+class TableIngestMixin:
+    """POST of rows as JSON (one object or a list), as a CSV body (text/csv) or as a CSV `file`
+    (multipart). All or nothing: any bad row gives 400 listing every error, and nothing is written."""
+
+    parser_classes = [JSONParser, CsvParser, MultiPartParser]
+    noun = "rows"
+
+    def parse_json(self, data):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def parse_csv(self, text: str, name: str):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def store(self, rows, user):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def create(self, request, *args, **kwargs):
+        check_body_size(request, table_max_bytes())
+        try:
+            rows = self._parse(request)
+        except RowErrors as exc:
+            return Response(row_errors_reply(exc.errors, self.noun), status=status.HTTP_400_BAD_REQUEST)
+        report = self.store(rows, request.user)
+        body = import_counts(report)
+        return Response(body, status=status.HTTP_201_CREATED if report.counts["created"] else status.HTTP_200_OK)
+
+    def _parse(self, request):
+        data = request.data
+        if isinstance(data, str):
+            return self.parse_csv(data, "CSV body")
+        if "file" in getattr(request, "FILES", {}):
+            upload = request.FILES["file"]
+            try:
+                text = upload.read().decode("utf-8").removeprefix("\ufeff")
+            except UnicodeDecodeError as exc:
+                raise RowErrors([f"{upload.name}: byte {exc.start} is not UTF-8"]) from None
+            return self.parse_csv(text, upload.name)
+        if request.content_type.startswith("multipart/"):
+            raise RowErrors(["send the CSV as a multipart field named `file`"])
+        return self.parse_json(data)

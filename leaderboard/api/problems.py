@@ -1,0 +1,112 @@
+"""/api/v1/problem-sets/, /api/v1/problems/ and /api/v1/hardware/: the problems app, read only."""
+
+from __future__ import annotations
+
+from django.db.models import Count
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers
+
+from leaderboard.api.base import ReadOnly, query_param
+from leaderboard.api.common import query_int, query_text
+from problems.models import Hardware, Problem, ProblemSet
+
+
+class ProblemSetSerializer(serializers.ModelSerializer):
+    problem_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = ProblemSet
+        fields = ["slug", "name", "version", "description", "source_url", "atol", "rtol", "problem_count", "created_at"]
+
+
+class ProblemSetDetailSerializer(ProblemSetSerializer):
+    problems_per_level = serializers.SerializerMethodField()
+
+    class Meta(ProblemSetSerializer.Meta):
+        fields = [*ProblemSetSerializer.Meta.fields, "problems_per_level"]
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "integer"}})
+    def get_problems_per_level(self, obj: ProblemSet) -> dict[str, int]:
+        return {str(level): n for level, n in obj.problem_counts().items()}
+
+
+class ProblemSerializer(serializers.ModelSerializer):
+    problem_set = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    tags = serializers.ListField(child=serializers.CharField(), source="tag_list", read_only=True)
+    url = serializers.HyperlinkedIdentityField(view_name="api:problem-detail")
+
+    class Meta:
+        model = Problem
+        fields = ["id", "url", "problem_set", "level", "number", "name", "tags", "source_hash", "updated_at"]
+
+
+class ProblemDetailSerializer(ProblemSerializer):
+    class Meta(ProblemSerializer.Meta):
+        fields = [*ProblemSerializer.Meta.fields, "source"]
+
+
+class HardwareSerializer(serializers.ModelSerializer):
+    queue_name = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Hardware
+        fields = [
+            "slug",
+            "name",
+            "kind",
+            "device_name",
+            "driver_version",
+            "cuda_version",
+            "torch_version",
+            "python_version",
+            "last_seen_at",
+            "queue_name",
+        ]
+
+
+class ProblemSetViewSet(ReadOnly):
+    """Problem sets (versions of KernelBench); fast_p is always computed against one set."""
+
+    queryset = ProblemSet.objects.annotate(problem_count=Count("problems")).order_by("name")
+    serializer_class = ProblemSetSerializer
+    detail_serializer_class = ProblemSetDetailSerializer
+    lookup_field = "slug"
+    lookup_value_regex = r"[-\w]+"
+
+
+@extend_schema(
+    parameters=[
+        query_param("set", description="Problem set slug."),
+        query_param("level", int, "Level, 1-4."),
+        query_param("tag", description="One tag, e.g. matmul."),
+        query_param("search", description="Text in the name or tags."),
+    ]
+)
+class ProblemViewSet(ReadOnly):
+    """Problems; the detail includes the reference source."""
+
+    serializer_class = ProblemSerializer
+    detail_serializer_class = ProblemDetailSerializer
+
+    def get_queryset(self):
+        problems = Problem.objects.select_related("problem_set").order_by("problem_set__name", "level", "number")
+        if self.action != "list":
+            return problems
+        if slug := query_text(self.request, "set"):
+            problems = problems.filter(problem_set__slug=slug)
+        if (level := query_int(self.request, "level", low=1, high=4)) is not None:
+            problems = problems.filter(level=level)
+        if tag := query_text(self.request, "tag"):
+            problems = problems.filter(tags__icontains=tag.lower())
+        if text := query_text(self.request, "search"):
+            problems = problems.search(text)
+        return problems.defer("source")
+
+
+class HardwareViewSet(ReadOnly):
+    """Hardware classes that evaluations run on, and what workers report about them."""
+
+    queryset = Hardware.objects.order_by("slug")
+    serializer_class = HardwareSerializer
+    lookup_field = "slug"
+    lookup_value_regex = r"[-\w]+"

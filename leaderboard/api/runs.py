@@ -1,0 +1,236 @@
+"""/api/v1/runs/: runs, read; POST runs/import/ takes a whole KernelBench run (zip, JSON file or
+JSON body), POST runs/<id>/verify/ queues every kernel of a run for evaluation here."""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+from django.db.models import Count
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.generics import get_object_or_404
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.response import Response
+
+from leaderboard.api.base import ReadOnly, SlugField, query_param
+from leaderboard.api.common import check_body_size, query_choice, query_text, run_upload_max_bytes
+from leaderboard.api.imports import ImportResultSerializer, RowErrorsSerializer, import_counts, row_errors_reply
+from leaderboard.api.permissions import CanImportRun, CanRequestEvaluation
+from leaderboard.ingest.run_import import (
+    BundleError,
+    RunSpec,
+    default_problem_set,
+    from_files,
+    read_json_upload,
+    read_zip,
+    store_run,
+    verify_run,
+)
+from leaderboard.models import Origin, Run
+from problems.models import Hardware, ProblemSet
+
+
+class RunSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="api:run-detail")
+    model = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    model_name = serializers.CharField(source="model.name", read_only=True)
+    problem_set = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    hardware = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    kernel_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "url",
+            "name",
+            "model",
+            "model_name",
+            "problem_set",
+            "hardware",
+            "setting",
+            "turns",
+            "samples_per_problem",
+            "origin",
+            "notes",
+            "kernel_count",
+            "created_at",
+        ]
+
+
+class RunImportSerializer(serializers.Serializer):
+    """How an uploaded run is described; the kernels come as a zip `file` or a JSON `kernels` map."""
+
+    model = serializers.CharField(max_length=120, help_text="Matched case-insensitively, or created.")
+    organization = serializers.CharField(max_length=120, required=False, allow_blank=True)
+    hardware = SlugField(slug_field="slug", queryset=Hardware.objects.all())
+    problem_set = SlugField(
+        slug_field="slug",
+        queryset=ProblemSet.objects.all(),
+        required=False,
+        help_text="Needed when more than one problem set exists.",
+    )
+    setting = serializers.CharField(max_length=120, required=False, default="one-shot")
+    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    level = serializers.IntegerField(
+        min_value=1,
+        max_value=4,
+        required=False,
+        allow_null=True,
+        help_text="The level that bare problem ids in eval_results refer to, when the kernels span levels.",
+    )
+    notes = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class RunUploadSerializer(RunImportSerializer):
+    file = serializers.FileField(help_text="A zip of the run folder, or a JSON file shaped like the JSON body.")
+
+
+class RunJsonSerializer(RunImportSerializer):
+    kernels = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        help_text="File name (level_<L>_problem_<P>_sample_<S>_kernel.py) to source.",
+    )
+    eval_results = serializers.DictField(required=False, help_text="The run's eval_results.json, as an object.")
+
+
+class RunImportResultSerializer(serializers.Serializer):
+    run = RunSerializer()
+    kernels = ImportResultSerializer()
+    evaluations = ImportResultSerializer()
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
+class VerifyResultSerializer(serializers.Serializer):
+    queued = serializers.IntegerField()
+    skipped = serializers.IntegerField(help_text="Kernels that already had an evaluation queued or running.")
+    evaluations = serializers.ListField(child=serializers.IntegerField())
+
+
+def read_run_upload(request):
+    """(the run's described fields, its Bundle) from a zip or JSON `file`, or a JSON body with
+    `kernels`. Raises BundleError for a bad archive, ValidationError for a request of neither shape."""
+    data = request.data
+    if "file" in getattr(request, "FILES", {}):
+        upload = request.FILES["file"]
+        head = upload.read(4)
+        upload.seek(0)
+        if head.startswith(b"PK"):
+            fields, bundle = {k: v for k, v in data.items() if k != "file"}, read_zip(upload)
+        else:
+            document, bundle = read_json_upload(upload.read())
+            fields = {**document, **{k: v for k, v in data.items() if k != "file"}}
+        if not fields.get("name"):
+            fields["name"] = PurePath(upload.name or "").stem[:200]  # like the command: the file's name
+        return fields, bundle
+    if isinstance(data, dict) and "kernels" in data:
+        fields = {key: value for key, value in data.items() if key not in ("kernels", "eval_results")}
+        shape = RunJsonSerializer(data=data)
+        shape.is_valid(raise_exception=True)
+        return fields, from_files(shape.validated_data["kernels"], data.get("eval_results"))
+    raise ValidationError({"detail": "Send a zip or JSON `file` (multipart), or a JSON body with `kernels`."})
+
+
+def run_spec(spec: dict) -> RunSpec:
+    """The validated RunImportSerializer data as the importer's RunSpec (BundleError when no
+    problem set is given and there is not exactly one)."""
+    return RunSpec(
+        model=spec["model"].strip(),
+        hardware=spec["hardware"],
+        problem_set=spec.get("problem_set") or default_problem_set(),
+        setting=spec["setting"],
+        name=spec["name"],
+        organization=spec.get("organization", ""),
+        level=spec.get("level"),
+        notes=spec["notes"],
+    )
+
+
+@extend_schema(
+    parameters=[
+        query_param("model", description="Model slug."),
+        query_param("lab", description="Lab slug."),
+        query_param("set", description="Problem set slug."),
+        query_param("hardware", description="Hardware slug."),
+        query_param("setting", description="Setting, exactly."),
+        query_param("origin", description="measured or imported.", enum=[value for value, _ in Origin.choices]),
+    ]
+)
+class RunViewSet(ReadOnly):
+    """Runs: one model attempting one problem set, in one setting, on one hardware."""
+
+    serializer_class = RunSerializer
+
+    def get_queryset(self):
+        runs = (
+            Run.objects.select_related("model", "problem_set", "hardware")
+            .annotate(kernel_count=Count("kernels"))
+            .order_by("-created_at", "-pk")
+        )
+        if slug := query_text(self.request, "model"):
+            runs = runs.filter(model__slug=slug)
+        if slug := query_text(self.request, "lab"):
+            runs = runs.filter(model__lab__slug=slug)
+        if slug := query_text(self.request, "set"):
+            runs = runs.filter(problem_set__slug=slug)
+        if slug := query_text(self.request, "hardware"):
+            runs = runs.filter(hardware__slug=slug)
+        if setting := query_text(self.request, "setting"):
+            runs = runs.filter(setting=setting)
+        if origin := query_choice(self.request, "origin", Origin.choices):
+            runs = runs.filter(origin=origin)
+        return runs
+
+    @extend_schema(
+        summary="Import a whole KernelBench run",
+        description=(
+            "A run folder as a zip (multipart `file`), a JSON file of the JSON body's shape, or a JSON body "
+            "with `kernels` ({file name: source}) and optional `eval_results`. Imported results are stored "
+            "as 'imported, unverified'. All or nothing: any problem gives 400 with every error listed."
+        ),
+        request={"multipart/form-data": RunUploadSerializer, "application/json": RunJsonSerializer},
+        responses={201: RunImportResultSerializer, 200: RunImportResultSerializer, 400: RowErrorsSerializer},
+    )
+    @action(
+        detail=False,
+        methods=["post"],
+        url_path="import",
+        permission_classes=[CanImportRun],
+        parser_classes=[MultiPartParser, JSONParser],
+    )
+    def import_run(self, request):
+        check_body_size(request, run_upload_max_bytes())
+        try:
+            fields, bundle = read_run_upload(request)
+        except BundleError as exc:
+            return Response(row_errors_reply(exc.errors, "upload"), status=status.HTTP_400_BAD_REQUEST)
+        spec = RunImportSerializer(data=fields)
+        spec.is_valid(raise_exception=True)
+        try:
+            result = store_run(run_spec(spec.validated_data), bundle, user=request.user)
+        except BundleError as exc:
+            return Response(row_errors_reply(exc.errors, "upload"), status=status.HTTP_400_BAD_REQUEST)
+        body = {
+            "run": RunSerializer(self.get_queryset().get(pk=result.run.pk), context={"request": request}).data,
+            "kernels": import_counts(result.kernels),
+            "evaluations": import_counts(result.evaluations),
+            "warnings": result.warnings + [f"ignored {name}" for name in bundle.ignored[:20]],
+        }
+        created = result.kernels.counts["created"] or result.evaluations.counts["created"]
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(
+        summary="Queue every kernel of the run for evaluation here",
+        request=None,
+        responses={202: VerifyResultSerializer},
+    )
+    @action(detail=True, methods=["post"], permission_classes=[CanRequestEvaluation])
+    def verify(self, request, pk=None):
+        run = get_object_or_404(Run.objects.select_related("hardware"), pk=pk)
+        queued, skipped = verify_run(run)
+        return Response(
+            {"queued": len(queued), "skipped": skipped, "evaluations": [evaluation.pk for evaluation in queued]},
+            status=status.HTTP_202_ACCEPTED,
+        )
