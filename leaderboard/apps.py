@@ -7,3 +7,4 @@ class LeaderboardConfig(AppConfig):
 
     def ready(self) -> None:
         from config import checks  # noqa: F401  (registers the system checks; deferred until the app registry is ready)
+        from leaderboard.reads import board_signals  # noqa: F401  (keeps the boards' read model current; deferred likewise)

@@ -114,6 +114,8 @@ class Run(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Stored by the read model (leaderboard/reads/board_store.py): lists never count kernels.
+    n_kernels = models.PositiveIntegerField(default=0, editable=False)
 
     objects = RunQuerySet.as_manager()
 
@@ -169,16 +171,17 @@ class KernelQuerySet(models.QuerySet):
         )
 
     def needing_review(self) -> KernelQuerySet:
-        """Kernels the review queue lists: suspicious, with no verdict since (see reviews.py)."""
-        return self.with_review_state().filter(needs_review=True)
+        """Kernels the review queue lists: suspicious, with no verdict since (see reviews.py).
+        Selected by the stored state (partial index kernel_review_queue_idx), then annotated."""
+        return self.filter(review_pending=True).with_review_state()
 
     def excluded(self) -> KernelQuerySet:
         """Kernels whose latest verdict is reward hack or invalid: out of fast_p and rankings."""
-        return self.with_review_state().filter(is_excluded=True)
+        return self.filter(review_excluded=True)
 
     def counted(self) -> KernelQuerySet:
         """Kernels that count in rankings: every kernel but the excluded ones."""
-        return self.with_review_state().filter(is_excluded=False)
+        return self.filter(review_excluded=False)
 
 
 class Kernel(models.Model):
@@ -205,6 +208,12 @@ class Kernel(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="kernels"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # The review state, stored (the rules: leaderboard/reviews/services.py; computed by
+    # with_review_state, written by leaderboard/reads/board_store.py after every write that changes it).
+    review_verdict = models.CharField(max_length=12, blank=True, editable=False)
+    review_pending = models.BooleanField(default=False, editable=False, help_text="Awaits review.")
+    review_excluded = models.BooleanField(default=False, editable=False)
+    review_flagged = models.BooleanField(default=False, editable=False)
 
     objects = KernelQuerySet.as_manager()
 
@@ -216,6 +225,8 @@ class Kernel(models.Model):
         indexes = [
             # Problem page: every kernel of one problem.
             models.Index(fields=["problem", "run"], name="kernel_problem_idx"),
+            # Review queue (KernelQuerySet.needing_review): the few kernels that await review.
+            models.Index(fields=["-created_at"], condition=Q(review_pending=True), name="kernel_review_queue_idx"),
         ]
 
     def __str__(self) -> str:
@@ -324,6 +335,8 @@ class Evaluation(models.Model):
             # Kernel page history and the worker's sweep of unfinished evaluations.
             models.Index(fields=["kernel", "-queued_at"], name="evaluation_kernel_idx"),
             models.Index(fields=["state", "hardware"], name="evaluation_state_idx"),
+            # /api/v1/evaluations/: newest first.
+            models.Index(fields=["-queued_at", "-id"], name="evaluation_queued_idx"),
         ]
 
     def __str__(self) -> str:
@@ -455,6 +468,81 @@ class KernelReport(models.Model):
 
     def __str__(self) -> str:
         return f"report on kernel {self.kernel_id} by {self.reporter}"
+
+
+# --- the boards' read model (written by leaderboard/reads/board_store.py) ---------------------------
+
+
+class RunScore(models.Model):
+    """One run's aggregate on one level (level 0: all levels), counting reviewers' exclusions or not.
+
+    Everything a board row needs without touching evaluations: per rule (KernelBench's sample 0,
+    best-of-n) the problem counts and the sorted speedups of scored problems (packed float64), so
+    fast_p at any p is a binary search; review counts; per-problem outcomes for run pages."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="scores")
+    level = models.PositiveSmallIntegerField(help_text="1-4, or 0 for all levels together.")
+    with_excluded = models.BooleanField(default=False, help_text="Counts kernels reviewers excluded.")
+    kernels = models.PositiveIntegerField(default=0)
+    flagged = models.PositiveIntegerField(default=0)
+    unreviewed = models.PositiveIntegerField(default=0)
+    excluded = models.PositiveIntegerField(default=0)
+    s0_attempted = models.PositiveIntegerField(default=0)
+    s0_compiled = models.PositiveIntegerField(default=0)
+    s0_correct = models.PositiveIntegerField(default=0)
+    s0_unscored = models.PositiveIntegerField(default=0)
+    s0_log_sum = models.FloatField(default=0.0)
+    s0_speedups = models.BinaryField(default=b"")
+    best_attempted = models.PositiveIntegerField(default=0)
+    best_compiled = models.PositiveIntegerField(default=0)
+    best_correct = models.PositiveIntegerField(default=0)
+    best_unscored = models.PositiveIntegerField(default=0)
+    best_log_sum = models.FloatField(default=0.0)
+    best_speedups = models.BinaryField(default=b"")
+    pass_at_1_sum = models.FloatField(default=0.0)
+    # {problem id: [sample-0 status code, sample-0 speedup, best speedup, kernels]} (scoring.STATUS_CODES)
+    problems = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "level", "with_excluded"], name="runscore_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"scores of run {self.run_id}, level {self.level or 'all'}"
+
+
+class BoardVersion(models.Model):
+    """Bumped whenever a run of the problem set is re-scored: the boards' cache key and Last-Modified."""
+
+    problem_set = models.OneToOneField(ProblemSet, on_delete=models.CASCADE, primary_key=True, related_name="+")
+    version = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"boards of {self.problem_set_id}: version {self.version}"
+
+
+class DirtyRun(models.Model):
+    """A run whose stored scores may be stale: marked in the writing transaction, cleared by the
+    refresh after commit (or by the next read, if the process died in between)."""
+
+    run_id = models.BigIntegerField(primary_key=True)
+    marked_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} to re-score"
+
+
+class ProblemStats(models.Model):
+    """Stored per-problem counts: the problems list never counts 1.3 M kernels."""
+
+    problem = models.OneToOneField(Problem, on_delete=models.CASCADE, primary_key=True, related_name="stats")
+    n_kernels = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"problem {self.problem_id}: {self.n_kernels} kernels"
 
 
 # --- review rules as query expressions (read by KernelQuerySet.with_review_state) ------------------

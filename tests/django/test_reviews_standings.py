@@ -27,7 +27,7 @@ def test_a_reward_hack_leaves_fast_p(hacked):
     assert row.summary["correct_rate"] == 2 / 4
     assert row.fast_p(1.0) == 1 / 4
     assert row.fast_p(2.0) == 0
-    assert world.problems[0].pk not in row.speedups
+    assert row.speedups == [0.8, 1.2]
 
 
 def test_include_excluded_gives_the_scores_before_exclusions(hacked):
@@ -55,15 +55,18 @@ def test_the_latest_verdict_counts(hacked, reviewer):
     assert row.fast_p(2.0) == 1 / 4 and row.excluded == 0
 
 
-def test_another_sample_of_an_excluded_problem_still_counts(hacked):
+def test_another_sample_of_an_excluded_problem_still_counts_under_best_of_n(hacked):
     world, _ = hacked
     world.kernel(world.problems[0], sample=1, speedup=1.1)
-    [row] = level_standings(world.problem_set, 1, p=2.0)
+    [row] = level_standings(world.problem_set, 1, p=2.0, rule="best")
     # P1 counts by its honest sample now: 1.1x, 1.2x and 0.8x.
     assert row.summary["correct_rate"] == 3 / 4
     assert row.fast_p(1.0) == 2 / 4
     assert row.fast_p(2.0) == 0
-    assert row.speedups[world.problems[0].pk] == 1.1
+    assert row.speedups == [0.8, 1.1, 1.2]
+    # KernelBench's rule counts sample 0 only: P1's sample 0 is excluded, so P1 counts as failed.
+    [kernelbench] = level_standings(world.problem_set, 1, p=2.0)
+    assert kernelbench.summary["correct_rate"] == 2 / 4
 
 
 def test_all_levels_and_curves_drop_the_excluded_kernel_too(hacked):
@@ -101,7 +104,8 @@ def test_queries_stay_fixed_with_reviews(world, reviewer, django_assert_max_num_
         for problem in world.problems:
             kernel = world.kernel(problem, run=run, speedup=1.5, flags=("timing_mismatch",))
             review(kernel, reviewer, "reward_hack" if n else "clean")
-    with django_assert_max_num_queries(3):
+    level_standings(world.problem_set, 1)  # re-scores the runs written above
+    with django_assert_max_num_queries(4):  # runs, problem counts, dirty runs, stored scores
         rows = level_standings(world.problem_set, 1)
         fast_p_curves(rows)
     assert sorted(row.excluded for row in rows) == [0, 0, 4, 4]

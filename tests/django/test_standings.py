@@ -48,19 +48,41 @@ def test_all_levels_use_the_whole_set_as_denominator(setup):
     assert row.summary["n_problems"] == 5 and row.fast_p(1.0) == 1 / 5
 
 
-def test_the_best_sample_counts(setup):
+def test_sample_0_counts_by_default_as_in_kernelbench(setup):
     problem_set, problems, _, run = setup
     add_kernel(run, problems[0], 0, speedup=0.5)
     add_kernel(run, problems[0], 1, speedup=3.0)
     [row] = level_standings(problem_set, 1)
-    assert row.fast_p(2.0) == 1 / 4
+    assert row.fast_p(2.0) == 0 and row.fast_p(0.4) == 1 / 4
+    # best-of-n is there, labelled, never silently
+    assert row.summary["best_fast_2"] == 1 / 4 and row.summary["rule"] == "sample0"
+
+
+def test_the_best_sample_counts_under_best_of_n(setup):
+    problem_set, problems, _, run = setup
+    add_kernel(run, problems[0], 0, speedup=0.5)
+    add_kernel(run, problems[0], 1, speedup=3.0)
+    [row] = level_standings(problem_set, 1, rule="best")
+    assert row.fast_p(2.0) == 1 / 4 and row.summary["fast_2"] == 1 / 4
+
+
+def test_a_problem_without_sample_0_counts_as_failed(setup):
+    problem_set, problems, _, run = setup
+    add_kernel(run, problems[0], 1, speedup=3.0)
+    [row] = level_standings(problem_set, 1)
+    assert row.summary["correct_rate"] == 0 and row.summary["attempted"] == 0
+    assert row.summary["best_correct_rate"] == 1 / 4
 
 
 def test_correct_without_speedup_is_reported_as_unscored(setup):
     problem_set, problems, _, run = setup
     add_kernel(run, problems[0], speedup=None)
+    add_kernel(run, problems[1], speedup=1.5)
     [row] = level_standings(problem_set, 1)
-    assert row.unscored == 1 and row.summary["correct_rate"] == 0
+    # Correctness never depends on baselines: correct-unscored counts in fast_0, never above it.
+    assert row.unscored == 1 and row.summary["unscored"] == 1
+    assert row.summary["correct_rate"] == row.summary["fast_0"] == 2 / 4
+    assert row.fast_p(0.5) == 1 / 4 and row.summary["geomean_speedup"] == 1.5
 
 
 def test_queries_do_not_grow_with_rows(setup, django_assert_max_num_queries):
@@ -69,7 +91,8 @@ def test_queries_do_not_grow_with_rows(setup, django_assert_max_num_queries):
         extra = Run.objects.create(model=LanguageModel.objects.create(name=f"X{n}"), problem_set=problem_set, hardware=hardware)
         for problem in problems:
             add_kernel(extra, problem, speedup=1.5)
-    with django_assert_max_num_queries(3):
+    level_standings(problem_set, 1)  # re-scores the runs written above
+    with django_assert_max_num_queries(4):  # runs, problem counts, dirty runs, stored scores
         rows = level_standings(problem_set, 1)
         curves = fast_p_curves(rows)
     assert len(rows) == 4 and len(curves) == 4

@@ -1,0 +1,57 @@
+"""Model signals that keep the boards' read model current whatever path writes (admin, factories,
+services): each marks the affected run for re-scoring after commit (leaderboard/reads/board_store.py).
+
+Bulk writes (bulk_create, QuerySet.update) send no signals: their code calls board_store.mark_runs
+itself (run import, baseline import, the worker)."""
+
+from __future__ import annotations
+
+from django.db.models.signals import post_delete, post_save, pre_delete
+from django.dispatch import receiver
+
+from leaderboard.models import Evaluation, Kernel, KernelReport, Review, Run
+from leaderboard.reads import board_store
+
+
+def _run_of_kernel(kernel_id: int | None, cached: Kernel | None) -> int | None:
+    if cached is not None:
+        return cached.run_id
+    return Kernel.objects.filter(pk=kernel_id).values_list("run_id", flat=True).first()
+
+
+def _cached_kernel(instance) -> Kernel | None:
+    return instance._state.fields_cache.get("kernel")
+
+
+@receiver(post_save, sender=Kernel, dispatch_uid="boards-kernel-saved")
+def kernel_saved(sender, instance: Kernel, created: bool, **kwargs) -> None:
+    if not created:  # a new kernel has no evaluation or review yet: nothing to store for it now
+        board_store.refresh_kernel_states([instance.pk])
+    board_store.mark_runs([instance.run_id])
+
+
+@receiver(post_delete, sender=Kernel, dispatch_uid="boards-kernel-deleted")
+def kernel_deleted(sender, instance: Kernel, **kwargs) -> None:
+    board_store.mark_runs([instance.run_id])
+
+
+@receiver(post_save, sender=Evaluation, dispatch_uid="boards-evaluation-saved")
+@receiver(post_delete, sender=Evaluation, dispatch_uid="boards-evaluation-deleted")
+def evaluation_changed(sender, instance: Evaluation, **kwargs) -> None:
+    if kwargs.get("created") and instance.state != Evaluation.State.DONE:
+        return  # a newly queued evaluation changes no score
+    board_store.mark_runs([_run_of_kernel(instance.kernel_id, _cached_kernel(instance))])
+
+
+@receiver(post_save, sender=Review, dispatch_uid="boards-review-saved")
+@receiver(post_delete, sender=Review, dispatch_uid="boards-review-deleted")
+@receiver(post_save, sender=KernelReport, dispatch_uid="boards-report-saved")
+@receiver(post_delete, sender=KernelReport, dispatch_uid="boards-report-deleted")
+def review_changed(sender, instance, **kwargs) -> None:
+    board_store.refresh_kernel_states([instance.kernel_id])
+    board_store.mark_runs([_run_of_kernel(instance.kernel_id, _cached_kernel(instance))])
+
+
+@receiver(pre_delete, sender=Run, dispatch_uid="boards-run-deleted")
+def run_deleted(sender, instance: Run, **kwargs) -> None:
+    board_store.forget_run(instance.pk)

@@ -1,0 +1,361 @@
+"""The boards' read model: per run and level, the stored aggregates every board reads (RunScore),
+the kernels' stored review state, and stored kernel counts on runs and problems.
+
+How it stays current (issue 13):
+
+1. A write that changes a run's inputs (a kernel, an evaluation, a review, a report; run and
+   baseline imports; deletions) calls `mark_runs(run_ids)`, directly or through the model signals in
+   leaderboard/reads/board_signals.py. That records a DirtyRun row in the writing transaction and
+   schedules `refresh_runs` for after its commit (once per run and transaction).
+2. `refresh_runs` re-scores whole runs, idempotently: one query reads the runs' kernels with the
+   reference review rules (KernelQuerySet.with_review_state), and bulk writes store the kernels'
+   review state, the RunScore rows, the runs' and problems' kernel counts and the board version.
+3. Readers call `refresh_dirty` first, so a refresh lost with a dying process (or never run, as
+   inside a test's transaction) is made up before anything stale is shown.
+
+`rebuild_all` re-scores everything and `verify_all` compares stored rows with a fresh computation
+(`manage.py rebuild_boards [--verify]`).
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import F
+
+from leaderboard.models import BoardVersion, DirtyRun, Kernel, KernelQuerySet, ProblemStats, Run, RunScore
+from leaderboard.reads import scoring
+from leaderboard.reads.scoring import KernelFacts, LevelScore, Tally
+from problems.models import ProblemSet
+
+ALL_LEVELS = 0  # RunScore.level of the all-levels row
+BATCH = 200  # runs re-scored per transaction by rebuild_all
+
+_FACT_FIELDS = (
+    "pk",
+    "run_id",
+    "problem__level",
+    "problem_id",
+    "sample_index",
+    "latest_evaluation__compiled",
+    "latest_evaluation__correct",
+    "latest_evaluation__speedup",
+    "is_flagged",
+    "needs_review",
+    "is_excluded",
+    "latest_verdict",
+)
+_STATE_FIELDS = ("review_verdict", "review_pending", "review_excluded", "review_flagged")
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    pk: int
+    run_id: int
+    level: int
+    facts: KernelFacts
+    state: tuple[str, bool, bool, bool]  # the review state the rules give now (as _STATE_FIELDS)
+
+
+def kernel_rows(kernels: KernelQuerySet) -> list[KernelRow]:
+    """Each kernel's scoring facts and review state by the reference rules, in one query."""
+    rows = kernels.order_by().with_review_state().values_list(*_FACT_FIELDS)
+    result = []
+    for pk, run_id, level, problem_id, sample, compiled, correct, speedup, flagged, pending, excluded, verdict in rows:
+        facts = KernelFacts(
+            problem_id, sample, compiled, correct, speedup, bool(flagged), bool(pending), bool(excluded)
+        )
+        state = (verdict or "", bool(pending), bool(excluded), bool(flagged))
+        result.append(KernelRow(pk, run_id, level, facts, state))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# scheduling: mark in the transaction, refresh after commit
+
+
+_local = threading.local()
+
+
+def mark_runs(run_ids: Iterable[int]) -> None:
+    """Record that these runs need re-scoring, and re-score them after the current transaction
+    commits (at once outside a transaction). Cheap to call once per write: repeated calls in one
+    transaction mark each run once."""
+    ids = {run_id for run_id in run_ids if run_id is not None}
+    if not ids:
+        return
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
+        refresh_runs(ids)
+        return
+    pending = _pending_ids(connection)
+    new = ids - pending
+    if new:
+        DirtyRun.objects.bulk_create([DirtyRun(run_id=run_id) for run_id in new], ignore_conflicts=True)
+        pending.update(new)
+
+
+def _pending_ids(connection) -> set[int]:
+    """The run ids already marked in this transaction (a new set, and one after-commit refresh,
+    per transaction: a set whose refresh a rollback discarded is not reused)."""
+    current = getattr(_local, "pending", None)
+    if current is not None and any(entry[1] is current[1] for entry in connection.run_on_commit):
+        return current[0]
+    ids: set[int] = set()
+
+    def refresh_after_commit() -> None:
+        if getattr(_local, "pending", None) is state:
+            _local.pending = None
+        refresh_runs(ids)
+
+    state = (ids, refresh_after_commit)
+    _local.pending = state
+    transaction.on_commit(refresh_after_commit)
+    return ids
+
+
+def refresh_dirty(problem_set: ProblemSet | None = None) -> int:
+    """Re-score the runs still marked dirty (of one problem set, or all); how many there were."""
+    dirty = DirtyRun.objects.all()
+    if problem_set is not None:
+        dirty = dirty.filter(run_id__in=Run.objects.filter(problem_set=problem_set).values("pk"))
+    ids = list(dirty.values_list("run_id", flat=True))
+    if ids:
+        refresh_runs(ids)
+    return len(ids)
+
+
+def mark_kernels(kernel_ids: Iterable[int]) -> None:
+    """Re-score the runs of these kernels (review, report and flag writes)."""
+    mark_runs(set(Kernel.objects.filter(pk__in=list(kernel_ids)).values_list("run_id", flat=True)))
+
+
+def refresh_kernel_states(kernel_ids: Iterable[int]) -> None:
+    """Store the review state of these kernels now (in the current transaction): the queue reads it."""
+    rows = kernel_rows(Kernel.objects.filter(pk__in=list(kernel_ids)))
+    _store_kernel_states(rows, _stored_states([row.pk for row in rows]))
+
+
+# ---------------------------------------------------------------------------------------------
+# re-scoring runs
+
+
+def refresh_runs(run_ids: Iterable[int]) -> None:
+    """Re-score whole runs, idempotently, in one transaction: their kernels' review state, RunScore
+    rows, kernel counts and the board version of their problem sets."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return
+    pending = getattr(_local, "pending", None)
+    if pending is not None:  # re-scored now: a later write in this transaction must mark them again
+        pending[0].difference_update(ids)
+    with transaction.atomic():
+        # Lock the runs: concurrent refreshes of one run (two workers, a reader) take turns.
+        runs = dict(
+            Run.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", "problem_set_id")
+        )
+        DirtyRun.objects.filter(run_id__in=ids).delete()
+        rows = kernel_rows(Kernel.objects.filter(run_id__in=list(runs)))
+        _store_kernel_states(rows, _stored_states([row.pk for row in rows]))
+        old_counts = _problem_kernel_counts(ids)
+        RunScore.objects.filter(run_id__in=ids).delete()
+        RunScore.objects.bulk_create(_scores(rows, runs), batch_size=500)
+        _store_counts(rows, runs, old_counts)
+        bump_versions(set(runs.values()))
+
+
+def _stored_states(kernel_ids: list[int]) -> dict[int, tuple]:
+    if not kernel_ids:
+        return {}
+    rows = Kernel.objects.filter(pk__in=kernel_ids).order_by().values_list("pk", *_STATE_FIELDS)
+    return {pk: tuple(state) for pk, *state in rows}
+
+
+def _store_kernel_states(rows: list[KernelRow], stored: dict[int, tuple]) -> None:
+    """Write the review state of kernels whose state changed: one UPDATE per distinct state."""
+    changed: dict[tuple, list[int]] = defaultdict(list)
+    for row in rows:
+        if stored.get(row.pk) != row.state:
+            changed[row.state].append(row.pk)
+    for state, pks in changed.items():
+        Kernel.objects.filter(pk__in=pks).update(**dict(zip(_STATE_FIELDS, state, strict=True)))
+
+
+def _scores(rows: list[KernelRow], runs: dict[int, int]) -> list[RunScore]:
+    by_level: dict[tuple[int, int], list[KernelFacts]] = defaultdict(list)
+    for row in rows:
+        by_level[(row.run_id, row.level)].append(row.facts)
+        by_level[(row.run_id, ALL_LEVELS)].append(row.facts)
+    for run_id in runs:
+        by_level.setdefault((run_id, ALL_LEVELS), [])
+    kernels_per_problem = Counter((row.run_id, row.facts.problem_id) for row in rows)
+    scores = []
+    for (run_id, level), facts in by_level.items():
+        for with_excluded in (False, True):
+            score = scoring.level_score(facts, include_excluded=with_excluded)
+            scores.append(to_model(run_id, level, with_excluded, score, kernels_per_problem))
+    return scores
+
+
+def to_model(run_id: int, level: int, with_excluded: bool, score: LevelScore, kernels: Counter) -> RunScore:
+    s0, best = score.sample0, score.best
+    problems = {pid: [*outcome, kernels[(run_id, pid)]] for pid, outcome in score.problems.items()}
+    return RunScore(
+        run_id=run_id, level=level, with_excluded=with_excluded,
+        kernels=score.kernels, flagged=score.flagged, unreviewed=score.unreviewed, excluded=score.excluded,
+        s0_attempted=s0.attempted, s0_compiled=s0.compiled, s0_correct=s0.correct, s0_unscored=s0.unscored,
+        s0_log_sum=s0.log_sum, s0_speedups=s0.speedups.tobytes(),
+        best_attempted=best.attempted, best_compiled=best.compiled, best_correct=best.correct,
+        best_unscored=best.unscored, best_log_sum=best.log_sum, best_speedups=best.speedups.tobytes(),
+        pass_at_1_sum=score.pass_at_1_sum, problems=problems,
+    )  # fmt: skip
+
+
+def from_model(row: RunScore) -> LevelScore:
+    def tally(prefix: str) -> Tally:
+        speedups = array("d")
+        speedups.frombytes(bytes(getattr(row, f"{prefix}_speedups")))
+        return Tally(
+            getattr(row, f"{prefix}_attempted"), getattr(row, f"{prefix}_compiled"), getattr(row, f"{prefix}_correct"),
+            getattr(row, f"{prefix}_unscored"), speedups, getattr(row, f"{prefix}_log_sum"),
+        )  # fmt: skip
+
+    return LevelScore(
+        tally("s0"), tally("best"), row.pass_at_1_sum, row.kernels, row.flagged, row.unreviewed, row.excluded
+    )
+
+
+def _problem_kernel_counts(run_ids: list[int]) -> Counter:
+    """Kernels per problem of these runs, as stored (before re-scoring)."""
+    counts: Counter = Counter()
+    stored = RunScore.objects.filter(run_id__in=run_ids, level=ALL_LEVELS, with_excluded=True)
+    for problems in stored.values_list("problems", flat=True):
+        for pid, outcome in problems.items():
+            counts[int(pid)] += outcome[3]
+    return counts
+
+
+def _store_counts(rows: list[KernelRow], runs: dict[int, int], old: Counter) -> None:
+    """Kernel counts on runs and problems: runs set, problems moved by the difference."""
+    per_run = Counter(row.run_id for row in rows)
+    by_count: dict[int, list[int]] = defaultdict(list)
+    for run_id in runs:
+        by_count[per_run[run_id]].append(run_id)
+    for count, run_ids in by_count.items():
+        Run.objects.filter(pk__in=run_ids).update(n_kernels=count)
+    new = Counter(row.facts.problem_id for row in rows)
+    adjust_problem_counts({pid: new[pid] - old[pid] for pid in set(new) | set(old)})
+
+
+def adjust_problem_counts(deltas: dict[int, int]) -> None:
+    by_delta: dict[int, list[int]] = defaultdict(list)
+    for pid, delta in deltas.items():
+        if delta:
+            by_delta[delta].append(pid)
+    if not by_delta:
+        return
+    ProblemStats.objects.bulk_create([ProblemStats(problem_id=pid) for pid in deltas], ignore_conflicts=True)
+    for delta, pids in by_delta.items():
+        ProblemStats.objects.filter(problem_id__in=pids).update(n_kernels=F("n_kernels") + delta)
+
+
+def forget_run(run_id: int) -> None:
+    """Before a run is deleted: take its kernels off its problems' stored counts."""
+    counts = _problem_kernel_counts([run_id])
+    adjust_problem_counts({pid: -n for pid, n in counts.items()})
+
+
+def bump_versions(problem_set_ids: set[int]) -> None:
+    if not problem_set_ids:
+        return
+    BoardVersion.objects.bulk_create([BoardVersion(problem_set_id=pk) for pk in problem_set_ids], ignore_conflicts=True)
+    BoardVersion.objects.filter(problem_set_id__in=problem_set_ids).update(version=F("version") + 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def stored_scores(
+    problem_set: ProblemSet, runs, level: int | None, include_excluded: bool
+) -> list[tuple[Run, LevelScore]]:
+    """(run, its stored score on `level`) for each of `runs` (a queryset with its select_related),
+    made current first. Runs without a stored row (no kernel on the level) get an empty score."""
+    refresh_dirty(problem_set)
+    runs = list(runs)
+    rows = RunScore.objects.filter(
+        run_id__in=[run.pk for run in runs],
+        level=ALL_LEVELS if level is None else level,
+        with_excluded=include_excluded,
+    ).defer("problems", "updated_at")
+    scores = {row.run_id: from_model(row) for row in rows}
+    return [(run, scores.get(run.pk) or LevelScore()) for run in runs]
+
+
+def board_version(problem_set: ProblemSet | None) -> tuple[int, object]:
+    """(version, last modified) of a problem set's boards, after making them current."""
+    if problem_set is None:
+        return 0, None
+    refresh_dirty(problem_set)
+    row = BoardVersion.objects.filter(problem_set=problem_set).values_list("version", "updated_at").first()
+    return row if row else (0, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# rebuilding and verifying everything
+
+
+def rebuild_all(write: Callable[[str], None] = lambda _: None) -> int:
+    """Re-score every run, in batches; recount every problem's kernels. Returns the runs re-scored."""
+    ids = list(Run.objects.order_by("pk").values_list("pk", flat=True))
+    for start in range(0, len(ids), BATCH):
+        refresh_runs(ids[start : start + BATCH])
+        write(f"re-scored {min(start + BATCH, len(ids))} of {len(ids)} runs")
+    recount_problems()
+    return len(ids)
+
+
+def recount_problems() -> None:
+    from django.db.models import Count  # deferred: only the rebuild counts
+
+    from problems.models import Problem  # deferred: only the rebuild counts
+
+    counts = dict(Problem.objects.annotate(n=Count("kernels")).values_list("pk", "n"))
+    with transaction.atomic():
+        ProblemStats.objects.all().delete()
+        ProblemStats.objects.bulk_create([ProblemStats(problem_id=pk, n_kernels=n) for pk, n in counts.items()])
+
+
+def verify_all(write: Callable[[str], None] = lambda _: None) -> list[str]:
+    """Compare every stored RunScore with a fresh computation; the differences, described."""
+    problems: list[str] = []
+    ids = list(Run.objects.order_by("pk").values_list("pk", flat=True))
+    for start in range(0, len(ids), BATCH):
+        batch = ids[start : start + BATCH]
+        runs = dict(Run.objects.filter(pk__in=batch).values_list("pk", "problem_set_id"))
+        fresh = {_key(row): row for row in _scores(kernel_rows(Kernel.objects.filter(run_id__in=batch)), runs)}
+        stored = {_key(row): row for row in RunScore.objects.filter(run_id__in=batch)}
+        for key in sorted(set(fresh) | set(stored)):
+            if key not in stored or key not in fresh or _fields(stored[key]) != _fields(fresh[key]):
+                problems.append(f"run {key[0]} level {key[1] or 'all'} with_excluded={key[2]}: stored differs")
+        write(f"verified {min(start + BATCH, len(ids))} of {len(ids)} runs")
+    return problems
+
+
+def _key(row: RunScore) -> tuple[int, int, bool]:
+    return row.run_id, row.level, row.with_excluded
+
+
+def _fields(row: RunScore) -> dict:
+    values = {f.attname: getattr(row, f.attname) for f in RunScore._meta.concrete_fields}
+    for name in ("id", "updated_at"):
+        values.pop(name)
+    values["s0_speedups"] = bytes(values["s0_speedups"])
+    values["best_speedups"] = bytes(values["best_speedups"])
+    values["problems"] = {str(pid): outcome for pid, outcome in values["problems"].items()}
+    return values

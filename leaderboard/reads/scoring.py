@@ -1,0 +1,255 @@
+"""How one run's kernels of one level become a leaderboard row: KernelBench's own rules first.
+
+Pure Python over plain values (no queries), shared by the on-the-fly reference computation
+(`leaderboard.reads.standings.live_level_standings`) and the stored read model
+(`leaderboard.reads.board_store`), so both can only ever agree.
+
+The rules (issue 14.2):
+
+- **Default: KernelBench's rules** (`src/kernelbench/score.py`, `scripts/benchmark_eval_analysis.py`):
+  each problem counts by its **sample 0** only; a problem without sample 0 counts as failed.
+  fast_p = (# problems whose sample 0 is correct with speedup > p) / (# problems in the level),
+  geomean = geometric mean of the speedups of correct sample-0 kernels.
+- **fast_0 (correctness) never depends on baselines:** a correct kernel without a speedup (imported
+  without a baseline on its hardware) counts as correct, is "correct-unscored" for every p > 0,
+  and rows say how many there are. (KernelBench's analysis drops problems without a baseline from
+  the fast_p denominator; here the denominator is always the level's problems, as in DESIGN.md.)
+- **Best-of-n** (the best correct sample per problem, an oracle) and **pass@1** (the unbiased
+  estimator of `evaluation.metrics.pass_at_k`, averaged over the level's problems) are extra,
+  labelled numbers (keys prefixed ``best_`` and ``pass_at_1``), never the default.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from evaluation.metrics import DEFAULT_PS, bootstrap_interval, fast_p_key, pass_at_k
+
+STANDARD_PS: tuple[float, ...] = tuple(DEFAULT_PS)
+RULE_SAMPLE0 = "sample0"
+RULE_BEST = "best"
+RULES: dict[str, str] = {
+    RULE_SAMPLE0: "KernelBench's rule: sample 0 of each problem",
+    RULE_BEST: "best-of-n: the best correct sample of each problem",
+}
+# Bootstrap resamples for the fast_p intervals (issue 14.7): 1,000 keeps the percentile bounds
+# stable to about a point at a fraction of 2,000's cost.
+INTERVAL_RESAMPLES = 1000
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """What scoring needs of one kernel: its latest evaluation and its review state."""
+
+    problem_id: int
+    sample_index: int
+    compiled: bool | None
+    correct: bool | None
+    speedup: float | None
+    flagged: bool = False
+    unreviewed: bool = False
+    excluded: bool = False
+
+
+@dataclass
+class Tally:
+    """Counts over the problems of one level under one rule (sample 0, or best-of-n)."""
+
+    attempted: int = 0
+    compiled: int = 0
+    correct: int = 0  # correct kernels, with or without a speedup
+    unscored: int = 0  # correct but without a speedup (no baseline)
+    speedups: array = field(default_factory=lambda: array("d"))  # sorted speedups of scored problems
+    log_sum: float = 0.0  # fsum of log(speedup) over `speedups`
+
+    def finish(self, values: Iterable[float]) -> None:
+        self.speedups = array("d", sorted(values))
+        self.log_sum = math.fsum(math.log(s) for s in self.speedups)
+
+    def above(self, p: float) -> int:
+        """How many scored problems have speedup strictly above p (a binary search)."""
+        return len(self.speedups) - bisect.bisect_right(self.speedups, p)
+
+    def geomean(self) -> float | None:
+        return math.exp(self.log_sum / len(self.speedups)) if self.speedups else None
+
+
+@dataclass
+class LevelScore:
+    """One run's aggregate on one level (or all levels): what the read model stores."""
+
+    sample0: Tally = field(default_factory=Tally)
+    best: Tally = field(default_factory=Tally)
+    pass_at_1_sum: float = 0.0  # sum over attempted problems of pass@1 (c / n of counted samples)
+    kernels: int = 0
+    flagged: int = 0
+    unreviewed: int = 0
+    excluded: int = 0
+    # problem id -> [sample-0 status code, sample-0 speedup, best speedup]; status codes in STATUS_CODES.
+    problems: dict[int, list[Any]] = field(default_factory=dict)
+
+    def tally(self, rule: str) -> Tally:
+        return self.best if rule == RULE_BEST else self.sample0
+
+
+# Per-problem sample-0 outcome, as stored in LevelScore.problems.
+STATUS_CODES = {"missing": 0, "failed": 1, "compiled": 2, "correct": 3, "unscored": 4}
+
+
+def _outcome(kernel: KernelFacts | None) -> tuple[bool, bool, float | None]:
+    """(compiled, correct, speedup-if-scored) of one kernel; a correct kernel did compile."""
+    if kernel is None:
+        return False, False, None
+    correct = bool(kernel.correct)
+    return bool(kernel.compiled) or correct, correct, kernel.speedup if correct else None
+
+
+def _status_code(present: bool, compiled: bool, correct: bool, speedup: float | None) -> int:
+    if not present:
+        return STATUS_CODES["missing"]
+    if correct:
+        return STATUS_CODES["correct"] if speedup is not None else STATUS_CODES["unscored"]
+    return STATUS_CODES["compiled"] if compiled else STATUS_CODES["failed"]
+
+
+def _score_problem(score: LevelScore, problem_id: int, samples: list[KernelFacts], s0_values, best_values) -> None:
+    """Add one problem's counted samples to both tallies and to pass@1."""
+    zero = next((k for k in samples if k.sample_index == 0), None)
+    compiled, correct, speedup = _outcome(zero)
+    s0 = score.sample0
+    s0.attempted += zero is not None
+    s0.compiled += compiled
+    s0.correct += correct
+    s0.unscored += correct and speedup is None
+    if speedup is not None:
+        s0_values.append(speedup)
+    outcomes = [_outcome(k) for k in samples]
+    n_correct = sum(1 for _, c, _ in outcomes if c)
+    scored = [s for _, c, s in outcomes if c and s is not None]
+    best = score.best
+    best.attempted += bool(samples)
+    best.compiled += any(c for c, _, _ in outcomes)
+    best.correct += n_correct > 0
+    best.unscored += n_correct > 0 and not scored
+    if scored:
+        best_values.append(max(scored))
+    if samples:
+        score.pass_at_1_sum += pass_at_k(len(samples), n_correct, 1)
+    score.problems[problem_id] = [
+        _status_code(zero is not None, compiled, correct, speedup),
+        speedup,
+        max(scored, default=None),
+    ]
+
+
+def level_score(kernels: Iterable[KernelFacts], *, include_excluded: bool = False) -> LevelScore:
+    """The aggregate of one run's kernels of one level (or of all levels together).
+
+    Kernels excluded by a reviewer (reward hack, invalid) are left out as if never submitted,
+    unless `include_excluded`; they are counted in `excluded` either way."""
+    score = LevelScore()
+    by_problem: dict[int, list[KernelFacts]] = {}
+    for kernel in kernels:
+        score.kernels += 1
+        score.flagged += kernel.flagged
+        score.unreviewed += kernel.unreviewed
+        score.excluded += kernel.excluded
+        if kernel.excluded and not include_excluded:
+            by_problem.setdefault(kernel.problem_id, [])
+            continue
+        by_problem.setdefault(kernel.problem_id, []).append(kernel)
+    s0_values: list[float] = []
+    best_values: list[float] = []
+    for problem_id, samples in by_problem.items():
+        _score_problem(score, problem_id, samples, s0_values, best_values)
+    score.sample0.finish(s0_values)
+    score.best.finish(best_values)
+    return score
+
+
+# ---------------------------------------------------------------------------------------------
+# from the aggregate to the row's numbers
+
+
+def summary(
+    score: LevelScore, n_problems: int, ps: Sequence[float] = STANDARD_PS, rule: str = RULE_SAMPLE0
+) -> dict[str, Any]:
+    """The row's numbers under `rule` (KernelBench's sample 0 by default), plus the labelled
+    best-of-n and pass@1 ones, always present whatever the rule.
+
+    Keys (stable, also in the API and exports): rule, n_problems, attempted, compiled_rate,
+    correct_rate (= fast_0), unscored, fast_<p> for each p, geomean_speedup, geomean_speedup_all;
+    and best_attempted, best_compiled_rate, best_correct_rate, best_unscored, best_fast_<p>,
+    best_geomean_speedup, best_geomean_speedup_all, pass_at_1."""
+    result: dict[str, Any] = {"rule": rule}
+    result.update(_rule_summary(score.tally(rule), n_problems, ps, ""))
+    result.update(_rule_summary(score.best, n_problems, ps, "best_"))
+    result["pass_at_1"] = score.pass_at_1_sum / n_problems
+    return result
+
+
+def _rule_summary(tally: Tally, n: int, ps: Sequence[float], prefix: str) -> dict[str, Any]:
+    if n < 1:
+        raise ValueError(f"n_problems must be at least 1, got {n}")
+    result: dict[str, Any] = {
+        "n_problems": n,
+        "attempted": tally.attempted,
+        "compiled_rate": tally.compiled / n,
+        "correct_rate": tally.correct / n,
+        "unscored": tally.unscored,
+        fast_p_key(0.0): tally.correct / n,
+    }
+    for p in ps:
+        result[fast_p_key(p)] = fast_p(tally, n, p)
+    result["geomean_speedup"] = tally.geomean()
+    result["geomean_speedup_all"] = math.exp(tally.log_sum / n)
+    if not prefix:
+        return result
+    return {prefix + key: value for key, value in result.items() if key != "n_problems"}
+
+
+def fast_p(tally: Tally, n_problems: int, p: float) -> float:
+    """fast_p of a tally: p = 0 is the correctness rate (unscored kernels count); any p > 0 is a
+    binary search in the sorted speedups."""
+    if p <= 0:
+        return tally.correct / n_problems
+    return tally.above(p) / n_problems
+
+
+def fast_p_count(tally: Tally, p: float) -> int:
+    return tally.correct if p <= 0 else tally.above(p)
+
+
+# ---------------------------------------------------------------------------------------------
+# uncertainty (issue 14.7)
+
+
+@lru_cache(maxsize=16384)
+def fast_p_interval(count: int, n_problems: int) -> tuple[float, float]:
+    """95% percentile-bootstrap interval over problems of a fast_p of count / n_problems.
+
+    Resampling problems only sees each problem's pass/fail at p, so the interval depends on
+    (count, n) alone: computed once per pair (memoised) with evaluation.metrics.bootstrap_interval."""
+    if n_problems < 1:
+        return 0.0, 0.0
+    indicators = [1] * count + [0] * (n_problems - count)
+    return bootstrap_interval(indicators, _mean, n_resamples=INTERVAL_RESAMPLES)
+
+
+def _mean(values: Sequence[int]) -> float:
+    return sum(values) / len(values)
+
+
+def mark_ties(intervals: Sequence[tuple[float, float]]) -> list[bool]:
+    """For rows in rank order: True where a row's interval overlaps the row above it (tied)."""
+    return [index > 0 and _overlap(intervals[index - 1], interval) for index, interval in enumerate(intervals)]
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
