@@ -8,6 +8,7 @@ import sys
 from typing import Any, NoReturn
 
 from .hardware import probe_hardware
+from .kernelbench_format import to_kernelbench
 from .problem_check import check_problem
 from .runner import evaluate
 from .types import EvaluationConfig
@@ -29,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--correctness-trials", type=int, default=None)
     e.add_argument("--timing-trials", type=int, default=None)
     e.add_argument("--speedup-flag-threshold", type=float, default=None)
+    e.add_argument("--json-format", choices=["native", "kernelbench"], default=None,
+                   help="print JSON: this library's fields (native) or KernelBench's KernelExecResult fields")
     c = sub.add_parser("check-problem", help="sanity-check a problem file")
     c.add_argument("problem")
     _common(c)
@@ -114,5 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     kernel = _read(args.kernel, "kernel")
     result = evaluate(problem, kernel, _config(args))
     d = result.to_dict()
-    print(json.dumps(d, default=str) if args.json else _summary(d))
+    if args.json_format == "kernelbench":
+        print(json.dumps(to_kernelbench(d), default=str))
+    else:
+        print(json.dumps(d, default=str) if (args.json or args.json_format) else _summary(d))
     return 0
