@@ -50,6 +50,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.middleware.content_security_policy",
+    "config.middleware.reject_control_characters",  # NUL in a query parameter: 400 on pages and API
+    "leaderboard.api.throttling.WriteRateMiddleware",  # the API's write limit for page and admin writes
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -163,6 +166,13 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Strict JSON (duplicate keys, NaN and deep nesting are 400s) on every JSON route.
+    "DEFAULT_PARSER_CLASSES": [
+        "leaderboard.api.parsers.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": ["leaderboard.api.throttling.WriteRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         "writes": env_str("API_WRITE_RATE", "120/min"),
     },
@@ -177,9 +187,25 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# The write limit counts in the cache, so every process must share it: Redis when REDIS_URL is set
+# in the environment; local memory (one count per process) only when it is not.
+if env_str("REDIS_URL"):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "kb",
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 LOGIN_URL = "review-sign-in"
+# Where a sign-in lands when `next` is missing or unsafe (Django's default, /accounts/profile/, is a 404).
+LOGIN_REDIRECT_URL = "/"
+# The Content-Security-Policy header (config/middleware.py); empty: none. Production sets it.
+CONTENT_SECURITY_POLICY = env_str("CONTENT_SECURITY_POLICY", "")
 
 LOGGING = {
     "version": 1,

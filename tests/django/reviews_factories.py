@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from leaderboard.models import Evaluation, Kernel, KernelReport, LanguageModel, Review, Run
+from leaderboard.reads import board_store
 from problems.models import Hardware, Problem, ProblemSet
 
 
@@ -82,6 +83,7 @@ def review(kernel: Kernel, reviewer, verdict: str, note: str = "", *, at: dt.dat
     made = Review.objects.create(kernel=kernel, reviewer=reviewer, verdict=verdict, note=note)
     if at is not None:
         Review.objects.filter(pk=made.pk).update(created_at=at)
+        _backdated(kernel)
     return made
 
 
@@ -89,7 +91,14 @@ def report(kernel: Kernel, reporter, reason: str = "looks too fast", *, at: dt.d
     made = KernelReport.objects.create(kernel=kernel, reporter=reporter, reason=reason)
     if at is not None:
         KernelReport.objects.filter(pk=made.pk).update(created_at=at)
+        _backdated(kernel)
     return made
+
+
+def _backdated(kernel: Kernel) -> None:
+    """A bulk update sends no signal: store the kernel's review state again, as a bulk writer must."""
+    board_store.refresh_kernel_states([kernel.pk])
+    board_store.mark_runs([kernel.run_id])
 
 
 @pytest.fixture(name="world")

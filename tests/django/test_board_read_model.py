@@ -1,0 +1,160 @@
+"""The boards' read model gives exactly the boards of the on-the-fly reference computation, on
+random data with several samples, failures, unscored kernels, flags, reports, verdicts and
+exclusions, and stays so through deletions. Runs on SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from leaderboard.models import DirtyRun, Kernel, LanguageModel, ProblemStats, Review, Run, RunScore
+from leaderboard.reads import board_store
+from leaderboard.reads.scoring import RULE_BEST, RULE_SAMPLE0
+from leaderboard.reads.standings import level_standings, live_level_standings
+from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.django_db
+
+VERDICTS = ("clean", "reward_hack", "invalid", "rerun")
+
+
+def random_kernel(world, rng: random.Random, run: Run, problem, sample: int) -> Kernel:
+    kernel = Kernel.objects.create(run=run, problem=problem, sample_index=sample, source=f"# {run.pk} {sample}")
+    outcome = rng.random()
+    if outcome < 0.1:
+        return kernel  # never evaluated
+    correct = outcome < 0.7
+    speedup = None if (correct and rng.random() < 0.15) else round(rng.uniform(0.2, 5.0), 2)
+    world.evaluate(
+        kernel,
+        correct=correct,
+        speedup=speedup,
+        flags=("excessive_speedup",) if rng.random() < 0.1 else (),
+        notes=("pytorch_only",) if rng.random() < 0.05 else (),
+        origin="imported" if run.origin == "imported" else "measured",
+    )
+    return kernel
+
+
+def random_world(world, rng: random.Random, reviewer, visitor) -> list[Kernel]:
+    runs = [world.run] + [
+        world.new_run(LanguageModel.objects.create(name=f"M{n}"), origin=rng.choice(["measured", "imported"]))
+        for n in range(5)
+    ]
+    problems = [*world.problems, world.level2]
+    kernels = []
+    for run in runs:
+        for problem in problems:
+            for sample in range(rng.choice([0, 1, 1, 2, 3])):
+                if sample == 0 and rng.random() < 0.1:
+                    continue  # a problem whose sample 0 is missing
+                kernels.append(random_kernel(world, rng, run, problem, sample))
+    for kernel in rng.sample(kernels, k=len(kernels) // 3):
+        review(kernel, reviewer, rng.choice(VERDICTS))
+        if rng.random() < 0.3:
+            report(kernel, visitor)
+        if rng.random() < 0.2:
+            world.evaluate(kernel, correct=True, speedup=round(rng.uniform(0.5, 4.0), 2))  # re-evaluated after
+    return kernels
+
+
+def boards(problem_set, reader) -> list:
+    """Every board variant, as comparable tuples."""
+    result = []
+    for level in (None, 1, 2):
+        for include_excluded in (False, True):
+            for rule in (RULE_SAMPLE0, RULE_BEST):
+                for p in (None, 1.3):
+                    rows = reader(problem_set, level, p=p, include_excluded=include_excluded, rule=rule)
+                    result.append([_comparable(row) for row in rows])
+    return result
+
+
+def _comparable(row) -> tuple:
+    summary = {k: (round(v, 12) if isinstance(v, float) else v) for k, v in row.summary.items()}
+    counts = (row.unscored, row.flagged, row.unreviewed, row.excluded)
+    return row.run.pk, summary, counts, row.speedups, row.interval, row.tied
+
+
+def stored_states_match_the_rules() -> None:
+    computed = Kernel.objects.with_review_state().order_by("pk")
+    for kernel in computed:
+        assert (kernel.review_verdict, kernel.review_pending, kernel.review_excluded, kernel.review_flagged) == (
+            kernel.latest_verdict or "",
+            kernel.needs_review,
+            kernel.is_excluded,
+            kernel.is_flagged,
+        ), kernel.pk
+
+
+def counts_match() -> None:
+    for run in Run.objects.all():
+        assert run.n_kernels == run.kernels.count()
+    for stats in ProblemStats.objects.all():
+        assert stats.n_kernels == Kernel.objects.filter(problem_id=stats.problem_id).count()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_read_model_gives_the_reference_boards(world, reviewer, visitor, seed):
+    kernels = random_world(world, random.Random(seed), reviewer, visitor)
+    assert boards(world.problem_set, level_standings) == boards(world.problem_set, live_level_standings)
+    stored_states_match_the_rules()
+    counts_match()
+    # deletions: a review, a kernel, a whole run
+    Review.objects.filter(pk__in=Review.objects.order_by("?").values("pk")[:3]).first().delete()
+    kernels[0].delete()
+    Run.objects.exclude(pk=world.run.pk).first().delete()
+    assert boards(world.problem_set, level_standings) == boards(world.problem_set, live_level_standings)
+    stored_states_match_the_rules()
+    counts_match()
+
+
+def test_writes_after_commit_refresh_the_stored_rows(world, reviewer, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        kernel = world.kernel(world.problems[0], speedup=2.5)
+    assert not DirtyRun.objects.exists()
+    assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        review(kernel, reviewer, "reward_hack")
+    assert not DirtyRun.objects.exists()
+    stored = RunScore.objects.get(run=world.run, level=1, with_excluded=False)
+    assert (stored.s0_correct, stored.excluded) == (0, 1)
+    assert Kernel.objects.get(pk=kernel.pk).review_excluded
+
+
+def test_a_refresh_is_idempotent(world):
+    world.kernel(world.problems[0], speedup=2.5)
+    board_store.refresh_runs([world.run.pk])
+    first = sorted(board_store._fields(row).items().__repr__() for row in RunScore.objects.all())
+    board_store.refresh_runs([world.run.pk])
+    assert sorted(board_store._fields(row).items().__repr__() for row in RunScore.objects.all()) == first
+
+
+def test_rebuild_boards_verifies_stored_rows(world, reviewer, visitor):
+    random_world(world, random.Random(7), reviewer, visitor)
+    call_command("rebuild_boards", "--verify")
+    RunScore.objects.filter(level=1).update(s0_correct=99)
+    with pytest.raises(Exception, match="differ from a fresh computation"):
+        call_command("rebuild_boards", "--verify-only")
+
+
+def test_the_review_queue_reads_the_stored_state(world, visitor):
+    kernel = world.kernel(world.problems[0], speedup=2.0, flags=("excessive_speedup",))
+    assert list(Kernel.objects.needing_review()) == [kernel]
+    Kernel.objects.filter(pk=kernel.pk).update(review_pending=False)  # the queue trusts the stored state
+    assert not Kernel.objects.needing_review().exists()
+    report(world.kernel(world.problems[1]), visitor)
+    assert Kernel.objects.needing_review().count() == 1
+
+
+def test_an_evaluation_finishing_costs_a_bounded_number_of_queries(world, django_assert_max_num_queries):
+    for problem in world.problems:
+        for sample in range(3):
+            world.kernel(problem, sample=sample, speedup=1.5)
+    board_store.refresh_runs([world.run.pk])
+    with django_assert_max_num_queries(14):
+        board_store.refresh_runs([world.run.pk])
+    assert timezone.now()
