@@ -1,8 +1,13 @@
+import django_rq
 import pytest
 from django.conf import settings
+from django_rq.settings import get_queues_list
+from django_rq.workers import get_worker_class
 
+from evaluation import EvaluationConfig
 from leaderboard.evaluations.jobs import _load
-from leaderboard.evaluations.queue import request_evaluation
+from leaderboard.evaluations.queue import eval_queue, request_evaluation
+from leaderboard.evaluations.rq_worker import EvalWorker
 from leaderboard.models import Kernel, LanguageModel, Run
 from problems.models import Hardware, Problem, ProblemSet
 
@@ -28,3 +33,28 @@ def test_the_worker_passes_device_and_the_sets_tolerances(evaluation):
     problem_source, kernel_source, config = _load(evaluation.pk)
     assert (problem_source, kernel_source) == ("# reference", "# kernel")
     assert (config.device, config.atol, config.rtol) == ("cuda", 1e-2, 1e-3)
+
+
+def test_the_worker_passes_the_trial_settings_only_when_set(evaluation, settings):
+    settings.EVAL_TIMING_TRIALS = 3
+    settings.EVAL_CORRECTNESS_TRIALS = None
+    _, _, config = _load(evaluation.pk)
+    assert config.timing_trials == 3
+    assert config.correctness_trials == EvaluationConfig().correctness_trials
+
+
+def test_every_hardwares_queue_resolves_even_when_eval_queues_does_not_list_it(settings):
+    assert "eval-a100" not in settings.RQ_QUEUES
+    queue = eval_queue(Hardware(slug="a100").queue_name)
+    assert queue.name == "eval-a100"
+    assert settings.RQ_QUEUES[queue.name]["DEFAULT_TIMEOUT"] == settings.EVAL_JOB_TIMEOUT
+    with pytest.raises(KeyError):
+        django_rq.get_queue("not an evaluation queue")
+
+
+def test_the_listed_queues_are_the_ones_django_rq_shows(settings):
+    assert [q["name"] for q in get_queues_list()] == sorted(["default", *settings.EVAL_QUEUES])
+
+
+def test_evalworker_runs_the_worker_class_named_in_the_rq_settings():
+    assert get_worker_class() is EvalWorker
