@@ -1,9 +1,8 @@
-"""Pages. Thin views: reads live in leaderboard.reads.queries (and leaderboard.reads.standings), figures in
-leaderboard.reads.charts, the level table's columns in leaderboard.reads.level_table, diffs in leaderboard.reads.diffs."""
+"""Pages. Thin views: what a page shows is read in leaderboard.reads (queries and standings; the
+level page's choices in level_board and its columns in level_table; figures in charts; diffs in
+diffs); a view picks those reads and renders its template."""
 
 from __future__ import annotations
-
-import math
 
 from django.core.paginator import Page, Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -13,12 +12,11 @@ from leaderboard.evaluations import progress as lifecycle
 from leaderboard.models import Evaluation, LanguageModel, Origin
 from leaderboard.reads import charts, level_table, queries
 from leaderboard.reads.diffs import compute_diff, highlight_python
-from leaderboard.reads.standings import fast_p_curves, level_standings
+from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
+from leaderboard.reads.standings import fast_p_curves
 from problems.models import LEVELS, Problem, ProblemSet
 
 PER_PAGE = 50
-DEFAULT_PICKED_P = 1.2
-MAX_P = 1000.0
 
 
 def _page(request: HttpRequest, items, per_page: int = PER_PAGE, param: str = "page") -> Page:
@@ -34,7 +32,7 @@ def _measured_points(rows):
 
 
 def overview(request: HttpRequest) -> HttpResponse:
-    problem_set = queries.default_problem_set()
+    problem_set = queries.featured_problem_set()
     measured = queries.measured_standings(problem_set)
     all_reported = list(queries.reported_scores())
     groups = queries.best_reported_by_variant(all_reported)
@@ -71,96 +69,60 @@ def reported_index(request: HttpRequest) -> HttpResponse:
 # ---------------------------------------------------------------------------------------------
 
 
-def _parse_p(text: str | None) -> tuple[float | None, str]:
-    if text is None or text.strip() == "":
-        return DEFAULT_PICKED_P, ""
-    try:
-        p = float(text)
-    except ValueError:
-        return DEFAULT_PICKED_P, f"p must be a number; showing p = {DEFAULT_PICKED_P:g}."
-    if not math.isfinite(p) or p < 0 or p > MAX_P:
-        return DEFAULT_PICKED_P, f"p must lie between 0 and {MAX_P:g}; showing p = {DEFAULT_PICKED_P:g}."
-    return p, ""
-
-
 def levels_index(request: HttpRequest) -> HttpResponse:
     return redirect("level-board", level="all")
 
 
 def level_board(request: HttpRequest, level: str) -> HttpResponse:
-    if level != "all" and level not in {str(n) for n in LEVELS}:
+    if level not in LEVEL_SLUGS:
         raise Http404("no such level")
-    level_number = None if level == "all" else int(level)
-    params = request.GET
-    p, p_error = _parse_p(params.get("p"))
-    problem_sets = queries.problem_sets_with_counts()
-    problem_set = next((s for s in problem_sets if s.slug == params.get("set")), None)
-    if problem_set is None:
-        default = queries.default_problem_set()
-        problem_set = next((s for s in problem_sets if default and s.pk == default.pk), None)
-    hardware_list = queries.hardware_list()
-    hardware = next((h for h in hardware_list if h.slug == params.get("hardware")), None)
-    setting = params.get("setting") or None
-    origin = params.get("origin") if params.get("origin") in Origin.values else None
-
-    # Reviews (issue 7): ?exclusions=include shows the scores as they were before reviewers' exclusions.
-    include_excluded = params.get("exclusions") == "include"
-    rows = []
-    if problem_set is not None:
-        filters = {"hardware": hardware, "setting": setting, "origin": origin, "include_excluded": include_excluded}
-        rows = level_standings(problem_set, level_number, p=p, **filters)
-    # Ranked by fast_1 unless the visitor sorts by another column (a stable sort: ties keep the
-    # standings' order).
-    sort = params.get("sort") or "fast_1"
-    descending = params.get("dir", "desc") != "asc"
-    rows = queries.sort_rows(rows, sort, descending)
-    page = _page(request, rows)
+    board = read_level_board(level, request.GET)
+    page = _page(request, board.rows())
     shown = list(page.object_list)
-    columns = level_table.columns_for(p)
+    columns = level_table.columns_for(board.p)
     table = level_table.table_rows(shown, columns, first_rank=page.start_index() or 1)
-    level_label = "all levels" if level_number is None else f"level {level_number}"
-    set_name = problem_set.name if problem_set else ""
-
-    export = params.get("export")
+    export = request.GET.get("export")
     if export == "csv":
-        response = HttpResponse(
-            level_table.to_csv(table, columns, level_label, set_name), content_type="text/csv; charset=utf-8"
-        )
-        response["Content-Disposition"] = f'attachment; filename="kernelbench-level-{level}.csv"'
-        return response
+        return _level_csv(board, table, columns)
     if export == "json":
-        return JsonResponse(
-            level_table.to_json(table, columns, level_label, set_name, p) | {"include_excluded": include_excluded}
-        )
-
+        set_name = board.problem_set.name if board.problem_set else ""
+        body = level_table.to_json(table, columns, board.label, set_name, board.p)
+        return JsonResponse(body | {"include_excluded": board.include_excluded})
     context = {
         "level": level,
-        "level_number": level_number,
-        "level_label": level_label,
+        "level_number": board.level_number,
+        "level_label": board.label,
         "levels": LEVELS,
-        "p": p,
-        "p_text": params.get("p", "") if not p_error else "",
-        "p_error": p_error,
-        "problem_sets": problem_sets,
-        "problem_set": problem_set,
-        "hardware_list": hardware_list,
-        "hardware": hardware,
+        "p": board.p,
+        "p_text": request.GET.get("p", "") if not board.p_error else "",
+        "p_error": board.p_error,
+        "problem_sets": board.problem_sets,
+        "problem_set": board.problem_set,
+        "hardware_list": board.hardware_list,
+        "hardware": board.hardware,
         "settings": queries.run_settings(),
-        "setting": setting or "",
+        "setting": board.setting or "",
         "origins": Origin.choices,
-        "origin": origin or "",
+        "origin": board.origin or "",
         "columns": columns,
         "table": table,
         "page": page,
-        "sort": sort,
-        "descending": descending,
-        "n_problems": (problem_set.total if level_number is None else problem_set.level_counts[level_number])
-        if problem_set
-        else 0,
-        "charts": {"fast_p": charts.fast_p_chart(shown, fast_p_curves(shown), p)},
-        "include_excluded": include_excluded,
+        "sort": board.sort,
+        "descending": board.descending,
+        "n_problems": board.n_problems,
+        "charts": {"fast_p": charts.fast_p_chart(shown, fast_p_curves(shown), board.p)},
+        "include_excluded": board.include_excluded,
     }
     return render(request, "leaderboard/level_board.html", context)
+
+
+def _level_csv(board: LevelBoard, table, columns) -> HttpResponse:
+    set_name = board.problem_set.name if board.problem_set else ""
+    response = HttpResponse(
+        level_table.to_csv(table, columns, board.label, set_name), content_type="text/csv; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="kernelbench-level-{board.level}.csv"'
+    return response
 
 
 # ---------------------------------------------------------------------------------------------

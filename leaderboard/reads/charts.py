@@ -72,41 +72,41 @@ def _date(value: dt.date | dt.datetime) -> str:
 # overview and model page
 
 
+def _variant_bars(index: int, group: Any) -> dict[str, Any]:
+    """One variant's bars: a bold header row naming the variant, then its models, in its own colour."""
+    # Category names must be unique across groups: a model in two variants gets two rows,
+    # told apart by invisible zero-width spaces.
+    suffix = "\u200b" * index
+    header = f"<b>{label(group.key)}</b>{suffix}"
+    names = [f"{label(s.model.name)}{suffix}" for s in group.scores]
+    return {
+        "type": "bar",
+        "orientation": "h",
+        "name": label(group.key),
+        "x": [None, *[s.value for s in group.scores]],
+        "y": [header, *names],
+        "text": ["", *[s.display_value for s in group.scores]],
+        "textposition": "outside",
+        "cliponaxis": False,
+        "marker": {"color": PALETTE[index % len(PALETTE)]},
+        "hovertext": [
+            "",
+            *[
+                label(f"{s.model.name}: {s.display_value} on {group.variant} ({s.display_date}) {s.setting}")
+                for s in group.scores
+            ],
+        ],
+        "hoverinfo": "text",
+    }
+
+
 def reported_bars(groups: Sequence[Any], unit: str) -> Figure | None:
     """Horizontal bars of each model's best reported score, grouped by variant: each group has a
     bold header row naming its variant, its own colour, and its models ranked inside it only."""
-    traces = []
-    categories: list[str] = []
-    for index, group in enumerate(g for g in groups if g.unit == unit):
-        # Category names must be unique across groups: a model in two variants gets two rows,
-        # told apart by invisible zero-width spaces.
-        suffix = "\u200b" * index
-        header = f"<b>{label(group.key)}</b>{suffix}"
-        names = [f"{label(s.model.name)}{suffix}" for s in group.scores]
-        categories.extend([header, *names])
-        traces.append(
-            {
-                "type": "bar",
-                "orientation": "h",
-                "name": label(group.key),
-                "x": [None, *[s.value for s in group.scores]],
-                "y": [header, *names],
-                "text": ["", *[s.display_value for s in group.scores]],
-                "textposition": "outside",
-                "cliponaxis": False,
-                "marker": {"color": PALETTE[index % len(PALETTE)]},
-                "hovertext": [
-                    "",
-                    *[
-                        label(f"{s.model.name}: {s.display_value} on {group.variant} ({s.display_date}) {s.setting}")
-                        for s in group.scores
-                    ],
-                ],
-                "hoverinfo": "text",
-            }
-        )
+    traces = [_variant_bars(index, group) for index, group in enumerate(g for g in groups if g.unit == unit)]
     if not traces:
         return None
+    categories = [category for trace in traces for category in trace["y"]]
     title = (
         "Best reported score per model, by variant (%)"
         if unit == "%"
@@ -136,6 +136,65 @@ def reported_bars(groups: Sequence[Any], unit: str) -> Figure | None:
     }
 
 
+def _reported_dots(reported: list[ReportedScore]) -> dict[str, Any]:
+    """Reported percentages as circles, as published."""
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": "reported (as published)",
+        "x": [s.reported_on.isoformat() for s in reported],
+        "y": [s.value for s in reported],
+        "marker": {"symbol": "circle", "size": 9, "color": REPORTED_COLOUR, "opacity": 0.75},
+        "hovertext": [
+            label(f"{s.model.name} · {s.variant} · {s.metric} {s.display_value} ({s.display_date})") for s in reported
+        ],
+        "hoverinfo": "text",
+    }
+
+
+def _measured_diamonds(points: list[tuple[dt.date, StandingRow]], is_demo: bool) -> dict[str, Any]:
+    """fast_1 measured here as diamonds; demo runs hollow and grey."""
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": "measured here, fast_1 (demo data)" if is_demo else "measured here, fast_1",
+        "x": [_date(date) for date, _ in points],
+        "y": [round(row.fast_p(1.0) * 100, 2) for _, row in points],
+        "marker": {
+            "symbol": "diamond-open" if is_demo else "diamond",
+            "size": 12,
+            "color": DEMO_COLOUR if is_demo else MEASURED_COLOUR,
+            "line": {"width": 2},
+        },
+        "hovertext": [f"{_run_label(row)}: fast_1 {row.fast_p(1.0) * 100:.1f}%" for _, row in points],
+        "hoverinfo": "text",
+    }
+
+
+def _near_ceiling() -> dict[str, Any]:
+    """The dashed "near the ceiling" line and its label, as layout entries."""
+    line = {
+        "type": "line",
+        "xref": "paper",
+        "x0": 0,
+        "x1": 1,
+        "y0": NEAR_CEILING,
+        "y1": NEAR_CEILING,
+        "line": {"dash": "dash", "color": "#555", "width": 1},
+    }
+    note = {
+        "xref": "paper",
+        "x": 0,
+        "y": NEAR_CEILING,
+        "yanchor": "bottom",
+        "xanchor": "left",
+        "text": f"near the ceiling ({NEAR_CEILING:g}%)",
+        "showarrow": False,
+        "font": {"size": 11, "color": "#555"},
+    }
+    return {"shapes": [line], "annotations": [note]}
+
+
 def scores_over_time(
     reported: Iterable[ReportedScore], measured: Iterable[tuple[dt.date, StandingRow]]
 ) -> Figure | None:
@@ -143,80 +202,21 @@ def scores_over_time(
     here (diamonds; demo runs hollow and grey), with a "near the ceiling" line."""
     reported = [s for s in reported if s.unit == "%"]
     measured = list(measured)
-    traces: list[dict[str, Any]] = []
-    if reported:
-        traces.append(
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": "reported (as published)",
-                "x": [s.reported_on.isoformat() for s in reported],
-                "y": [s.value for s in reported],
-                "marker": {"symbol": "circle", "size": 9, "color": REPORTED_COLOUR, "opacity": 0.75},
-                "hovertext": [
-                    label(f"{s.model.name} · {s.variant} · {s.metric} {s.display_value} ({s.display_date})")
-                    for s in reported
-                ],
-                "hoverinfo": "text",
-            }
-        )
+    traces: list[dict[str, Any]] = [_reported_dots(reported)] if reported else []
     for is_demo in (False, True):
         points = [(date, row) for date, row in measured if (row.run.is_demo or row.run.model.is_demo) == is_demo]
-        if not points:
-            continue
-        traces.append(
-            {
-                "type": "scatter",
-                "mode": "markers",
-                "name": "measured here, fast_1 (demo data)" if is_demo else "measured here, fast_1",
-                "x": [_date(date) for date, _ in points],
-                "y": [round(row.fast_p(1.0) * 100, 2) for _, row in points],
-                "marker": {
-                    "symbol": "diamond-open" if is_demo else "diamond",
-                    "size": 12,
-                    "color": DEMO_COLOUR if is_demo else MEASURED_COLOUR,
-                    "line": {"width": 2},
-                },
-                "hovertext": [f"{_run_label(row)}: fast_1 {row.fast_p(1.0) * 100:.1f}%" for _, row in points],
-                "hoverinfo": "text",
-            }
-        )
+        if points:
+            traces.append(_measured_diamonds(points, is_demo))
     if not traces:
         return None
-    return _pad_dates(
-        {
-            "data": traces,
-            "layout": _layout(
-                "Scores over time (percent scores; variants differ, see the table)",
-                height=380,
-                yaxis={"title": {"text": "score (%)"}, "range": [0, 105]},
-                xaxis={"type": "date"},
-                shapes=[
-                    {
-                        "type": "line",
-                        "xref": "paper",
-                        "x0": 0,
-                        "x1": 1,
-                        "y0": NEAR_CEILING,
-                        "y1": NEAR_CEILING,
-                        "line": {"dash": "dash", "color": "#555", "width": 1},
-                    }
-                ],
-                annotations=[
-                    {
-                        "xref": "paper",
-                        "x": 0,
-                        "y": NEAR_CEILING,
-                        "yanchor": "bottom",
-                        "xanchor": "left",
-                        "text": f"near the ceiling ({NEAR_CEILING:g}%)",
-                        "showarrow": False,
-                        "font": {"size": 11, "color": "#555"},
-                    }
-                ],
-            ),
-        }
+    layout = _layout(
+        "Scores over time (percent scores; variants differ, see the table)",
+        height=380,
+        yaxis={"title": {"text": "score (%)"}, "range": [0, 105]},
+        xaxis={"type": "date"},
+        **_near_ceiling(),
     )
+    return _pad_dates({"data": traces, "layout": layout})
 
 
 def launch_timeline(posts: Iterable[LaunchPost]) -> Figure | None:

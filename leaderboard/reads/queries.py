@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, F, Q, QuerySet
 
 from leaderboard.models import Evaluation, Kernel, LanguageModel, LaunchPost, Origin, ReportedScore, Run
-from leaderboard.reads.standings import StandingRow, level_standings
+from leaderboard.reads.standings import StandingRow, annotate_intervals, level_standings
 from problems.models import LEVELS, Baseline, Hardware, Problem, ProblemSet
 
 # Reported scores: how many best models per variant the overview shows before "all of them".
@@ -36,7 +36,7 @@ def problem_sets_with_counts() -> list[ProblemSet]:
     return sets
 
 
-def default_problem_set() -> ProblemSet | None:
+def featured_problem_set() -> ProblemSet | None:
     """The set with the most runs (ties by name): what the leaderboard shows first."""
     return ProblemSet.objects.annotate(n_runs=Count("runs")).order_by("-n_runs", "name").first()
 
@@ -158,7 +158,9 @@ SORT_KEYS = {
 
 
 def sort_rows(rows: list[StandingRow], sort: str, descending: bool) -> list[StandingRow]:
-    """Rows sorted by a column: one of SORT_KEYS, or 'fast_<p>' (a key of the summary)."""
+    """Rows sorted by a column: one of SORT_KEYS, or 'fast_<p>' (a key of the summary). Each row's
+    interval is that of the sorted fast_p (fast_1 for other columns); ties only mean something
+    in a fast_p order, so only there are rows marked tied with the row above."""
     if sort in SORT_KEYS:
         key = SORT_KEYS[sort]
     elif sort.startswith("fast_") and rows and sort in rows[0].summary:
@@ -167,7 +169,20 @@ def sort_rows(rows: list[StandingRow], sort: str, descending: bool) -> list[Stan
             return row.summary[sort]
     else:
         return rows
-    return sorted(rows, key=key, reverse=descending)
+    rows = sorted(rows, key=key, reverse=descending)
+    p = _p_of(sort)
+    annotate_intervals(rows, 1.0 if p is None else p)
+    if p is None:
+        for row in rows:
+            row.tied = False
+    return rows
+
+
+def _p_of(key: str) -> float | None:
+    try:
+        return float(key.removeprefix("fast_")) if key.startswith("fast_") else None
+    except ValueError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
