@@ -17,7 +17,7 @@ from leaderboard.reads.standings import STANDARD_PS, StandingRow
 class Column:
     key: str  # summary key or a named field; also the sort key and the JSON key
     title: str
-    kind: str  # "text", "percent", "speedup", "count"
+    kind: str  # "text", "percent", "speedup", "count" (of the level's problems), "number", "interval"
     sortable: bool = True
     help: str = ""
     picked: bool = False  # the column of the p the visitor chose
@@ -30,7 +30,18 @@ def columns_for(p: float | None) -> list[Column]:
         Column("hardware", "Hardware", "text"),
         Column("origin", "Source", "text", sortable=False),
         Column("compiled", "Compiled", "percent", help="share of the level's problems whose kernel compiled"),
-        Column("correct", "Correct (fast_0)", "percent", help="share of the level's problems solved correctly"),
+        Column(
+            "correct",
+            "Correct (fast_0)",
+            "percent",
+            help="share of the level's problems whose sample 0 is correct, with or without a baseline",
+        ),
+        Column(
+            "unscored",
+            "Correct, unscored",
+            "number",
+            help="correct kernels without a speedup (no baseline on this hardware): in fast_0, in no fast_p above 0",
+        ),
     ]
     for standard in STANDARD_PS:
         columns.append(
@@ -42,7 +53,27 @@ def columns_for(p: float | None) -> list[Column]:
                 fast_p_key(p), f"{fast_p_key(p)} (picked)", "percent", help=f"correct and speedup > {p:g}", picked=True
             )
         )
+    columns.append(
+        Column(
+            "interval",
+            "95% interval",
+            "interval",
+            sortable=False,
+            help="bootstrap interval over problems of the sorted fast_p; ≈ marks a row tied with the row above",
+        )
+    )
     columns.append(Column("geomean", "Geomean speedup", "speedup", help="geometric mean over correct kernels"))
+    columns.append(
+        Column(
+            "best_fast_1",
+            "fast_1 best-of-n",
+            "percent",
+            help="not KernelBench's rule: the best correct sample of each problem counts (an oracle over samples)",
+        )
+    )
+    columns.append(
+        Column("pass_at_1", "pass@1", "percent", help="unbiased pass@1 over every sample (Chen et al., 2021)")
+    )
     columns.append(Column("attempted", "Attempted", "count", help="problems with a kernel / problems in the level"))
     columns.append(
         Column("notes", "Notes", "text", sortable=False, help="kernels left out by reviews or without a speedup, flags")
@@ -69,6 +100,10 @@ def raw_value(row: StandingRow, column: Column) -> Any:
             return summary["geomean_speedup"]
         case "attempted":
             return summary["attempted"]
+        case "unscored":
+            return row.unscored
+        case "interval":
+            return list(row.interval) if row.interval else None
         case "notes":
             return row_notes(row)
         case key:
@@ -86,7 +121,7 @@ def row_notes(row: StandingRow) -> str:
     if row.unreviewed:
         parts.append(f"{row.unreviewed} awaiting review")
     if row.unscored:
-        parts.append(f"{row.unscored} correct without a speedup (not counted)")
+        parts.append(f"{row.unscored} correct without a speedup (in fast_0 only)")
     return "; ".join(parts)
 
 
@@ -99,6 +134,8 @@ def display_value(row: StandingRow, column: Column) -> str:
         return "–" if value is None or not math.isfinite(value) else f"{value:.2f}x"
     if column.kind == "count":
         return f"{value}/{row.summary['n_problems']}"
+    if column.kind == "interval":
+        return "–" if value is None else f"{value[0] * 100:.0f}–{value[1] * 100:.0f}%" + (" ≈" if row.tied else "")
     return str(value) if value != "" else "–"
 
 
@@ -127,7 +164,8 @@ def table_rows(rows: list[StandingRow], columns: list[Column], first_rank: int =
 def to_csv(rows: list[TableRow], columns: list[Column], level_label: str, problem_set: str) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["rank", *[column.title for column in columns], "demo data", "level", "problem set", "run id"])
+    header = ["rank", *[column.title for column in columns], "demo data", "level", "problem set", "run id", "tied"]
+    writer.writerow(header)
     for row in rows:
         writer.writerow(
             [
@@ -137,6 +175,7 @@ def to_csv(rows: list[TableRow], columns: list[Column], level_label: str, proble
                 level_label,
                 problem_set,
                 row.standing.run.pk,
+                "yes" if row.standing.tied else "no",
             ]
         )
     return buffer.getvalue()
@@ -161,6 +200,8 @@ def to_json(
                 "flagged": row.standing.flagged,
                 "unreviewed": row.standing.unreviewed,
                 "unscored": row.standing.unscored,
+                "tied": row.standing.tied,
+                "rule": row.standing.rule,
             }
             for row in rows
         ],

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import bisect
 import math
+import random
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from evaluation.metrics import DEFAULT_PS, bootstrap_interval, fast_p_key, pass_at_k
+from evaluation.metrics import DEFAULT_PS, fast_p_key, pass_at_k
 
 STANDARD_PS: tuple[float, ...] = tuple(DEFAULT_PS)
 RULE_SAMPLE0 = "sample0"
@@ -234,16 +235,32 @@ def fast_p_count(tally: Tally, p: float) -> int:
 def fast_p_interval(count: int, n_problems: int) -> tuple[float, float]:
     """95% percentile-bootstrap interval over problems of a fast_p of count / n_problems.
 
-    Resampling problems only sees each problem's pass/fail at p, so the interval depends on
-    (count, n) alone: computed once per pair (memoised) with evaluation.metrics.bootstrap_interval."""
+    Exactly `evaluation.metrics.bootstrap_interval([1] * count + [0] * (n - count), mean,
+    INTERVAL_RESAMPLES)` (a test holds them equal), computed without resampling each time:
+    resampling problems only sees whether each passes at p, so with the passing ones first a
+    resample's draw `floor(u * n)` passes exactly when `u * n < count`. The draws u of seed 0
+    depend on n alone; sorted once per n, each count costs a binary search per resample."""
     if n_problems < 1:
         return 0.0, 0.0
-    indicators = [1] * count + [0] * (n_problems - count)
-    return bootstrap_interval(indicators, _mean, n_resamples=INTERVAL_RESAMPLES)
+    stats = sorted(bisect.bisect_left(draws, count) / n_problems for draws in _scaled_draws(n_problems))
+    return _quantile(stats, 0.025), _quantile(stats, 0.975)
 
 
-def _mean(values: Sequence[int]) -> float:
-    return sum(values) / len(values)
+@lru_cache(maxsize=32)
+def _scaled_draws(n: int) -> tuple[array, ...]:
+    """For each bootstrap resample of n problems: the n values u * n it draws, sorted (the same
+    random stream as bootstrap_interval's `random.Random(0).choices`)."""
+    rng = random.Random(0)
+    scale = n + 0.0
+    return tuple(array("d", sorted(rng.random() * scale for _ in range(n))) for _ in range(INTERVAL_RESAMPLES))
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Linear interpolation between order statistics, as bootstrap_interval's quantiles."""
+    position = q * (len(sorted_values) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
 
 
 def mark_ties(intervals: Sequence[tuple[float, float]]) -> list[bool]:
