@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from problems.importing import checked_int
 from problems.kernelbench_files import PROBLEM_FILE, MalformedInput
+from problems.models import Baseline, Problem
 
 LEVEL_KEY = re.compile(r"^level([1-4])$")
 COMPILE_FILE = re.compile(r"baseline_time_torch_compile_(?P<variant>.+)\.json$")
@@ -35,9 +38,18 @@ def compile_variant_from_name(path: Path) -> str:
 def _number(value, where: str, *, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise MalformedInput(f"{where}: expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise MalformedInput(f"{where}: expected a finite number, got {value!r}")
     if value < 0 or (positive and value == 0):
         raise MalformedInput(f"{where}: expected a {'positive' if positive else 'non-negative'} number, got {value!r}")
     return float(value)
+
+
+def _problem_number(text: str, where: str) -> int:
+    try:
+        return checked_int(text, Problem, "number")
+    except ValueError as exc:
+        raise MalformedInput(f"{where}: problem number {exc}") from None
 
 
 def _entry(path: Path, level: int, file_name: str, stats) -> BaselineEntry:
@@ -52,10 +64,14 @@ def _entry(path: Path, level: int, file_name: str, stats) -> BaselineEntry:
     values = {f: (_number(stats[f], f"{where}/{f}", positive=f == "mean") if stats.get(f) is not None else None) for f in STAT_FIELDS}
     trials = stats.get("num_trials")
     if trials is not None:
-        trials = int(_number(trials, f"{where}/num_trials"))
+        try:
+            whole = int(trials) if isinstance(trials, float) and trials.is_integer() and trials < 1e18 else trials
+            trials = checked_int(whole, Baseline, "num_trials")
+        except ValueError as exc:
+            raise MalformedInput(f"{where}/num_trials: {exc}") from None
     return BaselineEntry(
         level=level,
-        number=int(match["number"]),
+        number=_problem_number(match["number"], where),
         file_name=file_name,
         mean_ms=values["mean"],
         std_ms=values["std"],

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 from django.db import models
 
+from problems.models import DB_INT_MAX
+
 T = TypeVar("T")
+
+DIGITS = re.compile(r"[0-9]+")  # ASCII only: "²" and "١" are digits to str.isdigit and \d, not to us
+MAX_DIGITS = 18  # longer is out of every column's range, and never reaches int()'s 4300-digit limit
 
 CREATED, UPDATED, UNCHANGED = "created", "updated", "unchanged"
 
@@ -33,6 +40,34 @@ class ImportReport:
             f"{noun}: {self.counts[CREATED]} created, {self.counts[UPDATED]} updated, "
             f"{self.counts[UNCHANGED]} unchanged"
         )
+
+
+def whole_number(value: object, high: int = DB_INT_MAX) -> int:
+    """A whole number from outside (a file name, a JSON key or value): ASCII digits or an int,
+    from 0 to `high`. ValueError says what is wrong, quoting at most a few digits of a huge one."""
+    if isinstance(value, str):
+        shown = value if len(value) <= 24 else f"{value[:20]}... ({len(value)} characters)"
+        if not DIGITS.fullmatch(value):
+            raise ValueError(f"{shown!r} is not a whole number (digits 0-9)")
+        if len(value) > MAX_DIGITS:
+            raise ValueError(f"{shown} is out of range (0-{high})")
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{value!r} is not a whole number")
+    if not 0 <= value <= high:
+        raise ValueError(f"{value} is out of range (0-{high})")
+    return value
+
+
+def checked_int(value: object, model: type[models.Model], field_name: str) -> int:
+    """whole_number, then the validators of the column it is stored in (model-level validation:
+    ranges within DB_INT_MAX, minimums)."""
+    value = whole_number(value)
+    try:
+        model._meta.get_field(field_name).run_validators(value)
+    except ValidationError as exc:
+        raise ValueError(f"{value}: {' '.join(exc.messages)}") from None
+    return value
 
 
 def upsert(model: type[models.Model], lookup: dict, values: dict) -> tuple[models.Model, str]:

@@ -10,9 +10,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from problems.models import LEVELS
+from problems.importing import checked_int
+from problems.models import LEVELS, Problem
 
-PROBLEM_FILE = re.compile(r"^(?P<number>[1-9]\d*)_(?P<name>.+)\.py$")
+PROBLEM_FILE = re.compile(r"^(?P<number>[1-9]\d*)_(?P<name>.+)\.py$", re.ASCII)
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
 # Tag -> patterns in the problem's name or source. Order is display order.
@@ -104,12 +105,17 @@ def scan_checkout(path: Path) -> ScanResult:
             if not match:
                 result.skipped.append(f"{file}: name is not <number>_<Name>.py")
                 continue
+            try:
+                number = checked_int(match["number"], Problem, "number")
+            except ValueError as exc:
+                result.skipped.append(f"{file}: problem number {exc}")
+                continue
             source = read_source(file)
             missing = missing_definitions(source, file)
             if missing:
                 result.skipped.append(f"{file}: does not define {', '.join(missing)}")
                 continue
-            number, name = int(match["number"]), match["name"]
+            name = match["name"]
             result.problems.append(ProblemFile(level, number, name, file, source, guess_tags(level, name, source)))
     seen: dict[tuple[int, int], Path] = {}
     for problem in result.problems:

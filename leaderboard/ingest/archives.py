@@ -9,7 +9,6 @@ anything that inflates past the caps are refused; every problem is reported at o
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -21,9 +20,12 @@ from typing import IO, Any
 
 from django.conf import settings
 
-from leaderboard.ingest.uploads import RowErrors, decode_upload
+from leaderboard.ingest.uploads import RowErrors, decode_upload, strict_json
+from leaderboard.models import Kernel
+from problems.importing import checked_int, whole_number
+from problems.models import Problem
 
-KERNEL_NAME = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$")
+KERNEL_NAME = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$", re.ASCII)
 RESULTS_NAME = "eval_results.json"
 # Reading a member can fail in many ways on a damaged or hostile archive; each is that member's error.
 MEMBER_READ_ERRORS = (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error, ValueError)
@@ -85,22 +87,26 @@ def _check_source(name: str, source: str, limits: Limits) -> None:
 
 
 def load_json(name: str, text: str) -> Any:
-    """Strict JSON: no duplicate keys, no NaN/Infinity, bounded nesting; RowErrors naming `name`."""
-
-    def no_duplicates(pairs):
-        keys = [key for key, _ in pairs]
-        duplicated = sorted({key for key in keys if keys.count(key) > 1})
-        if duplicated:
-            raise ValueError(f"duplicate key(s) {', '.join(duplicated)}")
-        return dict(pairs)
-
-    def no_constants(token):
-        raise ValueError(f"{token} is not allowed")
-
+    """strict_json, with RowErrors naming `name`."""
     try:
-        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constants)
-    except (ValueError, RecursionError) as exc:
+        return strict_json(text)
+    except ValueError as exc:
         raise RowErrors([f"{name}: not valid JSON ({exc})"]) from None
+
+
+def kernel_numbers(name: str, match: re.Match) -> tuple[int, int, int]:
+    """(level, problem number, sample) of a kernel file name, each within its column's range;
+    ValueError naming the file and the part at fault. (A level that is no level of the set is
+    reported when the kernel is matched with its problem.)"""
+    level, problem, sample = match.groups()
+    try:
+        return (
+            whole_number(level),
+            checked_int(problem, Problem, "number"),
+            checked_int(sample, Kernel, "sample_index"),
+        )
+    except ValueError as exc:
+        raise ValueError(f"{name[:120]}: {exc}") from None
 
 
 def from_files(files: dict[str, str], results: Any = None, limits: Limits | None = None) -> Bundle:
@@ -113,17 +119,20 @@ def from_files(files: dict[str, str], results: Any = None, limits: Limits | None
     for name, source in files.items():
         match = KERNEL_NAME.match(name)
         if not match:
-            errors.append(f"{name!r}: not a kernel file name (level_<L>_problem_<P>_sample_<S>_kernel.py)")
+            errors.append(f"{name[:120]!r}: not a kernel file name (level_<L>_problem_<P>_sample_<S>_kernel.py)")
             continue
         if not isinstance(source, str):
             errors.append(f"{name}: the source must be text")
             continue
         try:
             _check_source(name, source, limits)
+            level, problem, sample = kernel_numbers(name, match)
         except RowErrors as exc:
             errors += exc.errors
             continue
-        level, problem, sample = (int(group) for group in match.groups())
+        except ValueError as exc:
+            errors.append(str(exc))
+            continue
         kernels.append(KernelFile(name, level, problem, sample, source))
     if errors:
         raise RowErrors(errors)

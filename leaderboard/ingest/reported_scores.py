@@ -116,7 +116,7 @@ def parse_rows(raws: list[tuple[int, dict]]) -> list[ScoreRow]:
 
 
 def read_csv(text: str, name: str = "input") -> list[ScoreRow]:
-    return read_csv_rows(text, name, REQUIRED, parse_row, key=lambda row: row.key)
+    return read_csv_rows(text, name, REQUIRED, parse_row, key=lambda row: row.key, columns=COLUMNS)
 
 
 def parse_json_rows(items) -> list[ScoreRow]:

@@ -44,7 +44,7 @@ from leaderboard.ingest.archives import (
 from leaderboard.ingest.reported_scores import match_lab, match_model
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import Evaluation, Kernel, Origin, Run, guess_backend
-from problems.importing import CREATED, ImportReport, upsert
+from problems.importing import CREATED, DIGITS, ImportReport, checked_int, upsert, whole_number
 from problems.models import Baseline, Hardware, Problem, ProblemSet
 
 # The archive readers are part of this module's interface for its callers (API, command).
@@ -63,7 +63,10 @@ __all__ = [
 
 # The run import's errors are the row errors of every ingestion; the old name stays for callers.
 BundleError = RowErrors
-LEVEL_PROBLEM_KEY = re.compile(r"^level_(\d+)_problem_(\d+)$")
+LEVEL_PROBLEM_KEY = re.compile(r"^level_(\d+)_problem_(\d+)$", re.ASCII)
+# KernelBench writes this runtime for a kernel it could not time.
+NO_RUNTIME = -1
+MAX_RUNTIME_MS = 1e9
 
 
 # ---------------------------------------------------------------------------------------------
@@ -85,34 +88,52 @@ def _as_bool(value: Any, where: str) -> bool:
     raise ValueError(f"{where} must be true or false, not {value!r}")
 
 
+def _parse_runtime(runtime: Any, correct: bool, where: str) -> float | None:
+    """A result's runtime in ms: finite and positive; a kernel that is not correct may also give
+    none (null, or KernelBench's -1). ValueError naming the result otherwise."""
+    if runtime is None:
+        return None
+    if isinstance(runtime, bool) or not isinstance(runtime, (int, float)) or not math.isfinite(runtime):
+        raise ValueError(f"{where}: runtime must be a number of milliseconds, not {runtime!r}")
+    if runtime > MAX_RUNTIME_MS:
+        raise ValueError(f"{where}: runtime {runtime} ms is not plausible")
+    if runtime <= 0 and (correct or runtime != NO_RUNTIME):
+        raise ValueError(f"{where}: runtime {runtime} ms is not positive (only a failed kernel may give {NO_RUNTIME})")
+    return float(runtime) if runtime > 0 and correct else None
+
+
+def _parse_stats(stats: dict, where: str) -> dict:
+    """The numeric timing statistics (text such as a device name is dropped): each finite and not
+    negative, else ValueError naming the key."""
+    kept = {}
+    for key, value in stats.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not math.isfinite(value) or value < 0 or value > MAX_RUNTIME_MS:
+            raise ValueError(f"{where}: runtime_stats {str(key)[:40]!r} is {value!r}, not a finite number >= 0")
+        kept[str(key)] = value
+    return kept
+
+
 def _parse_result(entry: Any, where: str) -> tuple[int, Result]:
     if not isinstance(entry, dict):
         raise ValueError(f"{where}: each result must be an object")
-    sample = entry.get("sample_id", 0)
-    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
-        raise ValueError(f"{where}: sample_id must be a whole number >= 0, not {sample!r}")
+    try:
+        sample = checked_int(entry.get("sample_id", 0), Kernel, "sample_index")
+    except ValueError as exc:
+        raise ValueError(f"{where}: sample_id {exc}") from None
     compiled = _as_bool(entry.get("compiled", False), f"{where}: compiled")
     correct = _as_bool(entry.get("correctness", False), f"{where}: correctness")
-    runtime = entry.get("runtime")
-    if runtime is not None:
-        if isinstance(runtime, bool) or not isinstance(runtime, (int, float)) or not math.isfinite(runtime):
-            raise ValueError(f"{where}: runtime must be a number of milliseconds, not {runtime!r}")
-        if runtime > 1e9:
-            raise ValueError(f"{where}: runtime {runtime} ms is not plausible")
+    if correct and not compiled:
+        raise ValueError(f"{where}: correct but not compiled")
+    runtime_ms = _parse_runtime(entry.get("runtime"), correct, where)
     stats = entry.get("runtime_stats") or {}
     metadata = entry.get("metadata") or {}
     if not isinstance(stats, dict) or not isinstance(metadata, dict):
         raise ValueError(f"{where}: runtime_stats and metadata must be objects")
-    stats = {
-        str(key): value
-        for key, value in stats.items()
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    }
-    if correct and not compiled:
-        raise ValueError(f"{where}: correct but not compiled")
+    stats = _parse_stats(stats, where)
     if not _storable(metadata) or not _storable(stats):
         raise ValueError(f"{where}: metadata or runtime_stats hold a NUL character or text that is not valid Unicode")
-    runtime_ms = float(runtime) if (runtime is not None and runtime > 0 and correct) else None
     return sample, Result(compiled, correct, runtime_ms, stats, metadata)
 
 
@@ -127,22 +148,29 @@ def _storable(value: Any) -> bool:
     return "\x00" not in text and "\\u0000" not in text
 
 
-def _result_key(key: Any, levels: set[int], level: int | None) -> tuple[int, int]:
-    """(level, problem number) of an eval_results key; ValueError saying why it is not one."""
-    match = LEVEL_PROBLEM_KEY.match(str(key))
+def _result_key(key: str, levels: set[int], level: int | None) -> tuple[int, int]:
+    """(level, problem number) of an eval_results key, each within its column's range;
+    ValueError naming the key and what is wrong with it."""
+    where = f"{RESULTS_NAME}: key {key[:40]!r}"
+    match = LEVEL_PROBLEM_KEY.match(key)
     if match:
-        return int(match.group(1)), int(match.group(2))
-    if not str(key).isdigit():
-        raise ValueError(f"{RESULTS_NAME}: key {key!r} is not a problem id")
-    if level is None and len(levels) > 1:
-        raise ValueError(
-            f"{RESULTS_NAME}: key {key!r} is a bare problem id but the kernels span levels "
-            f"{', '.join(map(str, sorted(levels)))}: give level, or use keys level_<L>_problem_<P>"
-        )
-    inferred = level if level is not None else (next(iter(levels)) if levels else None)
-    if inferred is None:
-        raise ValueError(f"{RESULTS_NAME}: key {key!r}: no kernels to say which level it is; give level")
-    return inferred, int(key)
+        level_text, number_text = match.groups()
+    elif DIGITS.fullmatch(key):
+        if level is None and len(levels) > 1:
+            raise ValueError(
+                f"{where} is a bare problem id but the kernels span levels "
+                f"{', '.join(map(str, sorted(levels)))}: give level, or use keys level_<L>_problem_<P>"
+            )
+        level_text = level if level is not None else (next(iter(levels)) if levels else None)
+        if level_text is None:
+            raise ValueError(f"{where}: no kernels to say which level it is; give level")
+        number_text = key
+    else:
+        raise ValueError(f"{where} is not a problem id (<P> or level_<L>_problem_<P>, digits 0-9)")
+    try:
+        return whole_number(level_text), checked_int(number_text, Problem, "number")
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def parse_results(results: Any, levels: set[int], level: int | None) -> dict[tuple[int, int, int], Result]:
@@ -155,12 +183,12 @@ def parse_results(results: Any, levels: set[int], level: int | None) -> dict[tup
     errors: list[str] = []
     for key, entries in results.items():
         try:
-            key_level, number = _result_key(key, levels, level)
+            key_level, number = _result_key(str(key), levels, level)
         except ValueError as exc:
             errors.append(str(exc))
             continue
         for index, entry in enumerate(entries if isinstance(entries, list) else [entries]):
-            where = f"{RESULTS_NAME}: problem {key} result {index}"
+            where = f"{RESULTS_NAME}: problem {str(key)[:40]} result {index}"
             try:
                 sample, result = _parse_result(entry, where)
             except ValueError as exc:

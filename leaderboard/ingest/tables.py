@@ -5,22 +5,30 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
-from leaderboard.ingest.uploads import RowErrors
+from leaderboard.ingest.uploads import BOM, RowErrors
 
 Row = TypeVar("Row")
+# No column of any table is longer than this (the longest is a 500-character URL): a larger cell
+# is refused with its line, and csv's own, larger field limit is never reached.
+MAX_CELL_CHARS = 10_000
+# Control characters (C0 and DEL) have no place in one-line cells: names, titles, URLs, dates.
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 __all__ = ["RowErrors", "check_texts", "csv_raws", "read_csv_rows", "validate_rows"]
 
 
 def check_texts(values: dict[str, str], max_lengths: dict[str, int]) -> None:
-    """Every cell must be storable text (no NUL, no lone surrogate) within its column's length;
-    ValueError names the first column that is not."""
+    """Every cell must be storable one-line text (no NUL or other control character, no lone
+    surrogate) within its column's length; ValueError names the first column that is not."""
     for name, text in values.items():
         if "\x00" in text:
             raise ValueError(f"{name} contains a NUL character")
+        if control := CONTROL.search(text):
+            raise ValueError(f"{name} contains a control character ({control.group()!r})")
         if not text.isascii():
             try:
                 text.encode("utf-8")
@@ -57,24 +65,64 @@ def validate_rows(
     return rows
 
 
-def csv_raws(text: str, name: str, required: Sequence[str], columns: Sequence[str] | None = None) -> list[tuple[int, dict]]:
-    """The rows of a CSV text with their line numbers; the header must hold `required` (and, when
-    `columns` is given, nothing else), and no row may have more cells than the header."""
-    reader = csv.DictReader(io.StringIO(text.removeprefix("\ufeff")))
-    header = reader.fieldnames or []
+def _shown(name: object) -> str:
+    """A column name as an error message quotes it: repr'd, and cut short (a header cell may be huge)."""
+    text = repr(name)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _csv_records(text: str, name: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header and the numbered records of a CSV text; RowErrors for text csv cannot read,
+    and for any cell longer than MAX_CELL_CHARS (the header's included)."""
+    reader = csv.reader(io.StringIO(text.removeprefix(BOM)))
+    records: list[tuple[int, list[str]]] = []
+    try:
+        for record in reader:
+            if any(len(cell) > MAX_CELL_CHARS for cell in record):
+                raise csv.Error(f"field larger than {MAX_CELL_CHARS} characters")
+            if record:  # blank lines are skipped, as csv.DictReader does
+                records.append((reader.line_num, record))
+    except csv.Error as exc:
+        if "field larger" in str(exc):
+            exc = csv.Error(f"a cell is longer than {MAX_CELL_CHARS} characters")
+        raise RowErrors([f"{name}: line {reader.line_num}: {exc}"]) from None
+    if not records:
+        raise RowErrors([f"{name}: empty: expected a header row and at least one row"])
+    (_, header), rows = records[0], records[1:]
+    return header, rows
+
+
+def _check_header(header: list[str], name: str, required: Sequence[str], columns: Sequence[str]) -> None:
+    """The header names known columns, each once, and every required one; RowErrors naming the
+    columns at fault."""
+    problems = []
     missing = [column for column in required if column not in header]
     if missing:
-        raise RowErrors([f"{name}: line 1: header lacks column(s) {', '.join(missing)}"])
-    extra = [column for column in header if columns is not None and column not in columns]
-    if extra:
-        raise RowErrors([f"{name}: line 1: unknown column(s) {', '.join(map(str, extra))}"])
-    try:
-        raws = [(reader.line_num, raw) for raw in reader]
-    except csv.Error as exc:
-        raise RowErrors([f"{name}: line {reader.line_num}: {exc}"]) from None
-    for line, raw in raws:
-        if None in raw:
+        problems.append(f"header lacks column(s) {', '.join(missing)}")
+    unknown = [column for column in header if column not in columns]
+    if unknown:
+        problems.append(f"unknown column(s) {', '.join(map(_shown, unknown))} (known: {', '.join(columns)})")
+    repeated = sorted({column for column in header if header.count(column) > 1 and column in columns})
+    if repeated:
+        problems.append(f"column(s) {', '.join(repeated)} given twice")
+    if problems:
+        raise RowErrors([f"{name}: line 1: {problem}" for problem in problems])
+
+
+def csv_raws(text: str, name: str, required: Sequence[str], columns: Sequence[str]) -> list[tuple[int, dict]]:
+    """The one way a CSV table is read: its rows as dicts, numbered by line. The header must name
+    only `columns` (unknown ones are refused, not ignored), each once, `required` among them; no
+    row may have more cells than the header; no cell may exceed MAX_CELL_CHARS; a table with no
+    rows is refused."""
+    header, records = _csv_records(text, name)
+    _check_header(header, name, required, columns)
+    if not records:
+        raise RowErrors([f"{name}: no rows below the header"])
+    raws = []
+    for line, record in records:
+        if len(record) > len(header):
             raise RowErrors([f"{name}: line {line}: more cells than the header has columns"])
+        raws.append((line, dict(zip(header, record, strict=False))))
     return raws
 
 
@@ -84,7 +132,7 @@ def read_csv_rows(
     required: Sequence[str],
     parse_row: Callable[[dict, int], Row],
     key: Callable[[Row], Hashable],
-    columns: Sequence[str] | None = None,
+    columns: Sequence[str],
     duplicate_hint: str = "",
 ) -> list[Row]:
     """csv_raws + validate_rows, every error prefixed with the input's name."""

@@ -7,7 +7,13 @@ raises RowErrors once, so that the caller can answer with the whole list and wri
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 BOM = "\ufeff"
+# Deeper JSON than this is refused: no input of ours nests more than a few levels, and Python's
+# parser and every later walk over the value would otherwise hit the recursion limit (a 500).
+MAX_JSON_DEPTH = 64
 
 
 class RowErrors(Exception):
@@ -35,3 +41,41 @@ def read_upload(upload, limit: int) -> str:
     if upload.size > limit:
         raise RowErrors([f"{name}: {upload.size} bytes; the limit is {limit} bytes"])
     return decode_upload(upload.read(), name)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+    keys = [key for key, _ in pairs]
+    duplicated = sorted({key for key in keys if keys.count(key) > 1})
+    if duplicated:
+        raise ValueError(f"duplicate key(s) {', '.join(repr(key)[:40] for key in duplicated)}")
+    return dict(pairs)
+
+
+def _no_constants(token: str) -> None:
+    raise ValueError(f"{token} is not allowed")
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value` (iteratively: no recursion to run out of)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            if deepest > MAX_JSON_DEPTH:
+                break
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def strict_json(text: str | bytes) -> Any:
+    """The one JSON reading for everything that comes from outside: no duplicate keys (the last
+    would silently win), no NaN or Infinity, nesting at most MAX_JSON_DEPTH. ValueError says why."""
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return value

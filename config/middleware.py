@@ -1,0 +1,52 @@
+"""Site-wide HTTP guards that pages and API share, each written once:
+
+- reject_control_characters: a query parameter holding NUL or another control character is a 400
+  naming the parameter, before any view runs (PostgreSQL refuses NUL in text: it was a 500);
+- content_security_policy: the CONTENT_SECURITY_POLICY header on every response, when set
+  (production; Django 5.2 has no CSP of its own).
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from django.http import HttpResponse, JsonResponse
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def bad_query_parameter(request) -> str | None:
+    """What is wrong with the query string, or None: the first parameter (name or value) with a
+    control character."""
+    for name, values in request.GET.lists():
+        shown = repr(CONTROL.sub("?", name))[:60]
+        if CONTROL.search(name):
+            return f"query parameter name {shown} contains a control character"
+        if any(CONTROL.search(value) for value in values):
+            return f"query parameter {shown} contains a control character (such as NUL)"
+    return None
+
+
+def reject_control_characters(get_response):
+    def middleware(request):
+        problem = bad_query_parameter(request)
+        if problem is None:
+            return get_response(request)
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": problem}, status=400)
+        # Plain text: the message quotes the request, and is never parsed as HTML.
+        return HttpResponse(f"Bad request: {problem}.\n", status=400, content_type="text/plain; charset=utf-8")
+
+    return middleware
+
+
+def content_security_policy(get_response):
+    def middleware(request):
+        response = get_response(request)
+        policy = settings.CONTENT_SECURITY_POLICY
+        if policy and "Content-Security-Policy" not in response:
+            response["Content-Security-Policy"] = policy
+        return response
+
+    return middleware
