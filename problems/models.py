@@ -7,6 +7,7 @@ import hashlib
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.urls import reverse
+from django.utils.text import slugify
 
 LEVELS = (1, 2, 3, 4)
 # The largest value of an integer column on every database we run on (PostgreSQL `integer`):
@@ -112,6 +113,26 @@ class Problem(models.Model):
         return f"{self.number}_{self.name}.py"
 
 
+def hardware_slug(text: str) -> str:
+    """The slug a hardware name becomes (`H100_Modal` -> `h100_modal`, `NVIDIA H200` -> `nvidia-h200`)."""
+    return slugify(text.strip())[:40]
+
+
+class HardwareQuerySet(models.QuerySet):
+    def resolve(self, text: str) -> Hardware | None:
+        """The hardware that `text` names, the same way in every command and API route: its slug or
+        its display name, case-insensitively, or the slug the text becomes (so that what
+        import_baselines --hardware H100_Modal created is found again by import_run --hardware
+        H100_Modal). None when nothing matches."""
+        text = (text or "").strip()
+        if not text or "\x00" in text:
+            return None
+        query = models.Q(slug__iexact=text) | models.Q(name__iexact=text) | models.Q(slug=hardware_slug(text))
+        matches = list(self.filter(query)[:5])
+        exact = [h for h in matches if h.slug.lower() == text.lower()]
+        return (exact or matches or [None])[0]
+
+
 class Hardware(models.Model):
     """A class of device that evaluations run on; workers fill in what they find."""
 
@@ -128,6 +149,8 @@ class Hardware(models.Model):
     torch_version = models.CharField(max_length=60, blank=True)
     python_version = models.CharField(max_length=60, blank=True)
     last_seen_at = models.DateTimeField(null=True, blank=True, help_text="Last time a worker reported in.")
+
+    objects = HardwareQuerySet.as_manager()
 
     class Meta:
         ordering = ["slug"]

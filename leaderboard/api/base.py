@@ -9,6 +9,7 @@ from rest_framework.renderers import BrowsableAPIRenderer
 
 from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.api.throttling import WriteRateThrottle
+from problems.models import Hardware
 
 
 def query_param(name: str, type_=str, description: str = "", enum=None) -> OpenApiParameter:
@@ -39,3 +40,21 @@ class SlugField(serializers.SlugRelatedField):
         if isinstance(data, str) and ("\x00" in data or not data.isprintable()):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class HardwareField(SlugField):
+    """A hardware named by its slug or its display name, case-insensitively
+    (problems.models.HardwareQuerySet.resolve): the same rule as the import commands."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("slug_field", "slug")
+        kwargs.setdefault("queryset", Hardware.objects.all())
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or "\x00" in data or not data.isprintable():
+            self.fail("invalid")
+        hardware = self.get_queryset().resolve(data)
+        if hardware is None:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data)
+        return hardware

@@ -10,6 +10,7 @@ from leaderboard.api.base import ReadOnly, query_param
 from leaderboard.api.common import query_choice, query_int, query_text
 from leaderboard.evaluations import progress as lifecycle
 from leaderboard.models import Evaluation, Origin
+from problems.models import Hardware
 
 
 # An evaluation as a kernel shows it (its latest, and its history).
@@ -113,7 +114,7 @@ class EvaluationViewSet(ReadOnly):
         if (run := query_int(self.request, "run", low=1)) is not None:
             evaluations = evaluations.filter(kernel__run_id=run)
         if slug := query_text(self.request, "hardware"):
-            evaluations = evaluations.filter(hardware__slug=slug)
+            evaluations = evaluations.filter(hardware=Hardware.objects.resolve(slug))
         if state := query_choice(self.request, "state", Evaluation.State.choices):
             evaluations = evaluations.filter(state=state)
         if value := query_choice(self.request, "status", Evaluation.Status.choices):

@@ -62,7 +62,7 @@ def _hardware(request) -> Hardware | None:
     slug = query_text(request, "hardware")
     if not slug:
         return None
-    hardware = Hardware.objects.filter(slug=slug).first()
+    hardware = Hardware.objects.resolve(slug)
     if hardware is None:
         raise ValidationError({"hardware": f"no hardware {slug!r}"})
     return hardware

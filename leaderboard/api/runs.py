@@ -14,7 +14,7 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 
-from leaderboard.api.base import ReadOnly, SlugField, query_param
+from leaderboard.api.base import HardwareField, ReadOnly, SlugField, query_param
 from leaderboard.api.common import check_body_size, query_choice, query_text, run_upload_max_bytes
 from leaderboard.api.imports import ImportResultSerializer, RowErrorsSerializer, import_counts, row_errors_reply
 from leaderboard.api.permissions import CanImportRun, CanRequestEvaluation
@@ -65,7 +65,7 @@ class RunImportSerializer(serializers.Serializer):
 
     model = serializers.CharField(max_length=120, help_text="Matched case-insensitively, or created.")
     organization = serializers.CharField(max_length=120, required=False, allow_blank=True)
-    hardware = SlugField(slug_field="slug", queryset=Hardware.objects.all())
+    hardware = HardwareField(help_text="Slug or name, case-insensitive.")
     problem_set = SlugField(
         slug_field="slug",
         queryset=ProblemSet.objects.all(),
@@ -176,7 +176,7 @@ class RunViewSet(ReadOnly):
         if slug := query_text(self.request, "set"):
             runs = runs.filter(problem_set__slug=slug)
         if slug := query_text(self.request, "hardware"):
-            runs = runs.filter(hardware__slug=slug)
+            runs = runs.filter(hardware=Hardware.objects.resolve(slug))
         if setting := query_text(self.request, "setting"):
             runs = runs.filter(setting=setting)
         if origin := query_choice(self.request, "origin", Origin.choices):

@@ -10,22 +10,20 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from leaderboard.api.base import SlugField
+from leaderboard.api.base import HardwareField, SlugField
 from leaderboard.api.common import check_body_size, submission_max_bytes
 from leaderboard.api.permissions import CanSubmitKernel
 from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.api.throttling import WriteRateThrottle
 from leaderboard.ingest.submissions import SubmissionError, check_source, check_target, submit_kernel
 from leaderboard.models import LanguageModel, Run
-from problems.models import Hardware, Problem
+from problems.models import Problem
 
 
 class SubmissionSerializer(serializers.Serializer):
     problem = serializers.PrimaryKeyRelatedField(queryset=Problem.objects.select_related("problem_set"))
     source = serializers.CharField(trim_whitespace=False, help_text="Python source defining class ModelNew.")
-    hardware = SlugField(
-        slug_field="slug",
-        queryset=Hardware.objects.all(),
+    hardware = HardwareField(
         required=False,
         help_text="Where to evaluate; defaults to the run's hardware when a run is given.",
     )

@@ -26,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("path", type=Path, help="Run folder, .zip or .json.")
         parser.add_argument("--model", required=True, help="Model name (matched case-insensitively, or created).")
         parser.add_argument("--organization", default="", help="The model's lab, if the model is new.")
-        parser.add_argument("--hardware", required=True, help="Hardware slug, e.g. h200.")
+        parser.add_argument("--hardware", required=True, help="Hardware slug or name, e.g. h200 or H100_Modal (case-insensitive).")
         parser.add_argument("--set", dest="problem_set", help="Problem set slug (needed when there are several).")
         parser.add_argument("--setting", default="one-shot")
         parser.add_argument("--name", help="Run label (default: the folder or file name).")
@@ -36,7 +36,7 @@ class Command(BaseCommand):
         parser.add_argument("--verify", action="store_true", help="Queue every kernel for evaluation here too.")
 
     def handle(self, path: Path, **options):
-        hardware = Hardware.objects.filter(slug=options["hardware"]).first()
+        hardware = Hardware.objects.resolve(options["hardware"])
         if hardware is None:
             raise CommandError(f"no hardware {options['hardware']!r}")
         try:

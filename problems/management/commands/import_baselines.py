@@ -2,13 +2,12 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
-from django.utils.text import slugify
 
 from problems.baselines import compile_variant_from_name, read_baseline_file
 from problems.importing import ImportReport, upsert, with_progress
 from problems.kernelbench_files import MalformedInput
 from problems.management.commands.import_problems import DEFAULT_SET
-from problems.models import Baseline, Hardware, Problem, ProblemSet
+from problems.models import Baseline, Hardware, Problem, ProblemSet, hardware_slug
 
 
 class Command(BaseCommand):
@@ -16,7 +15,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path)
-        parser.add_argument("--hardware", required=True, help="Hardware slug, e.g. h100 (created if new).")
+        parser.add_argument("--hardware", required=True, help="Hardware slug or name, e.g. h100 or H100_Modal (case-insensitive; created if new).")
         parser.add_argument("--mode", choices=["eager", "compile"], help="Default: compile if the file name says so.")
         parser.add_argument("--set", dest="set_name", default=DEFAULT_SET, help=f"Problem set (default: {DEFAULT_SET!r}).")
 
@@ -35,17 +34,18 @@ class Command(BaseCommand):
         if mode == "eager":
             variant = ""
         self.stdout.write(f"Importing {len(entries)} {mode} baselines from {file} for hardware {hardware!r}")
-        report = self._import(entries, problem_set, slugify(hardware), mode, variant, str(file))
+        report = self._import(entries, problem_set, hardware, mode, variant, str(file))
         for warning in report.warnings:
             self.stderr.write(warning)
         self.stdout.write(self.style.SUCCESS(report.summary("baselines")))
 
     @transaction.atomic
-    def _import(self, entries, problem_set, hardware_slug, mode, variant, source_file) -> ImportReport:
+    def _import(self, entries, problem_set, hardware_name, mode, variant, source_file) -> ImportReport:
         device_name = next((e.device_name for e in entries if e.device_name), "")
-        hardware, _ = Hardware.objects.get_or_create(
-            slug=hardware_slug, defaults={"name": device_name or hardware_slug, "device_name": device_name}
-        )
+        hardware = Hardware.objects.resolve(hardware_name)
+        if hardware is None:
+            slug = hardware_slug(hardware_name)
+            hardware = Hardware.objects.create(slug=slug, name=device_name or slug, device_name=device_name)
         problems = {(p.level, p.number): p for p in Problem.objects.filter(problem_set=problem_set)}
         report = ImportReport()
         for entry in with_progress(entries, len(entries), self.stdout.write, "baselines"):
