@@ -162,13 +162,27 @@ def table_rows(rows: list[StandingRow], columns: list[Column], first_rank: int =
     ]
 
 
+# A cell a spreadsheet would run as a formula (OWASP "CSV injection"): = + - @, tab or CR first.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# A plain number (as display_value writes one: "-0.5", "1.2x", "45%") stays a number.
+PLAIN_NUMBER = re.compile(r"^-?\d+(\.\d+)?(e-?\d+)?[x%]?$")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A CSV cell that no spreadsheet runs: text that starts like a formula gets a leading ',
+    so a model named =HYPERLINK(...) shows as text; numbers are left as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_START) and not PLAIN_NUMBER.match(value):
+        return "'" + value
+    return value
+
+
 def to_csv(rows: list[TableRow], columns: list[Column], level_label: str, problem_set: str) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     header = ["rank", *[column.title for column in columns], "demo data", "level", "problem set", "run id", "tied"]
-    writer.writerow(header)
+    writer.writerow([spreadsheet_safe(title) for title in header])
     for row in rows:
-        writer.writerow(
+        cells = (
             [
                 row.rank,
                 *[text for _, text in row.cells],
@@ -179,6 +193,7 @@ def to_csv(rows: list[TableRow], columns: list[Column], level_label: str, proble
                 "yes" if row.standing.tied else "no",
             ]
         )
+        writer.writerow([spreadsheet_safe(cell) for cell in cells])
     return buffer.getvalue()
 
 
