@@ -6,6 +6,7 @@ from django import forms
 from django.conf import settings
 
 from leaderboard.ingest.submissions import SubmissionError, check_source, check_target
+from leaderboard.ingest.uploads import RowErrors, decode_upload
 from leaderboard.models import LanguageModel, Origin, Run
 from problems.models import Hardware, Problem
 
@@ -41,8 +42,8 @@ class SubmissionForm(forms.Form):
             if upload.size > limit:
                 raise forms.ValidationError(f"The file is {upload.size} bytes; the limit is {limit} bytes.")
             try:
-                data["source"] = upload.read().decode("utf-8").removeprefix("\ufeff")
-            except UnicodeDecodeError:
+                data["source"] = decode_upload(upload.read(), upload.name)
+            except RowErrors:
                 raise forms.ValidationError("The file is not UTF-8 text.") from None
         try:
             check_source(data.get("source") or "")

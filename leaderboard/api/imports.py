@@ -4,12 +4,12 @@ launch posts), the counts an import replies with, and the reply listing every ro
 from __future__ import annotations
 
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from leaderboard.api.common import check_body_size, table_max_bytes
-from leaderboard.api.parsers import CsvParser
-from leaderboard.ingest.reported_scores import RowErrors
+from leaderboard.api.parsers import CsvParser, StrictJSONParser
+from leaderboard.ingest.uploads import RowErrors, read_upload
 
 
 class CsvUploadSerializer(serializers.Serializer):
@@ -50,7 +50,7 @@ class TableIngestMixin:
     """POST of rows as JSON (one object or a list), as a CSV body (text/csv) or as a CSV `file`
     (multipart). All or nothing: any bad row gives 400 listing every error, and nothing is written."""
 
-    parser_classes = [JSONParser, CsvParser, MultiPartParser]
+    parser_classes = [StrictJSONParser, CsvParser, MultiPartParser]
     noun = "rows"
 
     def parse_json(self, data):  # pragma: no cover - overridden
@@ -78,11 +78,7 @@ class TableIngestMixin:
             return self.parse_csv(data, "CSV body")
         if "file" in getattr(request, "FILES", {}):
             upload = request.FILES["file"]
-            try:
-                text = upload.read().decode("utf-8").removeprefix("\ufeff")
-            except UnicodeDecodeError as exc:
-                raise RowErrors([f"{upload.name}: byte {exc.start} is not UTF-8"]) from None
-            return self.parse_csv(text, upload.name)
+            return self.parse_csv(read_upload(upload, table_max_bytes()), upload.name)
         if request.content_type.startswith("multipart/"):
             raise RowErrors(["send the CSV as a multipart field named `file`"])
         return self.parse_json(data)

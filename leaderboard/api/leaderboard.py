@@ -52,10 +52,12 @@ def _problem_set(request) -> ProblemSet:
         if problem_set is None:
             raise ValidationError({"set": f"no problem set {slug!r}"})
         return problem_set
-    sets = list(ProblemSet.objects.order_by("name")[:2])
-    if len(sets) != 1:
-        raise ValidationError({"set": "give a problem set slug" if sets else "no problem set exists yet"})
-    return sets[0]
+    try:
+        return ProblemSet.objects.sole()
+    except ProblemSet.DoesNotExist:
+        raise ValidationError({"set": "no problem set exists yet"}) from None
+    except ProblemSet.MultipleObjectsReturned:
+        raise ValidationError({"set": "give a problem set slug"}) from None
 
 
 def _hardware(request) -> Hardware | None:

@@ -11,15 +11,15 @@ from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.generics import get_object_or_404
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from leaderboard.api.base import HardwareField, ReadOnly, SlugField, query_param
 from leaderboard.api.common import check_body_size, query_choice, query_text, run_upload_max_bytes
 from leaderboard.api.imports import ImportResultSerializer, RowErrorsSerializer, import_counts, row_errors_reply
+from leaderboard.api.parsers import StrictJSONParser
 from leaderboard.api.permissions import CanImportRun, CanRequestEvaluation
 from leaderboard.ingest.run_import import (
-    BundleError,
     RunSpec,
     default_problem_set,
     from_files,
@@ -28,6 +28,7 @@ from leaderboard.ingest.run_import import (
     store_run,
     verify_run,
 )
+from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import Origin, Run
 from problems.models import Hardware, ProblemSet
 
@@ -111,7 +112,7 @@ class VerifyResultSerializer(serializers.Serializer):
 
 def read_run_upload(request):
     """(the run's described fields, its Bundle) from a zip or JSON `file`, or a JSON body with
-    `kernels`. Raises BundleError for a bad archive, ValidationError for a request of neither shape."""
+    `kernels`. Raises RowErrors for a bad archive, ValidationError for a request of neither shape."""
     data = request.data
     if "file" in getattr(request, "FILES", {}):
         upload = request.FILES["file"]
@@ -134,7 +135,7 @@ def read_run_upload(request):
 
 
 def run_spec(spec: dict) -> RunSpec:
-    """The validated RunImportSerializer data as the importer's RunSpec (BundleError when no
+    """The validated RunImportSerializer data as the importer's RunSpec (RowErrors when no
     problem set is given and there is not exactly one)."""
     return RunSpec(
         model=spec["model"].strip(),
@@ -198,19 +199,19 @@ class RunViewSet(ReadOnly):
         methods=["post"],
         url_path="import",
         permission_classes=[CanImportRun],
-        parser_classes=[MultiPartParser, JSONParser],
+        parser_classes=[MultiPartParser, StrictJSONParser],
     )
     def import_run(self, request):
         check_body_size(request, run_upload_max_bytes())
         try:
             fields, bundle = read_run_upload(request)
-        except BundleError as exc:
+        except RowErrors as exc:
             return Response(row_errors_reply(exc.errors, "upload"), status=status.HTTP_400_BAD_REQUEST)
         spec = RunImportSerializer(data=fields)
         spec.is_valid(raise_exception=True)
         try:
             result = store_run(run_spec(spec.validated_data), bundle, user=request.user)
-        except BundleError as exc:
+        except RowErrors as exc:
             return Response(row_errors_reply(exc.errors, "upload"), status=status.HTTP_400_BAD_REQUEST)
         body = {
             "run": RunSerializer(self.get_queryset().get(pk=result.run.pk), context={"request": request}).data,

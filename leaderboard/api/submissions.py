@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from leaderboard.api.base import HardwareField, SlugField
 from leaderboard.api.common import check_body_size, submission_max_bytes
+from leaderboard.api.parsers import StrictJSONParser
 from leaderboard.api.permissions import CanSubmitKernel
 from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.api.throttling import WriteRateThrottle
@@ -60,7 +61,7 @@ class SubmissionView(APIView):
     permission_classes = [CanSubmitKernel]
     throttle_classes = [WriteRateThrottle]
     renderer_classes = [AsciiJSONRenderer, BrowsableAPIRenderer]
-    parser_classes = [JSONParser, MultiPartParser]
+    parser_classes = [StrictJSONParser, MultiPartParser]
 
     @extend_schema(
         summary="Submit one kernel for evaluation here",

@@ -288,13 +288,17 @@ def stored_scores(
     made current first. Runs without a stored row (no kernel on the level) get an empty score."""
     refresh_dirty(problem_set)
     runs = list(runs)
-    rows = RunScore.objects.filter(
-        run_id__in=[run.pk for run in runs],
-        level=ALL_LEVELS if level is None else level,
-        with_excluded=include_excluded,
-    ).defer("problems", "updated_at")
-    scores = {row.run_id: from_model(row) for row in rows}
-    return [(run, scores.get(run.pk) or LevelScore()) for run in runs]
+    scores = scores_of_runs([run.pk for run in runs], [ALL_LEVELS if level is None else level], include_excluded)
+    key = ALL_LEVELS if level is None else level
+    return [(run, scores.get((run.pk, key)) or LevelScore()) for run in runs]
+
+
+def scores_of_runs(run_ids: list[int], levels: list[int], include_excluded: bool) -> dict[tuple[int, int], LevelScore]:
+    """{(run id, level): stored score} of these runs on these levels (0: all), in one query."""
+    rows = RunScore.objects.filter(run_id__in=run_ids, level__in=levels, with_excluded=include_excluded).defer(
+        "problems", "updated_at"
+    )
+    return {(row.run_id, row.level): from_model(row) for row in rows}
 
 
 def board_version(problem_set: ProblemSet | None) -> tuple[int, object]:
