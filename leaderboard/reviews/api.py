@@ -66,7 +66,6 @@ class TrailSerializer(serializers.ModelSerializer):
 # A verdict as a POST carries it; the body names the kernel only where the URL does not. (A
 # comment, not a docstring, which the schema would show.)
 class VerdictInSerializer(serializers.Serializer):
-
     kernel = serializers.PrimaryKeyRelatedField(queryset=Kernel.objects.all())
     verdict = serializers.ChoiceField(choices=Review.Verdict.choices)
     note = serializers.CharField(required=False, allow_blank=True, max_length=reviews.NOTE_MAX_LENGTH, default="")

@@ -1,13 +1,13 @@
 """Reviewer pages: the review queue, the verdict and report forms of the kernel page, sign-in.
 
-Thin views: rules live in leaderboard/reviews.py; access checks in the `_get_kernel_for_*` helpers.
+Thin views: rules live in leaderboard.reviews.services, forms in leaderboard.reviews.forms; access
+checks in the `_get_kernel_for_*` helpers.
 """
 
 from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
@@ -19,57 +19,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from leaderboard.models import Kernel, KernelReport, LanguageModel, Review
+from leaderboard.models import Kernel
 from leaderboard.reviews import services as reviews
-from problems.models import LEVELS
+from leaderboard.reviews.forms import QueueFilterForm, ReportForm, VerdictForm
 
 QUEUE_PAGE_SIZE = 25
-NOTE_MAX_LENGTH = 5000
-
-
-class VerdictForm(forms.Form):
-    verdict = forms.ChoiceField(choices=Review.Verdict.choices)
-    note = forms.CharField(required=False, max_length=NOTE_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 3}))
-
-
-class ReportForm(forms.Form):
-    reason = forms.CharField(
-        max_length=KernelReport.REASON_MAX_LENGTH,
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="What looks wrong: a timing trick, a wrong result for other inputs, a copied reference...",
-    )
-
-
-class QueueFilterForm(forms.Form):
-    flag = forms.ChoiceField(required=False)
-    level = forms.TypedChoiceField(
-        required=False, coerce=int, empty_value=None, choices=[("", "any")] + [(n, f"Level {n}") for n in LEVELS]
-    )
-    model = forms.ChoiceField(required=False)
-    reason = forms.ChoiceField(required=False, choices=[("", "any")] + list(reviews.QUEUE_REASONS.items()))
-    sort = forms.ChoiceField(required=False, choices=list(reviews.QUEUE_SORTS.items()))
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.fields["flag"].choices = [("", "any")] + [(code, code) for code, _ in reviews.flag_choices()]
-        self.fields["model"].choices = [("", "any")] + list(
-            LanguageModel.objects.filter(runs__kernels__isnull=False)
-            .distinct()
-            .order_by("name")
-            .values_list("slug", "name")
-        )
-
-    def filters(self) -> reviews.QueueFilters:
-        """The filters asked for; a value that is not a choice is ignored (and shown as an error)."""
-        self.is_valid()
-        data = {name: self.cleaned_data.get(name) for name in self.fields if name not in self.errors}
-        return reviews.QueueFilters(
-            flag=data.get("flag") or None,
-            level=data.get("level"),
-            model=data.get("model") or None,
-            reason=data.get("reason") or None,
-            sort=data.get("sort") or "date",
-        )
 
 
 def _get_kernel_for_reviewer(request: HttpRequest, pk: int) -> Kernel:
@@ -93,7 +47,7 @@ def _kernel_anchor(kernel: Kernel) -> str:
 
 
 @login_required(login_url="review-sign-in")
-def review_queue(request: HttpRequest) -> HttpResponse:
+def queue_page(request: HttpRequest) -> HttpResponse:
     if not reviews.can_review(request.user):
         raise PermissionDenied("The review queue is for reviewers.")
     form = QueueFilterForm(request.GET or None)
@@ -127,7 +81,7 @@ def review_kernel(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-def report_kernel(request: HttpRequest, pk: int) -> HttpResponse:
+def post_report(request: HttpRequest, pk: int) -> HttpResponse:
     if not request.user.is_authenticated:
         kernel = get_object_or_404(Kernel, pk=pk)
         return redirect(f"{reverse('review-sign-in')}?{urlencode({'next': _kernel_anchor(kernel)})}")

@@ -13,7 +13,7 @@ from django.conf import settings
 
 from leaderboard.models import Kernel, KernelReport, Review
 from leaderboard.reviews import services as reviews
-from leaderboard.reviews.views import ReportForm, VerdictForm
+from leaderboard.reviews.forms import ReportForm, VerdictForm
 
 register = template.Library()
 
