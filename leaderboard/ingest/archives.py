@@ -20,6 +20,8 @@ from typing import IO, Any
 
 from django.conf import settings
 
+from leaderboard.ingest import generation_config
+from leaderboard.ingest.generation_config import CONFIG_NAME
 from leaderboard.ingest.uploads import RowErrors, decode_upload, strict_json
 from leaderboard.models import Kernel
 from problems.importing import checked_int, whole_number
@@ -72,6 +74,7 @@ class Bundle:
     kernels: list[KernelFile]
     results: Any = None  # the parsed eval_results.json, if any
     ignored: list[str] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)  # import defaults from generation_config.yaml
 
 
 def _check_source(name: str, source: str, limits: Limits) -> None:
@@ -211,7 +214,7 @@ def _select_members(infos: list[zipfile.ZipInfo], limits: Limits) -> tuple[list[
         base = _base(info.filename)
         if info.is_dir() or base.startswith("._") or "__MACOSX/" in info.filename:
             continue  # folders, macOS resource forks
-        if not (KERNEL_NAME.match(base) or base == RESULTS_NAME):
+        if not (KERNEL_NAME.match(base) or base in (RESULTS_NAME, CONFIG_NAME)):
             ignored.append(info.filename)
         elif base in seen:
             errors.append(f"{info.filename}: a second file named {base} (first: {seen[base]})")
@@ -264,8 +267,10 @@ def _bundle(files: dict[str, str], results_text: str | None, ignored: list[str],
     if errors:
         raise RowErrors(errors)
     results = load_json(RESULTS_NAME, results_text) if results_text is not None else None
+    config_text = files.pop(CONFIG_NAME, None)
     bundle = from_files(files, results, limits)
     bundle.ignored = ignored
+    bundle.config = generation_config.parse(config_text) if config_text is not None else {}
     return bundle
 
 
@@ -285,7 +290,7 @@ def read_folder(path: Path, limits: Limits | None = None) -> Bundle:
             if count > limits.entries:
                 raise RowErrors([f"{path}: more than {limits.entries} files"])
             file = Path(root) / base
-            if not (KERNEL_NAME.match(base) or base == RESULTS_NAME) or file.is_symlink():
+            if not (KERNEL_NAME.match(base) or base in (RESULTS_NAME, CONFIG_NAME)) or file.is_symlink():
                 ignored.append(str(file.relative_to(path)))
                 continue
             if file.stat().st_size > limits.cap(base):

@@ -43,7 +43,7 @@ from leaderboard.ingest.archives import (
 )
 from leaderboard.ingest.reported_scores import match_lab, match_model
 from leaderboard.ingest.uploads import RowErrors
-from leaderboard.models import Evaluation, Kernel, Origin, Run, guess_backend
+from leaderboard.models import Evaluation, Kernel, Origin, Precision, Run, guess_backend
 from problems.importing import CREATED, DIGITS, ImportReport, checked_int, upsert, whole_number
 from problems.models import Baseline, Hardware, Problem, ProblemSet
 
@@ -213,6 +213,8 @@ class RunSpec:
     organization: str = ""
     level: int | None = None
     notes: str = ""
+    precision: str = Precision.FP32
+    samples: int | None = None  # samples per problem the run asked for (generation_config.yaml's num_samples)
 
 
 @dataclass
@@ -342,9 +344,13 @@ def _store_run_row(plan: _Plan) -> Run:
             "hardware": spec.hardware,
             "setting": spec.setting,
             "name": spec.name,
+            "precision": spec.precision,
             "origin": Origin.IMPORTED,
         },
-        {"samples_per_problem": max(kernel.sample for kernel in plan.kernels) + 1, "notes": spec.notes},
+        {
+            "samples_per_problem": max(spec.samples or 1, max(kernel.sample for kernel in plan.kernels) + 1),
+            "notes": spec.notes,
+        },
     )
     if outcome == CREATED and plan.user is not None:
         Run.objects.filter(pk=run.pk).update(created_by=plan.user)
