@@ -19,6 +19,7 @@ from leaderboard.api.common import check_body_size, query_choice, query_text, ru
 from leaderboard.api.imports import ImportResultSerializer, RowErrorsSerializer, import_counts, row_errors_reply
 from leaderboard.api.parsers import StrictJSONParser
 from leaderboard.api.permissions import CanImportRun, CanRequestEvaluation
+from leaderboard.ingest.generation_config import with_defaults
 from leaderboard.ingest.run_import import (
     RunSpec,
     default_problem_set,
@@ -29,7 +30,7 @@ from leaderboard.ingest.run_import import (
     verify_run,
 )
 from leaderboard.ingest.uploads import RowErrors
-from leaderboard.models import Origin, Run
+from leaderboard.models import Origin, Precision, Run
 from problems.models import Hardware, ProblemSet
 
 
@@ -54,6 +55,7 @@ class RunSerializer(serializers.ModelSerializer):
             "setting",
             "turns",
             "samples_per_problem",
+            "precision",
             "origin",
             "notes",
             "kernel_count",
@@ -64,7 +66,11 @@ class RunSerializer(serializers.ModelSerializer):
 class RunImportSerializer(serializers.Serializer):
     """How an uploaded run is described; the kernels come as a zip `file` or a JSON `kernels` map."""
 
-    model = serializers.CharField(max_length=120, help_text="Matched case-insensitively, or created.")
+    model = serializers.CharField(
+        max_length=120,
+        required=False,
+        help_text="Matched case-insensitively, or created. Default: the upload's generation_config.yaml model_name.",
+    )
     organization = serializers.CharField(max_length=120, required=False, allow_blank=True)
     hardware = HardwareField(help_text="Slug or name, case-insensitive.")
     problem_set = SlugField(
@@ -83,6 +89,15 @@ class RunImportSerializer(serializers.Serializer):
         help_text="The level that bare problem ids in eval_results refer to, when the kernels span levels.",
     )
     notes = serializers.CharField(required=False, allow_blank=True, default="")
+    precision = serializers.ChoiceField(choices=Precision.choices, required=False, default=Precision.FP32)
+    samples = serializers.IntegerField(
+        min_value=1, max_value=10_000, required=False, allow_null=True, help_text="Samples per problem asked for."
+    )
+
+    def validate(self, data: dict) -> dict:
+        if not (data.get("model") or "").strip():
+            raise ValidationError({"model": "give the model (the upload has no generation_config.yaml model_name)"})
+        return data
 
 
 class RunUploadSerializer(RunImportSerializer):
@@ -123,9 +138,9 @@ def read_run_upload(request):
         else:
             document, bundle = read_json_upload(upload.read())
             fields = {**document, **{k: v for k, v in data.items() if k != "file"}}
-        if not fields.get("name"):
-            fields["name"] = PurePath(upload.name or "").stem[:200]  # like the command: the file's name
-        return fields, bundle
+        if not fields.get("name"):  # like the command: generation_config.yaml's run_name, else the file's name
+            fields["name"] = bundle.config.get("name") or PurePath(upload.name or "").stem[:200]
+        return with_defaults(fields, bundle.config), bundle
     if isinstance(data, dict) and "kernels" in data:
         fields = {key: value for key, value in data.items() if key not in ("kernels", "eval_results")}
         shape = RunJsonSerializer(data=data)
@@ -146,6 +161,8 @@ def run_spec(spec: dict) -> RunSpec:
         organization=spec.get("organization", ""),
         level=spec.get("level"),
         notes=spec["notes"],
+        precision=spec["precision"],
+        samples=spec.get("samples"),
     )
 
 

@@ -2,10 +2,13 @@
 import its defaults: model, level, prompt option, samples, precision, name; flags override them."""
 
 import io
+import zipfile
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
+from rest_framework.authtoken.models import Token
 
 from leaderboard.ingest import generation_config
 from leaderboard.ingest.uploads import RowErrors
@@ -73,3 +76,29 @@ def test_without_the_file_the_model_is_needed(imported_checkout, tmp_path):
     Hardware.objects.create(slug="h100", name="H100")
     with pytest.raises(CommandError, match="give --model"):
         import_run(str(run_folder(tmp_path, config=None)), "--hardware", "h100")
+
+
+
+def upload(config: str, name: str) -> io.BytesIO:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("r/level_1_problem_1_sample_0_kernel.py", KERNEL)
+        archive.writestr("r/generation_config.yaml", config)
+    buffer.seek(0)
+    buffer.name = name
+    return buffer
+
+
+def test_the_api_takes_the_files_defaults_too(client, imported_checkout):
+    Hardware.objects.create(slug="h200", name="NVIDIA H200")
+    user = User.objects.create_user("ingestor")
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["add_run", "add_kernel", "add_evaluation"]))
+    auth = {"HTTP_AUTHORIZATION": f"Token {Token.objects.create(user=user).key}"}
+    sent = upload(SAVED.replace("precision: fp32", "precision: fp16"), "upload.zip")
+    response = client.post("/api/v1/runs/import/", {"file": sent, "hardware": "h200"}, **auth)
+    assert response.status_code == 201, response.content
+    run = response.json()["run"]
+    assert (run["model"], run["name"], run["precision"], run["setting"]) == ("gpt-4o", "my_run", "fp16", "one-shot")
+    bare = upload(SAVED.replace("model_name: gpt-4o", "model_name: None"), "bare.zip")
+    refused = client.post("/api/v1/runs/import/", {"file": bare, "hardware": "h200"}, **auth)
+    assert refused.status_code == 400 and "model" in refused.json()
