@@ -7,8 +7,7 @@ urlpatterns = [
     path("api/v1/", include("leaderboard.reviews.api")),  # reviews' extra endpoints; the rest falls through
     path("api/v1/", include("leaderboard.runs.api")),  # a run's problems, progress, scores, comparison, export
     path("api/", include("leaderboard.api.urls")),
-    path("", include("leaderboard.api.urls_pages")),
-    path("", include("leaderboard.reviews.urls")),  # the reviewer workflow (issue 7)
-    path("", include("leaderboard.runs.urls")),  # /runs/<id>/ (issue 14)
+    path("", include("leaderboard.reviews.urls")),  # the reviewer workflow
+    path("", include("leaderboard.runs.urls")),  # /runs/<id>/
     path("", include("leaderboard.urls")),
 ]

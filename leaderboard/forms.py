@@ -1,4 +1,4 @@
-"""The problem page's "submit a kernel" form: the same rules as POST /api/v1/submissions/."""
+"""Forms of the pages: the problem page's "submit a kernel" (the same rules as POST /api/v1/submissions/)."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ urlpatterns = [
     path("models/<slug:slug>/", views.model_detail, name="model-detail"),
     path("problems/", views.problems_index, name="problems"),
     path("problems/<int:pk>/", views.problem_detail, name="problem-detail"),
+    path("problems/<int:pk>/submit/", views.problem_submit, name="problem-submit"),
     path("kernels/<int:pk>/", views.kernel_detail, name="kernel-detail"),
     path("reported/", views.reported_index, name="reported"),
     path("search/", views.search, name="search"),

@@ -4,11 +4,17 @@ diffs); a view picks those reads and renders its template."""
 
 from __future__ import annotations
 
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
 
 from leaderboard.evaluations import progress as lifecycle
+from leaderboard.forms import SubmissionForm
+from leaderboard.ingest.submissions import submit_kernel
 from leaderboard.models import Evaluation, LanguageModel, Origin
 from leaderboard.reads import charts, level_table, queries
 from leaderboard.reads.diffs import compute_diff, highlight_python
@@ -17,6 +23,7 @@ from leaderboard.reads.standings import fast_p_curves
 from problems.models import LEVELS, Problem, ProblemSet
 
 PER_PAGE = 50
+SUBMIT_PERMISSION = "leaderboard.add_kernel"
 
 
 def _page(request: HttpRequest, items, per_page: int = PER_PAGE, param: str = "page") -> Page:
@@ -180,6 +187,34 @@ def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "charts": {"speedups": charts.speedup_bars(queries.problem_speedups(problem))},
     }
     return render(request, "leaderboard/problem_detail.html", context)
+
+
+def _problem_for_submitter(request: HttpRequest, pk: int) -> Problem:
+    if not request.user.has_perm(SUBMIT_PERMISSION):
+        raise PermissionDenied("Submitting kernels needs the leaderboard.add_kernel permission.")
+    return get_object_or_404(Problem.objects.select_related("problem_set"), pk=pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def problem_submit(request: HttpRequest, pk: int) -> HttpResponse:
+    """The problem page's "submit a kernel": the form, and on a valid POST the kernel saved and queued."""
+    problem = _problem_for_submitter(request, pk)
+    form = SubmissionForm(request.POST or None, request.FILES or None, problem=problem)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        evaluation = submit_kernel(
+            problem=problem,
+            source=data["source"],
+            hardware=data["hardware"],
+            model=data.get("model"),
+            run=data.get("run"),
+            user=request.user,
+        )
+        messages.success(request, f"Kernel {evaluation.kernel_id} saved; evaluation {evaluation.pk} is queued.")
+        return redirect("kernel-detail", evaluation.kernel_id)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "leaderboard/submit_kernel.html", {"problem": problem, "form": form}, status=status)
 
 
 # ---------------------------------------------------------------------------------------------
