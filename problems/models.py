@@ -64,9 +64,6 @@ class ProblemSet(models.Model):
 
 
 class ProblemQuerySet(models.QuerySet):
-    def in_level(self, level: int) -> ProblemQuerySet:
-        return self.filter(level=level)
-
     def search(self, text: str) -> ProblemQuerySet:
         return self.filter(models.Q(name__icontains=text) | models.Q(tags__icontains=text))
 
