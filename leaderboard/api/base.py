@@ -8,7 +8,6 @@ from rest_framework import serializers, viewsets
 from rest_framework.renderers import BrowsableAPIRenderer
 
 from leaderboard.api.renderers import AsciiJSONRenderer
-from leaderboard.api.throttling import WriteRateThrottle
 from problems.models import Hardware
 
 
@@ -23,7 +22,6 @@ class ReadOnly(viewsets.ReadOnlyModelViewSet):
     # description of every viewset that has none of its own.)
 
     detail_serializer_class: type[serializers.Serializer] | None = None
-    throttle_classes = [WriteRateThrottle]
     renderer_classes = [AsciiJSONRenderer, BrowsableAPIRenderer]
     lookup_value_regex = r"\d+"  # ids; viewsets looked up by slug say so
 

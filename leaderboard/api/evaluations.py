@@ -15,7 +15,6 @@ from problems.models import Hardware
 
 # An evaluation as a kernel shows it (its latest, and its history).
 class EvaluationBriefSerializer(serializers.ModelSerializer):
-
     class Meta:
         model = Evaluation
         fields = ["id", "origin", "state", "status", "compiled", "correct", "speedup", "finished_at"]

@@ -15,7 +15,6 @@ from leaderboard.api.common import check_body_size, submission_max_bytes
 from leaderboard.api.parsers import StrictJSONParser
 from leaderboard.api.permissions import CanSubmitKernel
 from leaderboard.api.renderers import AsciiJSONRenderer
-from leaderboard.api.throttling import WriteRateThrottle
 from leaderboard.ingest.submissions import SubmissionError, check_source, check_target, submit_kernel
 from leaderboard.models import LanguageModel, Run
 from problems.models import Problem
@@ -59,7 +58,6 @@ class SubmissionResultSerializer(serializers.Serializer):
 
 class SubmissionView(APIView):
     permission_classes = [CanSubmitKernel]
-    throttle_classes = [WriteRateThrottle]
     renderer_classes = [AsciiJSONRenderer, BrowsableAPIRenderer]
     parser_classes = [StrictJSONParser, MultiPartParser]
 

@@ -8,7 +8,8 @@ main API):
 
 `post_verdict` is the API's one way to record a verdict: the view here and the main API's
 POST /api/v1/reviews/ (leaderboard/api/reviews.py) both call it. Every write goes through
-leaderboard.reviews.services, like the pages.
+leaderboard.reviews.services, like the pages. Writes are throttled by the API's default throttle
+(leaderboard.api.throttling.WriteRateThrottle, named in settings.REST_FRAMEWORK).
 """
 
 from __future__ import annotations
@@ -21,25 +22,11 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
-from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import APIView
 
 from leaderboard.models import Kernel, KernelReport, Review
 from leaderboard.reviews import services as reviews
 from problems.models import LEVELS
-
-
-class ReviewWriteThrottle(UserRateThrottle):
-    """Writes share the API's "writes" rate (settings.REST_FRAMEWORK); reads are not throttled."""
-
-    scope = "writes"
-
-    def get_rate(self) -> str | None:
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
-
-    def allow_request(self, request, view) -> bool:
-        return request.method in SAFE_METHODS or super().allow_request(request, view)
 
 
 class ReadsOrReviewer(BasePermission):
@@ -178,7 +165,6 @@ def post_verdict(request, kernel: Kernel | None = None) -> reviews.VerdictResult
 
 class KernelReviewsView(APIView):
     permission_classes = [ReadsOrReviewer]
-    throttle_classes = [ReviewWriteThrottle]
 
     @extend_schema(
         summary="A kernel's review state and audit trail (every verdict, newest first)",
@@ -205,7 +191,6 @@ class KernelReviewsView(APIView):
 
 class KernelReportsView(APIView):
     permission_classes = [IsAuthenticated]
-    throttle_classes = [ReviewWriteThrottle]
 
     @extend_schema(
         summary="Report a kernel for review",
