@@ -12,12 +12,11 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from leaderboard.evaluations import progress as lifecycle
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import submit_kernel
-from leaderboard.models import Evaluation, LanguageModel, Origin
-from leaderboard.reads import charts, level_table, queries
-from leaderboard.reads.diffs import compute_diff, highlight_python
+from leaderboard.models import LanguageModel, Origin
+from leaderboard.reads import charts, kernel_page, level_table, queries
+from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
 from leaderboard.reads.standings import fast_p_curves
 from problems.models import LEVELS, Problem, ProblemSet
@@ -223,49 +222,27 @@ def problem_submit(request: HttpRequest, pk: int) -> HttpResponse:
 def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
     kernel = get_object_or_404(queries.kernel_for_page(pk))
     siblings = queries.sibling_kernels(kernel)
-    against = _pick_against(request.GET.get("against"), siblings)
-    view = "unified" if request.GET.get("view") == "unified" else "split"
-    evaluation: Evaluation | None = kernel.latest_evaluation
+    against = kernel_page.pick_against(request.GET.get("against"), siblings)
     history = _page(request, queries.kernel_evaluations(kernel), per_page=20)
-    progress = lifecycle.progress_many(history.object_list)
-    for item in history.object_list:
-        item.progress = progress[item.pk]
-    pending = [item.progress for item in history.object_list if item.state in Evaluation.PENDING_STATES]
-    if evaluation is None and history.object_list:
-        evaluation = kernel.evaluations.select_related("hardware").first()
+    pending = kernel_page.attach_progress(history.object_list)
+    evaluation = kernel_page.described_evaluation(kernel, history.object_list)
     context = {
         "kernel": kernel,
         "run": kernel.run,
         "problem": kernel.problem,
         "source_html": highlight_python(kernel.source, anchor="k"),
-        "reference_diff": compute_diff(
-            kernel.problem.source, kernel.source, "reference (class Model)", f"kernel {kernel.pk}"
-        ),
+        "reference_diff": kernel_page.reference_diff(kernel),
         "siblings": siblings,
         "against": against,
-        "against_diff": compute_diff(against.source, kernel.source, f"kernel {against.pk}", f"kernel {kernel.pk}")
-        if against
-        else None,
-        "view": view,
+        "against_diff": kernel_page.against_diff(kernel, against),
+        "view": "unified" if request.GET.get("view") == "unified" else "split",
         "evaluation": evaluation,
-        "evaluation_demo": bool(
-            evaluation and isinstance(evaluation.environment, dict) and evaluation.environment.get("demo")
-        ),
+        "evaluation_demo": kernel_page.is_demo(evaluation),
         "history": history,
         "pending": pending,
         "charts": {"timing": charts.timing_distributions(evaluation)},
     }
     return render(request, "leaderboard/kernel_detail.html", context)
-
-
-def _pick_against(requested: str | None, siblings):
-    """The sibling kernel to diff against: the one asked for, else the fastest; its source is
-    loaded alone (the list itself carries no sources)."""
-    if not siblings:
-        return None
-    chosen = next((k for k in siblings if requested and str(k.pk) == requested), siblings[0])
-    chosen.source = type(chosen).objects.values_list("source", flat=True).get(pk=chosen.pk)
-    return chosen
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,52 @@
+"""What the kernel page (leaderboard.views.kernel_detail) shows around the kernel itself: the
+sibling it is diffed against, the two diffs, where each evaluation of its history stands, and which
+evaluation the page describes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from leaderboard.evaluations import progress as lifecycle
+from leaderboard.models import Evaluation, Kernel
+from leaderboard.reads.diffs import Diff, compute_diff
+
+
+def pick_against(requested: str | None, siblings: Sequence[Kernel]) -> Kernel | None:
+    """The sibling kernel to diff against: the one asked for, else the fastest; its source is
+    loaded alone (the list itself carries no sources)."""
+    if not siblings:
+        return None
+    chosen = next((k for k in siblings if requested and str(k.pk) == requested), siblings[0])
+    chosen.source = Kernel.objects.values_list("source", flat=True).get(pk=chosen.pk)
+    return chosen
+
+
+def reference_diff(kernel: Kernel) -> Diff:
+    return compute_diff(kernel.problem.source, kernel.source, "reference (class Model)", f"kernel {kernel.pk}")
+
+
+def against_diff(kernel: Kernel, against: Kernel | None) -> Diff | None:
+    if against is None:
+        return None
+    return compute_diff(against.source, kernel.source, f"kernel {against.pk}", f"kernel {kernel.pk}")
+
+
+def attach_progress(history: Sequence[Evaluation]) -> list[lifecycle.Progress]:
+    """Set `.progress` on each evaluation of a history page (one query per hardware for queue
+    positions); returns the progress of those still queued or running."""
+    progress = lifecycle.progress_many(history)
+    for item in history:
+        item.progress = progress[item.pk]
+    return [item.progress for item in history if item.state in Evaluation.PENDING_STATES]
+
+
+def described_evaluation(kernel: Kernel, history: Sequence[Evaluation]) -> Evaluation | None:
+    """The evaluation the page describes: the kernel's latest, else (none finished yet) its newest."""
+    if kernel.latest_evaluation is not None or not history:
+        return kernel.latest_evaluation
+    return kernel.evaluations.select_related("hardware").first()
+
+
+def is_demo(evaluation: Evaluation | None) -> bool:
+    """Whether the evaluation was made up by seed_demo (its environment says so)."""
+    return bool(evaluation and isinstance(evaluation.environment, dict) and evaluation.environment.get("demo"))
