@@ -136,7 +136,7 @@ def rerun_hardware(kernel: Kernel) -> Hardware:
 @transaction.atomic
 def record_verdict(kernel: Kernel, reviewer, verdict: str, note: str = "") -> VerdictResult:
     """Add a verdict (the kernel's earlier ones stay). "Needs rerun" queues a fresh evaluation
-    through jobs.request_evaluation, unless one is already waiting for that kernel and hardware."""
+    (request_evaluation), unless one is already waiting for that kernel and hardware."""
     if not can_review(reviewer):
         raise PermissionDenied("Recording a verdict needs the leaderboard.add_review permission.")
     if verdict not in Review.Verdict.values:
