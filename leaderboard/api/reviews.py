@@ -10,9 +10,8 @@ from rest_framework.response import Response
 
 from leaderboard.api.base import ReadOnly, query_param
 from leaderboard.api.common import check_body_size, query_choice, query_int
-from leaderboard.api.permissions import CanAddReview
 from leaderboard.models import Kernel, Review
-from leaderboard.reviews.api import post_verdict
+from leaderboard.reviews.api import ReadsOrReviewer, post_verdict
 from leaderboard.reviews.services import NOTE_MAX_LENGTH
 
 VERDICT_BODY_MAX_BYTES = 100_000
@@ -39,7 +38,7 @@ class ReviewViewSet(mixins.CreateModelMixin, ReadOnly):
     """Reviewers' verdicts on kernels (an audit trail; the latest counts)."""
 
     serializer_class = ReviewSerializer  # reads, and the schema of a POST's body and reply
-    permission_classes = [CanAddReview]
+    permission_classes = [ReadsOrReviewer]  # as POST /api/v1/kernels/<id>/reviews/
 
     def get_queryset(self):
         reviews = Review.objects.select_related("reviewer").order_by("-created_at", "-pk")
