@@ -8,7 +8,7 @@ PORT ?= 8000
 RUNTIME_APT := redis-server
 TEST_APT := redis-server chromium postgresql
 
-.PHONY: run test setup setup-test apt-runtime apt-test lint bench clean
+.PHONY: run test setup setup-test apt-runtime apt-test lint bench bench-web clean
 
 run: setup
 	$(PY) manage.py migrate --noinput
@@ -34,12 +34,15 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 
-$(VENV)/.requirements-installed: requirements.txt | $(VENV)/bin/python
+# The project itself, editable and without dependencies: it installs the client's `kbl` command.
+$(VENV)/.requirements-installed: requirements.txt pyproject.toml | $(VENV)/bin/python
 	$(VENV)/bin/pip install -q -r requirements.txt
+	$(VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
-$(VENV)/.dev-requirements-installed: requirements.txt requirements-dev.txt | $(VENV)/bin/python
+$(VENV)/.dev-requirements-installed: requirements.txt requirements-dev.txt pyproject.toml | $(VENV)/bin/python
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	$(VENV)/bin/pip install -q --no-deps -e .
 	touch $(VENV)/.requirements-installed $@
 
 # Needs only the virtual environment (no Debian packages, so no apt or network once the venv is
@@ -50,6 +53,11 @@ lint: $(VENV)/.dev-requirements-installed
 
 bench: setup
 	$(PY) benchmarks/evaluation_selfcheck.py
+
+# Pages at the field's size (issue 13; results in docs/performance.md): SCALE=20k (a minute) or 1.3M.
+SCALE ?= 20k
+bench-web: setup-test
+	SCALE=$(SCALE) PY=$(PY) bash benchmarks/web/run.sh
 
 clean:
 	rm -rf $(VENV) staticfiles .pytest_cache

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The web benchmark of issue 13 (`make bench-web SCALE=1.3M`): a throwaway PostgreSQL, the
+# field-sized dataset generated through the project's models, gunicorn with 2 workers and the
+# production settings, then p50/p95 per page and API endpoint, query counts and write timings.
+set -euo pipefail
+SCALE=${SCALE:-20k}
+PY=${PY:-.venv/bin/python}
+REPEAT=${REPEAT:-20}
+if [ -z "${BENCH_IN_POSTGRES:-}" ]; then
+  BENCH_IN_POSTGRES=1 exec bash tests/with-postgres.sh bash "$0" "$@"
+fi
+pg_port=$(echo "$DATABASE_URL" | sed -E 's#.*:([0-9]+)/.*#\1#')
+runuser -u postgres -- createdb -h 127.0.0.1 -p "$pg_port" kernelbench
+work=$(mktemp -d /tmp/kb-bench-web.XXXXXX)
+trap 'kill $gunicorn_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+export DJANGO_SETTINGS_MODULE=config.settings_production SECRET_KEY=bench-only SECURE_SSL_REDIRECT=0
+export STATIC_ROOT="$work/static" KB_VAR_DIR="$work/var" LOG_LEVEL=WARNING
+mkdir -p "$work/var"
+echo "== dataset (SCALE=$SCALE)"
+$PY manage.py migrate -v0
+$PY manage.py bench_web generate --scale "$SCALE" | grep -v "kernels and evaluations:\|re-scored\|verified"
+$PY manage.py collectstatic --noinput -v0
+echo "== SQL queries per page (after one warm-up request)"
+$PY manage.py bench_web queries
+$PY manage.py bench_web urls >"$work/urls.txt"
+cookie=$($PY manage.py bench_web session)
+web_port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+$PY -m gunicorn -c site/gunicorn.conf.py --workers 2 --threads 1 --access-logfile /dev/null \
+  --bind "127.0.0.1:$web_port" config.wsgi >"$work/gunicorn.log" 2>&1 &
+gunicorn_pid=$!
+for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$web_port/" && break; sleep 0.2; done
+echo "== HTTP: gunicorn, 2 workers, production settings; $REPEAT sequential requests per URL after warm-up"
+$PY benchmarks/web/http_bench.py --base "http://127.0.0.1:$web_port" --urls "$work/urls.txt" --cookie "$cookie" --repeat "$REPEAT"
+kill $gunicorn_pid
+echo "== writes"
+$PY manage.py bench_web writes
