@@ -1,0 +1,3 @@
+from kbl.cli import main
+
+raise SystemExit(main())

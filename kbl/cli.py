@@ -1,0 +1,169 @@
+"""kbl's commands. Exit status: 0 done; 1 something failed (an evaluation failed, a kernel was not
+correct, waiting timed out); 2 bad usage; 3 the site refused or could not be reached."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kbl import __version__, display
+from kbl.bundle import read_upload
+from kbl.config import settings
+from kbl.errors import ApiError, UsageError
+from kbl.http import Api
+
+FAILED, USAGE, API = 1, 2, 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=argparse.SUPPRESS, help="the site (default: $KBL_URL, the config file)")
+    common.add_argument("--token", default=argparse.SUPPRESS, help="API token (default: $KBL_TOKEN, the config file)")
+    parser = argparse.ArgumentParser(prog="kbl", description="The KernelBench leaderboard's client.", parents=[common])
+    parser.add_argument("--version", action="version", version=f"kbl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=text, parents=[common])
+
+    submit = command("submit", "import a KernelBench run folder or zip")
+    submit.add_argument("path", type=Path, help="run folder, .zip or .json")
+    submit.add_argument("--model", help="default: the folder's generation_config.yaml")
+    submit.add_argument("--hardware", required=True, help="slug or name, e.g. h200")
+    for name in ("set", "setting", "name", "precision", "organization"):
+        submit.add_argument(f"--{name}")
+    submit.add_argument("--verify", action="store_true", help="evaluate every kernel here too")
+    submit.add_argument("--wait", action="store_true", help="wait for the verification, then print fast_p")
+    _waiting(submit)
+    status = command("status", "a run's verification progress and fast_p")
+    status.add_argument("run", type=int)
+    status.add_argument("--wait", action="store_true")
+    _waiting(status)
+    kernel = command("kernel", "submit one kernel for evaluation")
+    kernel.add_argument("problem", type=int, help="the problem's id (see /problems/)")
+    kernel.add_argument("kernel", type=Path, help="a Python file defining class ModelNew")
+    kernel.add_argument("--hardware", required=True)
+    kernel.add_argument("--model", help="the model's slug (default: $KBL_MODEL); or give --run")
+    kernel.add_argument("--run", type=int, help="add the kernel to this run instead")
+    kernel.add_argument("--wait", action="store_true")
+    _waiting(kernel)
+    export = command("export", "a run as a KernelBench run folder (zip)")
+    export.add_argument("run", type=int)
+    export.add_argument("-o", "--output", type=Path, required=True)
+    export.add_argument("--level", type=int, choices=[1, 2, 3, 4])
+    return parser
+
+
+def _waiting(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--interval", type=float, default=2.0, help="seconds between polls")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="give up waiting after this many seconds")
+
+
+def wait_for_run(api: Api, run: int, interval: float, timeout: float) -> dict[str, Any]:
+    """Poll the run's progress with a progress bar until nothing is queued or running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        progress = api.get(f"/api/v1/runs/{run}/progress/")
+        display.progress_bar(progress)
+        if progress["pending"] == 0:
+            sys.stderr.write("\n")
+            return progress
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"run {run}: still {progress['label']} after {timeout:g} s")
+        time.sleep(interval)
+
+
+def report_run(api: Api, run: int) -> int:
+    scores = api.get(f"/api/v1/runs/{run}/scores/")
+    print(display.fast_p_table(scores))
+    progress = scores["progress"]
+    print(f"{progress['label']} · {api.settings.url}/runs/{run}/")
+    return FAILED if progress["failed"] else 0
+
+
+def submit(api: Api, args: argparse.Namespace) -> int:
+    filename, data = read_upload(args.path)
+    fields = {"hardware": args.hardware, "model": args.model, "problem_set": args.set, "setting": args.setting,
+              "name": args.name, "precision": args.precision, "organization": args.organization}  # fmt: skip
+    reply = api.upload("/api/v1/runs/import/", {k: v for k, v in fields.items() if v}, {"file": (filename, data)})
+    run = reply["run"]["id"]
+    kernels = reply["kernels"]
+    print(
+        f"run {run}: {kernels['created']} kernels created, {kernels['unchanged']} unchanged · {api.settings.url}/runs/{run}/"
+    )
+    for warning in reply.get("warnings", []):
+        print(f"  warning: {warning}", file=sys.stderr)
+    if args.verify:
+        queued = api.post(f"/api/v1/runs/{run}/verify/")
+        print(f"queued {queued['queued']} evaluations ({queued['skipped']} already waiting)")
+    if args.wait:
+        wait_for_run(api, run, args.interval, args.timeout)
+    return report_run(api, run)
+
+
+def status(api: Api, args: argparse.Namespace) -> int:
+    if args.wait:
+        wait_for_run(api, args.run, args.interval, args.timeout)
+    return report_run(api, args.run)
+
+
+def kernel(api: Api, args: argparse.Namespace) -> int:
+    try:
+        source = args.kernel.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.kernel}: {exc.strerror}") from None
+    body = {"problem": args.problem, "source": source, "hardware": args.hardware}
+    if args.run:
+        body["run"] = args.run
+    elif model := args.model or os.environ.get("KBL_MODEL"):
+        body["model"] = model
+    reply = api.post("/api/v1/submissions/", body)
+    print(
+        f"evaluation {reply['id']} of kernel {reply['kernel']}: {reply['status']} · {api.settings.url}/kernels/{reply['kernel']}/"
+    )
+    if not args.wait:
+        return 0
+    deadline = time.monotonic() + args.timeout
+    while (evaluation := api.get(f"/api/v1/evaluations/{reply['id']}/"))["state"] in ("queued", "running"):
+        display.progress_bar({"total": 1, "evaluated": 0, "failed": 0, "label": evaluation["progress"]["label"]})
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"evaluation {reply['id']}: still {evaluation['state']} after {args.timeout:g} s")
+        time.sleep(args.interval)
+    sys.stderr.write("\n")
+    speedup = evaluation.get("speedup")
+    print(f"{evaluation['state']}: {evaluation.get('status') or evaluation['progress']['label']}"
+          + (f", speedup {speedup:.2f}x" if speedup else ""))  # fmt: skip
+    return 0 if evaluation.get("correct") else FAILED
+
+
+def export(api: Api, args: argparse.Namespace) -> int:
+    query = f"?level={args.level}" if args.level else ""
+    data = api.request("GET", f"/api/v1/runs/{args.run}/export/{query}")
+    args.output.write_bytes(data)
+    print(f"wrote {args.output} ({len(data)} bytes): run {args.run} as a KernelBench run folder")
+    return 0
+
+
+COMMANDS = {"submit": submit, "status": status, "kernel": kernel, "export": export}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        api = Api(settings(getattr(args, "url", None), getattr(args, "token", None)))
+        return COMMANDS[args.command](api, args)
+    except UsageError as exc:
+        print(f"kbl: {exc}", file=sys.stderr)
+        return USAGE
+    except ApiError as exc:
+        print(f"kbl: {exc}", file=sys.stderr)
+        return API
+    except TimeoutError as exc:
+        print(f"kbl: {exc}", file=sys.stderr)
+        return FAILED
+    except KeyboardInterrupt:
+        return 130
