@@ -1,0 +1,77 @@
+"""Replay issue 12's numbered repros against a live site and print, for each, the statuses and
+whether the row counts stayed the same.
+
+The site: gunicorn with 4 worker processes, redis-server as the cache (the write limit shared by
+every worker), API_WRITE_RATE=10/min, on a database of its own (SQLite in a temporary folder, or
+DATABASE_URL's PostgreSQL server, where a fresh database is made).
+
+    .venv/bin/python benchmarks/hardening_replay.py
+    .venv/bin/python benchmarks/hardening_replay.py --no-redis   # the cache per worker: case 5 fails
+    bash tests/with-postgres.sh .venv/bin/python benchmarks/hardening_replay.py   # on PostgreSQL
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def database_url(workdir: Path) -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith("postgres"):
+        return f"sqlite:///{workdir / 'replay.sqlite3'}"
+    import psycopg  # deferred: only for PostgreSQL
+
+    base, _, _name = url.rpartition("/")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as connection:
+        connection.execute("DROP DATABASE IF EXISTS kb_replay")
+        connection.execute("CREATE DATABASE kb_replay")
+    return f"{base}/kb_replay"
+
+
+def main() -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="kb-replay-"))
+    env = {
+        "DATABASE_URL": database_url(workdir),
+        "KB_VAR_DIR": str(workdir / "var"),
+        "API_WRITE_RATE": "10/min",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    os.environ.update(env)
+    os.environ.pop("REDIS_URL", None)
+    import django  # deferred: settings come from the environment set above
+
+    django.setup()
+    from django.core.management import call_command
+
+    from tests.integration.live_site import LiveSite, replay, seed
+
+    call_command("migrate", verbosity=0)
+    data = seed()
+    # --no-redis: local-memory cache, one count per worker (what issue 12 found: the limit leaks).
+    site = LiveSite(workdir, env, workers=4, redis="--no-redis" not in sys.argv).start()
+    try:
+        outcomes = replay(site, data)
+    finally:
+        site.stop()
+    cache = "redis" if site.redis else "local memory (per worker)"
+    print(f"database: {env['DATABASE_URL'].split('@')[-1]}; gunicorn: 4 workers; cache: {cache}; API_WRITE_RATE=10/min")
+    print(f"{'case':40} {'ok':3} {'rows same':9} statuses")
+    for outcome in outcomes:
+        print(f"{outcome.case:40} {'yes' if outcome.ok else 'NO':3} {'yes' if outcome.counts_unchanged else 'NO':9} "
+              f"{' '.join(map(str, outcome.statuses))}  {outcome.note}")
+        if not outcome.ok:
+            for body in outcome.bodies:
+                print("      ", body[:200].replace("\n", " "))
+    failed = [o.case for o in outcomes if not (o.ok and o.counts_unchanged)]
+    print("all cases hold" if not failed else f"FAILED: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
