@@ -14,6 +14,15 @@ from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Production's policy (config/settings_production.py). No inline script anywhere: figures' data
+# travel in json_script blocks, which do not run, and code is static. Styles allow 'unsafe-inline':
+# plotly.js writes its own <style> element and style attributes. Images allow data: and blob: for
+# plotly's "download plot" button. tests/browser/test_csp_in_browser.py renders every page under it.
+PRODUCTION_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
 
 
 def bad_query_parameter(request) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_int, env_str
+from config.middleware import PRODUCTION_POLICY
 from config.settings import *  # noqa: F403
 
 if not env_str("SECRET_KEY"):
@@ -24,12 +25,5 @@ SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-# No inline script anywhere (figures' data travel in json_script blocks, which do not run; code is
-# static). Styles allow 'unsafe-inline': plotly.js writes its own <style> and style attributes.
-# Images allow data: and blob: for plotly's "download plot" button.
-CONTENT_SECURITY_POLICY = env_str(
-    "CONTENT_SECURITY_POLICY",
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
-    "font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; "
-    "frame-ancestors 'none'",
-)
+# Content-Security-Policy on every response (config/middleware.py says why each source is allowed).
+CONTENT_SECURITY_POLICY = env_str("CONTENT_SECURITY_POLICY", PRODUCTION_POLICY)
