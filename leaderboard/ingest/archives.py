@@ -102,14 +102,15 @@ def kernel_numbers(name: str, match: re.Match) -> tuple[int, int, int]:
     ValueError naming the file and the part at fault. (A level that is no level of the set is
     reported when the kernel is matched with its problem.)"""
     level, problem, sample = match.groups()
-    try:
-        return (
-            whole_number(level),
-            checked_int(problem, Problem, "number"),
-            checked_int(sample, Kernel, "sample_index"),
-        )
-    except ValueError as exc:
-        raise ValueError(f"{name[:120]}: {exc}") from None
+    checks = (("level", lambda: whole_number(level)), ("problem", lambda: checked_int(problem, Problem, "number")),
+              ("sample", lambda: checked_int(sample, Kernel, "sample_index")))
+    numbers = []
+    for part, check in checks:
+        try:
+            numbers.append(check())
+        except ValueError as exc:
+            raise ValueError(f"{name[:120]}: {part} {exc}") from None
+    return numbers[0], numbers[1], numbers[2]
 
 
 def from_files(files: dict[str, str], results: Any = None, limits: Limits | None = None) -> Bundle:
