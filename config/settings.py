@@ -42,6 +42,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "leaderboard.ops.metrics.RequestMetricsMiddleware",  # first, so that it times and counts every request
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -157,13 +158,16 @@ REVIEW_SPEEDUP_THRESHOLD = float(env_str("REVIEW_SPEEDUP_THRESHOLD", "3.0"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 50_000_000)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
 
+# ?page_size= on API lists: at most this many rows a page (larger asks get this many).
+API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 500)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.DjangoModelPermissionsOrAnonReadOnly"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "leaderboard.api.pagination.BoundedPageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # Strict JSON (duplicate keys, NaN and deep nesting are 400s) on every JSON route.
@@ -207,11 +211,18 @@ LOGIN_REDIRECT_URL = "/"
 # The Content-Security-Policy header (config/middleware.py); empty: none. Production sets it.
 CONTENT_SECURITY_POLICY = env_str("CONTENT_SECURITY_POLICY", "")
 
+# "plain" (one line of text a record) or "json" (one JSON object a record, leaderboard/ops/logs.py).
+LOG_FORMAT = env_str("LOG_FORMAT", "plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "leaderboard.ops.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_FORMAT == "json" else "plain"}
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }

@@ -9,5 +9,6 @@ urlpatterns = [
     path("api/", include("leaderboard.api.urls")),
     path("", include("leaderboard.reviews.urls")),  # the reviewer workflow
     path("", include("leaderboard.runs.urls")),  # /runs/<id>/
+    path("", include("leaderboard.ops.urls")),  # /healthz, /metrics
     path("", include("leaderboard.urls")),
 ]

@@ -1,0 +1,1 @@
+"""Operations: /healthz, the Prometheus metrics endpoint, request counting, structured logs."""
