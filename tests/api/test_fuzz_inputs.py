@@ -237,8 +237,8 @@ def run_zip(names: list[str], eval_results) -> io.BytesIO:
         for name in names:
             try:
                 archive.writestr(name, KERNEL)
-            except ValueError:
-                pass  # zipfile itself refuses some names (e.g. with NUL)
+            except (ValueError, IndexError):
+                pass  # zipfile itself cannot write some names (e.g. ones that are only NUL and more)
         if eval_results is not None:
             archive.writestr("eval_results.json", json.dumps(eval_results, allow_nan=True))
     buffer.seek(0)
