@@ -24,7 +24,8 @@ _MARKERS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cute", re.compile(r"^\s*(?:import|from)\s+cutlass\b", re.MULTILINE)),
     ("tilelang", re.compile(r"^\s*(?:import|from)\s+tilelang\b", re.MULTILINE)),
     ("triton", re.compile(r"^\s*(?:import|from)\s+triton\b|@triton\.jit", re.MULTILINE)),
-    ("cuda", re.compile(r"__global__|cuda_sources|load_inline\s*\(")),
+    # C++-only load_inline (cpp_sources alone) is no CUDA kernel: it builds and runs on the CPU.
+    ("cuda", re.compile(r"__global__|cuda_sources|cuda_runtime\.h")),
 )
 
 # backend -> (Python module it imports, what to install)

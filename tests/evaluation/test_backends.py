@@ -27,6 +27,8 @@ def test_each_backend_is_recognised(backend):
 
 def test_pytorch_only_kernels_have_no_backend():
     assert kernel_backend("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n") is None
+    cpp_only = 'from torch.utils.cpp_extension import load_inline\nm = load_inline(name="m", cpp_sources="int f();")\n'
+    assert kernel_backend(cpp_only) is None
     assert missing_library(None, "cpu") is None
 
 
