@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import submit_kernel
 from leaderboard.models import LanguageModel, Origin
-from leaderboard.reads import charts, kernel_page, level_table, queries
+from leaderboard.reads import board_cache, charts, kernel_page, level_table, queries
 from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
 from leaderboard.reads.standings import fast_p_curves
@@ -39,6 +39,10 @@ def _measured_points(rows):
 
 def overview(request: HttpRequest) -> HttpResponse:
     problem_set = queries.featured_problem_set()
+    return board_cache.cached_board(request, problem_set, lambda: _overview(request, problem_set))
+
+
+def _overview(request: HttpRequest, problem_set: ProblemSet | None) -> HttpResponse:
     measured = queries.measured_standings(problem_set)
     all_reported = list(queries.reported_scores())
     groups = queries.best_reported_by_variant(all_reported)
@@ -56,7 +60,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "charts": {
             "reported_percent": charts.reported_bars(shown_groups, "%"),
             "reported_speedup": charts.reported_bars(shown_groups, "x"),
-            "over_time": charts.scores_over_time(all_reported, _measured_points(measured)),
+            "over_time": charts.scores_over_time(all_reported, _measured_points(measured[: queries.CHART_POINTS])),
             "launch_posts": charts.launch_timeline(posts),
         },
         "levels": LEVELS,
@@ -83,6 +87,10 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
     if level not in LEVEL_SLUGS:
         raise Http404("no such level")
     board = read_level_board(level, request.GET)
+    return board_cache.cached_board(request, board.problem_set, lambda: _level_board(request, level, board))
+
+
+def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpResponse:
     page = _page(request, board.rows())
     shown = list(page.object_list)
     columns = level_table.columns_for(board.p)

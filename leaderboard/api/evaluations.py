@@ -10,6 +10,7 @@ from leaderboard.api.base import ReadOnly, query_param
 from leaderboard.api.common import query_choice, query_int, query_text
 from leaderboard.evaluations import progress as lifecycle
 from leaderboard.models import Evaluation, Origin
+from leaderboard.reads.counts import CachedCountPagination
 from problems.models import Hardware
 
 
@@ -103,6 +104,7 @@ class EvaluationViewSet(ReadOnly):
 
     serializer_class = EvaluationSerializer
     detail_serializer_class = EvaluationDetailSerializer
+    pagination_class = CachedCountPagination  # a million rows: the total is cached, not counted per page
 
     def get_queryset(self):
         evaluations = Evaluation.objects.select_related("hardware", "kernel").order_by("-queued_at", "-pk")
@@ -120,4 +122,5 @@ class EvaluationViewSet(ReadOnly):
             evaluations = evaluations.filter(status=value)
         if origin := query_choice(self.request, "origin", Origin.choices):
             evaluations = evaluations.filter(origin=origin)
-        return evaluations.defer("log", "environment")
+        # The list shows the kernel's id, run and problem, never its source.
+        return evaluations.defer("log", "environment", "kernel__source")

@@ -11,6 +11,7 @@ from leaderboard.api.base import ReadOnly, query_param
 from leaderboard.api.common import query_choice, query_int, query_text
 from leaderboard.api.evaluations import EvaluationBriefSerializer
 from leaderboard.models import Evaluation, Kernel
+from leaderboard.reads.counts import CachedCountPagination
 
 
 class KernelSerializer(serializers.ModelSerializer):
@@ -68,6 +69,7 @@ class KernelViewSet(ReadOnly):
 
     serializer_class = KernelSerializer
     detail_serializer_class = KernelDetailSerializer
+    pagination_class = CachedCountPagination  # a million rows: the total is cached, not counted per page
 
     def get_queryset(self):
         kernels = Kernel.objects.select_related("problem", "run__model", "latest_evaluation").order_by("-pk")

@@ -3,21 +3,26 @@ leaderboard.reads.standings like the level pages."""
 
 from __future__ import annotations
 
-from django.db.models import Count
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from leaderboard.api.base import query_param
 from leaderboard.api.common import query_bool, query_choice, query_float, query_int, query_text
 from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.api.runs import RunSerializer
-from leaderboard.models import Origin, Run
+from leaderboard.models import Origin
+from leaderboard.reads import board_cache
+from leaderboard.reads.scoring import RULE_SAMPLE0, RULES
 from leaderboard.reads.standings import level_standings
 from problems.models import Hardware, ProblemSet
+
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
 
 LEADERBOARD_REPLY = inline_serializer(
     "Leaderboard",
@@ -26,6 +31,9 @@ LEADERBOARD_REPLY = inline_serializer(
         "level": serializers.IntegerField(allow_null=True),
         "p": serializers.FloatField(),
         "hardware": serializers.CharField(allow_null=True),
+        "count": serializers.IntegerField(help_text="Rows in all pages."),
+        "next": serializers.URLField(allow_null=True),
+        "previous": serializers.URLField(allow_null=True),
         "results": inline_serializer(
             "LeaderboardRow",
             {
@@ -36,6 +44,10 @@ LEADERBOARD_REPLY = inline_serializer(
                 "flagged": serializers.IntegerField(),
                 "unreviewed": serializers.IntegerField(),
                 "excluded": serializers.IntegerField(),
+                "interval": serializers.ListField(
+                    child=serializers.FloatField(), help_text="95% bootstrap interval over problems of fast_p at p."
+                ),
+                "tied": serializers.BooleanField(help_text="The interval overlaps the row above's."),
                 "summary": serializers.DictField(),
             },
             many=True,
@@ -70,13 +82,11 @@ def _hardware(request) -> Hardware | None:
     return hardware
 
 
-def _results(request, rows, p: float) -> list[dict]:
-    """Ranked rows as LeaderboardRow; each run with its kernel count, in one query for all."""
-    run_ids = [row.run.pk for row in rows]
-    kernel_counts = dict(Run.objects.filter(pk__in=run_ids).annotate(n=Count("kernels")).values_list("pk", "n"))
+def _results(request, rows, p: float, first_rank: int) -> list[dict]:
+    """Ranked rows as LeaderboardRow; each run with its stored kernel count."""
     results = []
-    for rank, row in enumerate(rows, start=1):
-        row.run.kernel_count = kernel_counts.get(row.run.pk, 0)
+    for rank, row in enumerate(rows, start=first_rank):
+        row.run.kernel_count = row.run.n_kernels
         results.append(
             {
                 "rank": rank,
@@ -86,6 +96,8 @@ def _results(request, rows, p: float) -> list[dict]:
                 "flagged": row.flagged,
                 "unreviewed": row.unreviewed,
                 "excluded": row.excluded,
+                "interval": list(row.interval) if row.interval else None,
+                "tied": row.tied,
                 "summary": row.summary,
             }
         )
@@ -108,31 +120,45 @@ class LeaderboardView(APIView):
             query_param("setting", description="Setting, exactly."),
             query_param("origin", enum=[v for v, _ in Origin.choices]),
             query_param("include_excluded", bool, "Count kernels judged reward hacks or invalid too (default false)."),
+            query_param("rule", enum=list(RULES), description="sample0 (KernelBench's, default) or best (best-of-n)."),
+            query_param("page", int, "Page number (1-based)."),
+            query_param("page_size", int, f"Rows per page (default {PAGE_SIZE}, at most {MAX_PAGE_SIZE})."),
         ],
         responses={200: LEADERBOARD_REPLY},
     )
     def get(self, request):
         problem_set = _problem_set(request)
-        level = query_int(request, "level", low=1, high=4)
-        p = query_float(request, "p", low=0.0, high=1000.0)
-        hardware = _hardware(request)
-        origin = query_choice(request, "origin", Origin.choices)
-        rows = level_standings(
-            problem_set,
-            level,
-            p=p,
-            hardware=hardware,
-            setting=query_text(request, "setting"),
-            origin=origin,
-            include_excluded=bool(query_bool(request, "include_excluded")),
+        filters = {
+            "level": query_int(request, "level", low=1, high=4),
+            "p": query_float(request, "p", low=0.0, high=1000.0),
+            "hardware": _hardware(request),
+            "setting": query_text(request, "setting"),
+            "origin": query_choice(request, "origin", Origin.choices),
+            "include_excluded": bool(query_bool(request, "include_excluded")),
+            "rule": query_choice(request, "rule", list(RULES.items())) or RULE_SAMPLE0,
+        }
+        page = query_int(request, "page", low=1) or 1
+        page_size = query_int(request, "page_size", low=1, high=MAX_PAGE_SIZE) or PAGE_SIZE
+        data, etag, modified, not_modified = board_cache.cached_data(
+            request, problem_set, lambda: self._page(request, problem_set, filters, page, page_size)
         )
+        if not_modified is not None:
+            return not_modified
+        return board_cache.stamp(Response(data), etag, modified)
+
+    def _page(self, request, problem_set: ProblemSet, filters: dict, page: int, page_size: int) -> dict:
+        level, hardware, p = filters["level"], filters["hardware"], filters["p"]
+        rows = level_standings(problem_set, **filters)
         shown_p = 1.0 if p is None else p
-        return Response(
-            {
-                "problem_set": problem_set.slug,
-                "level": level,
-                "p": shown_p,
-                "hardware": hardware.slug if hardware else None,
-                "results": _results(request, rows, shown_p),
-            }
-        )
+        first = (page - 1) * page_size
+        url = request.build_absolute_uri()
+        return {
+            "problem_set": problem_set.slug,
+            "level": level,
+            "p": shown_p,
+            "hardware": hardware.slug if hardware else None,
+            "count": len(rows),
+            "next": replace_query_param(url, "page", page + 1) if first + page_size < len(rows) else None,
+            "previous": replace_query_param(url, "page", page - 1) if page > 1 else None,
+            "results": _results(request, rows[first : first + page_size], shown_p, first + 1),
+        }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from django.db.models import Count
+from django.db.models import F
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -31,6 +31,7 @@ from leaderboard.ingest.run_import import (
 )
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import Origin, Precision, Run
+from leaderboard.reads import board_store
 from problems.models import Hardware, ProblemSet
 
 
@@ -182,9 +183,10 @@ class RunViewSet(ReadOnly):
     serializer_class = RunSerializer
 
     def get_queryset(self):
+        board_store.refresh_dirty()  # kernel counts are stored by the boards' read model
         runs = (
             Run.objects.select_related("model", "problem_set", "hardware")
-            .annotate(kernel_count=Count("kernels"))
+            .annotate(kernel_count=F("n_kernels"))  # stored by the boards' read model
             .order_by("-created_at", "-pk")
         )
         if slug := query_text(self.request, "model"):

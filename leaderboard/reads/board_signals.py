@@ -9,7 +9,17 @@ from __future__ import annotations
 from django.db.models.signals import post_delete, post_save, pre_delete
 from django.dispatch import receiver
 
-from leaderboard.models import Evaluation, Kernel, KernelReport, Review, Run
+from leaderboard.models import (
+    Evaluation,
+    Kernel,
+    KernelReport,
+    Lab,
+    LanguageModel,
+    LaunchPost,
+    ReportedScore,
+    Review,
+    Run,
+)
 from leaderboard.reads import board_store
 
 
@@ -55,3 +65,24 @@ def review_changed(sender, instance, **kwargs) -> None:
 @receiver(pre_delete, sender=Run, dispatch_uid="boards-run-deleted")
 def run_deleted(sender, instance: Run, **kwargs) -> None:
     board_store.forget_run(instance.pk)
+
+
+@receiver(post_save, sender=Run, dispatch_uid="boards-run-saved")
+def run_saved(sender, instance: Run, created: bool, **kwargs) -> None:
+    if created:
+        board_store.mark_runs([instance.pk])  # an empty run still has a row on its boards
+    else:
+        board_store.bump_versions({instance.problem_set_id})  # its setting, name or origin shows
+
+
+@receiver(post_save, sender=LanguageModel, dispatch_uid="boards-model-saved")
+@receiver(post_delete, sender=LanguageModel, dispatch_uid="boards-model-deleted")
+@receiver(post_save, sender=Lab, dispatch_uid="boards-lab-saved")
+@receiver(post_delete, sender=Lab, dispatch_uid="boards-lab-deleted")
+@receiver(post_save, sender=ReportedScore, dispatch_uid="boards-reported-saved")
+@receiver(post_delete, sender=ReportedScore, dispatch_uid="boards-reported-deleted")
+@receiver(post_save, sender=LaunchPost, dispatch_uid="boards-post-saved")
+@receiver(post_delete, sender=LaunchPost, dispatch_uid="boards-post-deleted")
+def shown_beside_scores_changed(sender, **kwargs) -> None:
+    """Names and reported scores show on every board and the overview: every cached board is stale."""
+    board_store.bump_all_versions()

@@ -277,6 +277,10 @@ def bump_versions(problem_set_ids: set[int]) -> None:
     BoardVersion.objects.filter(problem_set_id__in=problem_set_ids).update(version=F("version") + 1)
 
 
+def bump_all_versions() -> None:
+    bump_versions(set(ProblemSet.objects.values_list("pk", flat=True)))
+
+
 # ---------------------------------------------------------------------------------------------
 # reading
 

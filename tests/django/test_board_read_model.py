@@ -8,6 +8,7 @@ import random
 
 import pytest
 from django.core.management import call_command
+from django.db import transaction
 from django.utils import timezone
 
 from leaderboard.models import DirtyRun, Kernel, LanguageModel, ProblemStats, Review, Run, RunScore
@@ -112,12 +113,14 @@ def test_the_read_model_gives_the_reference_boards(world, reviewer, visitor, see
     counts_match()
 
 
-def test_writes_after_commit_refresh_the_stored_rows(world, reviewer, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=True):
+@pytest.mark.django_db(transaction=True)
+def test_writes_after_commit_refresh_the_stored_rows(world, reviewer):
+    with transaction.atomic():
         kernel = world.kernel(world.problems[0], speedup=2.5)
+        assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # marked, re-scored at commit
     assert not DirtyRun.objects.exists()
     assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1
-    with django_capture_on_commit_callbacks(execute=True):
+    with transaction.atomic():
         review(kernel, reviewer, "reward_hack")
     assert not DirtyRun.objects.exists()
     stored = RunScore.objects.get(run=world.run, level=1, with_excluded=False)

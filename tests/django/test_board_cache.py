@@ -1,0 +1,45 @@
+"""Boards are cached by the read model's version and answer 304 to a visitor whose copy is current;
+the API leaderboard pages its rows and carries intervals."""
+
+from __future__ import annotations
+
+import pytest
+
+from leaderboard.models import LanguageModel
+from tests.django.reviews_factories import review, world_fixture  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.django_db
+
+API = "/api/v1/leaderboard/?level=1"
+
+
+@pytest.mark.parametrize("url", ["/levels/1/", "/", API])
+def test_a_current_copy_gets_a_304_and_a_write_changes_the_etag(client, world, reviewer, url):
+    kernel = world.kernel(world.problems[0], speedup=2.5)
+    first = client.get(url)
+    assert first.status_code == 200 and first["ETag"] and first["Last-Modified"]
+    assert client.get(url, HTTP_IF_NONE_MATCH=first["ETag"]).status_code == 304
+    review(kernel, reviewer, "reward_hack")
+    again = client.get(url, HTTP_IF_NONE_MATCH=first["ETag"])
+    assert again.status_code == 200 and again["ETag"] != first["ETag"]
+
+
+def test_the_cached_board_shows_a_fresh_write(client, world):
+    world.kernel(world.problems[0], speedup=2.5)
+    assert "2.50x" in client.get("/levels/1/").content.decode()
+    world.kernel(world.problems[1], speedup=3.5)
+    assert "2.96x" in client.get("/levels/1/").content.decode()  # the geomean of 2.5 and 3.5
+
+
+def test_the_api_leaderboard_is_paginated_with_intervals(client, world):
+    for n in range(3):
+        run = world.new_run(LanguageModel.objects.create(name=f"X{n}"))
+        world.kernel(world.problems[n], run=run, speedup=1.5 + n)
+    body = client.get(API + "&page_size=2").json()
+    assert body["count"] == 4 and len(body["results"]) == 2 and body["next"] and body["previous"] is None
+    assert [row["rank"] for row in body["results"]] == [1, 2]
+    low, high = body["results"][0]["interval"]
+    assert 0 <= low <= body["results"][0]["fast_p"] <= high <= 1
+    assert body["results"][1]["tied"] is True  # 1 of 4 problems each: intervals overlap
+    rest = client.get(body["next"]).json()
+    assert [row["rank"] for row in rest["results"]] == [3, 4] and rest["next"] is None
