@@ -232,10 +232,12 @@ def problem_baselines(problem: Problem) -> list[Baseline]:
 
 
 def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:
-    """Every kernel of `problem`, fastest correct first, then the rest by status."""
+    """Every kernel of `problem`, fastest correct first, then the rest by status. Sorted by the
+    stored review state, so the review annotations are computed for the page's rows only."""
+    board_store.refresh_dirty()
     return (
         Kernel.objects.filter(problem=problem)
-        .with_review_state()
+        .annotate(is_excluded=F("review_excluded"), latest_verdict=F("review_verdict"))
         .select_related("run__model__lab", "run__hardware", "latest_evaluation__hardware")
         .defer(
             "source",
@@ -245,7 +247,7 @@ def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:
         )
         # Kernels a reviewer excluded (reward hack, invalid) stay listed, after the ranked ones.
         .order_by(
-            "is_excluded", F("latest_evaluation__speedup").desc(nulls_last=True), "latest_evaluation__status", "pk"
+            "review_excluded", F("latest_evaluation__speedup").desc(nulls_last=True), "latest_evaluation__status", "pk"
         )
     )
 
