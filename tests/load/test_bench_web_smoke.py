@@ -1,0 +1,33 @@
+"""The web benchmark's smoke test (issue 13): the dataset at SCALE=20k, generated through the
+models, then every page and API endpoint of the benchmark once, asserting query counts (bounded
+whatever the data size), not times. The timings come from `make bench-web` (docs/performance.md)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from leaderboard.management.commands.bench_web import QUERY_BOUND
+from leaderboard.models import Kernel, RunScore
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _plain_static_files(settings) -> None:
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+def test_every_benchmarked_page_answers_in_bounded_queries_at_20k():
+    call_command("bench_web", "generate", "--scale", "20k", stdout=io.StringIO())
+    assert 19_000 < Kernel.objects.count() < 21_000 and RunScore.objects.exists()
+    out = io.StringIO()
+    call_command("bench_web", "queries", "--check", stdout=out)  # raises when a URL is over the bound
+    counts = [int(line.split()[0]) for line in out.getvalue().splitlines()]
+    assert len(counts) >= 20 and max(counts) <= QUERY_BOUND
+    call_command("rebuild_boards", "--verify-only", stdout=io.StringIO())
