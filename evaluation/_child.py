@@ -314,6 +314,8 @@ class Harness:
 
     def load(self, req: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
+        # The run's precision: models and floating-point inputs in this dtype (None: float32, as built).
+        self.dtype = getattr(torch, req["dtype"]) if req.get("dtype", "float32") != "float32" else None
         t0 = _perf_counter_ns()
         problem = self._exec_module("kb_problem", self.spec["problem_path"])
         for attr in ("Model", "get_inputs", "get_init_inputs"):
@@ -344,12 +346,12 @@ class Harness:
         init_seed = int(req["init_seed"])
         try:
             torch.manual_seed(init_seed)
-            init_inputs = self.get_init_inputs()
+            init_inputs = self._cast(list(self.get_init_inputs()))
             torch.manual_seed(init_seed)
             with torch.device(self.device):
                 model = cls(*init_inputs)
             if isinstance(model, torch.nn.Module):
-                model = model.to(self.device)
+                model = model.to(self.device) if self.dtype is None else model.to(self.device, self.dtype)
             self.model = model
             self._sync()
         except BaseException as exc:  # noqa: BLE001
@@ -405,7 +407,16 @@ class Harness:
         torch.manual_seed(seed)
         with torch.device(self.device):
             inputs = list(self.get_inputs())
-        return [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs]
+        return self._cast([x.to(self.device) if isinstance(x, torch.Tensor) else x for x in inputs])
+
+    def _cast(self, values: list[Any]) -> list[Any]:
+        """Floating-point tensors in the run's precision, as KernelBench casts them (integer tensors,
+        such as indices, keep their dtype)."""
+        dtype = getattr(self, "dtype", None)
+        if dtype is None:
+            return values
+        torch = self.torch
+        return [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in values]
 
     def flatten(self, out: Any) -> list[Any]:
         torch = self.torch

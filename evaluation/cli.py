@@ -30,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--correctness-trials", type=int, default=None)
     e.add_argument("--timing-trials", type=int, default=None)
     e.add_argument("--speedup-flag-threshold", type=float, default=None)
+    e.add_argument("--precision", choices=["fp32", "fp16", "bf16"], default=None,
+                   help="KernelBench's precision: cast the models and inputs (tolerance 1e-4 for fp32, 1e-2 otherwise)")
     e.add_argument("--json-format", choices=["native", "kernelbench"], default=None,
                    help="print JSON: this library's fields (native) or KernelBench's KernelExecResult fields")
     c = sub.add_parser("check-problem", help="sanity-check a problem file")
@@ -63,6 +65,8 @@ def _read(path: str, what: str) -> str:
 
 def _config(args: argparse.Namespace) -> EvaluationConfig:
     kw: dict[str, Any] = {"device": args.device, "seed": args.seed, "atol": args.atol, "rtol": args.rtol}
+    if getattr(args, "precision", None):
+        kw["precision"] = args.precision
     for attr, key in (("timeout", "timeout_s"), ("memory_limit_mb", "memory_limit_mb"),
                       ("size_scale", "size_scale"), ("correctness_trials", "correctness_trials"),
                       ("timing_trials", "timing_trials"), ("speedup_flag_threshold", "speedup_flag_threshold")):

@@ -14,6 +14,7 @@ from .compare import Comparison, spots_match
 from .protocol import CompareReply, CorrectReply, LoadReply
 from .sandbox import ChildError, Sandbox
 from .seeds import derive_seed
+from .types import PRECISIONS
 from .session import Abort, Pair
 
 
@@ -22,7 +23,8 @@ def load_models(pair: Pair, build: BuildDir) -> None:
     res = pair.res
     init_seed = derive_seed(pair.master, "init")
     t0 = time.monotonic()
-    r_ref, r_ker = pair.both({"op": "load", "init_seed": init_seed}, LoadReply)
+    msg = {"op": "load", "init_seed": init_seed, "dtype": PRECISIONS[pair.cfg.precision]}
+    r_ref, r_ker = pair.both(msg, LoadReply)
     res.timings_s["load"] = round(time.monotonic() - t0, 4)
     if r_ref.ok:
         res.environment.update(r_ref.environment)

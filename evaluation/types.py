@@ -41,6 +41,9 @@ NOTE_CODES: dict[str, str] = {
     "speedup_uncertain": "the speedup's 95% interval is wide",
 }
 
+#: KernelBench's precision option -> the torch dtype the models and floating-point inputs are cast to.
+PRECISIONS: dict[str, str] = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     # dtype name -> (atol, rtol)
     "float32": (1e-4, 1e-4),
@@ -80,6 +83,9 @@ class EvaluationConfig:
     round_target_s: float = 0.02  # aim for this much kernel time per timed round
     max_calls_per_round: int = 50
     hide_paths: tuple[str, ...] = ()  # extra directories hidden from the sandbox (mount namespace)
+    # KernelBench's precision (PRECISIONS): models and floating-point inputs are cast to it; the
+    # tolerances follow the outputs' dtype (1e-4 for fp32, 1e-2 for fp16 and bf16, as KernelBench's).
+    precision: str = "fp32"
     isolation: str = "auto"  # 'auto' (strongest available) | 'none' (plain child processes)
     # Internal switches used by the adversarial tests to show each defence matters. Never set in
     # production. Known names: fresh_inputs, timer_capture, type_check, scale_check, parent_clock,
@@ -99,6 +105,8 @@ class EvaluationConfig:
             raise ValueError("memory_limit_mb must be >= 64")
         if self.size_scale < 1:
             raise ValueError("size_scale must be >= 1")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         self.disable_defences = frozenset(self.disable_defences)
         self.hide_paths = tuple(self.hide_paths)
 

@@ -77,13 +77,14 @@ def evaluation_function() -> Callable[..., Any]:
 
 
 def _load(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
-    ev = Evaluation.objects.select_related("kernel__problem__problem_set", "hardware").get(pk=evaluation_id)
+    ev = Evaluation.objects.select_related("kernel__problem__problem_set", "kernel__run", "hardware").get(pk=evaluation_id)
     problem = ev.kernel.problem
     options: dict[str, Any] = dict(
         device="cuda" if ev.hardware.kind == ev.hardware.Kind.GPU else "cpu",
         timeout_s=float(settings.EVAL_TIMEOUT_S),
         atol=problem.problem_set.atol,
         rtol=problem.problem_set.rtol,
+        precision=ev.kernel.run.precision,  # the run's setting (KernelBench's precision option)
         # The site's private files (database, secret key, uploads) are not even visible to kernels.
         hide_paths=(str(settings.VAR_DIR),),
     )
