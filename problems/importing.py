@@ -96,13 +96,12 @@ def with_progress(items: Iterable[T], total: int, write: Callable[[str], None], 
             write(f"  {label}: {index}/{total}")
 
 
-def read_text_file(path: Path) -> str:
-    """A UTF-8 input file for an import command; CommandError naming the file if it can't be read."""
+def read_input_file(path: Path) -> bytes:
+    """An import command's input file, as bytes (decoded by the ingest's one upload decoder);
+    CommandError naming the file if it can't be read."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_bytes()
     except FileNotFoundError:
         raise CommandError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise CommandError(f"{path}: is a folder, not a file") from None
-    except UnicodeDecodeError as exc:
-        raise CommandError(f"{path}: byte {exc.start} is not UTF-8") from None

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.ingest.tables import RowErrors
-from problems.importing import ImportReport, read_text_file
+from leaderboard.ingest.uploads import RowErrors, decode_upload
+from problems.importing import ImportReport, read_input_file
 
 
 class TableImportCommand(BaseCommand):
@@ -24,9 +24,9 @@ class TableImportCommand(BaseCommand):
         parser.add_argument("file", type=Path)
 
     def handle(self, file: Path, **options):
-        text = read_text_file(file)
+        data = read_input_file(file)
         try:
-            rows = self.read_rows(text, str(file))
+            rows = self.read_rows(decode_upload(data, str(file)), str(file))
         except RowErrors as exc:
             raise CommandError("nothing imported:\n  " + "\n  ".join(exc.errors)) from None
         self.stdout.write(f"Importing {len(rows)} {self.noun} from {file}")

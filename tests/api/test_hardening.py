@@ -160,3 +160,20 @@ def test_kernel_file_numbers_out_of_range_are_refused(token_client, ingestor, pr
     response = upload(token_client(ingestor), make_zip({name: KERNEL}))
     assert response.status_code == 400 and message in response.json()["errors"][0]
     assert len(response.json()["errors"][0]) < 300  # a 5000-digit name is not echoed whole
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("x" * 200_000 + ",model\n", "line 1: a cell is longer than 10000 characters"),
+        ("model,organization,variant,metric,value,unit,setting,hardware,date,source_url\n", "no rows below the header"),
+        ("model,variant,metric,value,unit,date,source_url,notes\nM,V,fast_1,4,%,2025-01-01,https://e.com,hi\n",
+         "unknown column(s) &#x27;notes&#x27;"),  # HTML-escaped in the admin page
+    ],
+)
+def test_the_admin_upload_uses_the_same_csv_rules(admin_client, body, message):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    response = admin_client.post("/admin/leaderboard/reportedscore/upload-csv/",
+                                 {"file": SimpleUploadedFile("s.csv", body.encode())})
+    assert response.status_code == 400 and message in response.content.decode()
