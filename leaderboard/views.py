@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods
 
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import submit_kernel
-from leaderboard.models import LanguageModel, Origin
+from leaderboard.models import LanguageModel, Origin, Precision
 from leaderboard.reads import board_cache, charts, kernel_page, level_table, queries
 from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
@@ -118,6 +118,8 @@ def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpRes
         "setting": board.setting or "",
         "origins": Origin.choices,
         "origin": board.origin or "",
+        "precisions": Precision.values,
+        "precision": board.precision or "",
         "columns": columns,
         "table": table,
         "page": page,

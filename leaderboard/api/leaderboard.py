@@ -15,7 +15,7 @@ from leaderboard.api.base import query_param
 from leaderboard.api.common import query_bool, query_choice, query_float, query_int, query_text
 from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.api.runs import RunSerializer
-from leaderboard.models import Origin
+from leaderboard.models import Origin, Precision
 from leaderboard.reads import board_cache
 from leaderboard.reads.scoring import RULE_SAMPLE0, RULES
 from leaderboard.reads.standings import level_standings
@@ -119,6 +119,7 @@ class LeaderboardView(APIView):
             query_param("hardware", description="Hardware slug."),
             query_param("setting", description="Setting, exactly."),
             query_param("origin", enum=[v for v, _ in Origin.choices]),
+            query_param("precision", enum=list(Precision.values), description="fp32, fp16 or bf16 runs only."),
             query_param("include_excluded", bool, "Count kernels judged reward hacks or invalid too (default false)."),
             query_param("rule", enum=list(RULES), description="sample0 (KernelBench's, default) or best (best-of-n)."),
             query_param("page", int, "Page number (1-based)."),
@@ -134,6 +135,7 @@ class LeaderboardView(APIView):
             "hardware": _hardware(request),
             "setting": query_text(request, "setting"),
             "origin": query_choice(request, "origin", Origin.choices),
+            "precision": query_choice(request, "precision", Precision.choices),
             "include_excluded": bool(query_bool(request, "include_excluded")),
             "rule": query_choice(request, "rule", list(RULES.items())) or RULE_SAMPLE0,
         }

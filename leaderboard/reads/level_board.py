@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from django.http import QueryDict
 
-from leaderboard.models import Origin
+from leaderboard.models import Origin, Precision
 from leaderboard.reads import queries
 from leaderboard.reads.standings import StandingRow, level_standings
 from problems.models import LEVELS, Hardware, ProblemSet
@@ -46,6 +46,7 @@ class LevelBoard:
     hardware: Hardware | None
     setting: str | None
     origin: str | None
+    precision: str | None  # fp32, fp16, bf16: part of a run's setting
     include_excluded: bool  # ?exclusions=include: the scores before reviewers' exclusions
     sort: str
     descending: bool
@@ -79,6 +80,7 @@ class LevelBoard:
                 setting=self.setting,
                 origin=self.origin,
                 include_excluded=self.include_excluded,
+                precision=self.precision,
             )
         return queries.sort_rows(rows, self.sort, self.descending)
 
@@ -103,6 +105,7 @@ def read_level_board(level: str, params: QueryDict) -> LevelBoard:
         hardware=next((h for h in hardware_list if h.slug == params.get("hardware")), None),
         setting=params.get("setting") or None,
         origin=params.get("origin") if params.get("origin") in Origin.values else None,
+        precision=params.get("precision") if params.get("precision") in Precision.values else None,
         include_excluded=params.get("exclusions") == "include",
         sort=params.get("sort") or DEFAULT_SORT,
         descending=params.get("dir", "desc") != "asc",

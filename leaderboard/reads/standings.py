@@ -81,10 +81,18 @@ def standard_ps(p: float | None) -> tuple[float, ...]:
     return STANDARD_PS if p is None or p in STANDARD_PS else (*STANDARD_PS, p)
 
 
-def _runs(problem_set: ProblemSet, hardware: Hardware | None, setting: str | None, origin: str | None) -> RunQuerySet:
+def _runs(
+    problem_set: ProblemSet,
+    hardware: Hardware | None,
+    setting: str | None,
+    origin: str | None,
+    precision: str | None = None,
+) -> RunQuerySet:
     runs = Run.objects.for_leaderboard(problem_set, hardware)
     if setting:
         runs = runs.filter(setting=setting)
+    if precision:  # part of a run's setting: fp32, fp16, bf16
+        runs = runs.filter(precision=precision)
     if origin:
         runs = runs.filter(origin=origin)
     return runs
@@ -129,10 +137,11 @@ def level_standings(
     origin: str | None = None,
     include_excluded: bool = False,
     rule: str = RULE_SAMPLE0,
+    precision: str | None = None,
 ) -> list[StandingRow]:
     """One row per run of `problem_set` (filtered), scored on `level` (None = all levels), read
     from the stored read model. The denominator is every problem of the level in the set."""
-    runs = _runs(problem_set, hardware, setting, origin)
+    runs = _runs(problem_set, hardware, setting, origin, precision)
     n_problems = level_denominator(problem_set, level)
     if n_problems == 0:
         return []
@@ -155,9 +164,10 @@ def live_level_standings(
     origin: str | None = None,
     include_excluded: bool = False,
     rule: str = RULE_SAMPLE0,
+    precision: str | None = None,
 ) -> list[StandingRow]:
     """`level_standings`, computed from kernels and reviews on every call (the reference)."""
-    runs = list(_runs(problem_set, hardware, setting, origin))
+    runs = list(_runs(problem_set, hardware, setting, origin, precision))
     n_problems = level_denominator(problem_set, level)
     if n_problems == 0:
         return []

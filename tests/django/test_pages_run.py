@@ -115,3 +115,22 @@ def test_it_costs_the_same_queries_with_more_problems_samples_and_runs(client):
         add_sample(other, problem, 1, 0.5)
     make_run(problem_set, [1.1] * 6)
     assert count_queries(client, url) == before
+
+
+def test_the_board_shows_each_rows_precision_and_filters_by_it(client):
+    problem_set = make_set(levels=(1,))
+    make_run(problem_set, [1.5], model=make_model("Half"), precision="fp16")
+    make_run(problem_set, [1.5], model=make_model("Full"))
+    html = client.get("/levels/1/?precision=fp16").content.decode()
+    assert "Half" in html and "Full" not in html.split('id="level-table"')[-1].split("</table>")[0]
+    assert '<option value="fp16" selected>' in html
+    everything = client.get("/levels/1/").content.decode()
+    assert 'title="precision">fp16<' in everything and 'title="precision">fp32<' in everything
+
+
+def test_the_api_leaderboard_filters_by_precision(client):
+    problem_set = make_set(levels=(1,))
+    half = make_run(problem_set, [1.5], precision="bf16")
+    make_run(problem_set, [1.5])
+    body = client.get(f"/api/v1/leaderboard/?set={problem_set.slug}&level=1&precision=bf16").json()
+    assert [row["run"]["id"] for row in body["results"]] == [half.pk]
