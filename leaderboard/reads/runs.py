@@ -3,13 +3,12 @@ the run's scores per level, and a comparison with another run.
 
 Every function costs a fixed number of queries, whatever the size of the run.
 
-Scores follow KernelBench's own rules (`src/kernelbench/score.py`, `scripts/benchmark_eval_analysis.py`):
+Scores are the boards' (leaderboard.reads.scoring: KernelBench's rules, `src/kernelbench/score.py`):
 only sample 0 of each problem counts; the denominator is every problem of the level in the set;
-correctness (fast_0 here, "correctness rate" there) does not depend on baselines, so a correct
-kernel without a speedup (imported with no baseline on the run's hardware) counts as correct and
-as unscored for fast_p at p > 0. Best-of-n (the best correct sample per problem) is given beside
-it, labelled, for runs with several samples. Kernels a reviewer excluded (reward hack, invalid)
-count as failed, as on the leaderboard.
+correctness (fast_0) does not depend on baselines, so a correct kernel without a speedup (imported
+with no baseline on the run's hardware) counts as correct and as unscored for fast_p at p > 0.
+Best-of-n (the best correct sample per problem) is given beside it, labelled, for runs with several
+samples. Kernels a reviewer excluded (reward hack, invalid) are left out, as on the leaderboard.
 """
 
 from __future__ import annotations
@@ -21,8 +20,10 @@ from typing import Any
 
 from django.db.models import OuterRef, QuerySet, Subquery
 
-from evaluation.metrics import DEFAULT_PS, fast_p, fast_p_curve, fast_p_key, geometric_mean_speedup
+from evaluation.metrics import DEFAULT_PS, fast_p_curve, fast_p_key
 from leaderboard.models import Evaluation, Kernel, Origin, Run
+from leaderboard.reads import scoring
+from leaderboard.reads.scoring import KernelFacts
 
 RUN_PS: tuple[float, ...] = (0.0, *DEFAULT_PS)
 COMPARABLE_RUNS = 200  # runs offered in the "compare with" list
@@ -229,33 +230,37 @@ class LevelScore:
         return asdict(self)
 
 
-def _fast_ps(speedups: dict[int, float | None], correct: int, n_problems: int) -> dict[str, float]:
-    values = {fast_p_key(p): fast_p(speedups, n_problems, p) for p in RUN_PS}
-    values[fast_p_key(0.0)] = correct / n_problems  # correct-unscored kernels are correct
-    return values
+def _facts(lines: list[ProblemLine]) -> list[KernelFacts]:
+    return [
+        KernelFacts(line.problem_id, s.sample, s.compiled, s.correct, s.speedup, excluded=s.excluded)
+        for line in lines
+        for s in line.samples
+    ]
+
+
+def _pick(summary: dict[str, Any], prefix: str) -> dict[str, float]:
+    return {fast_p_key(p): summary[prefix + fast_p_key(p)] for p in RUN_PS}
 
 
 def level_score(level: int, lines: list[ProblemLine], n_problems: int) -> LevelScore:
-    """Scores of `lines` (the run's problems of `level`) against the level's `n_problems`."""
+    """Scores of `lines` (the run's problems of `level`) against the level's `n_problems`, by the
+    boards' own rules (leaderboard.reads.scoring), so the run page and the boards always agree."""
     n_problems = max(n_problems, len(lines), 1)
-    firsts = [(line.problem_id, line.first) for line in lines]
-    scored = {pid: s.speedup if s and s.counts_correct else None for pid, s in firsts}
-    correct = sum(1 for _, s in firsts if s and s.counts_correct)
+    score = scoring.level_score(_facts(lines))
+    summary = scoring.summary(score, n_problems, DEFAULT_PS)
     several = any(len(line.samples) > 1 for line in lines)
-    best = {line.problem_id: (line.best.speedup if line.best else None) for line in lines}
-    best_correct = sum(1 for line in lines if line.best)
     return LevelScore(
         level=level,
         n_problems=n_problems,
-        attempted=sum(1 for _, s in firsts if s),
-        compiled_rate=sum(1 for _, s in firsts if s and s.compiled) / n_problems,
-        correct_rate=correct / n_problems,
-        fast_p=_fast_ps(scored, correct, n_problems),
-        geomean_speedup=geometric_mean_speedup({k: v for k, v in scored.items() if v is not None}),
-        unscored=sum(1 for _, s in firsts if s and s.counts_correct and s.speedup is None),
-        best_of_n=_fast_ps(best, best_correct, n_problems) if several else None,
-        curve=fast_p_curve(scored, n_problems),
-        curve_best=fast_p_curve(best, n_problems) if several else None,
+        attempted=summary["attempted"],
+        compiled_rate=summary["compiled_rate"],
+        correct_rate=summary["correct_rate"],
+        fast_p=_pick(summary, ""),
+        geomean_speedup=summary["geomean_speedup"],
+        unscored=summary["unscored"],
+        best_of_n=_pick(summary, "best_") if several else None,
+        curve=fast_p_curve(list(score.sample0.speedups), n_problems),
+        curve_best=fast_p_curve(list(score.best.speedups), n_problems) if several else None,
     )
 
 
