@@ -15,10 +15,10 @@ from leaderboard.reads.scoring import RULE_SAMPLE0, LevelScore
 from leaderboard.reads.standings import StandingRow, annotate_intervals, level_standings, make_row
 from problems.models import LEVELS, Baseline, Hardware, Problem, ProblemSet
 
-# Reported scores: how many best models per variant the overview shows before "all of them".
-OVERVIEW_PER_VARIANT = 10
-# ... and how many variants (most models compared first); /reported/ lists all.
-OVERVIEW_VARIANTS = 20
+# Reported scores: the overview is compact (issue 14.9): the best few models of each of the
+# variants compared most, in its chart and its table; /reported/ lists all.
+OVERVIEW_PER_VARIANT = 3
+OVERVIEW_VARIANTS = 8
 # Charts carry at most this many points (a page's weight stays bounded).
 CHART_POINTS = 500
 
@@ -153,10 +153,10 @@ SORT_KEYS = {
     "model": lambda row: row.run.model.name.casefold(),
     "setting": lambda row: row.run.setting.casefold(),
     "hardware": lambda row: row.run.hardware.slug,
-    "compiled": lambda row: row.summary["compiled_rate"],
-    "correct": lambda row: row.summary["correct_rate"],
-    "geomean": lambda row: row.summary["geomean_speedup"] or 0.0,
-    "attempted": lambda row: row.summary["attempted"],
+    "compiled": lambda row: row.tally.compiled,
+    "correct": lambda row: row.tally.correct,
+    "geomean": lambda row: row.tally.geomean() or 0.0,
+    "attempted": lambda row: row.tally.attempted,
 }
 
 
@@ -164,16 +164,16 @@ def sort_rows(rows: list[StandingRow], sort: str, descending: bool) -> list[Stan
     """Rows sorted by a column: one of SORT_KEYS, or 'fast_<p>' (a key of the summary). Each row's
     interval is that of the sorted fast_p (fast_1 for other columns); ties only mean something
     in a fast_p order, so only there are rows marked tied with the row above."""
+    p = _p_of(sort)
     if sort in SORT_KEYS:
         key = SORT_KEYS[sort]
-    elif sort.startswith("fast_") and rows and sort in rows[0].summary:
+    elif p is not None and rows and sort in rows[0].summary:
 
         def key(row: StandingRow) -> float:
-            return row.summary[sort]
+            return row.fast_p(p)  # a binary search: no row's full summary is computed to sort
     else:
         return rows
     rows = sorted(rows, key=key, reverse=descending)
-    p = _p_of(sort)
     annotate_intervals(rows, 1.0 if p is None else p)
     if p is None:
         for row in rows:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from evaluation.metrics import fast_p_curve
 from leaderboard.models import Kernel, Run, RunQuerySet
@@ -38,13 +39,23 @@ class StandingRow:
     level: int | None  # None: all levels together
     score: LevelScore
     n_problems: int
-    summary: dict
+    ps: tuple[float, ...] = STANDARD_PS  # the p's the summary holds
     rule: str = RULE_SAMPLE0
     # Set by `rank_rows`: the 95% bootstrap interval of fast_p at the ranking p, and whether it
     # overlaps the row above (a tie).
     interval: tuple[float, float] | None = None
     tied: bool = False
     extra: dict = field(default_factory=dict)
+
+    @cached_property
+    def summary(self) -> dict:
+        """Every number of the row (scoring.summary's keys); computed when first read, so that
+        ranking thousands of rows touches only the numbers it sorts by."""
+        return scoring.summary(self.score, self.n_problems, self.ps, self.rule)
+
+    @property
+    def correct_rate(self) -> float:
+        return self.tally.correct / self.n_problems
 
     @property
     def tally(self) -> scoring.Tally:
@@ -106,15 +117,14 @@ def level_denominator(problem_set: ProblemSet, level: int | None) -> int:
 def make_row(
     run: Run, level: int | None, score: LevelScore, n_problems: int, p: float | None, rule: str
 ) -> StandingRow:
-    summary = scoring.summary(score, n_problems, standard_ps(p), rule)
-    return StandingRow(run, level, score, n_problems, summary, rule)
+    return StandingRow(run, level, score, n_problems, standard_ps(p), rule)
 
 
 def rank_rows(rows: list[StandingRow], p: float | None) -> list[StandingRow]:
     """Best fast_p at p (1.0 unless given) first, then the correctness rate, then the oldest run;
     each row gets its bootstrap interval at that p and is marked tied where it overlaps the row above."""
     rank_p = 1.0 if p is None else p
-    rows.sort(key=lambda row: (-row.fast_p(rank_p), -row.summary["correct_rate"], row.run.pk))
+    rows.sort(key=lambda row: (-row.fast_p(rank_p), -row.correct_rate, row.run.pk))
     annotate_intervals(rows, rank_p)
     return rows
 
