@@ -49,7 +49,6 @@ from problems.models import Baseline, Hardware, Problem, ProblemSet
 
 # The archive readers are part of this module's interface for its callers (API, command).
 __all__ = [
-    "BundleError",
     "RunImport",
     "RunSpec",
     "default_problem_set",
@@ -61,8 +60,6 @@ __all__ = [
     "verify_run",
 ]
 
-# The run import's errors are the row errors of every ingestion; the old name stays for callers.
-BundleError = RowErrors
 LEVEL_PROBLEM_KEY = re.compile(r"^level_(\d+)_problem_(\d+)$", re.ASCII)
 # KernelBench writes this runtime for a kernel it could not time.
 NO_RUNTIME = -1

@@ -11,7 +11,7 @@ site promises:
 
 Runs on SQLite and PostgreSQL (tests/run-suites.sh runs tests/api on both; NUL reaches the
 database only there). Deterministic (derandomized; KB_FUZZ_RANDOM=1 explores) and bounded:
-KB_FUZZ_INPUT_EXAMPLES (100) examples per test, well under a minute on two cores.
+KB_FUZZ_INPUT_EXAMPLES (200) examples per test, well under a minute on two cores.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from problems.models import DB_INT_MAX
 
 from .conftest import KERNEL
 
-EXAMPLES = int(os.environ.get("KB_FUZZ_INPUT_EXAMPLES", "100"))
+EXAMPLES = int(os.environ.get("KB_FUZZ_INPUT_EXAMPLES", "200"))
 FUZZ = hsettings(
     max_examples=EXAMPLES,
     deadline=None,
