@@ -16,6 +16,7 @@ from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import submit_kernel
 from leaderboard.models import LanguageModel, Origin, Precision
 from leaderboard.reads import board_cache, charts, kernel_page, level_table, queries
+from leaderboard.reads import overview as almanac
 from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
 from leaderboard.reads.standings import fast_p_curves
@@ -64,6 +65,8 @@ def _overview(request: HttpRequest, problem_set: ProblemSet | None) -> HttpRespo
             "launch_posts": charts.launch_timeline(posts),
         },
         "levels": LEVELS,
+        "counts": almanac.counts(),
+        "almanac": almanac.ALMANAC,  # release, the authors' words, version notes
     }
     return render(request, "leaderboard/overview.html", context)
 

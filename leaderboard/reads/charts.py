@@ -17,7 +17,10 @@ from leaderboard.reads.standings import StandingRow
 
 Figure = dict[str, Any]
 
-NEAR_CEILING = 90.0  # percent: the "near the ceiling" line of the scores-over-time chart
+NEAR_CEILING = 85.0  # percent: the "near the ceiling" line of the scores-over-time chart (as the almanac draws it)
+# Scores over time: one colour per variant (the most-reported first); the rest share one grey trace.
+OVER_TIME_VARIANTS = 8
+VARIANT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 REPORTED_COLOUR = "#1f77b4"
 MEASURED_COLOUR = "#d62728"
 DEMO_COLOUR = "#9a9a9a"
@@ -136,17 +139,33 @@ def reported_bars(groups: Sequence[Any], unit: str) -> Figure | None:
     }
 
 
-def _reported_dots(reported: list[ReportedScore]) -> dict[str, Any]:
-    """Reported percentages as circles, as published."""
+def _reported_by_variant(reported: list[ReportedScore]) -> list[dict[str, Any]]:
+    """Reported percentages as circles, one colour per variant (the OVER_TIME_VARIANTS most
+    reported; the others grey, together), each dot labelled by its model on hover."""
+    by_variant: dict[str, list[ReportedScore]] = {}
+    for score in reported:
+        by_variant.setdefault(score.variant, []).append(score)
+    ranked = sorted(by_variant, key=lambda v: (-len(by_variant[v]), v))
+    groups = [(v, by_variant[v], VARIANT_COLOURS[i]) for i, v in enumerate(ranked[:OVER_TIME_VARIANTS])]
+    rest = [s for v in ranked[OVER_TIME_VARIANTS:] for s in by_variant[v]]
+    if rest:
+        groups.append((f"{len(ranked) - OVER_TIME_VARIANTS} other variants", rest, DEMO_COLOUR))
+    return [_reported_dots(name, scores, colour) for name, scores, colour in groups]
+
+
+def _reported_dots(name: str, reported: list[ReportedScore], colour: str) -> dict[str, Any]:
+    """One variant's reported percentages as circles, as published."""
     return {
         "type": "scatter",
         "mode": "markers",
-        "name": "reported (as published)",
+        "name": label(name),
+        "legendgroup": "reported",
+        "legendgrouptitle": {"text": "reported (as published), by variant"},
         "x": [s.reported_on.isoformat() for s in reported],
         "y": [s.value for s in reported],
-        "marker": {"symbol": "circle", "size": 9, "color": REPORTED_COLOUR, "opacity": 0.75},
+        "marker": {"symbol": "circle", "size": 9, "color": colour, "opacity": 0.8},
         "hovertext": [
-            label(f"{s.model.name} · {s.variant} · {s.metric} {s.display_value} ({s.display_date})") for s in reported
+            label(f"{s.model.name}: {s.display_value} · {s.variant} · {s.metric} ({s.display_date})") for s in reported
         ],
         "hoverinfo": "text",
     }
@@ -157,7 +176,9 @@ def _measured_diamonds(points: list[tuple[dt.date, StandingRow]], is_demo: bool)
     return {
         "type": "scatter",
         "mode": "markers",
-        "name": "measured here, fast_1 (demo data)" if is_demo else "measured here, fast_1",
+        "name": "fast_1, all levels (demo data)" if is_demo else "fast_1, all levels",
+        "legendgroup": "measured",
+        "legendgrouptitle": {"text": "measured here (not comparable with reported scores)"},
         "x": [_date(date) for date, _ in points],
         "y": [round(row.fast_p(1.0) * 100, 2) for _, row in points],
         "marker": {
@@ -166,7 +187,7 @@ def _measured_diamonds(points: list[tuple[dt.date, StandingRow]], is_demo: bool)
             "color": DEMO_COLOUR if is_demo else MEASURED_COLOUR,
             "line": {"width": 2},
         },
-        "hovertext": [f"{_run_label(row)}: fast_1 {row.fast_p(1.0) * 100:.1f}%" for _, row in points],
+        "hovertext": [f"{label(row.run.model.name)}: fast_1 {row.fast_p(1.0) * 100:.1f}% · {_run_label(row)}" for _, row in points],
         "hoverinfo": "text",
     }
 
@@ -202,7 +223,7 @@ def scores_over_time(
     here (diamonds; demo runs hollow and grey), with a "near the ceiling" line."""
     reported = [s for s in reported if s.unit == "%"]
     measured = list(measured)
-    traces: list[dict[str, Any]] = [_reported_dots(reported)] if reported else []
+    traces: list[dict[str, Any]] = _reported_by_variant(reported)
     for is_demo in (False, True):
         points = [(date, row) for date, row in measured if (row.run.is_demo or row.run.model.is_demo) == is_demo]
         if points:
@@ -487,8 +508,9 @@ def run_fast_p_chart(scores: Sequence[Any]) -> Figure | None:
         "data": traces,
         "layout": _layout(
             "fast_p over p (share of the level's problems correct and faster than p × the reference)",
-            height=340,
+            height=360,
             xaxis={"title": {"text": "p (speedup threshold)"}, "range": [0, 3]},
             yaxis={"title": {"text": "fast_p (%)"}, "range": [0, 100]},
+            legend={"orientation": "h", "y": -0.3},
         ),
     }

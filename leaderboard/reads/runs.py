@@ -158,6 +158,7 @@ class RunProgress:
     total: int
     evaluated: int  # newest evaluation done here (measured)
     imported: int  # newest evaluation is an imported result, not verified here
+    demo: int  # newest evaluation is synthetic demo data (seed_demo)
     queued: int
     running: int
     failed: int  # the infrastructure gave up (no verdict)
@@ -173,6 +174,7 @@ class RunProgress:
         parts += [f"{n} {word}" for n, word in ((self.running, "running"), (self.queued, "queued")) if n]
         parts += [f"{self.failed} failed"] if self.failed else []
         parts += [f"{self.imported} imported, unverified"] if self.imported else []
+        parts += [f"{self.demo} demo data (synthetic)"] if self.demo else []
         parts += [f"{self.not_evaluated} not evaluated"] if self.not_evaluated else []
         return ", ".join(parts)
 
@@ -198,11 +200,11 @@ def run_progress(run: Run) -> RunProgress:
         if state is None:
             counts["not_evaluated"] += 1
         elif state == Evaluation.State.DONE:
-            counts["evaluated" if origin == Origin.MEASURED else "imported"] += 1
+            counts[{Origin.MEASURED: "evaluated", Origin.DEMO: "demo"}.get(origin, "imported")] += 1
         else:
             counts[state] += 1
         counts["total"] += 1
-    names = ("total", "evaluated", "imported", "queued", "running", "failed", "not_evaluated")
+    names = ("total", "evaluated", "imported", "demo", "queued", "running", "failed", "not_evaluated")
     return RunProgress(**{name: counts[name] for name in names})
 
 

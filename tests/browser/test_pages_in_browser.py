@@ -34,6 +34,7 @@ def demo_urls() -> dict[str, str]:
         "model": LanguageModel.objects.get(name="Demo Alpha").get_absolute_url(),
         "problem": Problem.objects.get(pk=kernel.problem_id).get_absolute_url(),
         "kernel": kernel.get_absolute_url(),
+        "run": kernel.run.get_absolute_url(),
     }
 
 
@@ -44,11 +45,12 @@ PAGE_TYPES = [
     ("model", "#runs-table", "#chart-history"),
     ("problem", "#kernels-table", "#chart-speedups"),
     ("kernel", "#history-table", "#chart-timing"),
+    ("run", "#run-problems", "#chart-fast_p"),
 ]
 
 
 def test_it_draws_tables_and_charts_on_every_page_type(site, page):
-    # One test for all five page types: the demo data is seeded once instead of five times.
+    # One test for all six page types: the demo data is seeded once instead of six times.
     urls = demo_urls()
     for name, table, chart in PAGE_TYPES:
         page.goto(site + urls[name])
@@ -123,3 +125,25 @@ def test_it_fits_a_phone(site, phone_page):
     save_screenshot(page, "level-phone")
     assert overflow <= 1
     assert wide  # the table scrolls inside its own box, not the page
+
+
+def test_the_overview_is_compact(site, light_page):
+    light_page.goto(site + "/")
+    height = light_page.evaluate("document.body.scrollHeight")
+    print(f"overview height at 1280 px wide, demo data: {height} px")
+    assert height < 4500, height
+
+
+def test_the_run_page_follows_its_verification_live(site, light_page):
+    from leaderboard.models import Evaluation  # deferred: the ORM runs beside the browser only inside tests
+
+    kernel = Kernel.objects.filter(latest_evaluation__correct=True).order_by("pk").first()
+    pending = Evaluation.objects.create(kernel=kernel, hardware=kernel.run.hardware, state="running")
+    light_page.goto(site + kernel.run.get_absolute_url())
+    label = light_page.locator("#run-progress-label")
+    assert "1 running" in label.text_content()
+    Evaluation.objects.filter(pk=pending.pk).update(state="failed", failure_reason="worker lost")
+    light_page.wait_for_function(
+        "() => document.querySelector('#run-progress-label').textContent.includes('1 failed')", timeout=20_000
+    )
+    assert "running" not in light_page.locator("#run-progress-label").text_content()

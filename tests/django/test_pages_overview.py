@@ -1,3 +1,6 @@
+import html as html_lib
+import json
+
 import pytest
 from django.core.management import call_command
 
@@ -5,6 +8,12 @@ from leaderboard.models import LaunchPost
 from tests.pagekit import count_queries, make_model, make_reported, make_run, make_set, plain_static  # noqa: F401
 
 pytestmark = pytest.mark.django_db
+
+
+def chart_json(page: str, name: str) -> str:
+    """The figure a chart's json_script carries."""
+    start = page.index(f'id="chart-data-{name}"')
+    return html_lib.unescape(page[page.index(">", start) + 1 : page.index("</script>", start)])
 
 
 def test_it_renders_empty(client):
@@ -78,4 +87,27 @@ def test_it_cuts_long_variants_and_links_to_all(client):
         make_reported(make_model(f"Many {index:02d}"), value=index, variant="Crowded")
     html = client.get("/").content.decode()
     table = html[html.index('id="reported-table"') : html.index("</table>", html.index('id="reported-table"'))]
-    assert "best 10 of 12" in table and "Many 11" in table and "Many 01" not in table
+    assert "best 3 of 12" in table and "Many 11" in table and "Many 09" in table and "Many 08" not in table
+
+
+def test_it_carries_the_almanacs_facts(client):
+    make_reported(make_model("Counted"), 12)
+    html = client.get("/").content.decode()
+    assert 'Released</dt><dd id="released">December 2024 (paper February 2025)' in html
+    assert "In the authors' words" in html and "generate efficient GPU kernels" in html
+    assert "KernelBench v0.1</strong> (July 2025)" in html and "randomised correctness tests" in html
+    assert "1 model scored in lab cards and papers (1 reported score)" in html
+
+
+def test_scores_over_time_are_coloured_by_variant_with_the_model_on_hover(client):
+    make_reported(make_model("Alpha"), 40, variant="Variant A")
+    make_reported(make_model("Beta"), 50, variant="Variant B")
+    make_run(make_set(), model=make_model("Gamma"))
+    figure = json.loads(chart_json(client.get("/").content.decode(), "over_time"))
+    reported = [t for t in figure["data"] if t.get("legendgroup") == "reported"]
+    assert sorted(t["name"] for t in reported) == ["Variant A", "Variant B"]
+    assert len({t["marker"]["color"] for t in reported}) == 2
+    assert any(text.startswith("Alpha: 40%") for t in reported for text in t["hovertext"])
+    (measured,) = [t for t in figure["data"] if t.get("legendgroup") == "measured"]
+    assert measured["hovertext"][0].startswith("Gamma: fast_1")
+    assert figure["layout"]["shapes"][0]["y0"] == 85
