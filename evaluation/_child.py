@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import resource
+import socket
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ import traceback
 import types
 from typing import Any
 
+from evaluation import cuda_ipc
 from evaluation.child_utils import cpu_name
 from evaluation.compare import compare_outputs
 from evaluation.hardware import _nvidia_driver
@@ -201,6 +203,10 @@ class Harness:
         self.gc_hits: set[str] = set()
         self.prev_out_ptrs: list[int] = []
         self.prev_out_ref: Any = None
+        self._shared: cuda_ipc.SharedBuffer | None = None
+        self.ipc_error: str | None = None
+        fd = spec.get("fd_sock")
+        self.fd_sock = socket.socket(fileno=fd) if isinstance(fd, int) else None
 
     # -- setup ---------------------------------------------------------------------------------
     def import_torch(self) -> None:
@@ -209,6 +215,7 @@ class Harness:
         self.torch = torch
         self.threading = threading
         torch.set_grad_enabled(False)
+        torch.backends.cudnn.benchmark = False  # the same, deterministic algorithm choice in every process
         if "KB_TORCH_THREADS" in os.environ:
             torch.set_num_threads(int(os.environ["KB_TORCH_THREADS"]))
         self._sync = lambda: None
@@ -312,15 +319,49 @@ class Harness:
         exec(compile(src, path, "exec"), mod.__dict__)
         return mod
 
+    def _problem(self) -> Any:
+        """The problem module, executed once."""
+        if getattr(self, "problem_module", None) is None:
+            problem = self._exec_module("kb_problem", self.spec["problem_path"])
+            for attr in ("Model", "get_inputs", "get_init_inputs"):
+                if not hasattr(problem, attr):
+                    raise AttributeError(f"problem file defines no {attr}")
+            self.problem_module = problem
+        return self.problem_module
+
+    def estimate(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Bytes of one set of inputs, from get_inputs() run on the meta device (nothing allocated);
+        -1 when get_inputs does not run there (e.g. it moves tensors to a device itself)."""
+        torch = self.torch
+        problem = self._problem()
+        try:
+            torch.manual_seed(0)
+            with torch.device("meta"):
+                inputs = list(problem.get_inputs())
+            nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+        except Exception as exc:  # noqa: BLE001 - problem code
+            return {"ok": True, "input_bytes": -1, "error": _one_line(exc)}
+        return {"ok": True, "input_bytes": int(nbytes)}
+
+    def _pin(self, cpus: Any) -> None:
+        """Pin every thread of this process to ``cpus`` (the parent gives every process of an
+        evaluation the same cores: they take turns on them)."""
+        if not cpus:
+            return
+        mask = {int(c) for c in cpus}
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setaffinity(int(tid), mask)
+            except OSError:
+                pass
+
     def load(self, req: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
+        self._pin(req.get("cpus"))
         # The run's precision: models and floating-point inputs in this dtype (None: float32, as built).
         self.dtype = getattr(torch, req["dtype"]) if req.get("dtype", "float32") != "float32" else None
         t0 = _perf_counter_ns()
-        problem = self._exec_module("kb_problem", self.spec["problem_path"])
-        for attr in ("Model", "get_inputs", "get_init_inputs"):
-            if not hasattr(problem, attr):
-                raise AttributeError(f"problem file defines no {attr}")
+        problem = self._problem()
         self.get_inputs = problem.get_inputs
         self.get_init_inputs = problem.get_init_inputs
         t_problem = _perf_counter_ns()
@@ -454,73 +495,140 @@ class Harness:
 
     def correctness(self, req: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
-        seed = int(req["seed"])
-        inputs = self.gen_inputs(seed)
+        self._release_shared()
+        inputs = self.gen_inputs(int(req["seed"]))
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
         pristine = [x.clone() for x in tensors] if self.role == "kernel" else []
         before = self._threads()
         t0 = _perf_counter_ns()
         try:
-            out = self.model(*inputs)
-            outs = self.flatten(out)
+            outs = self.flatten(self.model(*inputs))
             self._sync()
-            snapshot = [o.detach().to("cpu", copy=True) for o in outs] if self.role == "kernel" else None
+            snapshot = self._snapshot(outs) if self.role == "kernel" else None
         except LazyTensorError as exc:
             self.flags["lazy_tensor"] = str(exc)
             return {"ok": False, "kind": "incorrect", "error": str(exc), "traceback": "", "flags": self.take_flags()}
         except BaseException as exc:  # noqa: BLE001
             return {"ok": False, "kind": _classify_exception(exc), "error": _one_line(exc),
                     "traceback": traceback.format_exc(), "flags": self.take_flags()}
-        t1 = _perf_counter_ns()
-        if self.role == "kernel":
-            self._check_threads(before)
-            for a, b in zip(pristine, tensors, strict=False):
-                if not _same_tensor(torch, a, b):
-                    self.flags["input_mutation"] = "kernel modified its input tensors in place"
-                    break
-            in_ptrs = {x.untyped_storage().data_ptr() for x in tensors if x.numel()}
-            out_ptrs = [o.untyped_storage().data_ptr() for o in outs if o.numel()]
-            if any(p in in_ptrs for p in out_ptrs):
-                self.flags["output_reuse"] = "kernel returned (a view of) one of its inputs"
-            if self.prev_out_ref is not None and any(p in self.prev_out_ptrs for p in out_ptrs):
-                self.flags["output_reuse"] = "kernel returned the same output buffer on consecutive calls"
-            self.prev_out_ref = outs
-            self.prev_out_ptrs = out_ptrs
-            self.check_patches()
-        if self.role == "reference" and req.get("save"):  # check-problem: the parent wants the values
+        run_s = (_perf_counter_ns() - t0) / 1e9
+        if self.role == "reference":
+            return self._reference_outputs(req, outs, run_s)
+        self._kernel_checks(before, pristine, tensors, outs)
+        return {"ok": True, "run_s": run_s, "flags": self.take_flags(), **self._hand_out(snapshot, int(req["trial"]))}
+
+    def _snapshot(self, outs: list[Any]) -> Any:
+        """Kernel role: the outputs as they are at return, out of the kernel's hands: on the GPU a
+        device-to-device copy into a buffer shared with the reference (cuda_ipc), else a host copy."""
+        if self.device == "cuda" and self.fd_sock is not None and "gpu_compare" not in self.disabled:
+            try:
+                self._shared, layout = cuda_ipc.export_outputs(self.torch, outs, self.torch.cuda.current_device())
+                return {"layout": layout}
+            except (cuda_ipc.IpcError, OSError) as exc:
+                self.ipc_error = str(exc)
+        return [o.detach().to("cpu", copy=True) for o in outs]
+
+    def _hand_out(self, snapshot: Any, trial: int) -> dict[str, Any]:
+        if isinstance(snapshot, dict) and self._shared is not None and self.fd_sock is not None:
+            fd = self._shared.export_fd()
+            try:
+                cuda_ipc.send_fd(self.fd_sock, fd)
+            finally:
+                os.close(fd)
+            return {"ipc_layout": snapshot["layout"]}
+        path = os.path.join(self.spec["workdir"], f"out_{trial}.pt")
+        self.torch.save(snapshot, path)
+        return {"file": os.path.basename(path), "ipc_error": self.ipc_error}
+
+    def export_file(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Kernel role: write the last shared snapshot to a file (when the reference could not map it)."""
+        torch = self.torch
+        if self._shared is None:
+            return {"ok": False, "kind": "runtime_error", "error": "no shared outputs to export"}
+        outs = []
+        for e in req.get("layout", []):
+            raw = self._shared.tensor[int(e["offset"]):int(e["offset"]) + int(e["nbytes"])]
+            outs.append(raw.view(getattr(torch, e["dtype"])).reshape(e["shape"]).to("cpu", copy=True))
+        self._release_shared()
+        path = os.path.join(self.spec["workdir"], f"out_{int(req['trial'])}.pt")
+        torch.save(outs, path)
+        return {"ok": True, "file": os.path.basename(path)}
+
+    def _release_shared(self) -> None:
+        if self._shared is not None:
+            self._shared.free()
+            self._shared = None
+
+    def _kernel_checks(self, before: set[Any], pristine: list[Any], tensors: list[Any], outs: list[Any]) -> None:
+        self._check_threads(before)
+        for a, b in zip(pristine, tensors, strict=False):
+            if not _same_tensor(self.torch, a, b):
+                self.flags["input_mutation"] = "kernel modified its input tensors in place"
+                break
+        in_ptrs = {x.untyped_storage().data_ptr() for x in tensors if x.numel()}
+        out_ptrs = [o.untyped_storage().data_ptr() for o in outs if o.numel()]
+        if any(p in in_ptrs for p in out_ptrs):
+            self.flags["output_reuse"] = "kernel returned (a view of) one of its inputs"
+        if self.prev_out_ref is not None and any(p in self.prev_out_ptrs for p in out_ptrs):
+            self.flags["output_reuse"] = "kernel returned the same output buffer on consecutive calls"
+        self.prev_out_ref = outs
+        self.prev_out_ptrs = out_ptrs
+        self.check_patches()
+
+    def _reference_outputs(self, req: dict[str, Any], outs: list[Any], run_s: float) -> dict[str, Any]:
+        if req.get("save"):  # check-problem: the parent wants the values
             snapshot = [o.detach().to("cpu", copy=True) for o in outs]
             path = os.path.join(self.spec["workdir"], f"out_{int(req['trial'])}.pt")
-            torch.save(snapshot, path)
-            return {"ok": True, "file": os.path.basename(path), "run_s": (t1 - t0) / 1e9, "flags": {}}
-        if self.role == "reference":
-            self.last_outs = [o.detach() for o in outs]
-            return {"ok": True, "run_s": (t1 - t0) / 1e9, "dtypes": [str(o.dtype).replace("torch.", "") for o in outs],
-                    "spot": self._spot(outs, req.get("spot_seed")), "flags": {}}
-        path = os.path.join(self.spec["workdir"], f"out_{int(req['trial'])}.pt")
-        torch.save(snapshot, path)
-        return {"ok": True, "file": os.path.basename(path), "run_s": (t1 - t0) / 1e9, "flags": self.take_flags()}
+            self.torch.save(snapshot, path)
+            return {"ok": True, "file": os.path.basename(path), "run_s": run_s, "flags": {}}
+        self.last_outs = [o.detach() for o in outs]
+        return {"ok": True, "run_s": run_s, "dtypes": [str(o.dtype).replace("torch.", "") for o in outs],
+                "spot": self._spot(outs, req.get("spot_seed")), "flags": {}}
 
     def compare(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Reference role only: compare the kernel's outputs (a file the parent handed over) with ours."""
-        torch = self.torch
+        """Reference role only: compare the kernel's outputs (a shared GPU buffer whose descriptor the
+        parent passed on, or a file the parent handed over) with ours."""
         if self.role != "reference":
             raise RuntimeError("compare runs in the reference process only")
-        path = os.path.join(self.spec["workdir"], os.path.basename(str(req["file"])))
-        try:
-            theirs = torch.load(path, map_location=self.device, weights_only=True, mmap=True)
-        except Exception as exc:  # noqa: BLE001 - untrusted file
-            return {"ok": False, "kind": "incorrect", "error": f"kernel outputs could not be loaded: {_one_line(exc)}"}
-        finally:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-        if not isinstance(theirs, list) or not all(type(t) is torch.Tensor for t in theirs):
+        if req.get("ipc_layout") is not None:
+            theirs, failure = self._import_shared(req["ipc_layout"])
+        else:
+            theirs, failure = self._load_file(str(req["file"]))
+        if failure is not None:
+            return failure
+        if not isinstance(theirs, list) or not all(type(t) is self.torch.Tensor for t in theirs):
             return {"ok": False, "kind": "incorrect", "error": "kernel outputs are not a list of plain tensors"}
         cmp = compare_outputs(self.last_outs, theirs, req.get("atol"), req.get("rtol"),
                               scale_check=bool(req.get("scale_check", True)))
         del theirs
         return {"ok": True, "comparison": dataclasses.asdict(cmp)}
+
+    def _import_shared(self, layout: Any) -> tuple[Any, dict[str, Any] | None]:
+        if self.fd_sock is None:
+            return None, {"ok": False, "kind": "ipc_failed", "error": "no descriptor channel"}
+        try:
+            fd = cuda_ipc.recv_fd(self.fd_sock)
+        except (OSError, cuda_ipc.IpcError) as exc:
+            return None, {"ok": False, "kind": "ipc_failed", "error": _one_line(exc)}
+        try:
+            return cuda_ipc.import_outputs(self.torch, fd, layout, self.torch.cuda.current_device()), None
+        except (cuda_ipc.IpcError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+            return None, {"ok": False, "kind": "ipc_failed", "error": _one_line(exc)}
+        finally:
+            os.close(fd)
+
+    def _load_file(self, name: str) -> tuple[Any, dict[str, Any] | None]:
+        path = os.path.join(self.spec["workdir"], os.path.basename(name))
+        try:
+            return self.torch.load(path, map_location=self.device, weights_only=True, mmap=True), None
+        except Exception as exc:  # noqa: BLE001 - untrusted file
+            return None, {"ok": False, "kind": "incorrect",
+                          "error": f"kernel outputs could not be loaded: {_one_line(exc)}"}
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
     def _spot(self, outs: list[Any], spot_seed: Any) -> list[list[float]]:
         torch = self.torch
@@ -632,7 +740,7 @@ def main() -> None:
     chan.send({"ok": True, "ready": True, "confinement": confinement, "torch_import_s": (_perf_counter_ns() - t0) / 1e9,
                "pid": os.getpid()})
     handlers = {"load": harness.load, "correct": harness.correctness, "time": harness.time_calls,
-                "compare": harness.compare}
+                "compare": harness.compare, "export_file": harness.export_file, "estimate": harness.estimate}
     while True:
         req = chan.recv()
         if req is None or req.get("op") == "exit":

@@ -1,4 +1,4 @@
-"""Command line: python -m evaluation {evaluate,check-problem,probe} ..."""
+"""Command line: python -m evaluation {evaluate,check-problem,probe,sweep} ..."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from .hardware import probe_hardware
 from .kernelbench_format import to_kernelbench
 from .problem_check import check_problem
 from .runner import evaluate
+from .sweep import find_tasks, format_summary, run_sweep, visible_gpus
 from .types import EvaluationConfig
 
 
@@ -40,7 +41,24 @@ def _parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("probe", help="describe this host's hardware (found in a child process)")
     pr.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     pr.add_argument("--json", action="store_true")
+    _sweep_parser(sub)
     return p
+
+
+def _sweep_parser(sub: Any) -> None:
+    s = sub.add_parser("sweep", help="evaluate every problem of a KernelBench checkout (against itself or kernels)")
+    s.add_argument("kernelbench_dir")
+    s.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
+    s.add_argument("--gpus", default="all", help="'all' or how many of the visible GPUs (one evaluation per GPU)")
+    s.add_argument("--workers", type=int, default=1, help="parallel evaluations with --device cpu")
+    s.add_argument("--kernels", default=None, help="folder of kernels (levelL/NAME.py or "
+                                                   "level_L_problem_P_sample_0_kernel.py) instead of self-checks")
+    s.add_argument("--problems", nargs="+", default=["*"], help="globs on problem names, e.g. '19_*' 'level3/*ResNet*'")
+    s.add_argument("--out", default=None, help="JSONL file, one line per evaluation")
+    s.add_argument("--no-pin", action="store_true", help="do not pin the sandboxed processes to CPU cores")
+    _common(s)
+    s.add_argument("--correctness-trials", type=int, default=None)
+    s.add_argument("--timing-trials", type=int, default=None)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -106,8 +124,10 @@ def _summary(d: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command is None:
-        sys.stderr.write("usage error: a command is required: evaluate, check-problem or probe\n")
+        sys.stderr.write("usage error: a command is required: evaluate, check-problem, probe or sweep\n")
         return 2
+    if args.command == "sweep":
+        return _sweep(args)
     if args.command == "probe":
         info = probe_hardware(args.device)
         print(json.dumps(info) if args.json else "\n".join(f"{k}: {v}" for k, v in info.items()))
@@ -125,4 +145,27 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(to_kernelbench(d), default=str))
     else:
         print(json.dumps(d, default=str) if (args.json or args.json_format) else _summary(d))
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    tasks = find_tasks(args.kernelbench_dir, args.levels, args.kernels, args.problems)
+    if not tasks:
+        sys.stderr.write(f"usage error: no problems found under {args.kernelbench_dir!r} for levels {args.levels}\n")
+        return 2
+    cfg = _config(args)
+    gpus = visible_gpus(args.gpus) if cfg.device == "cuda" else ["cpu"] * max(1, args.workers)
+    if not gpus:
+        sys.stderr.write("usage error: --device cuda but no GPU is visible\n")
+        return 2
+    sys.stderr.write(f"sweep: {len(tasks)} evaluations on {len(gpus)} {'GPU(s)' if cfg.device == 'cuda' else 'worker(s)'}\n")
+    out = open(args.out, "w", encoding="utf-8") if args.out else None
+    try:
+        summary = run_sweep(tasks, cfg, gpus, out, pin=not args.no_pin)
+    finally:
+        if out is not None:
+            out.close()
+    print(format_summary(summary))
+    if args.json:
+        print(json.dumps(summary))
     return 0

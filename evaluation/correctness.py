@@ -7,15 +7,17 @@ code, another uid) compares them on the device with its own outputs, which never
 
 from __future__ import annotations
 
+import os
 import time
+from typing import Any
 
 from .build import BuildDir
 from .compare import Comparison, spots_match
 from .protocol import CompareReply, CorrectReply, LoadReply
 from .sandbox import ChildError, Sandbox
 from .seeds import derive_seed
-from .types import PRECISIONS
 from .session import Abort, Pair
+from .types import PRECISIONS
 
 
 def load_models(pair: Pair, build: BuildDir) -> None:
@@ -23,8 +25,8 @@ def load_models(pair: Pair, build: BuildDir) -> None:
     res = pair.res
     init_seed = derive_seed(pair.master, "init")
     t0 = time.monotonic()
-    msg = {"op": "load", "init_seed": init_seed, "dtype": PRECISIONS[pair.cfg.precision]}
-    r_ref, r_ker = pair.both(msg, LoadReply)
+    msg = {"op": "load", "init_seed": init_seed, "cpus": [], "dtype": PRECISIONS[pair.cfg.precision]}
+    r_ref, r_ker = pair.both(msg, LoadReply, with_ref2=True) if not pair.cfg.cpus else _load_pinned(pair, msg)
     res.timings_s["load"] = round(time.monotonic() - t0, 4)
     if r_ref.ok:
         res.environment.update(r_ref.environment)
@@ -36,6 +38,26 @@ def load_models(pair: Pair, build: BuildDir) -> None:
     res.timings_s["build"] = round(r_ker.import_s + r_ker.init_s, 4)
     pair.merge_flags(r_ker)
     build.mark_built()
+
+
+def _load_pinned(pair: Pair, msg: dict[str, Any]) -> tuple[LoadReply, LoadReply]:
+    """``load`` with every process pinned to the same cores, ``cfg.cpus``: the processes take turns,
+    so each is timed on the very cores the others are (on a VM, vCPUs differ in speed, and each
+    drifts; a process left on a core of its own settles into that core's speed)."""
+    cpus = list(pair.cfg.cpus)
+    procs = [p for p in (pair.ref, pair.ker, pair.ref2) if p is not None]
+    for p in procs:
+        try:
+            p.send({**msg, "cpus": cpus})
+        except ChildError as exc:
+            raise Abort(exc.kind, exc.message) from exc
+    r_ker = pair.receive(pair.ker, LoadReply)
+    r_ref = pair.receive(pair.ref, LoadReply)
+    if pair.ref2 is not None:
+        r2 = pair.receive(pair.ref2, LoadReply)
+        if r_ref.ok and not r2.ok:
+            r_ref = r2
+    return r_ref, r_ker
 
 
 class _Trials:
@@ -87,14 +109,22 @@ def _trial(pair: Pair, sandbox: Sandbox, i: int, seen: _Trials) -> None:
 
 
 def _compare(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int) -> Comparison:
-    """Hand the kernel's output file to the reference process and have it compare."""
-    try:
-        name = sandbox.hand_over(pair.ker, pair.ref, r_ker.file, f"kernel_out_{i}.pt")
-    except (ChildError, OSError) as exc:
-        raise Abort("runtime_error", f"could not take the kernel's outputs: {exc}") from exc
-    msg = {"op": "compare", "file": name, "atol": pair.cfg.atol, "rtol": pair.cfg.rtol,
-           "scale_check": pair.defence_on("scale_check")}
-    r_cmp = pair.request(pair.ref, msg, CompareReply, extra_s=30.0)
+    """Have the reference process compare the kernel's outputs: a shared GPU buffer whose descriptor
+    the parent passes on, or else (CPU, or the buffer could not be mapped) a file the parent moves."""
+    msg: dict[str, Any] = {"op": "compare", "atol": pair.cfg.atol, "rtol": pair.cfg.rtol, "scale_check": pair.defence_on("scale_check")}
+    r_cmp = None
+    if r_ker.ipc_layout is not None:
+        r_cmp = _compare_shared(pair, r_ker, msg)
+        if r_cmp.kind == "ipc_failed" and not r_cmp.ok:
+            pair.res.environment["output_transport"] = f"file (shared GPU buffer failed: {r_cmp.error})"
+            r_exp = pair.request(pair.ker, {"op": "export_file", "layout": r_ker.ipc_layout, "trial": i}, CorrectReply)
+            if not r_exp.ok:
+                raise pair.kernel_failed(r_exp)
+            r_cmp, r_ker = None, r_exp
+        else:
+            pair.res.environment["output_transport"] = "gpu_shared"
+    if r_cmp is None:
+        r_cmp = _compare_file(pair, sandbox, r_ker, i, msg)
     if not r_cmp.ok:
         raise Abort("incorrect" if r_cmp.kind == "incorrect" else "runtime_error",
                     f"trial {i + 1}: {r_cmp.error}", r_cmp.traceback)
@@ -102,6 +132,31 @@ def _compare(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int) -> Compa
         return Comparison(**r_cmp.comparison)
     except TypeError as exc:
         raise Abort("crashed", f"reference: malformed comparison: {exc}") from exc
+
+
+def _compare_shared(pair: Pair, r_ker: CorrectReply, msg: dict[str, Any]) -> CompareReply:
+    try:
+        fd = pair.ker.recv_fd(pair.deadline)
+    except ChildError as exc:
+        raise Abort(exc.kind, exc.message) from exc
+    try:
+        pair.ref.send_fd(fd)
+    except ChildError as exc:
+        raise Abort(exc.kind, "reference: " + exc.message) from exc
+    finally:
+        os.close(fd)
+    return pair.request(pair.ref, {**msg, "ipc_layout": r_ker.ipc_layout}, CompareReply, extra_s=30.0)
+
+
+def _compare_file(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int, msg: dict[str, Any]) -> CompareReply:
+    if "output_transport" not in pair.res.environment:
+        why = f" (shared GPU buffer failed in the kernel process: {r_ker.ipc_error})" if r_ker.ipc_error else ""
+        pair.res.environment["output_transport"] = "file" + why
+    try:
+        name = sandbox.hand_over(pair.ker, pair.ref, r_ker.file, f"kernel_out_{i}.pt")
+    except (ChildError, OSError) as exc:
+        raise Abort("runtime_error", f"could not take the kernel's outputs: {exc}") from exc
+    return pair.request(pair.ref, {**msg, "file": name}, CompareReply, extra_s=30.0)
 
 
 def _record(pair: Pair, cmp: Comparison) -> None:

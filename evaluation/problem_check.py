@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from .compare import compare_outputs, dtype_name, outputs_close, tolerances_for
-from .protocol import CorrectReply, LoadReply, MalformedReply, ReadyReply, parse
+from .protocol import CorrectReply, EstimateReply, LoadReply, MalformedReply, ReadyReply, parse
 from .sandbox import ChildError, Sandbox, SandboxProcess
 from .seeds import derive_seed
 from .types import EvaluationConfig
@@ -44,7 +44,7 @@ def check_problem(problem_source: str, config: EvaluationConfig | None = None) -
         path = sb.write_source("problem.py", problem_source)
         proc = sb.spawn("reference", path)
         try:
-            outs = _run_reference(sb, proc, seed, report, t_begin + cfg.timeout_s, t_begin)
+            outs = _run_reference(sb, cfg, proc, seed, report, t_begin + cfg.timeout_s, t_begin)
         except (ChildError, RuntimeError, MalformedReply) as exc:
             report["error"] = str(exc)
             report["log"] = proc.read_log()
@@ -56,13 +56,27 @@ def check_problem(problem_source: str, config: EvaluationConfig | None = None) -
     return report
 
 
-def _run_reference(sb: Sandbox, proc: SandboxProcess, seed: int, report: dict[str, Any], deadline: float,
-                   t_begin: float) -> list[list[Any]]:
+def _check_memory(cfg: EvaluationConfig, proc: SandboxProcess, report: dict[str, Any], deadline: float) -> None:
+    """Say up front when one set of the problem's inputs (and outputs of about their size) cannot
+    fit ``memory_limit_mb`` on the CPU."""
+    est = parse(EstimateReply, proc.request({"op": "estimate"}, deadline))
+    if not est.ok:
+        raise RuntimeError(f"build failed: {est.error}")
+    report["input_mb"] = round(est.input_bytes / 2**20, 1) if est.input_bytes >= 0 else None
+    need_mb = 2 * est.input_bytes / 2**20  # inputs + outputs of about their size: a lower bound
+    if cfg.device == "cpu" and est.input_bytes >= 0 and need_mb > cfg.memory_limit_mb:
+        raise RuntimeError(f"the problem's inputs need {est.input_bytes / 2**30:.1f} GB (about {need_mb / 1024:.1f} GB "
+                           f"per process with outputs), more than memory_limit_mb={cfg.memory_limit_mb} allows")
+
+
+def _run_reference(sb: Sandbox, cfg: EvaluationConfig, proc: SandboxProcess, seed: int, report: dict[str, Any],
+                   deadline: float, t_begin: float) -> list[list[Any]]:
     """Build the reference, run it on inputs A, A, B; return the three output lists."""
     ready = parse(ReadyReply, proc.recv(deadline))
     if not ready.ok:
         raise RuntimeError(ready.error)
     report["timings_s"]["process_start"] = round(time.monotonic() - t_begin, 3)
+    _check_memory(cfg, proc, report, deadline)
     loaded = parse(LoadReply, proc.request({"op": "load", "init_seed": derive_seed(seed, "init")}, deadline))
     if not loaded.ok:
         raise RuntimeError(f"build failed: {loaded.error}")

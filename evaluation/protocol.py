@@ -46,9 +46,16 @@ class LoadReply(Reply):
 @dataclass
 class CorrectReply(Reply):
     file: str = ""
+    ipc_layout: Any = None  # GPU: the layout of the shared buffer whose descriptor was sent (cuda_ipc)
+    ipc_error: Any = None  # GPU: why the outputs came as a file instead
     run_s: float = 0.0
     dtypes: list[str] = field(default_factory=list)
     spot: list[list[float]] = field(default_factory=list)
+
+
+@dataclass
+class EstimateReply(Reply):
+    input_bytes: int = -1
 
 
 @dataclass
@@ -70,6 +77,8 @@ _SCALARS: dict[type, tuple[type, ...]] = {bool: (bool,), str: (str,), int: (int,
 
 
 def _coerce(name: str, value: Any, sample: Any) -> Any:
+    if sample is None:  # optional field of any JSON type, checked where it is used
+        return value
     kind = type(sample)
     if kind in _SCALARS:
         if value is None and kind is str:

@@ -1,61 +1,97 @@
 """evaluate(): orchestrates one evaluation from the (trusted) parent process.
 
 The parent never imports the problem or the kernel and never initialises CUDA. It starts a
-reference process and a kernel process in separate sandboxes, drives them request by request,
-has the reference process compare the kernel's outputs, alternates timing rounds between them and
-checks every reported time against its own clock.
+reference process and a kernel process in separate sandboxes (on CUDA, a second reference process
+too), drives them request by request, has the reference process compare the kernel's outputs,
+alternates timing rounds between them and checks every reported time against its own clock.
+
+``prepare()`` starts the sandboxes of an evaluation ahead of time (the sweep starts the next
+evaluation's processes while the current one runs); ``evaluate_prepared()`` runs it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import secrets
 import time
+from dataclasses import dataclass
 
 from .build import BuildDir
 from .correctness import check_correctness, load_models
 from .hardware import hardware_slug
-from .protocol import MalformedReply, ReadyReply, parse
+from .protocol import EstimateReply, MalformedReply, ReadyReply, parse
 from .sandbox import ChildError, Sandbox, SandboxProcess
 from .seeds import derive_seed
 from .session import Abort, Pair
-from .static_checks import analyse
+from .static_checks import analyse, pretrained_models, required_modules
 from .timing import measure
 from .types import EvaluationConfig, EvaluationResult
 
-__all__ = ["evaluate", "derive_seed", "hardware_slug"]
+__all__ = ["evaluate", "prepare", "evaluate_prepared", "Prepared", "derive_seed", "hardware_slug"]
+
+
+
+@dataclass
+class Prepared:
+    """An evaluation whose sandboxes are started (their processes import torch meanwhile)."""
+
+    cfg: EvaluationConfig
+    problem_source: str
+    kernel_source: str
+    build: BuildDir
+    sandbox: Sandbox
+    procs: list[SandboxProcess]
+    t_started: float
 
 
 def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> EvaluationResult:
-    """Evaluate one kernel against its reference problem; never raises for a bad kernel.
+    """Evaluate one kernel against its reference problem; never raises for a bad kernel."""
+    return evaluate_prepared(prepare(problem_source, kernel_source, config))
+
+
+def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> Prepared:
+    """Create the sandbox and start its processes (reference, kernel[, second reference])."""
+    cfg = config or EvaluationConfig()
+    build = BuildDir(cfg.build_cache_dir, kernel_source, cfg.device)
+    sandbox = Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
+                      hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
+                      disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads)
+    problem_path = sandbox.write_source("problem.py", problem_source)
+    kernel_path = sandbox.write_source("kernel.py", kernel_source)
+    t0 = time.monotonic()
+    procs = [sandbox.spawn("reference", problem_path), sandbox.spawn("kernel", problem_path, kernel_path)]
+    if cfg.n_reference_processes == 2:
+        procs.append(sandbox.spawn("reference2", problem_path))
+    return Prepared(cfg, problem_source, kernel_source, build, sandbox, procs, t0)
+
+
+def evaluate_prepared(prep: Prepared) -> EvaluationResult:
+    """Run a prepared evaluation to its end and close its sandbox.
 
     Phases:
     1. static checks on the kernel's source (``_static_checks``);
-    2. the build directory: cache entry and per-source lock (``evaluation.build``);
-    3. start the reference and the kernel sandbox (``_start``);
-    4. build both models (``correctness.load_models``);
+    2. the build directory: per-source lock, handed to the kernel's uid (``evaluation.build``);
+    3. pre-flight: modules the problem needs, processes ready, memory its inputs need (``_start``);
+    4. build the models (``correctness.load_models``);
     5. correctness trials (``correctness.check_correctness``);
     6. timing rounds and their cross-checks (``timing.measure``);
-    7. collect logs and environment, close the sandboxes, release the build directory (``_finish``).
+    7. collect logs and environment, close the sandbox, release the build directory (``_finish``).
     """
-    cfg = config or EvaluationConfig()
+    cfg, sandbox, build = prep.cfg, prep.sandbox, prep.build
     res = EvaluationResult(trials_total=cfg.correctness_trials)
     t_begin = time.monotonic()
     deadline = t_begin + cfg.timeout_s
     master = cfg.seed if cfg.seed is not None else secrets.randbits(62)
     if cfg.seed is not None:
         res.seed = cfg.seed
-    _static_checks(cfg, res, problem_source, kernel_source)
-    build = BuildDir(cfg.build_cache_dir, kernel_source, cfg.device)
+    _static_checks(cfg, res, prep.problem_source, prep.kernel_source)
     build.lock(deadline)
     res.build_cached = build.built
-    sandbox = Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
-                      hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
-                      disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads)
     log_parts: list[str] = []
     try:
         if sandbox.switch_uid:
             build.give_to(sandbox.uids["kernel"])
-        _run_phases(cfg, res, sandbox, problem_source, kernel_source, master, deadline, build, log_parts)
+        _run_phases(prep, res, master, deadline, log_parts)
         _collect(res, sandbox, log_parts)
     finally:
         sandbox.close()
@@ -77,16 +113,28 @@ def _static_checks(cfg: EvaluationConfig, res: EvaluationResult, problem_source:
         res.add_flag(code, msg)
 
 
-def _run_phases(cfg: EvaluationConfig, res: EvaluationResult, sandbox: Sandbox, problem_source: str,
-                kernel_source: str, master: int, deadline: float, build: BuildDir, log_parts: list[str]) -> None:
+def missing_modules(source: str) -> list[str]:
+    """Top-level modules ``source`` imports that this Python cannot find."""
+    missing = []
+    for name in required_modules(source):
+        try:
+            if importlib.util.find_spec(name) is None:
+                missing.append(name)
+        except (ImportError, ValueError):
+            missing.append(name)
+    return missing
+
+
+def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: float, log_parts: list[str]) -> None:
     """Phases 3-6; an Abort ends them with its status (a result stays 'correct' only if it was)."""
+    cfg = prep.cfg
     try:
-        problem_path = sandbox.write_source("problem.py", problem_source)
-        kernel_path = sandbox.write_source("kernel.py", kernel_source)
-        ref, ker = _start(sandbox, problem_path, kernel_path, deadline, res)
-        pair = Pair(cfg, res, ref, ker, master, deadline)
-        load_models(pair, build)
-        out_dtypes = check_correctness(pair, sandbox)
+        _preflight_modules(prep)
+        ref, ker, ref2 = _start(prep, deadline, res)
+        pair = Pair(cfg, res, ref, ker, master, deadline, ref2)
+        _check_memory(pair)
+        load_models(pair, prep.build)
+        out_dtypes = check_correctness(pair, prep.sandbox)
         if cfg.timing_trials > 0:
             measure(pair, out_dtypes)
     except Abort as ab:
@@ -99,14 +147,28 @@ def _run_phases(cfg: EvaluationConfig, res: EvaluationResult, sandbox: Sandbox, 
             log_parts.append(ab.log)
 
 
-def _start(sandbox: Sandbox, problem_path: str, kernel_path: str, deadline: float,
-           res: EvaluationResult) -> tuple[SandboxProcess, SandboxProcess]:
-    """Start both sandboxed processes (in parallel) and wait until each has imported torch."""
-    t0 = time.monotonic()
-    ref = sandbox.spawn("reference", problem_path)
-    ker = sandbox.spawn("kernel", problem_path, kernel_path)
+def _preflight_modules(prep: Prepared) -> None:
+    """A problem or kernel that imports a module this host lacks (e.g. level 4's ``transformers``)
+    ends at once, naming it."""
+    weights = pretrained_models(prep.problem_source)
+    if weights:
+        raise Abort("runtime_error", "reference failed: the problem loads pretrained weights with from_pretrained ("
+                    + ", ".join(weights) + "); the sandbox has no network and no copy of them")
+    missing = missing_modules(prep.problem_source)
+    if missing:
+        raise Abort("runtime_error", "reference failed: the problem needs module(s) not installed on this host: "
+                    + ", ".join(missing))
+    missing = missing_modules(prep.kernel_source)
+    if missing:
+        raise Abort("compile_error", "the kernel needs module(s) not installed on this host: " + ", ".join(missing))
+
+
+def _start(prep: Prepared, deadline: float,
+           res: EvaluationResult) -> tuple[SandboxProcess, SandboxProcess, SandboxProcess | None]:
+    """Wait until each started process has imported torch."""
+    t0 = max(prep.t_started, time.monotonic())  # prepared ahead: only the wait on the critical path counts
     ready: dict[str, ReadyReply] = {}
-    for p in (ref, ker):
+    for p in prep.procs:
         try:
             ready[p.role] = parse(ReadyReply, p.recv(deadline))
         except ChildError as exc:
@@ -118,7 +180,24 @@ def _start(sandbox: Sandbox, problem_path: str, kernel_path: str, deadline: floa
             raise Abort(r.kind or "crashed", f"{p.role} process: {r.error}", r.traceback)
     res.timings_s["process_start"] = round(time.monotonic() - t0, 4)
     res.environment["kernel_confinement"] = ready["kernel"].confinement
-    return ref, ker
+    by_role = {p.role: p for p in prep.procs}
+    return by_role["reference"], by_role["kernel"], by_role.get("reference2")
+
+
+def _check_memory(pair: Pair) -> None:
+    """CPU: a problem whose inputs (outputs are about as large) cannot fit the memory limit ends up
+    front with the figure, instead of the memory watchdog killing a process later."""
+    if pair.cfg.device != "cpu":
+        return
+    est = pair.request(pair.ref, {"op": "estimate"}, EstimateReply)
+    if not est.ok:
+        raise pair.reference_failed(est)
+    need_mb = 2 * est.input_bytes / 2**20  # inputs + outputs of about their size: a lower bound
+    pair.res.environment["input_mb"] = round(est.input_bytes / 2**20, 1)
+    if est.input_bytes >= 0 and need_mb > pair.cfg.memory_limit_mb:
+        raise Abort("runtime_error", f"the problem's inputs need {est.input_bytes / 2**30:.1f} GB (about "
+                    f"{need_mb / 1024:.1f} GB per process with outputs), more than memory_limit_mb="
+                    f"{pair.cfg.memory_limit_mb} allows")
 
 
 def _collect(res: EvaluationResult, sandbox: Sandbox, log_parts: list[str]) -> None:

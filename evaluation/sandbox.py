@@ -25,6 +25,7 @@ import secrets
 import select
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -192,6 +193,9 @@ def _rss_kb(pid: int) -> int:
         return 0
 
 
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
 class SandboxProcess:
     """One sandboxed child (role 'reference' or 'kernel')."""
 
@@ -213,17 +217,40 @@ class SandboxProcess:
     def start(self, pylib: str) -> None:
         cmd_r, cmd_w = os.pipe()
         resp_r, resp_w = os.pipe()
-        spec = dict(self.spec, cmd_fd=cmd_r, resp_fd=resp_w)
+        # A Unix socket that carries file descriptors only (GPU buffers shared through cuda_ipc).
+        self.fd_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        spec = dict(self.spec, cmd_fd=cmd_r, resp_fd=resp_w, fd_sock=child_sock.fileno())
         argv = [*self.prefix, sys.executable, "-I", "-c", BOOT.format(pylib=pylib), json.dumps(spec)]
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
-            cwd=self.spec["workdir"], pass_fds=(cmd_r, resp_w), start_new_session=True, close_fds=True,
+            cwd=self.spec["workdir"], pass_fds=(cmd_r, resp_w, child_sock.fileno()), start_new_session=True,
+            close_fds=True,
         )
         os.close(cmd_r)
         os.close(resp_w)
+        child_sock.close()
         self._cmd_w = cmd_w
         self._resp_r = resp_r
+
+    def recv_fd(self, deadline: float) -> int:
+        """The next file descriptor the child sent on its descriptor socket."""
+        remaining = max(0.0, deadline - time.monotonic())
+        r, _, _ = select.select([self.fd_sock], [], [], min(remaining, 30.0))
+        if not r:
+            raise ChildError("crashed", f"the {self.role} process announced a shared buffer but sent none")
+        _msg, fds, _flags, _addr = socket.recv_fds(self.fd_sock, 1, 4)
+        for extra in fds[1:]:
+            os.close(extra)
+        if not fds:
+            raise ChildError("crashed", f"the {self.role} process sent no descriptor")
+        return fds[0]
+
+    def send_fd(self, fd: int) -> None:
+        try:
+            socket.send_fds(self.fd_sock, [b"F"], [fd])
+        except OSError as exc:
+            raise self._death_error(f"could not pass a buffer to the {self.role} process: {exc}") from exc
 
     # -- protocol ------------------------------------------------------------------------------
     def send(self, msg: dict[str, Any]) -> None:
@@ -303,6 +330,18 @@ class SandboxProcess:
             return []
         return process_tree(self.proc.pid)
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) used so far by this process tree, all threads included."""
+        total = 0
+        for pid in self.tree():
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])
+            except (OSError, IndexError, ValueError):
+                pass
+        return total / _CLK_TCK
+
     def rss_mb(self) -> float:
         total = sum(_rss_kb(p) for p in self.tree()) / 1024.0
         self.peak_rss_mb = max(self.peak_rss_mb, total)
@@ -347,6 +386,7 @@ class SandboxProcess:
                 os.close(fd)
             except OSError:
                 pass
+        self.fd_sock.close()
         self._log.close()
 
     def read_log(self, limit: int = 20000) -> str:
@@ -446,6 +486,11 @@ class Sandbox:
             "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONUNBUFFERED": "1",
             "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
+            # No network in the sandbox: Hugging Face libraries must fail at once, not retry.
+            "HF_HUB_OFFLINE": "1",
+            "USER": "kb-sandbox",  # the sandbox's uid has no passwd entry; getpass.getuser() reads this
+            "LOGNAME": "kb-sandbox",
+            "TRANSFORMERS_OFFLINE": "1",
         }
         for var in PASS_THROUGH_ENV:
             if var in os.environ:
@@ -466,7 +511,7 @@ class Sandbox:
         os.mkdir(os.path.join(workdir, "tmp"), 0o700)
         stash = os.path.join(self.root, f"stash_{role}")
         os.mkdir(stash, 0o700)
-        uid = self.uids[role] if self.switch_uid else None
+        uid = self.uids["reference" if role.startswith("reference") else role] if self.switch_uid else None
         if uid is not None:
             for d in (workdir, os.path.join(workdir, "tmp")):
                 os.chown(d, uid, uid)

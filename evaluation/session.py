@@ -38,6 +38,7 @@ class Pair:
     ker: SandboxProcess
     master: int
     deadline: float
+    ref2: SandboxProcess | None = None  # a second reference process (timing only)
 
     def defence_on(self, name: str) -> bool:
         return name not in self.cfg.disable_defences
@@ -48,8 +49,8 @@ class Pair:
 
     def receive(self, p: SandboxProcess, cls: type[R], extra_s: float = 0.0) -> R:
         """The next reply of ``p``, typed; a dead, silent or garbled process raises Abort."""
-        prefix = "reference: " if p is self.ref else ""
-        grace = REFERENCE_GRACE_S if p is self.ref else 0.0
+        prefix = "" if p is self.ker else "reference: "
+        grace = 0.0 if p is self.ker else REFERENCE_GRACE_S
         try:
             return parse(cls, p.recv(self.deadline + grace + extra_s))
         except ChildError as exc:
@@ -61,18 +62,24 @@ class Pair:
         try:
             p.send(msg)
         except ChildError as exc:
-            raise Abort(exc.kind, ("reference: " if p is self.ref else "") + exc.message) from exc
+            raise Abort(exc.kind, ("" if p is self.ker else "reference: ") + exc.message) from exc
         return self.receive(p, cls, extra_s)
 
-    def both(self, msg: dict[str, Any], cls: type[R]) -> tuple[R, R]:
-        """Send ``msg`` to both processes (they work in parallel); return (reference, kernel) replies."""
+    def both(self, msg: dict[str, Any], cls: type[R], with_ref2: bool = False) -> tuple[R, R]:
+        """Send ``msg`` to both processes (they work in parallel); return (reference, kernel) replies.
+        With ``with_ref2`` the second reference process gets it too; a failure of it is the reference's."""
+        extra = [self.ref2] if with_ref2 and self.ref2 is not None else []
         try:
-            self.ref.send(msg)
-            self.ker.send(msg)
+            for p in (self.ref, self.ker, *extra):
+                p.send(msg)
         except ChildError as exc:
             raise Abort(exc.kind, exc.message) from exc
         r_ker = self.receive(self.ker, cls)
         r_ref = self.receive(self.ref, cls)
+        for p in extra:
+            r2 = self.receive(p, cls)
+            if r_ref.ok and not r2.ok:
+                r_ref = r2
         return r_ref, r_ker
 
     def timed_request(self, p: SandboxProcess, msg: dict[str, Any], cls: type[R]) -> tuple[R, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from typing import Any
 
 CUDA_MARKERS = ("__global__", "cuda_sources", "<cuda_runtime", "cuda.h>", "load_inline(" + "")
@@ -80,3 +81,37 @@ def analyse(kernel_src: str, problem_src: str) -> dict[str, Any]:
         flags.append(("harness_memory_access", "The kernel source uses " + ", ".join(hits) +
                       ", which can reach the harness's objects."))
     return {"backend": backend, "flags": flags, "notes": notes}
+
+
+def required_modules(source: str) -> list[str]:
+    """Top-level modules outside the standard library that ``source`` imports unconditionally (at
+    module level, outside try blocks and functions), in order: e.g. ``["torch", "transformers"]`` for
+    a KernelBench level 4 problem. Empty for a source that does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found = [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found = [node.module.split(".")[0]]
+        else:
+            continue
+        names += [n for n in found if n not in sys.stdlib_module_names and n != "__future__" and n not in names]
+    return names
+
+
+_PRETRAINED = re.compile(r"\bfrom_pretrained\s*\(")
+_MODEL_NAME = re.compile(r"""\bmodel_(?:name|id)\s*=\s*["']([^"'\s]+)["']""")
+_MODEL_ID = re.compile(r"""["']([A-Za-z0-9][\w.-]*/[\w.-]+)["']""")
+
+
+def pretrained_models(source: str) -> list[str]:
+    """Hugging Face models whose weights ``source`` loads with ``from_pretrained`` (KernelBench level 4):
+    the quoted ``org/name`` ids in the source, or ``["(unnamed)"]``; empty when it loads none."""
+    if not _PRETRAINED.search(source):
+        return []
+    ids = list(dict.fromkeys(_MODEL_NAME.findall(source) + _MODEL_ID.findall(source)))
+    return ids or ["(unnamed)"]

@@ -31,6 +31,7 @@ FLAG_CODES: dict[str, str] = {
     "nondeterministic_reference": "the reference gives different outputs for the same inputs",
     "non_finite_reference": "(check-problem) the reference output contains NaN/Inf",
     "forged_reply": "the kernel wrote messages into the harness's reply channel",
+    "background_cpu_work": "the kernel process used CPU time while the reference was being timed",
 }
 NOTE_CODES: dict[str, str] = {
     "pytorch_only": "the kernel uses only PyTorch operators (no custom C++/CUDA/Triton code)",
@@ -83,13 +84,21 @@ class EvaluationConfig:
     round_target_s: float = 0.02  # aim for this much kernel time per timed round
     max_calls_per_round: int = 50
     hide_paths: tuple[str, ...] = ()  # extra directories hidden from the sandbox (mount namespace)
+    # CPU cores the sandboxed processes are pinned to, all of them to the same ones (they take
+    # turns): empty = no pinning.
+    cpus: tuple[int, ...] = ()
+    # Reference processes timed against the kernel: None = 2 on CUDA (the spread between them enters
+    # the speedup's interval), 1 on CPU.
+    reference_processes: int | None = None
+    # Timing rounds are cut down (to 6 at least) so that timing takes about this long; None = no cap.
+    timing_budget_s: float | None = 4.0
     # KernelBench's precision (PRECISIONS): models and floating-point inputs are cast to it; the
     # tolerances follow the outputs' dtype (1e-4 for fp32, 1e-2 for fp16 and bf16, as KernelBench's).
     precision: str = "fp32"
     isolation: str = "auto"  # 'auto' (strongest available) | 'none' (plain child processes)
     # Internal switches used by the adversarial tests to show each defence matters. Never set in
     # production. Known names: fresh_inputs, timer_capture, type_check, scale_check, parent_clock,
-    # timing_spot_check, thread_check, torch_patch_check, gc_check, env_scrub.
+    # timing_spot_check, thread_check, torch_patch_check, gc_check, env_scrub, gpu_compare.
     disable_defences: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
@@ -107,8 +116,17 @@ class EvaluationConfig:
             raise ValueError("size_scale must be >= 1")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+        if self.reference_processes is not None and self.reference_processes not in (1, 2):
+            raise ValueError("reference_processes must be 1 or 2")
         self.disable_defences = frozenset(self.disable_defences)
         self.hide_paths = tuple(self.hide_paths)
+        self.cpus = tuple(int(c) for c in self.cpus)
+
+    @property
+    def n_reference_processes(self) -> int:
+        if self.reference_processes is not None:
+            return self.reference_processes
+        return 2 if self.device == "cuda" else 1
 
 
 def _msg(code: str, message: str) -> dict[str, str]:

@@ -1,0 +1,261 @@
+"""``python -m evaluation sweep``: evaluate a whole KernelBench checkout, spread over the GPUs.
+
+Every problem of the chosen levels is evaluated against itself (its ``Model`` renamed ``ModelNew``),
+or against the kernels of a folder. One worker process per GPU (``CUDA_VISIBLE_DEVICES`` set per
+worker) takes problems from a shared queue, one evaluation at a time, and starts the sandboxes
+of its next evaluation while the current one runs (evaluation.runner.prepare). The parent shows
+progress, writes one JSON line per evaluation and ends with a summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import glob
+import json
+import math
+import multiprocessing as mp
+import os
+import re
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from .runner import Prepared, evaluate_prepared, prepare
+from .stats import median
+from .types import EvaluationConfig
+
+_NUMBERED = re.compile(r"^(\d+)_")
+#: Cores of a worker's slice given to the timed processes (reference, kernel, second reference).
+TIMING_CORES = 1
+#: Evaluations whose sandboxes a worker keeps started ahead (their processes import torch meanwhile).
+PREPARE_AHEAD = 2
+
+
+@dataclass
+class Task:
+    level: int
+    problem: str  # file name without .py, e.g. "19_ReLU"
+    problem_path: str
+    kernel_path: str | None = None  # None: the problem against itself
+
+
+@dataclass
+class Outcome:
+    task: Task
+    gpu: str
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+def self_kernel(problem_source: str) -> str:
+    """The problem as its own kernel: every ``Model`` name becomes ``ModelNew`` (``super(Model, self)`` too)."""
+    return re.sub(r"\bModel\b", "ModelNew", problem_source)
+
+
+def _number(name: str) -> int:
+    m = _NUMBERED.match(name)
+    return int(m.group(1)) if m else 10**9
+
+
+def _kernel_for(kernels_dir: str, level: int, problem: str) -> str | None:
+    """``DIR/level<L>/<problem>.py``, else KernelBench's ``level_<L>_problem_<P>_sample_0_kernel.py``."""
+    candidates = [os.path.join(kernels_dir, f"level{level}", f"{problem}.py"),
+                  os.path.join(kernels_dir, f"level_{level}_problem_{_number(problem)}_sample_0_kernel.py")]
+    return next((c for c in candidates if os.path.isfile(c)), None)
+
+
+def find_tasks(kb_dir: str, levels: list[int], kernels_dir: str | None = None,
+               patterns: tuple[str, ...] | list[str] = ("*",)) -> list[Task]:
+    """Problems of ``levels`` under ``kb_dir`` (the checkout, or its ``KernelBench/`` folder), in order."""
+    base = os.path.join(kb_dir, "KernelBench") if os.path.isdir(os.path.join(kb_dir, "KernelBench")) else kb_dir
+    tasks = []
+    for level in levels:
+        paths = glob.glob(os.path.join(base, f"level{level}", "*.py"))
+        for path in sorted(paths, key=lambda p: (_number(os.path.basename(p)), p)):
+            name = os.path.basename(path)[:-3]
+            if not any(fnmatch.fnmatch(name, p) or fnmatch.fnmatch(f"level{level}/{name}", p) for p in patterns):
+                continue
+            kernel = _kernel_for(kernels_dir, level, name) if kernels_dir else None
+            if kernels_dir and kernel is None:
+                continue
+            tasks.append(Task(level, name, path, kernel))
+    return tasks
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def _sources(task: Task) -> tuple[str, str]:
+    problem = _read(task.problem_path)
+    return problem, _read(task.kernel_path) if task.kernel_path else self_kernel(problem)
+
+
+def _slim(d: dict[str, Any]) -> dict[str, Any]:
+    """The result without its log and per-round samples (keeps the JSONL small)."""
+    d = dict(d)
+    d.pop("log", None)
+    for side in ("kernel_ms", "reference_ms"):
+        if isinstance(d.get(side), dict):
+            d[side] = {k: v for k, v in d[side].items() if k != "samples"}
+    return d
+
+
+def _worker(gpu: str, cpus: list[int], cfg: EvaluationConfig, tasks: Any, results: Any) -> None:
+    """One GPU: take tasks until the queue yields None; prepare the next while evaluating the current."""
+    if gpu != "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    if cpus:
+        # The sandboxed processes being timed get a core each (cfg.cpus, the same for every
+        # evaluation); this worker and the processes it starts ahead run on the rest of the slice.
+        timing, rest = cpus[:TIMING_CORES], cpus[TIMING_CORES:]
+        os.sched_setaffinity(0, rest)
+        cfg = dataclasses.replace(cfg, cpus=tuple(timing))
+    ahead: deque[tuple[Task, Prepared | None]] = deque()
+    more = True
+    while True:
+        while more and len(ahead) < PREPARE_AHEAD:
+            nxt = tasks.get()
+            more = nxt is not None
+            if nxt is not None:
+                ahead.append((nxt, _prepare(nxt, cfg)))
+        if not ahead:
+            return
+        task, prep = ahead.popleft()
+        try:
+            if prep is None:
+                raise RuntimeError("the sandbox could not be prepared")
+            results.put(Outcome(task, gpu, _slim(evaluate_prepared(prep).to_dict())))
+        except Exception as exc:  # noqa: BLE001 - report and go on with the next problem
+            results.put(Outcome(task, gpu, {"status": "harness_error", "error": f"{type(exc).__name__}: {exc}"}))
+
+
+def _prepare(task: Task, cfg: EvaluationConfig) -> Prepared | None:
+    try:
+        return prepare(*_sources(task), cfg)
+    except Exception:  # noqa: BLE001 - reported when its turn comes
+        return None
+
+
+def visible_gpus(spec: str) -> list[str]:
+    """``all`` or a count -> GPU indices (from CUDA_VISIBLE_DEVICES, else nvidia-smi's count)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        ids = [g.strip() for g in env.split(",") if g.strip()]
+    else:
+        ids = [str(i) for i in range(_gpu_count())]
+    if spec != "all":
+        ids = ids[:max(1, int(spec))]
+    return ids
+
+
+def _gpu_count() -> int:
+    try:
+        return len([e for e in os.listdir("/proc/driver/nvidia/gpus")])
+    except OSError:
+        return 0
+
+
+def _cpu_slices(n: int) -> list[list[int]]:
+    """Split this process's CPUs into ``n`` equal slices (one per GPU worker); [] each when too few."""
+    cpus = sorted(os.sched_getaffinity(0))
+    per = len(cpus) // max(1, n)
+    if per < 4:
+        return [[] for _ in range(n)]
+    return [cpus[i * per:(i + 1) * per] for i in range(n)]
+
+
+def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: TextIO | None,
+              progress: TextIO = sys.stderr, pin: bool = True) -> dict[str, Any]:
+    """Evaluate ``tasks`` over ``gpus`` (["cpu"] for the CPU); return the summary."""
+    ctx = mp.get_context("spawn")
+    queue: Any = ctx.Queue()
+    results: Any = ctx.Queue()
+    for t in tasks:
+        queue.put(t)
+    slices = _cpu_slices(len(gpus)) if pin and cfg.device == "cuda" else [[] for _ in gpus]
+    procs = [ctx.Process(target=_worker, args=(g, s, cfg, queue, results), daemon=True) for g, s in zip(gpus, slices, strict=True)]
+    for _ in procs:
+        queue.put(None)
+    t0 = time.monotonic()
+    for p in procs:
+        p.start()
+    outcomes = []
+    for i in range(len(tasks)):
+        o = results.get()
+        outcomes.append(o)
+        _show(progress, i + 1, len(tasks), o)
+        if out is not None:
+            out.write(json.dumps(_record(o), default=str) + "\n")
+            out.flush()
+    for p in procs:
+        p.join(timeout=60)
+    return summarise(outcomes, (time.monotonic() - t0) / 60.0, len(gpus))
+
+
+def _record(o: Outcome) -> dict[str, Any]:
+    return {"level": o.task.level, "problem": o.task.problem, "kernel": o.task.kernel_path or "self",
+            "gpu": o.gpu, **o.result}
+
+
+def _show(stream: TextIO, i: int, n: int, o: Outcome) -> None:
+    r = o.result
+    sp = r.get("speedup")
+    ci = r.get("speedup_interval") or [math.nan, math.nan]
+    figure = f"{sp:.3f}x [{ci[0]:.3f}-{ci[1]:.3f}]" if sp is not None else (r.get("error") or "")[:100]
+    wall = (r.get("timings_s") or {}).get("total", math.nan)
+    stream.write(f"[{i}/{n}] level{o.task.level}/{o.task.problem} {r.get('status')} {figure} "
+                 f"{wall:.1f}s (gpu {o.gpu})\n")
+    stream.flush()
+
+
+def _pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    if not s:
+        return math.nan
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+def summarise(outcomes: list[Outcome], minutes: float, n_gpus: int) -> dict[str, Any]:
+    """Status counts; self-speedup error, interval coverage of 1.0, wall times, throughput."""
+    rs = [o.result for o in outcomes]
+    statuses: dict[str, int] = {}
+    for r in rs:
+        statuses[str(r.get("status"))] = statuses.get(str(r.get("status")), 0) + 1
+    timed = [r for r in rs if r.get("speedup") is not None]
+    errors = [abs(float(r["speedup"]) - 1.0) for r in timed]
+    covered = [r for r in timed if r.get("speedup_interval") and r["speedup_interval"][0] <= 1.0 <= r["speedup_interval"][1]]
+    walls = [float((r.get("timings_s") or {}).get("total", 0.0)) for r in rs]
+    speedups = [float(r["speedup"]) for r in timed if r["speedup"] > 0]
+    return {
+        "evaluations": len(rs), "statuses": statuses, "timed": len(timed),
+        "speedup_median": median(speedups) if speedups else None,
+        "speedup_geomean": math.exp(sum(math.log(s) for s in speedups) / len(speedups)) if speedups else None,
+        "self_error_median": median(errors) if errors else None, "self_error_p90": _pct(errors, 0.9),
+        "self_error_max": max(errors) if errors else None,
+        "within_2pct": sum(e <= 0.02 for e in errors),
+        "interval_covers_1": len(covered), "interval_coverage": len(covered) / len(timed) if timed else None,
+        "wall_median_s": median(walls) if walls else None, "wall_p90_s": _pct(walls, 0.9),
+        "wall_max_s": max(walls) if walls else None, "minutes": minutes, "gpus": n_gpus,
+        "device": str(outcomes[0].gpu == "cpu" and "cpu" or "cuda") if outcomes else "cpu",
+        "evals_per_min_per_gpu": len(rs) / minutes / max(1, n_gpus) if minutes > 0 else None,
+    }
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    def f(x: Any, spec: str = ".3f") -> str:
+        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+    lines = [f"evaluations: {s['evaluations']}  statuses: {s['statuses']}",
+             f"speedup: median {f(s['speedup_median'])}, geomean {f(s['speedup_geomean'])} over {s['timed']} timed",
+             f"self-speedup error |s-1|: median {f(s['self_error_median'], '.2%')}, p90 {f(s['self_error_p90'], '.2%')}, "
+             f"max {f(s['self_error_max'], '.2%')}; within 2%: {s['within_2pct']}/{s['timed']}",
+             f"95% interval covers 1.0: {s['interval_covers_1']}/{s['timed']} ({f(s['interval_coverage'], '.1%')})",
+             f"wall per evaluation: median {f(s['wall_median_s'], '.1f')} s, p90 {f(s['wall_p90_s'], '.1f')} s, "
+             f"max {f(s['wall_max_s'], '.1f')} s",
+             f"{f(s['minutes'], '.2f')} min on {s['gpus']} {'worker' if s['device'] == 'cpu' else 'GPU'}(s): "
+             f"{f(s['evals_per_min_per_gpu'], '.1f')} evaluations per minute per {'worker' if s['device'] == 'cpu' else 'GPU'}"]
+    return "\n".join(lines)
