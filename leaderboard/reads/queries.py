@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from leaderboard.models import Evaluation, Kernel, LanguageModel, LaunchPost, Origin, ReportedScore, Run
@@ -104,6 +104,11 @@ def overview_groups(groups: list[VariantGroup]) -> tuple[list[VariantGroup], int
         for g in groups[:OVERVIEW_VARIANTS]
     ]
     return shown, max(0, len(groups) - OVERVIEW_VARIANTS)
+
+
+def shown_scores(groups: list[VariantGroup]) -> list[ReportedScore]:
+    """The reported scores that `groups` show (each variant's best models), for the overview's chart."""
+    return [score for group in groups for score in group.scores]
 
 
 def strongest_reported(groups: list[VariantGroup]) -> VariantGroup | None:
@@ -307,11 +312,17 @@ def kernel_evaluations(kernel: Kernel) -> QuerySet[Evaluation]:
 
 
 def models_list() -> QuerySet[LanguageModel]:
+    # One counting subquery per shown row (not a join of runs x reported scores over every model).
     return (
         LanguageModel.objects.select_related("lab")
-        .annotate(n_runs=Count("runs", distinct=True), n_reported=Count("reported_scores", distinct=True))
+        .annotate(n_runs=_count_of(Run, "model"), n_reported=_count_of(ReportedScore, "model"))
         .order_by("name")
     )
+
+
+def _count_of(model, field: str) -> Coalesce:
+    rows = model.objects.filter(**{field: OuterRef("pk")}).order_by().values(field).annotate(n=Count("pk"))
+    return Coalesce(Subquery(rows.values("n")), 0)
 
 
 def problems_list(problem_set: ProblemSet | None = None, level: int | None = None) -> QuerySet[Problem]:
