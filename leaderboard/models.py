@@ -214,6 +214,9 @@ class Kernel(models.Model):
     review_pending = models.BooleanField(default=False, editable=False, help_text="Awaits review.")
     review_excluded = models.BooleanField(default=False, editable=False)
     review_flagged = models.BooleanField(default=False, editable=False)
+    # When it joined the review queue (its newest report, else its latest evaluation, else its
+    # creation): the queue's default order, from the partial index below.
+    review_queued_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = KernelQuerySet.as_manager()
 
@@ -226,7 +229,9 @@ class Kernel(models.Model):
             # Problem page: every kernel of one problem.
             models.Index(fields=["problem", "run"], name="kernel_problem_idx"),
             # Review queue (KernelQuerySet.needing_review): the few kernels that await review.
-            models.Index(fields=["-created_at"], condition=Q(review_pending=True), name="kernel_review_queue_idx"),
+            models.Index(
+                fields=["-review_queued_at", "-id"], condition=Q(review_pending=True), name="kernel_review_queue_idx"
+            ),
         ]
 
     def __str__(self) -> str:

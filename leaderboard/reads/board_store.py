@@ -49,8 +49,11 @@ _FACT_FIELDS = (
     "needs_review",
     "is_excluded",
     "latest_verdict",
+    "latest_report_at",
+    "evaluated_at",
+    "created_at",
 )
-_STATE_FIELDS = ("review_verdict", "review_pending", "review_excluded", "review_flagged")
+_STATE_FIELDS = ("review_verdict", "review_pending", "review_excluded", "review_flagged", "review_queued_at")
 
 
 @dataclass(frozen=True)
@@ -59,18 +62,20 @@ class KernelRow:
     run_id: int
     level: int
     facts: KernelFacts
-    state: tuple[str, bool, bool, bool]  # the review state the rules give now (as _STATE_FIELDS)
+    state: tuple  # the review state the rules give now (as _STATE_FIELDS)
 
 
 def kernel_rows(kernels: KernelQuerySet) -> list[KernelRow]:
     """Each kernel's scoring facts and review state by the reference rules, in one query."""
     rows = kernels.order_by().with_review_state().values_list(*_FACT_FIELDS)
     result = []
-    for pk, run_id, level, problem_id, sample, compiled, correct, speedup, flagged, pending, excluded, verdict in rows:
+    for pk, run_id, level, problem_id, sample, compiled, correct, speedup, *review in rows:
+        flagged, pending, excluded, verdict, reported_at, evaluated_at, created_at = review
         facts = KernelFacts(
             problem_id, sample, compiled, correct, speedup, bool(flagged), bool(pending), bool(excluded)
         )
-        state = (verdict or "", bool(pending), bool(excluded), bool(flagged))
+        queued_at = (reported_at or evaluated_at or created_at) if pending else None
+        state = (verdict or "", bool(pending), bool(excluded), bool(flagged), queued_at)
         result.append(KernelRow(pk, run_id, level, facts, state))
     return result
 

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import F
-from django.db.models.functions import Coalesce
 
 from evaluation.types import FLAG_CODES, NOTE_CODES
 from leaderboard.evaluations.queue import request_evaluation
@@ -106,7 +105,7 @@ def review_queue(filters: QueueFilters | None = None) -> KernelQuerySet:
     elif filters.reason == "imported":
         kernels = kernels.filter(is_high_imported=True)
     speedup = F("latest_evaluation__speedup")
-    date = Coalesce("latest_report_at", "evaluated_at", "created_at")
+    date = F("review_queued_at")  # stored: Coalesce(latest report, evaluation, creation), indexed
     order = {
         "speedup": [speedup.desc(nulls_last=True)],
         "-speedup": [speedup.asc(nulls_last=True)],

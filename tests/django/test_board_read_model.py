@@ -83,12 +83,18 @@ def _comparable(row) -> tuple:
 def stored_states_match_the_rules() -> None:
     computed = Kernel.objects.with_review_state().order_by("pk")
     for kernel in computed:
-        assert (kernel.review_verdict, kernel.review_pending, kernel.review_excluded, kernel.review_flagged) == (
-            kernel.latest_verdict or "",
-            kernel.needs_review,
-            kernel.is_excluded,
-            kernel.is_flagged,
-        ), kernel.pk
+        queued_at = (
+            (kernel.latest_report_at or kernel.evaluated_at or kernel.created_at) if kernel.needs_review else None
+        )
+        assert (
+            kernel.review_verdict,
+            kernel.review_pending,
+            kernel.review_excluded,
+            kernel.review_flagged,
+            kernel.review_queued_at,
+        ) == (kernel.latest_verdict or "", kernel.needs_review, kernel.is_excluded, kernel.is_flagged, queued_at), (
+            kernel.pk
+        )
 
 
 def counts_match() -> None:
