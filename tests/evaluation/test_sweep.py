@@ -1,0 +1,102 @@
+"""python -m evaluation sweep on the CPU over a small KernelBench-shaped folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from evaluation.sweep import Outcome, Task, find_tasks, format_summary, self_kernel, summarise
+from tests.evaluation.helpers import EVAL_PROBLEMS, ROOT, read
+
+SUPER = '''import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, x):
+        return x * 2.0
+
+def get_inputs():
+    return [torch.randn(32, 32)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def kb_tree(tmp_path: Path) -> Path:
+    """KernelBench/level1 with two problems, level2 with one (the layout of the real checkout)."""
+    base = tmp_path / "kb" / "KernelBench"
+    (base / "level1").mkdir(parents=True)
+    (base / "level2").mkdir()
+    (base / "level1" / "1_add_one.py").write_text(read(EVAL_PROBLEMS / "add_one.py"))
+    (base / "level1" / "10_double_super.py").write_text(SUPER)
+    (base / "level2" / "1_matmul.py").write_text(read(EVAL_PROBLEMS / "matmul_small.py"))
+    return tmp_path / "kb"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-m", "evaluation", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=400)
+
+
+def test_self_kernel_renames_every_model_reference():
+    src = self_kernel(SUPER)
+    assert "class ModelNew(nn.Module)" in src and "super(ModelNew, self)" in src and "Model(" not in src.replace(
+        "ModelNew(", "")
+
+
+def test_find_tasks_orders_by_number_and_filters(tmp_path):
+    kb = kb_tree(tmp_path)
+    tasks = find_tasks(str(kb), [1, 2])
+    assert [(t.level, t.problem) for t in tasks] == [(1, "1_add_one"), (1, "10_double_super"), (2, "1_matmul")]
+    assert [t.problem for t in find_tasks(str(kb), [1], patterns=["10_*"])] == ["10_double_super"]
+    assert [t.problem for t in find_tasks(str(kb), [1, 2], patterns=["level2/*"])] == ["1_matmul"]
+    kernels = tmp_path / "kernels"
+    (kernels / "level1").mkdir(parents=True)
+    (kernels / "level1" / "1_add_one.py").write_text("x = 1\n")
+    (kernels / "level_2_problem_1_sample_0_kernel.py").write_text("x = 2\n")
+    found = find_tasks(str(kb), [1, 2], kernels_dir=str(kernels))
+    assert [(t.level, t.problem, Path(t.kernel_path or "").name) for t in found] == [
+        (1, "1_add_one", "1_add_one.py"), (2, "1_matmul", "level_2_problem_1_sample_0_kernel.py")]
+
+
+def test_summary_figures():
+    def outcome(speedup: float | None, lo: float, hi: float, wall: float) -> Outcome:
+        r = {"status": "correct" if speedup else "incorrect", "speedup": speedup,
+             "speedup_interval": [lo, hi] if speedup else None, "timings_s": {"total": wall}}
+        return Outcome(Task(1, "p", "p.py"), "0", r)
+
+    s = summarise([outcome(1.01, 0.99, 1.03, 2.0), outcome(0.95, 0.93, 0.97, 4.0), outcome(None, 0, 0, 1.0)], 0.5, 2)
+    assert s["evaluations"] == 3 and s["timed"] == 2 and s["statuses"] == {"correct": 2, "incorrect": 1}
+    assert abs(s["self_error_median"] - 0.03) < 1e-9 and abs(s["self_error_max"] - 0.05) < 1e-9
+    assert s["interval_covers_1"] == 1 and s["within_2pct"] == 1
+    assert s["wall_median_s"] == 2.0 and s["wall_max_s"] == 4.0 and s["evals_per_min_per_gpu"] == 3.0
+    assert "interval covers 1.0: 1/2" in format_summary(s)
+
+
+def test_sweep_cli_on_cpu(tmp_path):
+    kb = kb_tree(tmp_path)
+    out = tmp_path / "res.jsonl"
+    r = cli("sweep", str(kb), "--levels", "1", "2", "--device", "cpu", "--workers", "2", "--timing-trials", "3",
+            "--correctness-trials", "2", "--seed", "3", "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted((d["level"], d["problem"]) for d in rows) == [(1, "10_double_super"), (1, "1_add_one"),
+                                                                (2, "1_matmul")]
+    assert all(d["status"] == "correct" and d["kernel"] == "self" and "log" not in d for d in rows), rows
+    assert "[3/3]" in r.stderr  # progress
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["evaluations"] == 3 and summary["timed"] == 3 and summary["gpus"] == 2
+    assert "self-speedup error" in r.stdout and "evaluations per minute per worker" in r.stdout
+
+
+def test_sweep_usage_errors(tmp_path):
+    r = cli("sweep", str(tmp_path), "--levels", "1", "--device", "cpu")
+    assert r.returncode == 2 and "no problems found" in r.stderr
