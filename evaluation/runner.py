@@ -16,6 +16,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
+from .backends import kernel_backend, missing_library
 from .build import BuildDir
 from .correctness import check_correctness, load_models
 from .hardware import hardware_slug
@@ -158,6 +159,11 @@ def _preflight_modules(prep: Prepared) -> None:
     if missing:
         raise Abort("runtime_error", "reference failed: the problem needs module(s) not installed on this host: "
                     + ", ".join(missing))
+    # A kernel for one of KernelBench's backends that this host cannot run ends at once, naming
+    # what is missing (the Python package, nvcc, hipcc, ThunderKittens' headers, a GPU).
+    reason = missing_library(kernel_backend(prep.kernel_source), prep.cfg.device)
+    if reason:
+        raise Abort("compile_error", reason)
     missing = missing_modules(prep.kernel_source)
     if missing:
         raise Abort("compile_error", "the kernel needs module(s) not installed on this host: " + ", ".join(missing))

@@ -61,3 +61,13 @@ def test_gpu_backends_need_a_gpu_and_their_compilers(monkeypatch, tmp_path: Path
     (tmp_path / "tk" / "include").mkdir(parents=True)
     (tmp_path / "tk" / "include" / "kittens.cuh").write_text("")
     assert missing_library("thunderkittens", "cuda") is None
+
+
+def test_the_runner_ends_a_kernel_whose_backend_the_host_lacks_at_once():
+    from evaluation import EvaluationConfig, evaluate  # deferred: starts sandboxed processes
+    from tests.evaluation.helpers import EVAL_PROBLEMS, read
+
+    kernel = "import torch\nimport tilelang\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
+    result = evaluate(read(EVAL_PROBLEMS / "matmul_small.py"), kernel, EvaluationConfig(timeout_s=60))
+    assert result.status == "compile_error" and result.compiled is False
+    assert result.error == "the tilelang backend needs the Python package 'tilelang', which this host lacks"
