@@ -64,3 +64,26 @@ def _size_problems() -> list[Warning]:
             )
         )
     return problems
+
+
+@register(deploy=True)
+def check_hardening_settings(app_configs, **kwargs):
+    """`check --deploy`: the write limit must be shared by every process, and pages need a CSP."""
+    problems = []
+    if "LocMemCache" in settings.CACHES["default"]["BACKEND"]:
+        problems.append(
+            Warning(
+                "The cache is local memory: each gunicorn worker counts the write limit on its own.",
+                hint="Set REDIS_URL in the environment; the cache (and so API_WRITE_RATE) then lives in Redis.",
+                id="kb.W010",
+            )
+        )
+    if not settings.CONTENT_SECURITY_POLICY:
+        problems.append(
+            Warning(
+                "CONTENT_SECURITY_POLICY is empty: pages are served without a Content-Security-Policy.",
+                hint="Use config.settings_production, or set CONTENT_SECURITY_POLICY.",
+                id="kb.W011",
+            )
+        )
+    return problems

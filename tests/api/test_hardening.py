@@ -177,3 +177,11 @@ def test_the_admin_upload_uses_the_same_csv_rules(admin_client, body, message):
     response = admin_client.post("/admin/leaderboard/reportedscore/upload-csv/",
                                  {"file": SimpleUploadedFile("s.csv", body.encode())})
     assert response.status_code == 400 and message in response.content.decode()
+
+
+def test_deploy_check_warns_when_the_write_limit_would_be_per_process():
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CONTENT_SECURITY_POLICY")}
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings_production", "SECRET_KEY": "x" * 60 + "-Z9q!"})
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+                            cwd=django_settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "kb.W010" in result.stderr and "kb.W011" not in result.stderr
