@@ -1,7 +1,8 @@
 """Production settings: HTTPS only, secret key from the environment.
 
 Use with DJANGO_SETTINGS_MODULE=config.settings_production behind a TLS-terminating proxy.
-`python manage.py check --deploy` reports nothing under these settings.
+`python manage.py check --deploy` reports nothing under these settings (with REDIS_URL set: the
+write limit's cache must be shared by every process, kb.W010).
 """
 
 from __future__ import annotations
