@@ -330,18 +330,26 @@ class Harness:
         return self.problem_module
 
     def estimate(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Bytes of one set of inputs, from get_inputs() run on the meta device (nothing allocated);
-        -1 when get_inputs does not run there (e.g. it moves tensors to a device itself)."""
+        """Bytes of one set of inputs, of the model's parameters and of its outputs, found by running
+        get_inputs(), the constructor and forward on the meta device (nothing is allocated); -1 for
+        what does not run there (e.g. code that moves tensors to a device itself, or data-dependent
+        shapes)."""
         torch = self.torch
         problem = self._problem()
+        sizes = {"input_bytes": -1, "param_bytes": -1, "output_bytes": -1}
         try:
             torch.manual_seed(0)
             with torch.device("meta"):
                 inputs = list(problem.get_inputs())
-            nbytes = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
+                sizes["input_bytes"] = _nbytes(torch, inputs)
+                model = problem.Model(*problem.get_init_inputs())
+                params = list(model.parameters()) + list(model.buffers()) if isinstance(model, torch.nn.Module) else []
+                sizes["param_bytes"] = _nbytes(torch, params)
+                out = model(*inputs)
+                sizes["output_bytes"] = _nbytes(torch, list(out) if isinstance(out, (tuple, list)) else [out])
         except Exception as exc:  # noqa: BLE001 - problem code
-            return {"ok": True, "input_bytes": -1, "error": _one_line(exc)}
-        return {"ok": True, "input_bytes": int(nbytes)}
+            return {"ok": True, **sizes, "error": _one_line(exc)}
+        return {"ok": True, **sizes}
 
     def _pin(self, cpus: Any) -> None:
         """Pin every thread of this process to ``cpus`` (the parent gives every process of an
@@ -709,6 +717,10 @@ class Harness:
             self.flags.clear()
         return {"ok": True, "times_ns": times, "host_ns": host, "null_host_ns": null_host, "spot": spot,
                 "flags": self.take_flags()}
+
+
+def _nbytes(torch: Any, values: list[Any]) -> int:
+    return int(sum(x.numel() * x.element_size() for x in values if isinstance(x, torch.Tensor)))
 
 
 class LazyTensorError(Exception):

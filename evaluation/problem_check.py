@@ -57,16 +57,15 @@ def check_problem(problem_source: str, config: EvaluationConfig | None = None) -
 
 
 def _check_memory(cfg: EvaluationConfig, proc: SandboxProcess, report: dict[str, Any], deadline: float) -> None:
-    """Say up front when one set of the problem's inputs (and outputs of about their size) cannot
-    fit ``memory_limit_mb`` on the CPU."""
+    """Say up front when the problem's inputs, outputs and parameters cannot fit ``memory_limit_mb``
+    on the CPU."""
     est = parse(EstimateReply, proc.request({"op": "estimate"}, deadline))
     if not est.ok:
         raise RuntimeError(f"build failed: {est.error}")
     report["input_mb"] = round(est.input_bytes / 2**20, 1) if est.input_bytes >= 0 else None
-    need_mb = 2 * est.input_bytes / 2**20  # inputs + outputs of about their size: a lower bound
-    if cfg.device == "cpu" and est.input_bytes >= 0 and need_mb > cfg.memory_limit_mb:
-        raise RuntimeError(f"the problem's inputs need {est.input_bytes / 2**30:.1f} GB (about {need_mb / 1024:.1f} GB "
-                           f"per process with outputs), more than memory_limit_mb={cfg.memory_limit_mb} allows")
+    refusal = est.refusal(cfg.memory_limit_mb, kernel_role=False) if cfg.device == "cpu" else None
+    if refusal:
+        raise RuntimeError(refusal)
 
 
 def _run_reference(sb: Sandbox, cfg: EvaluationConfig, proc: SandboxProcess, seed: int, report: dict[str, Any],

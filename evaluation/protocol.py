@@ -56,6 +56,26 @@ class CorrectReply(Reply):
 @dataclass
 class EstimateReply(Reply):
     input_bytes: int = -1
+    param_bytes: int = -1
+    output_bytes: int = -1
+
+    def peak_bytes(self, kernel_role: bool) -> int:
+        """A lower bound of one process's peak on the CPU: inputs and outputs (outputs of about the
+        inputs' size when unknown), parameters, and in the kernel process the clone of the inputs
+        (mutation check) and the copy of the outputs (snapshot); -1 when the inputs are unknown."""
+        if self.input_bytes < 0:
+            return -1
+        out = self.output_bytes if self.output_bytes >= 0 else self.input_bytes
+        copies = self.input_bytes + out if kernel_role else 0
+        return self.input_bytes + out + max(self.param_bytes, 0) + copies
+
+    def refusal(self, memory_limit_mb: int, kernel_role: bool) -> str | None:
+        """Why the problem cannot run within ``memory_limit_mb`` (None when it may)."""
+        peak = self.peak_bytes(kernel_role)
+        if peak < 0 or peak / 2**20 <= memory_limit_mb:
+            return None
+        return (f"the problem's inputs need {self.input_bytes / 2**30:.1f} GB (about {peak / 2**30:.1f} GB per "
+                f"process with outputs, parameters and copies), more than memory_limit_mb={memory_limit_mb} allows")
 
 
 @dataclass

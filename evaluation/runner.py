@@ -191,19 +191,19 @@ def _start(prep: Prepared, deadline: float,
 
 
 def _check_memory(pair: Pair) -> None:
-    """CPU: a problem whose inputs (outputs are about as large) cannot fit the memory limit ends up
-    front with the figure, instead of the memory watchdog killing a process later."""
+    """CPU: a problem whose inputs, outputs and the kernel process's copies of them (found on the meta
+    device) cannot fit the memory limit ends up front with the figure, instead of the memory watchdog
+    killing a process later."""
     if pair.cfg.device != "cpu":
         return
     est = pair.request(pair.ref, {"op": "estimate"}, EstimateReply)
     if not est.ok:
         raise pair.reference_failed(est)
-    need_mb = 2 * est.input_bytes / 2**20  # inputs + outputs of about their size: a lower bound
-    pair.res.environment["input_mb"] = round(est.input_bytes / 2**20, 1)
-    if est.input_bytes >= 0 and need_mb > pair.cfg.memory_limit_mb:
-        raise Abort("runtime_error", f"the problem's inputs need {est.input_bytes / 2**30:.1f} GB (about "
-                    f"{need_mb / 1024:.1f} GB per process with outputs), more than memory_limit_mb="
-                    f"{pair.cfg.memory_limit_mb} allows")
+    pair.res.environment["input_mb"] = round(est.input_bytes / 2**20, 1) if est.input_bytes >= 0 else None
+    pair.res.environment["output_mb"] = round(est.output_bytes / 2**20, 1) if est.output_bytes >= 0 else None
+    refusal = est.refusal(pair.cfg.memory_limit_mb, kernel_role=True)
+    if refusal:
+        raise Abort("runtime_error", refusal)
 
 
 def _collect(res: EvaluationResult, sandbox: Sandbox, log_parts: list[str]) -> None:
