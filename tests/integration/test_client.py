@@ -59,10 +59,10 @@ def run_zip(path: Path) -> Path:
 
 def test_import_verify_watch_and_export_from_the_client(site, workers, tmp_path):
     site["EVAL_TIMING_TRIALS"], site["EVAL_CORRECTNESS_TRIALS"] = "3", "2"
-    workers.start()
+    worker = workers.start()
     submitted = kbl(site, "submit", str(run_zip(tmp_path / "run.zip")), "--model", "Client Model", "--hardware", "CPU",
-                    "--verify", "--wait", "--interval", "0.5")  # fmt: skip
-    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+                    "--verify", "--wait", "--interval", "0.5", "--timeout", "240")  # fmt: skip
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr + workers.output(worker)[-3000:]
     run = Run.objects.get()
     assert "queued 2 evaluations" in submitted.stdout
     assert "2 of 2 evaluated" in submitted.stderr  # the progress bar's last line
@@ -81,6 +81,14 @@ def test_import_verify_watch_and_export_from_the_client(site, workers, tmp_path)
     theirs = kernelbench_analysis(files, folder, 1, score.n_problems)
     assert theirs["0.0"] == score.fast_p["fast_0"] and theirs["1.0"] == score.fast_p["fast_1"]
     assert theirs["2.0"] == score.fast_p["fast_2"]
+
+    # The export goes back in with no --model: its generation_config.yaml names the model.
+    again = kbl(site, "submit", str(tmp_path / "back.zip"), "--hardware", "cpu", "--name", "again")
+    assert again.returncode == 0, again.stderr
+    copy = Run.objects.select_related("model").get(name="again")
+    assert copy.model.name == "Client Model" and copy.pk != run.pk
+    (copied,) = reads.run_scores(copy, reads.run_problems(copy))
+    assert copied.correct_rate == score.correct_rate  # no CPU baseline here: its speedups are unscored
 
 
 def test_the_client_exits_non_zero_on_failures(site, workers, tmp_path):
