@@ -16,6 +16,7 @@ import json
 import math
 import multiprocessing as mp
 import os
+import queue as queue_mod
 import re
 import sys
 import time
@@ -183,17 +184,29 @@ def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: Te
     t0 = time.monotonic()
     for p in procs:
         p.start()
-    outcomes = []
-    for i in range(len(tasks)):
-        o = results.get()
-        outcomes.append(o)
-        _show(progress, i + 1, len(tasks), o)
-        if out is not None:
-            out.write(json.dumps(_record(o), default=str) + "\n")
-            out.flush()
+    outcomes = _collect(results, procs, len(tasks), out, progress)
     for p in procs:
         p.join(timeout=60)
     return summarise(outcomes, (time.monotonic() - t0) / 60.0, len(gpus))
+
+
+def _collect(results: Any, procs: list[Any], n: int, out: TextIO | None, progress: TextIO) -> list[Outcome]:
+    """Outcomes as they come; stops early (saying so) if every worker died with work left."""
+    outcomes: list[Outcome] = []
+    while len(outcomes) < n:
+        try:
+            o = results.get(timeout=10)
+        except queue_mod.Empty:
+            if not any(p.is_alive() for p in procs):
+                progress.write(f"sweep: every worker stopped with {n - len(outcomes)} evaluation(s) left\n")
+                break
+            continue
+        outcomes.append(o)
+        _show(progress, len(outcomes), n, o)
+        if out is not None:
+            out.write(json.dumps(_record(o), default=str) + "\n")
+            out.flush()
+    return outcomes
 
 
 def _record(o: Outcome) -> dict[str, Any]:
