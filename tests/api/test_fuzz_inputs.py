@@ -215,7 +215,13 @@ number_text = st.one_of(
     st.sampled_from(["²", "١", "-1", "0x1", " 1", "1.0", "2147483647", "2147483648"]),
 )
 member_name = st.one_of(
-    st.builds(lambda lv, p, s: f"level_{lv}_problem_{p}_sample_{s}_kernel.py", number_text, number_text, number_text),
+    # Mostly a level and problem of the set, so that the sample number reaches the database.
+    st.builds(
+        lambda lv, p, s: f"level_{lv}_problem_{p}_sample_{s}_kernel.py",
+        st.one_of(st.just("1"), number_text),
+        st.one_of(st.sampled_from(["1", "2"]), number_text),
+        number_text,
+    ),
     st.sampled_from(["../x.py", "/abs/level_1_problem_1_sample_0_kernel.py", "a/../../b", "C:/x.py", "__MACOSX/._a"]),
     st.text(min_size=1, max_size=40),
 )
@@ -227,7 +233,8 @@ result = st.fixed_dictionaries(
      "runtime_stats": st.dictionaries(st.sampled_from(["mean", "std", "hardware"]),
                                       st.one_of(st.floats(allow_nan=False), st.text(max_size=3)), max_size=3)}
 )
-results = st.dictionaries(st.one_of(number_text, st.builds("level_{}_problem_{}".format, number_text, number_text)),
+results = st.dictionaries(st.one_of(st.sampled_from(["1", "2"]), number_text,
+                                    st.builds("level_{}_problem_{}".format, number_text, number_text)),
                           st.lists(result, max_size=2), max_size=3)
 
 
