@@ -55,6 +55,10 @@ class Sample:
         return self.correct and self.speedup is None
 
     @property
+    def status_label(self) -> str:
+        return Evaluation.Status(self.status).label if self.status in Evaluation.Status.values else self.status
+
+    @property
     def counts_correct(self) -> bool:
         return self.correct and not self.excluded
 

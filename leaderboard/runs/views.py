@@ -32,7 +32,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "lines": lines,
         "scores": scores,
         "progress": progress,
-        "max_samples": max((len(line.samples) for line in lines), default=0),
+        "several_samples": any(len(line.samples) > 1 for line in lines),
         "comparable": reads.comparable_runs(run),
         "other": other,
         "comparison": comparison,

@@ -100,8 +100,12 @@ def test_unknown_runs_are_404(client):
 def test_user_text_is_escaped(client):
     problem_set = make_set(levels=(1,))
     run = make_run(problem_set, [1.5], model=make_model("<script>alert(1)</script>"), name="<b>run</b>")
+    problem_set.problems.update(name="<img src=x onerror=alert(2)>")
+    Evaluation.objects.filter(kernel__run=run).update(flags=[{"code": "<i>flag</i>", "message": ""}])
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert "<script>alert(1)</script>" not in html and "&lt;b&gt;run&lt;/b&gt;" in html
+    assert "<img src=x" not in html and "&lt;img src=x onerror=alert(2)&gt;" in html
+    assert "<i>flag</i>" not in html and "&lt;i&gt;flag&lt;/i&gt;" in html
 
 
 def test_it_costs_the_same_queries_with_more_problems_samples_and_runs(client):
