@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from leaderboard.reads.runs import ProblemLine, Sample
+from leaderboard.reads.runs import CompareLine, ProblemLine, Sample
 
 register = template.Library()
 
@@ -76,4 +76,20 @@ def problem_rows(lines: list[ProblemLine], several: bool) -> SafeString:
         if several:
             cells += f"<td>{_others(line)}</td>"
         rows.append(f'<tr id="problem-{int(line.level)}-{int(line.number)}">{cells}</tr>')
+    return mark_safe("\n".join(rows))  # noqa: S308 - every piece above is escaped or fixed markup
+
+
+@register.simple_tag
+def compare_rows(lines: list[CompareLine]) -> SafeString:
+    """The rows of the comparison: each problem's sample 0 in both runs, the ratio of their
+    speedups, and where only one of them is correct (those rows marked `differs`)."""
+    rows = []
+    for line in lines:
+        ratio = f"{line.ratio:.2f}x" if line.ratio is not None else "–"
+        marked = ' class="differs"' if line.verdict else ""
+        rows.append(
+            f"<tr{marked}><td>{escape(f'L{line.level} #{line.number} {line.name}')}</td>"
+            f"<td>{sample_cell(line.left)}</td><td>{sample_cell(line.right)}</td>"
+            f'<td class="num">{ratio}</td><td>{escape(line.verdict)}</td></tr>'
+        )
     return mark_safe("\n".join(rows))  # noqa: S308 - every piece above is escaped or fixed markup
