@@ -1,9 +1,8 @@
 """Prometheus metrics at /metrics (text exposition format, prometheus_client):
 
 - kb_http_requests_total{method, view, status} and kb_http_request_duration_seconds{method, view}:
-  counted by RequestMetricsMiddleware in each web process (per process, as Prometheus expects of
-  a multi-process server scraped per instance; set PROMETHEUS_MULTIPROC_DIR for prometheus_client's
-  multi-process mode under gunicorn);
+  counted by RequestMetricsMiddleware in each web process: a scrape sees the process that answers
+  it (prometheus_client's multi-process mode for gunicorn is not wired up yet);
 - kb_evaluations{state}: evaluations by lifecycle state, from the database, at scrape time;
 - kb_queue_length{queue}: jobs waiting in each evaluation queue of EVAL_QUEUES, from Redis (RQ's
   public Queue.count); kb_queue_up is 0 when Redis cannot be read;
