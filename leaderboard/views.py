@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from leaderboard.forms import SubmissionForm
-from leaderboard.ingest.submissions import submit_kernel
+from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
 from leaderboard.models import LanguageModel, Origin, Precision
 from leaderboard.reads import board_cache, charts, kernel_page, level_table, queries
 from leaderboard.reads import overview as almanac
@@ -23,7 +23,6 @@ from leaderboard.reads.standings import fast_p_curves
 from problems.models import LEVELS, Problem, ProblemSet
 
 PER_PAGE = 50
-SUBMIT_PERMISSION = "leaderboard.add_kernel"
 
 
 def _page(request: HttpRequest, items, per_page: int = PER_PAGE, param: str = "page") -> Page:
@@ -207,7 +206,7 @@ def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _problem_for_submitter(request: HttpRequest, pk: int) -> Problem:
     if not request.user.has_perm(SUBMIT_PERMISSION):
-        raise PermissionDenied("Submitting kernels needs the leaderboard.add_kernel permission.")
+        raise PermissionDenied(f"Submitting kernels needs the {SUBMIT_PERMISSION} permission.")
     return get_object_or_404(Problem.objects.select_related("problem_set"), pk=pk)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
+from leaderboard.ingest.submissions import SUBMIT_PERMISSION
+
 
 class ModelPermission(BasePermission):
     """Reads for everyone; a write needs `perm` (e.g. "leaderboard.add_kernel").
@@ -27,5 +29,5 @@ def requires(perm: str) -> type[ModelPermission]:
 CanAddReportedScore = requires("leaderboard.add_reportedscore")
 CanAddLaunchPost = requires("leaderboard.add_launchpost")
 CanImportRun = requires("leaderboard.add_run")
-CanSubmitKernel = requires("leaderboard.add_kernel")
+CanSubmitKernel = requires(SUBMIT_PERMISSION)
 CanRequestEvaluation = requires("leaderboard.add_evaluation")

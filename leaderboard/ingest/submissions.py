@@ -18,6 +18,8 @@ from problems.models import Hardware, Problem
 
 MODEL_NEW = re.compile(r"^\s*class\s+ModelNew\b", re.MULTILINE)
 SUBMISSIONS_RUN_NAME = "submissions"
+# Who may submit a kernel (the page form and the API check the same permission).
+SUBMIT_PERMISSION = "leaderboard.add_kernel"
 
 
 class SubmissionError(ValueError):

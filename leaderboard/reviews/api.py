@@ -18,12 +18,12 @@ from django.shortcuts import get_object_or_404
 from django.urls import path
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from leaderboard.api.common import query_choice
 from leaderboard.models import Kernel, KernelReport, Review
 from leaderboard.reviews import services as reviews
 from problems.models import LEVELS
@@ -211,13 +211,6 @@ class KernelReportsView(APIView):
         return Response(body, status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK)
 
 
-def _choice(request, name: str, choices) -> str | None:
-    raw = request.query_params.get(name) or None
-    if raw is not None and raw not in choices:
-        raise ValidationError({name: f"{raw!r} is not one of {', '.join(map(str, choices))}."})
-    return raw
-
-
 class ReviewQueueView(APIView):
     permission_classes = [ReviewerOnly]
 
@@ -233,13 +226,13 @@ class ReviewQueueView(APIView):
         responses={200: QueueRowSerializer},
     )
     def get(self, request):
-        level = _choice(request, "level", [str(n) for n in LEVELS])
+        level = query_choice(request, "level", [(str(n), n) for n in LEVELS])
         filters = reviews.QueueFilters(
-            flag=_choice(request, "flag", [code for code, _ in reviews.flag_choices()]),
+            flag=query_choice(request, "flag", reviews.flag_choices()),
             level=int(level) if level else None,
             model=request.query_params.get("model") or None,
-            reason=_choice(request, "reason", list(reviews.QUEUE_REASONS)),
-            sort=_choice(request, "sort", list(reviews.QUEUE_SORTS)) or "date",
+            reason=query_choice(request, "reason", reviews.QUEUE_REASONS.items()),
+            sort=query_choice(request, "sort", reviews.QUEUE_SORTS.items()) or "date",
         )
         paginator = PageNumberPagination()
         page = paginator.paginate_queryset(reviews.review_queue(filters), request, view=self)

@@ -26,7 +26,7 @@ LAYERS = {
     "leaderboard.evaluations": 3,
     "leaderboard.reads": 3,
     "leaderboard.ingest": 4,
-    "leaderboard.reviews": 4,
+    "leaderboard.reviews.services": 4,  # the rules and actions; reviews' views, urls and api are pages/API
     "leaderboard": 5,  # pages, api/, admin, management commands, templatetags, demo
 }
 
