@@ -28,10 +28,19 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models import F
 
-from leaderboard.models import BoardVersion, DirtyRun, Kernel, KernelQuerySet, ProblemStats, Run, RunScore
+from leaderboard.models import (
+    BoardVersion,
+    DirtyRun,
+    Kernel,
+    KernelQuerySet,
+    LanguageModel,
+    ProblemStats,
+    Run,
+    RunScore,
+)
 from leaderboard.reads import scoring
 from leaderboard.reads.scoring import KernelFacts, LevelScore, Tally
-from problems.models import ProblemSet
+from problems.models import Hardware, ProblemSet
 
 ALL_LEVELS = 0  # RunScore.level of the all-levels row
 BATCH = 200  # runs re-scored per transaction by rebuild_all
@@ -221,18 +230,23 @@ def to_model(run_id: int, level: int, with_excluded: bool, score: LevelScore, ke
     )  # fmt: skip
 
 
-def from_model(row: RunScore) -> LevelScore:
-    def tally(prefix: str) -> Tally:
-        speedups = array("d")
-        speedups.frombytes(bytes(getattr(row, f"{prefix}_speedups")))
-        return Tally(
-            getattr(row, f"{prefix}_attempted"), getattr(row, f"{prefix}_compiled"), getattr(row, f"{prefix}_correct"),
-            getattr(row, f"{prefix}_unscored"), speedups, getattr(row, f"{prefix}_log_sum"),
-        )  # fmt: skip
+_SCORE_FIELDS = (
+    "run_id", "level",
+    "s0_attempted", "s0_compiled", "s0_correct", "s0_unscored", "s0_speedups", "s0_log_sum",
+    "best_attempted", "best_compiled", "best_correct", "best_unscored", "best_speedups", "best_log_sum",
+    "pass_at_1_sum", "kernels", "flagged", "unreviewed", "excluded",
+)  # fmt: skip
 
-    return LevelScore(
-        tally("s0"), tally("best"), row.pass_at_1_sum, row.kernels, row.flagged, row.unreviewed, row.excluded
-    )
+
+def _tally(attempted, compiled, correct, unscored, packed, log_sum) -> Tally:
+    speedups = array("d")
+    speedups.frombytes(bytes(packed))
+    return Tally(attempted, compiled, correct, unscored, speedups, log_sum)
+
+
+def from_values(values: tuple) -> LevelScore:
+    """A stored score (a row of _SCORE_FIELDS after run_id and level) as the LevelScore it stores."""
+    return LevelScore(_tally(*values[0:6]), _tally(*values[6:12]), *values[12:17])
 
 
 def _problem_kernel_counts(run_ids: list[int]) -> Counter:
@@ -296,18 +310,30 @@ def stored_scores(
     """(run, its stored score on `level`) for each of `runs` (a queryset with its select_related),
     made current first. Runs without a stored row (no kernel on the level) get an empty score."""
     refresh_dirty(problem_set)
-    runs = list(runs)
+    runs = with_related(list(runs.select_related(None)), problem_set)
     scores = scores_of_runs([run.pk for run in runs], [ALL_LEVELS if level is None else level], include_excluded)
     key = ALL_LEVELS if level is None else level
     return [(run, scores.get((run.pk, key)) or LevelScore()) for run in runs]
 
 
+def with_related(runs: list[Run], problem_set: ProblemSet) -> list[Run]:
+    """`runs` (of `problem_set`) with their model, lab and hardware attached from two small
+    queries, instead of a join building four objects per row."""
+    models = LanguageModel.objects.select_related("lab").filter(pk__in={run.model_id for run in runs})
+    by_model = {model.pk: model for model in models}
+    by_hardware = {hw.pk: hw for hw in Hardware.objects.filter(pk__in={run.hardware_id for run in runs})}
+    for run in runs:
+        Run.model.field.set_cached_value(run, by_model[run.model_id])
+        Run.hardware.field.set_cached_value(run, by_hardware[run.hardware_id])
+        Run.problem_set.field.set_cached_value(run, problem_set)
+    return runs
+
+
 def scores_of_runs(run_ids: list[int], levels: list[int], include_excluded: bool) -> dict[tuple[int, int], LevelScore]:
     """{(run id, level): stored score} of these runs on these levels (0: all), in one query."""
-    rows = RunScore.objects.filter(run_id__in=run_ids, level__in=levels, with_excluded=include_excluded).defer(
-        "problems", "updated_at"
-    )
-    return {(row.run_id, row.level): from_model(row) for row in rows}
+    rows = RunScore.objects.filter(run_id__in=run_ids, level__in=levels, with_excluded=include_excluded)
+    # Plain values, not model instances: a board reads thousands of rows.
+    return {(run_id, level): from_values(rest) for run_id, level, *rest in rows.values_list(*_SCORE_FIELDS)}
 
 
 def board_version(problem_set: ProblemSet | None) -> tuple[int, object]:

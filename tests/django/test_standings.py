@@ -10,7 +10,10 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def setup():
     problem_set = ProblemSet.objects.create(name="S", slug="s")
-    problems = [Problem.objects.create(problem_set=problem_set, level=1, number=n, name=f"P{n}", source="x") for n in range(1, 5)]
+    problems = [
+        Problem.objects.create(problem_set=problem_set, level=1, number=n, name=f"P{n}", source="x")
+        for n in range(1, 5)
+    ]
     Problem.objects.create(problem_set=problem_set, level=2, number=1, name="Q", source="x")
     hardware = Hardware.objects.create(slug="h200", name="H200")
     run = Run.objects.create(model=LanguageModel.objects.create(name="M"), problem_set=problem_set, hardware=hardware)
@@ -20,8 +23,13 @@ def setup():
 def add_kernel(run, problem, sample=0, *, correct=True, speedup=None, compiled=True):
     kernel = Kernel.objects.create(run=run, problem=problem, sample_index=sample, source="class ModelNew: pass")
     evaluation = Evaluation.objects.create(
-        kernel=kernel, hardware=run.hardware, state="done", status="correct" if correct else "incorrect",
-        compiled=compiled, correct=correct, speedup=speedup,
+        kernel=kernel,
+        hardware=run.hardware,
+        state="done",
+        status="correct" if correct else "incorrect",
+        compiled=compiled,
+        correct=correct,
+        speedup=speedup,
     )
     kernel.latest_evaluation = evaluation
     kernel.save()
@@ -88,11 +96,13 @@ def test_correct_without_speedup_is_reported_as_unscored(setup):
 def test_queries_do_not_grow_with_rows(setup, django_assert_max_num_queries):
     problem_set, problems, hardware, run = setup
     for n in range(3):
-        extra = Run.objects.create(model=LanguageModel.objects.create(name=f"X{n}"), problem_set=problem_set, hardware=hardware)
+        extra = Run.objects.create(
+            model=LanguageModel.objects.create(name=f"X{n}"), problem_set=problem_set, hardware=hardware
+        )
         for problem in problems:
             add_kernel(extra, problem, speedup=1.5)
     level_standings(problem_set, 1)  # re-scores the runs written above
-    with django_assert_max_num_queries(4):  # runs, problem counts, dirty runs, stored scores
+    with django_assert_max_num_queries(6):  # runs, their models and hardware, problem counts, dirty runs, scores
         rows = level_standings(problem_set, 1)
         curves = fast_p_curves(rows)
     assert len(rows) == 4 and len(curves) == 4
