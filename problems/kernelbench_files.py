@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evaluation.static_checks import pretrained_models, required_modules
 from problems.importing import checked_int
 from problems.models import LEVELS, Problem
 
@@ -80,7 +81,21 @@ def guess_tags(level: int, name: str, source: str) -> str:
     tags = [tag for tag, patterns in TAG_PATTERNS.items() if any(re.search(p, text, re.IGNORECASE) for p in patterns)]
     if level in LEVEL_TAGS:
         tags.insert(0, LEVEL_TAGS[level])
-    return ",".join(tags)
+    return ",".join(tags + requirement_tags(source))
+
+
+# Modules every evaluation host has; anything else a problem imports is a requirement worth naming.
+BASE_MODULES = {"torch", "numpy", "triton"}
+
+
+def requirement_tags(source: str) -> list[str]:
+    """What a problem needs beyond PyTorch, as tags: `needs-<module>` for each module it imports
+    (level 4 imports `transformers`) and `needs-weights` when it loads pretrained weights, which
+    a sandbox with no network cannot download."""
+    tags = [f"needs-{module}" for module in required_modules(source) if module not in BASE_MODULES]
+    if pretrained_models(source):
+        tags.append("needs-weights")
+    return tags
 
 
 def read_source(path: Path) -> str:

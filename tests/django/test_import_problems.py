@@ -86,3 +86,34 @@ def test_progress_is_shown_on_long_imports(tmp_path):
     write_checkout(tmp_path, files)
     out, _ = run(str(tmp_path))
     assert "problems: 40/40" in out
+
+
+HF_PROBLEM = '''import torch
+from transformers import AutoModelForCausalLM, AutoConfig
+
+class Model(torch.nn.Module):
+    def __init__(self, model_name, config):
+        super().__init__()
+        self.model = AutoModelForCausalLM.from_pretrained(model_name, config=config)
+
+    def forward(self, x):
+        return self.model(x).logits
+
+model_name = "google/bigbird-roberta-base"
+config = AutoConfig.from_pretrained(model_name)
+
+def get_inputs():
+    return [torch.randint(0, 100, (2, 8))]
+
+def get_init_inputs():
+    return [model_name, config]
+'''
+
+
+def test_a_hugging_face_problem_is_marked_as_needing_transformers_and_weights(tmp_path):
+    write_checkout(tmp_path, {"level1/1_Good.py": PROBLEM_SOURCE, "level4/1_bigbird.py": HF_PROBLEM})
+    out, _ = run(str(tmp_path))
+    tags = Problem.objects.get(level=4, number=1).tag_list
+    assert "needs-transformers" in tags and "needs-weights" in tags
+    assert not any(tag.startswith("needs-") for tag in Problem.objects.get(level=1, number=1).tag_list)
+    assert "1 of them need more than PyTorch" in out

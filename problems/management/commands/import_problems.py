@@ -31,6 +31,12 @@ class Command(BaseCommand):
         if not scan.problems:
             raise CommandError(f"{path}: no importable problem files found")
         self.stdout.write(f"Importing {len(scan.problems)} problems from {path} into {set_name!r}")
+        needing = [p for p in scan.problems if "needs-" in p.tags]
+        if needing:
+            self.stdout.write(
+                f"{len(needing)} of them need more than PyTorch (tagged needs-<module> / needs-weights); "
+                "they evaluate only on hosts that have it"
+            )
         report = self._import(scan.problems, set_name, set_version)
         self.stdout.write(self.style.SUCCESS(report.summary("problems")))
 
