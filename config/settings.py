@@ -142,6 +142,10 @@ EVAL_FUNCTION = env_str("EVAL_FUNCTION") or "evaluation.evaluate"
 # Passed to the scoring library when set; None leaves the library's own default.
 EVAL_CORRECTNESS_TRIALS = env_optional_int("EVAL_CORRECTNESS_TRIALS")
 EVAL_TIMING_TRIALS = env_optional_int("EVAL_TIMING_TRIALS")
+# CPU cores every sandboxed process of an evaluation is pinned to, all to the same ones, so that
+# kernel and reference launch from equally fast cores (docs/evaluation.md, "Fidelity"): one core per
+# GPU worker on a GPU host, e.g. EVAL_CPUS=4 for the worker of GPU 0. Empty: no pinning.
+EVAL_CPUS = tuple(int(core) for core in env_list("EVAL_CPUS", []))
 EVAL_SIZE_SCALE = env_optional_int("EVAL_SIZE_SCALE")  # problem sizes (KB_SCALE of the catalogue): 16 on an H200
 
 # Cap on one kernel's source, in bytes (uploads, API and forms all use it).

@@ -87,6 +87,7 @@ def _load(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
         precision=ev.kernel.run.precision,  # the run's setting (KernelBench's precision option)
         # The site's private files (database, secret key, uploads) are not even visible to kernels.
         hide_paths=(str(settings.VAR_DIR),),
+        cpus=settings.EVAL_CPUS,
     )
     # Passed on only when set, so that the library's own defaults apply otherwise.
     optional = {

@@ -43,6 +43,12 @@ def test_the_worker_passes_the_trial_settings_only_when_set(evaluation, settings
     assert config.correctness_trials == EvaluationConfig().correctness_trials
 
 
+def test_the_worker_pins_evaluations_to_the_cores_it_is_given(evaluation, settings):
+    assert _load(evaluation.pk)[2].cpus == ()
+    settings.EVAL_CPUS = (3,)
+    assert _load(evaluation.pk)[2].cpus == (3,)
+
+
 def test_every_hardwares_queue_resolves_even_when_eval_queues_does_not_list_it(settings):
     assert "eval-a100" not in settings.RQ_QUEUES
     queue = eval_queue(Hardware(slug="a100").queue_name)
