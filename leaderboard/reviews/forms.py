@@ -35,7 +35,7 @@ class QueueFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["flag"].choices = [("", "any")] + [(code, code) for code, _ in reviews.flag_choices()]
         self.fields["model"].choices = [("", "any")] + list(
-            LanguageModel.objects.filter(runs__kernels__isnull=False)
+            LanguageModel.objects.filter(runs__n_kernels__gt=0)  # stored counts: no join over every kernel
             .distinct()
             .order_by("name")
             .values_list("slug", "name")
