@@ -150,7 +150,7 @@ EVAL_SIZE_SCALE = env_optional_int("EVAL_SIZE_SCALE")  # problem sizes (KB_SCALE
 
 # Cap on one kernel's source, in bytes (uploads, API and forms all use it).
 KERNEL_SOURCE_MAX_BYTES = env_int("KERNEL_SOURCE_MAX_BYTES", 1_000_000)
-# Caps on uploads (API tables, whole-run zips); see leaderboard/run_import.py for what each bounds.
+# Caps on uploads (API tables, whole-run zips); see leaderboard/ingest/archives.py for what each bounds.
 API_TABLE_MAX_BYTES = env_int("API_TABLE_MAX_BYTES", 5_000_000)
 RUN_UPLOAD_MAX_BYTES = env_int("RUN_UPLOAD_MAX_BYTES", 50_000_000)
 RUN_RESULTS_MAX_BYTES = env_int("RUN_RESULTS_MAX_BYTES", 20_000_000)
