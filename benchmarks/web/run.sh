@@ -6,19 +6,25 @@ set -euo pipefail
 SCALE=${SCALE:-20k}
 PY=${PY:-.venv/bin/python}
 REPEAT=${REPEAT:-20}
-if [ -z "${BENCH_IN_POSTGRES:-}" ]; then
+# BENCH_DATABASE_URL: time an already generated database (skips generating; its data is kept).
+if [ -n "${BENCH_DATABASE_URL:-}" ]; then
+  export DATABASE_URL=$BENCH_DATABASE_URL BENCH_IN_POSTGRES=1
+elif [ -z "${BENCH_IN_POSTGRES:-}" ]; then
   BENCH_IN_POSTGRES=1 exec bash tests/with-postgres.sh bash "$0" "$@"
+else
+  pg_port=$(echo "$DATABASE_URL" | sed -E 's#.*:([0-9]+)/.*#\1#')
+  runuser -u postgres -- createdb -h 127.0.0.1 -p "$pg_port" kernelbench
 fi
-pg_port=$(echo "$DATABASE_URL" | sed -E 's#.*:([0-9]+)/.*#\1#')
-runuser -u postgres -- createdb -h 127.0.0.1 -p "$pg_port" kernelbench
 work=$(mktemp -d /tmp/kb-bench-web.XXXXXX)
 trap 'kill $gunicorn_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 export DJANGO_SETTINGS_MODULE=config.settings_production SECRET_KEY=bench-only SECURE_SSL_REDIRECT=0
 export STATIC_ROOT="$work/static" KB_VAR_DIR="$work/var" LOG_LEVEL=WARNING
 mkdir -p "$work/var"
-echo "== dataset (SCALE=$SCALE)"
+echo "== dataset (${BENCH_DATABASE_URL:+already generated at }${BENCH_DATABASE_URL:-SCALE=$SCALE})"
 $PY manage.py migrate -v0
-$PY manage.py bench_web generate --scale "$SCALE" | grep -v "kernels and evaluations:\|re-scored\|verified"
+if [ -z "${BENCH_DATABASE_URL:-}" ]; then
+  $PY manage.py bench_web generate --scale "$SCALE" | grep -v "kernels and evaluations:\|re-scored\|verified"
+fi
 $PY manage.py collectstatic --noinput -v0
 echo "== SQL queries per page (after one warm-up request)"
 $PY manage.py bench_web queries
