@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for
 from leaderboard.models import Evaluation, Kernel
+from leaderboard.reads import board_store
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +220,7 @@ def refresh_latest_evaluation(kernel_id: int) -> None:
         .first()
     )
     Kernel.objects.filter(pk=kernel_id).update(latest_evaluation_id=newest)
+    board_store.mark_kernels([kernel_id])  # an update() sends no signal: re-score its run after commit
 
 
 # --- giving an attempt up ----------------------------------------------------------------------

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.db import transaction
 from django.utils import timezone
 
-from leaderboard.models import DirtyRun, Kernel, LanguageModel, ProblemStats, Review, Run, RunScore
+from leaderboard.models import DirtyRun, Evaluation, Kernel, LanguageModel, ProblemStats, Review, Run, RunScore
 from leaderboard.reads import board_store
 from leaderboard.reads.scoring import RULE_BEST, RULE_SAMPLE0
 from leaderboard.reads.standings import level_standings, live_level_standings
@@ -167,3 +167,18 @@ def test_an_evaluation_finishing_costs_a_bounded_number_of_queries(world, django
     with django_assert_max_num_queries(14):
         board_store.refresh_runs([world.run.pk])
     assert timezone.now()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_evaluation_finishing_in_the_worker_rescores_its_run_after_commit(world):
+    from leaderboard.evaluations.attempts import refresh_latest_evaluation
+
+    kernel = Kernel.objects.create(run=world.run, problem=world.problems[0], source="class ModelNew: pass")
+    evaluation = kernel.evaluations.create(hardware=world.hardware)  # queued
+    with transaction.atomic():  # what store_result does: save the verdict, point the kernel at it
+        Evaluation.objects.filter(pk=evaluation.pk).update(
+            state="done", status="correct", compiled=True, correct=True, speedup=2.0
+        )
+        refresh_latest_evaluation(kernel.pk)
+    stored = RunScore.objects.get(run=world.run, level=1, with_excluded=False)
+    assert stored.s0_correct == 1 and not DirtyRun.objects.exists()
