@@ -62,7 +62,14 @@ _FACT_FIELDS = (
     "evaluated_at",
     "created_at",
 )
-_STATE_FIELDS = ("review_verdict", "review_pending", "review_excluded", "review_flagged", "review_queued_at")
+_STATE_FIELDS = (
+    "review_verdict",
+    "review_pending",
+    "review_excluded",
+    "review_flagged",
+    "review_queued_at",
+    "latest_speedup",
+)
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,7 @@ def kernel_rows(kernels: KernelQuerySet) -> list[KernelRow]:
             problem_id, sample, compiled, correct, speedup, bool(flagged), bool(pending), bool(excluded)
         )
         queued_at = (reported_at or evaluated_at or created_at) if pending else None
-        state = (verdict or "", bool(pending), bool(excluded), bool(flagged), queued_at)
+        state = (verdict or "", bool(pending), bool(excluded), bool(flagged), queued_at, speedup)
         result.append(KernelRow(pk, run_id, level, facts, state))
     return result
 
@@ -191,13 +198,14 @@ def _stored_states(kernel_ids: list[int]) -> dict[int, tuple]:
 
 
 def _store_kernel_states(rows: list[KernelRow], stored: dict[int, tuple]) -> None:
-    """Write the review state of kernels whose state changed: one UPDATE per distinct state."""
-    changed: dict[tuple, list[int]] = defaultdict(list)
-    for row in rows:
-        if stored.get(row.pk) != row.state:
-            changed[row.state].append(row.pk)
-    for state, pks in changed.items():
-        Kernel.objects.filter(pk__in=pks).update(**dict(zip(_STATE_FIELDS, state, strict=True)))
+    """Write the review state of the kernels whose state changed, in bulk (usually one kernel: the
+    one just evaluated or reviewed; a whole run after an import)."""
+    changed = [
+        Kernel(pk=row.pk, **dict(zip(_STATE_FIELDS, row.state, strict=True)))
+        for row in rows
+        if stored.get(row.pk) != row.state
+    ]
+    Kernel.objects.bulk_update(changed, _STATE_FIELDS, batch_size=500)
 
 
 def _scores(rows: list[KernelRow], runs: dict[int, int]) -> list[RunScore]:

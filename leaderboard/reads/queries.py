@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from leaderboard.models import Evaluation, Kernel, LanguageModel, LaunchPost, Origin, ReportedScore, Run
+from leaderboard.models import FASTEST, Evaluation, Kernel, LanguageModel, LaunchPost, Origin, ReportedScore, Run
 from leaderboard.reads import board_store
 from leaderboard.reads.scoring import RULE_SAMPLE0, LevelScore
 from leaderboard.reads.standings import StandingRow, annotate_intervals, level_standings, make_row
@@ -251,19 +251,19 @@ def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:
             "latest_evaluation__reference_timing",
         )
         # Kernels a reviewer excluded (reward hack, invalid) stay listed, after the ranked ones.
-        .order_by(
-            "review_excluded", F("latest_evaluation__speedup").desc(nulls_last=True), "latest_evaluation__status", "pk"
-        )
+        # (Index kernel_problem_ranked_idx serves the first three keys.)
+        .order_by("review_excluded", FASTEST, "latest_evaluation__status", "pk")
     )
 
 
 def problem_speedups(problem: Problem) -> list[tuple[int, str, bool, float]]:
     """(kernel id, model name, demo, speedup) of the correct kernels of `problem` that count in
     rankings (not excluded by a reviewer), fastest first."""
+    board_store.refresh_dirty()
     rows = (
-        Kernel.objects.filter(problem=problem, latest_evaluation__speedup__isnull=False)
+        Kernel.objects.filter(problem=problem, latest_speedup__isnull=False)
         .counted()
-        .order_by(F("latest_evaluation__speedup").desc(), "pk")
+        .order_by(FASTEST, "pk")
         .values_list("pk", "run__model__name", "run__is_demo", "latest_evaluation__speedup")[:CHART_POINTS]
     )
     return list(rows)
@@ -281,6 +281,7 @@ def kernel_for_page(pk: int) -> QuerySet[Kernel]:
 
 def sibling_kernels(kernel: Kernel) -> list[Kernel]:
     """The other kernels of the same problem (without their sources), fastest first."""
+    board_store.refresh_dirty()
     return list(
         Kernel.objects.filter(problem_id=kernel.problem_id)
         .exclude(pk=kernel.pk)
@@ -295,7 +296,7 @@ def sibling_kernels(kernel: Kernel) -> list[Kernel]:
             "latest_evaluation__speedup",
             "latest_evaluation__state",
         )
-        .order_by(F("latest_evaluation__speedup").desc(nulls_last=True), "pk")[:CHART_POINTS]
+        .order_by(FASTEST, "pk")[:CHART_POINTS]  # kernel_fastest_idx
     )
 
 
