@@ -104,7 +104,7 @@ def review_queue(filters: QueueFilters | None = None) -> KernelQuerySet:
         kernels = kernels.filter(is_reported=True)
     elif filters.reason == "imported":
         kernels = kernels.filter(is_high_imported=True)
-    speedup = F("latest_evaluation__speedup")
+    speedup = F("latest_speedup")  # stored with the review state (no join sort over the queue)
     date = F("review_queued_at")  # stored: Coalesce(latest report, evaluation, creation), indexed
     order = {
         "speedup": [speedup.desc(nulls_last=True)],
