@@ -136,7 +136,9 @@ def _pending_ids(connection) -> set[int]:
 
     state = (ids, refresh_after_commit)
     _local.pending = state
-    transaction.on_commit(refresh_after_commit)
+    # robust: a failed re-scoring must not fail the write that committed (the mark stays; the next
+    # read or refresh makes it up).
+    transaction.on_commit(refresh_after_commit, robust=True)
     return ids
 
 

@@ -182,3 +182,19 @@ def test_an_evaluation_finishing_in_the_worker_rescores_its_run_after_commit(wor
         refresh_latest_evaluation(kernel.pk)
     stored = RunScore.objects.get(run=world.run, level=1, with_excluded=False)
     assert stored.s0_correct == 1 and not DirtyRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_rescoring_after_commit_keeps_the_write_and_the_mark(world, monkeypatch):
+    def broken(run_ids):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(board_store, "refresh_runs", broken)
+    with transaction.atomic():
+        kernel = world.kernel(world.problems[0], speedup=2.5)
+    assert Kernel.objects.filter(pk=kernel.pk).exists()  # the write stands
+    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # the next read re-scores it
+    monkeypatch.undo()
+    assert RunScore.objects.filter(run=world.run, level=1).exists() is False
+    board_store.refresh_dirty()
+    assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1
