@@ -182,17 +182,15 @@ def to_csv(rows: list[TableRow], columns: list[Column], level_label: str, proble
     header = ["rank", *[column.title for column in columns], "demo data", "level", "problem set", "run id", "tied"]
     writer.writerow([spreadsheet_safe(title) for title in header])
     for row in rows:
-        cells = (
-            [
-                row.rank,
-                *[text for _, text in row.cells],
-                "yes" if row.demo else "no",
-                level_label,
-                problem_set,
-                row.standing.run.pk,
-                "yes" if row.standing.tied else "no",
-            ]
-        )
+        cells = [
+            row.rank,
+            *[text for _, text in row.cells],
+            "yes" if row.demo else "no",
+            level_label,
+            problem_set,
+            row.standing.run.pk,
+            "yes" if row.standing.tied else "no",
+        ]
         writer.writerow([spreadsheet_safe(cell) for cell in cells])
     return buffer.getvalue()
 
