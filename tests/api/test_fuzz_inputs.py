@@ -274,6 +274,8 @@ def _run_zips(client, names, eval_results, level):
         )
 
 
+# Hypothesis draws repeated member names on purpose (a zip may hold them); zipfile warns each time.
+@pytest.mark.filterwarnings("ignore:Duplicate name:UserWarning")
 def test_run_zip_fuzz(db, token_client, ingestor, problem_set, hardware, baseline, unthrottled):
     _run_zips(token_client(ingestor))
 
