@@ -3,15 +3,19 @@ from django.contrib import admin
 from leaderboard.ingest import launch_posts, reported_scores
 from leaderboard.ingest.admin_actions import CsvUploadMixin, VerifyRunsMixin
 from leaderboard.models import (
+    BoardVersion,
+    DirtyRun,
     Evaluation,
     Kernel,
     KernelReport,
     Lab,
     LanguageModel,
     LaunchPost,
+    ProblemStats,
     ReportedScore,
     Review,
     Run,
+    RunScore,
 )
 from leaderboard.reviews.services import record_verdict
 
@@ -144,3 +148,42 @@ class KernelReportAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+class DerivedAdmin(admin.ModelAdmin):
+    """The boards' read model: derived from kernels, evaluations and reviews, kept current by the
+    writes that change them and rebuilt by `manage.py rebuild_boards`. Shown to look at, never edited
+    by hand (an edit would make the boards disagree with their inputs)."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(RunScore)
+class RunScoreAdmin(DerivedAdmin):
+    list_display = ["run", "level", "with_excluded", "kernels", "s0_correct", "best_correct", "updated_at"]
+    list_filter = ["level", "with_excluded"]
+    list_select_related = ["run__model", "run__hardware"]
+    exclude = ["s0_speedups", "best_speedups"]  # packed float64: unreadable as text
+
+
+@admin.register(BoardVersion)
+class BoardVersionAdmin(DerivedAdmin):
+    list_display = ["problem_set", "version", "updated_at"]
+
+
+@admin.register(DirtyRun)
+class DirtyRunAdmin(DerivedAdmin):
+    list_display = ["run_id", "marked_at"]
+
+
+@admin.register(ProblemStats)
+class ProblemStatsAdmin(DerivedAdmin):
+    list_display = ["problem", "n_kernels"]
+    list_select_related = ["problem"]

@@ -1,0 +1,19 @@
+"""Every model of the project's apps has an admin (the read model's are read-only)."""
+
+import pytest
+from django.apps import apps
+from django.contrib import admin
+
+from leaderboard.models import RunScore
+
+
+@pytest.mark.parametrize("label", ["leaderboard", "problems"])
+def test_every_model_has_an_admin(label):
+    missing = [model.__name__ for model in apps.get_app_config(label).get_models() if model not in admin.site._registry]
+    assert missing == []
+
+
+def test_the_read_model_is_read_only_in_the_admin(admin_client):
+    assert admin_client.get("/admin/leaderboard/runscore/").status_code == 200
+    assert admin_client.get("/admin/leaderboard/runscore/add/").status_code == 403
+    assert not admin.site._registry[RunScore].has_change_permission(None)
