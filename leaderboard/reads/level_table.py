@@ -28,6 +28,7 @@ def columns_for(p: float | None) -> list[Column]:
     columns = [
         Column("model", "Model", "text"),
         Column("setting", "Setting", "text"),
+        Column("precision", "Precision", "text", sortable=False, help="fp32, fp16 or bf16: part of the run's setting"),
         Column("hardware", "Hardware", "text"),
         Column("origin", "Source", "text", sortable=False),
         Column("compiled", "Compiled", "percent", help="share of the level's problems whose kernel compiled"),
@@ -82,17 +83,21 @@ def columns_for(p: float | None) -> list[Column]:
     return columns
 
 
+# Columns read from the run itself; every other column is read from the row or its summary.
+RUN_FIELDS = {
+    "model": lambda run: run.model.name,
+    "setting": lambda run: run.setting,
+    "precision": lambda run: run.precision,
+    "hardware": lambda run: run.hardware.slug,
+    "origin": lambda run: run.get_origin_display(),
+}
+
+
 def raw_value(row: StandingRow, column: Column) -> Any:
-    run, summary = row.run, row.summary
+    summary = row.summary
+    if column.key in RUN_FIELDS:
+        return RUN_FIELDS[column.key](row.run)
     match column.key:
-        case "model":
-            return run.model.name
-        case "setting":
-            return run.setting
-        case "hardware":
-            return run.hardware.slug
-        case "origin":
-            return run.get_origin_display()
         case "compiled":
             return summary["compiled_rate"]
         case "correct":
@@ -164,7 +169,7 @@ def table_rows(rows: list[StandingRow], columns: list[Column], first_rank: int =
 
 # A cell a spreadsheet would run as a formula (OWASP "CSV injection"): = + - @, tab or CR first.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-# A plain number (as display_value writes one: "-0.5", "1.2x", "45%") stays a number.
+# A plain number written as text ("-0.5", "1.2x", "45%") stays as it is.
 PLAIN_NUMBER = re.compile(r"^-?\d+(\.\d+)?(e-?\d+)?[x%]?$")
 
 
@@ -176,15 +181,35 @@ def spreadsheet_safe(value: Any) -> Any:
     return value
 
 
+def csv_titles(column: Column) -> list[str]:
+    """The CSV header cells of a column: an interval is two number columns, a count is the count."""
+    if column.kind == "interval":
+        return [f"{column.title} low", f"{column.title} high"]
+    return [column.title]
+
+
+def csv_cells(row: StandingRow, column: Column) -> list[Any]:
+    """The CSV cells of a column, as numbers a spreadsheet can sum (shares as fractions 0-1, like
+    the JSON download); an empty cell where the page shows "–"."""
+    value = raw_value(row, column)
+    if column.kind == "interval":
+        return ["", ""] if value is None else list(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return [""]
+    return ["" if value is None else value]
+
+
 def to_csv(rows: list[TableRow], columns: list[Column], level_label: str, problem_set: str) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    header = ["rank", *[column.title for column in columns], "demo data", "level", "problem set", "run id", "tied"]
+    titles = [title for column in columns for title in csv_titles(column)]
+    header = ["rank", *titles, "problems", "demo data", "level", "problem set", "run id", "tied"]
     writer.writerow([spreadsheet_safe(title) for title in header])
     for row in rows:
         cells = [
             row.rank,
-            *[text for _, text in row.cells],
+            *[cell for column in columns for cell in csv_cells(row.standing, column)],
+            row.standing.summary["n_problems"],
             "yes" if row.demo else "no",
             level_label,
             problem_set,

@@ -96,9 +96,14 @@ def test_it_downloads_the_table_as_csv(site, light_page, tmp_path: Path):
     path = tmp_path / "board.csv"
     download_info.value.save_as(path)
     rows = list(csv.DictReader(path.open(encoding="utf-8")))
-    assert [row["fast_0.9 (picked)"] for row in rows] == table_cells(page, "fast_0.9")
-    assert [row["Correct (fast_0)"] for row in rows] == table_cells(page, "correct")
-    assert [row["Geomean speedup"] for row in rows] == table_cells(page, "geomean")
+    # The CSV holds numbers (shares as fractions), the page their display text.
+    def percent(cell: str) -> str:
+        return f"{float(cell) * 100:.1f}%" if cell else "–"
+
+    assert [percent(row["fast_0.9 (picked)"]) for row in rows] == table_cells(page, "fast_0.9")
+    assert [percent(row["Correct (fast_0)"]) for row in rows] == table_cells(page, "correct")
+    speedups = [f"{float(row['Geomean speedup']):.2f}x" if row["Geomean speedup"] else "–" for row in rows]
+    assert speedups == table_cells(page, "geomean")
 
 
 def test_it_shows_hostile_source_as_text(site, page):

@@ -28,9 +28,9 @@ def test_it_shows_a_row_per_run_best_first(client, board):
 def test_it_computes_fast_p_against_the_level(client, board):
     rows = list(csv.DictReader(io.StringIO(client.get("/levels/1/?export=csv").content.decode())))
     fast = next(row for row in rows if row["Model"] == "Fast")
-    assert fast["Correct (fast_0)"] == "75.0%"  # 3 of 4 level-1 problems
-    assert fast["fast_1"] == "50.0%"
-    assert fast["Attempted"] == "4/4"
+    assert float(fast["Correct (fast_0)"]) == 0.75  # 3 of 4 level-1 problems
+    assert float(fast["fast_1"]) == 0.5
+    assert fast["Attempted"] == "4" and fast["problems"] == "4"
 
 
 def test_it_adds_the_picked_p_column(client, board):
@@ -69,7 +69,42 @@ def test_it_exports_what_the_table_shows(client, board):
     html = client.get("/levels/1/?p=1.3").content.decode()
     exported = client.get("/levels/1/?p=1.3&export=csv").content.decode()
     for row in csv.DictReader(io.StringIO(exported)):
-        assert f'<td data-key="fast_1.3" class="num picked">{row["fast_1.3 (picked)"]}</td>' in html
+        shown = f"{float(row['fast_1.3 (picked)']) * 100:.1f}%"
+        assert f'<td data-key="fast_1.3" class="num picked">{shown}</td>' in html
+
+
+def test_its_csv_holds_numbers_and_the_precision(client, board):
+    """Numeric columns are numbers a spreadsheet can sum (shares as fractions, as in the JSON),
+    never display strings like "88.9%"; each row says its run's precision."""
+    problem_set, fast, _ = board
+    fast.precision = "bf16"
+    fast.save()
+    exported = client.get("/levels/1/?export=csv").content.decode()
+    assert "%" not in exported.split("\n", 1)[1] and "x," not in exported
+    rows = {row["Model"]: row for row in csv.DictReader(io.StringIO(exported))}
+    fast_row, slow_row = rows["Fast"], rows["Slow"]
+    assert fast_row["Precision"] == "bf16" and slow_row["Precision"] == "fp32"
+    numeric = ["Compiled", "Correct (fast_0)", "fast_1", "Geomean speedup", "pass@1", "fast_1 best-of-n"]
+    numeric += ["95% interval low", "95% interval high", "Correct, unscored", "Attempted", "problems"]
+    for title in numeric:
+        float(fast_row[title])  # raises on "75.0%" or "1.60x"
+    assert float(fast_row["Geomean speedup"]) == pytest.approx((2.5 * 1.6 * 0.9) ** (1 / 3))
+    low, high = float(fast_row["95% interval low"]), float(fast_row["95% interval high"])
+    assert 0 <= low <= float(fast_row["fast_1"]) <= high <= 1
+    assert slow_row["Geomean speedup"] == "" or float(slow_row["Geomean speedup"]) == pytest.approx(1.1)
+
+
+def test_its_json_holds_numbers_and_the_precision(client, board):
+    problem_set, fast, _ = board
+    fast.precision = "fp16"
+    fast.save()
+    body = client.get("/levels/1/?export=json").json()
+    assert "precision" in body["columns"]
+    row = next(r for r in body["rows"] if r["model"] == "Fast")
+    assert row["precision"] == "fp16"
+    assert row["correct"] == 0.75 and row["fast_1"] == 0.5 and row["attempted"] == 4
+    assert all(isinstance(row[key], float) for key in ("compiled", "geomean", "pass_at_1", "best_fast_1"))
+    assert all(isinstance(bound, float) for bound in row["interval"])
 
 
 def test_it_404s_an_unknown_level(client):
