@@ -44,8 +44,9 @@ from leaderboard.ingest.archives import (
 from leaderboard.ingest.reported_scores import match_lab, match_model
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import Evaluation, Kernel, Origin, Precision, Run, guess_backend
-from problems.importing import CREATED, DIGITS, ImportReport, checked_int, upsert, whole_number
-from problems.models import Baseline, Hardware, Problem, ProblemSet
+from leaderboard.reads import board_store
+from problems.importing import CREATED, DIGITS, UNCHANGED, UPDATED, ImportReport, checked_int, upsert, whole_number
+from problems.models import Baseline, Hardware, Problem, ProblemSet, source_sha256
 
 # The archive readers are part of this module's interface for its callers (API, command).
 __all__ = [
@@ -64,6 +65,13 @@ LEVEL_PROBLEM_KEY = re.compile(r"^level_(\d+)_problem_(\d+)$", re.ASCII)
 # KernelBench writes this runtime for a kernel it could not time.
 NO_RUNTIME = -1
 MAX_RUNTIME_MS = 1e9
+# Rows per bulk INSERT/UPDATE (SQLite lowers it further to its 999 parameters per query).
+BATCH_SIZE = 500
+# What a re-import reads of the run's stored kernels and compares or links.
+_KERNEL_READ = ("pk", "run_id", "problem_id", "sample_index", "source", "backend", "latest_evaluation_id")
+_EVALUATION_VALUES = (
+    "state", "status", "compiled", "correct", "kernel_ms", "reference_ms", "speedup", "kernel_timing", "notes",
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,7 +272,9 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
 
     Phases: _check_kernels (every kernel names a problem of the set, once), parse_results,
     _result_warnings (results without kernels and kernels without results), _eager_baselines,
-    then in one transaction _store_run_row and, per kernel, _store_kernel and _store_evaluation.
+    then in one transaction _store_run_row, _store_kernels, _store_evaluations and
+    _link_latest. The writes are bulk (a bounded number of queries whatever the run's size), so
+    they send no model signals: the run is marked for re-scoring here (board_store.mark_runs).
     """
     if not bundle.kernels:
         raise RowErrors(["no kernel files (level_<L>_problem_<P>_sample_<S>_kernel.py) in the upload"])
@@ -275,14 +285,15 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
     kernel_report, evaluation_report = ImportReport(), ImportReport()
     with transaction.atomic():
         run = _store_run_row(plan)
-        ordered = sorted(plan.kernels, key=lambda k: (k.level, k.problem, k.sample))
-        for index, file in enumerate(ordered, 1):
-            if write and len(ordered) >= 20 and index % max(1, len(ordered) // 10) == 0:
-                write(f"  kernels: {index}/{len(ordered)}")
-            kernel = _store_kernel(plan, run, file, kernel_report)
-            result = results.get((file.level, file.problem, file.sample))
-            if result is not None:
-                _store_evaluation(plan, kernel, result, evaluation_report)
+        if write and len(plan.kernels) >= 20:
+            write(f"  writing {len(plan.kernels)} kernels and {len(results)} results")
+        stored, updated = _store_kernels(plan, run, kernel_report)
+        evaluations = _store_evaluations(plan, run, stored, evaluation_report)
+        linked = _link_latest(stored, evaluations)
+        if updated:  # what the kernel's post_save signal does for a changed kernel
+            board_store.refresh_kernel_states([kernel.pk for kernel in updated])
+        if kernel_report.changed or evaluation_report.changed or linked:
+            board_store.mark_runs([run.pk])
     if plan.unscored:
         warnings.append(
             f"{plan.unscored} correct kernel(s) have no speedup: no eager baseline for their problem on "
@@ -354,22 +365,47 @@ def _store_run_row(plan: _Plan) -> Run:
     return run
 
 
-def _store_kernel(plan: _Plan, run: Run, file: KernelFile, report: ImportReport) -> Kernel:
-    kernel, outcome = upsert(
-        Kernel,
-        {"run": run, "problem": plan.problems[(file.level, file.problem)], "sample_index": file.sample},
-        {"source": file.source, "backend": guess_backend(file.source)},
-    )
-    if outcome == CREATED and plan.user is not None:
-        Kernel.objects.filter(pk=kernel.pk).update(submitted_by=plan.user)
-    report.add(outcome)
-    return kernel
+def _changed(row: Any, values: dict) -> str:
+    """Set `values` on a stored row; UPDATED when one differed, else UNCHANGED (as upsert says)."""
+    changed = [name for name, value in values.items() if getattr(row, name) != value]
+    for name in changed:
+        setattr(row, name, values[name])
+    return UPDATED if changed else UNCHANGED
 
 
-def _store_evaluation(plan: _Plan, kernel: Kernel, result: Result, report: ImportReport) -> None:
-    """The imported evaluation of one kernel; its speedup comes from the eager baseline, if any."""
+def _store_kernels(plan: _Plan, run: Run, report: ImportReport) -> tuple[list[tuple[Key, Kernel]], list[Kernel]]:
+    """Create or update the run's kernels in bulk. Returns every kernel by key (in key order)
+    and the updated ones. The source hash is computed here, as Kernel.save would."""
+    existing = {
+        (kernel.problem_id, kernel.sample_index): kernel
+        for kernel in Kernel.objects.filter(run=run).order_by().only(*_KERNEL_READ)
+    }
+    stored, created, updated = [], [], []
+    for file in sorted(plan.kernels, key=lambda k: (k.level, k.problem, k.sample)):
+        problem = plan.problems[(file.level, file.problem)]
+        values = {"source": file.source, "backend": guess_backend(file.source)}
+        kernel = existing.get((problem.pk, file.sample))
+        if kernel is None:
+            kernel = Kernel(run=run, problem=problem, sample_index=file.sample, submitted_by=plan.user, **values)
+            created.append(kernel)
+            outcome = CREATED
+        else:
+            outcome = _changed(kernel, values)
+            if outcome == UPDATED:
+                updated.append(kernel)
+        if outcome != UNCHANGED:
+            kernel.source_hash = source_sha256(kernel.source)
+        report.add(outcome)
+        stored.append(((file.level, file.problem, file.sample), kernel))
+    Kernel.objects.bulk_create(created, batch_size=BATCH_SIZE)
+    Kernel.objects.bulk_update(updated, ["source", "source_hash", "backend"], batch_size=BATCH_SIZE)
+    return stored, updated
+
+
+def _evaluation_values(plan: _Plan, problem_id: int, result: Result) -> dict:
+    """An imported evaluation's fields; its speedup comes from the eager baseline, if any."""
     hardware = plan.spec.hardware
-    reference = plan.baselines.get(kernel.problem_id)
+    reference = plan.baselines.get(problem_id)
     speedup = reference / result.runtime_ms if (reference and result.runtime_ms) else None
     notes = [{"code": "imported", "metadata": result.metadata}] if result.metadata else []
     if result.correct and speedup is None:
@@ -377,26 +413,63 @@ def _store_evaluation(plan: _Plan, kernel: Kernel, result: Result, report: Impor
         notes.append(
             {"code": "no_speedup", "text": f"no eager baseline on {hardware.slug} or no runtime: speedup unknown"}
         )
-    evaluation, outcome = upsert(
-        Evaluation,
-        {"kernel": kernel, "hardware": hardware, "origin": Origin.IMPORTED},
-        {
-            "state": Evaluation.State.DONE,
-            "status": _status(result),
-            "compiled": result.compiled,
-            "correct": result.correct,
-            "kernel_ms": result.runtime_ms,
-            "reference_ms": reference if speedup else None,
-            "speedup": speedup,
-            "kernel_timing": result.stats,
-            "notes": notes,
-        },
-    )
-    if outcome == CREATED:
-        Evaluation.objects.filter(pk=evaluation.pk).update(finished_at=timezone.now())
-    report.add(outcome)
-    if kernel.latest_evaluation_id is None:
-        Kernel.objects.filter(pk=kernel.pk).update(latest_evaluation=evaluation)
+    return {
+        "state": Evaluation.State.DONE,
+        "status": _status(result),
+        "compiled": result.compiled,
+        "correct": result.correct,
+        "kernel_ms": result.runtime_ms,
+        "reference_ms": reference if speedup else None,
+        "speedup": speedup,
+        "kernel_timing": result.stats,
+        "notes": notes,
+    }
+
+
+def _store_evaluations(
+    plan: _Plan, run: Run, stored: list[tuple[Key, Kernel]], report: ImportReport
+) -> dict[int, Evaluation]:
+    """Create or update the imported evaluation of each kernel with a result, in bulk; returns
+    them by kernel id. A kernel's imported evaluation on this hardware is its newest one."""
+    hardware = plan.spec.hardware
+    existing: dict[int, Evaluation] = {}
+    imported = Evaluation.objects.filter(kernel__run=run, hardware=hardware, origin=Origin.IMPORTED)
+    for evaluation in imported.order_by("-queued_at", "-pk"):
+        existing.setdefault(evaluation.kernel_id, evaluation)
+    evaluations, created, updated = {}, [], []
+    now = timezone.now()
+    for key, kernel in stored:
+        result = plan.results.get(key)
+        if result is None:
+            continue
+        values = _evaluation_values(plan, kernel.problem_id, result)
+        evaluation = existing.get(kernel.pk)
+        if evaluation is None:
+            evaluation = Evaluation(kernel=kernel, hardware=hardware, origin=Origin.IMPORTED, finished_at=now, **values)
+            created.append(evaluation)
+            report.add(CREATED)
+        else:
+            outcome = _changed(evaluation, values)
+            report.add(outcome)
+            if outcome == UPDATED:
+                updated.append(evaluation)
+        evaluations[kernel.pk] = evaluation
+    Evaluation.objects.bulk_create(created, batch_size=BATCH_SIZE)
+    Evaluation.objects.bulk_update(updated, _EVALUATION_VALUES, batch_size=BATCH_SIZE)
+    return evaluations
+
+
+def _link_latest(stored: list[tuple[Key, Kernel]], evaluations: dict[int, Evaluation]) -> int:
+    """Make the imported evaluation the latest of each kernel that has none yet, in one bulk
+    update; how many were linked."""
+    linked = []
+    for _, kernel in stored:
+        evaluation = evaluations.get(kernel.pk)
+        if kernel.latest_evaluation_id is None and evaluation is not None:
+            kernel.latest_evaluation = evaluation
+            linked.append(kernel)
+    Kernel.objects.bulk_update(linked, ["latest_evaluation"], batch_size=BATCH_SIZE)
+    return len(linked)
 
 
 @transaction.atomic
