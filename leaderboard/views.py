@@ -19,6 +19,7 @@ from leaderboard.reads import board_cache, charts, kernel_page, level_table, que
 from leaderboard.reads import overview as almanac
 from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
+from leaderboard.reads.scoring import RULE_BEST, RULES
 from leaderboard.reads.standings import fast_p_curves
 from problems.models import LEVELS, Problem, ProblemSet
 
@@ -107,7 +108,7 @@ def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpRes
     if export == "json":
         set_name = board.problem_set.name if board.problem_set else ""
         body = level_table.to_json(table, columns, board.label, set_name, board.p)
-        return JsonResponse(body | {"include_excluded": board.include_excluded})
+        return JsonResponse(body | {"include_excluded": board.include_excluded, "rule": board.rule})
     context = {
         "level": level,
         "level_number": board.level_number,
@@ -134,6 +135,9 @@ def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpRes
         "n_problems": board.n_problems,
         "charts": {"fast_p": charts.fast_p_chart(shown, fast_p_curves(shown), board.p)},
         "include_excluded": board.include_excluded,
+        "rule": board.rule,
+        "rule_label": RULES[board.rule],
+        "rule_best": RULE_BEST,
     }
     return render(request, "leaderboard/level_board.html", context)
 

@@ -11,6 +11,7 @@ from django.http import QueryDict
 
 from leaderboard.models import Origin, Precision
 from leaderboard.reads import queries
+from leaderboard.reads.scoring import RULE_SAMPLE0, RULES
 from leaderboard.reads.standings import StandingRow, level_standings
 from problems.models import LEVELS, Hardware, ProblemSet
 
@@ -48,6 +49,7 @@ class LevelBoard:
     origin: str | None
     precision: str | None  # fp32, fp16, bf16: part of a run's setting
     include_excluded: bool  # ?exclusions=include: the scores before reviewers' exclusions
+    rule: str  # ?rule=best: best-of-n; KernelBench's sample-0 rule otherwise (scoring.RULES)
     sort: str
     descending: bool
 
@@ -81,6 +83,7 @@ class LevelBoard:
                 origin=self.origin,
                 include_excluded=self.include_excluded,
                 precision=self.precision,
+                rule=self.rule,
             )
         return queries.sort_rows(rows, self.sort, self.descending)
 
@@ -107,6 +110,7 @@ def read_level_board(level: str, params: QueryDict) -> LevelBoard:
         origin=params.get("origin") if params.get("origin") in Origin.values else None,
         precision=params.get("precision") if params.get("precision") in Precision.values else None,
         include_excluded=params.get("exclusions") == "include",
+        rule=params.get("rule") if params.get("rule") in RULES else RULE_SAMPLE0,
         sort=params.get("sort") or DEFAULT_SORT,
         descending=params.get("dir", "desc") != "asc",
     )

@@ -203,7 +203,7 @@ def to_csv(rows: list[TableRow], columns: list[Column], level_label: str, proble
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     titles = [title for column in columns for title in csv_titles(column)]
-    header = ["rank", *titles, "problems", "demo data", "level", "problem set", "run id", "tied"]
+    header = ["rank", *titles, "problems", "demo data", "level", "problem set", "run id", "tied", "rule"]
     writer.writerow([spreadsheet_safe(title) for title in header])
     for row in rows:
         cells = [
@@ -215,6 +215,7 @@ def to_csv(rows: list[TableRow], columns: list[Column], level_label: str, proble
             problem_set,
             row.standing.run.pk,
             "yes" if row.standing.tied else "no",
+            row.standing.rule,
         ]
         writer.writerow([spreadsheet_safe(cell) for cell in cells])
     return buffer.getvalue()

@@ -139,3 +139,31 @@ def test_it_notes_kernels_left_out_by_reviews(client, board, django_user_model):
 
 def test_it_says_when_the_set_has_no_problems_at_the_level(client, board):
     assert b"has no problems at this level" in client.get("/levels/4/").content
+
+
+def test_it_toggles_kernelbench_rule_and_best_of_n_visibly(client):
+    """Sample 0 (KernelBench's rule) by default, best-of-n on ?rule=best; the page says which,
+    links to the other, and the filters form and the downloads keep the choice."""
+    from leaderboard.models import Kernel
+    from tests.pagekit import evaluate
+
+    problem_set = make_set(levels=(1, 1))
+    run = make_run(problem_set, [None, 1.5], model=make_model("Retry"))
+    first = problem_set.problems.order_by("number").first()
+    evaluate(Kernel.objects.create(run=run, problem=first, sample_index=1, source="class ModelNew: ...\n"), 2.0)
+
+    html = client.get("/levels/1/").content.decode()
+    toggle = html[html.index('id="rule-toggle"') :].split("</p>")[0]
+    assert 'data-rule="sample0"' in toggle and "KernelBench&#x27;s rule" in toggle
+    assert "?rule=best" in toggle and 'name="rule"' not in html
+    assert client.get("/levels/1/?export=json").json()["rows"][0]["fast_1"] == 0.5
+
+    html = client.get("/levels/1/?rule=best").content.decode()
+    toggle = html[html.index('id="rule-toggle"') :].split("</p>")[0]
+    assert 'data-rule="best"' in toggle and "best-of-n" in toggle and "Back to KernelBench" in toggle
+    assert '<input type="hidden" name="rule" value="best">' in html
+    body = client.get("/levels/1/?rule=best&export=json").json()
+    assert body["rule"] == "best" and body["rows"][0]["rule"] == "best" and body["rows"][0]["fast_1"] == 1.0
+    row = next(csv.DictReader(io.StringIO(client.get("/levels/1/?rule=best&export=csv").content.decode())))
+    assert row["rule"] == "best" and float(row["fast_1"]) == 1.0
+    assert client.get("/levels/1/?rule=bogus&export=json").json()["rule"] == "sample0"
