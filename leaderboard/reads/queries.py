@@ -162,6 +162,10 @@ SORT_KEYS = {
     "correct": lambda row: row.tally.correct,
     "geomean": lambda row: row.tally.geomean() or 0.0,
     "attempted": lambda row: row.tally.attempted,
+    "unscored": lambda row: row.unscored,
+    # The labelled extra columns: reading them computes the row's full summary, only when sorted by them.
+    "best_fast_1": lambda row: row.summary["best_fast_1"],
+    "pass_at_1": lambda row: row.summary["pass_at_1"],
 }
 
 

@@ -167,3 +167,20 @@ def test_it_toggles_kernelbench_rule_and_best_of_n_visibly(client):
     row = next(csv.DictReader(io.StringIO(client.get("/levels/1/?rule=best&export=csv").content.decode())))
     assert row["rule"] == "best" and float(row["fast_1"]) == 1.0
     assert client.get("/levels/1/?rule=bogus&export=json").json()["rule"] == "sample0"
+
+
+@pytest.mark.parametrize("key", ["unscored", "best_fast_1", "pass_at_1", "compiled", "geomean"])
+def test_every_sortable_column_sorts(client, board, key):
+    ascending = client.get(f"/levels/1/?sort={key}&dir=asc&export=json").json()["rows"]
+    descending = client.get(f"/levels/1/?sort={key}&dir=desc&export=json").json()["rows"]
+    assert [r[key] for r in ascending] == sorted(r[key] for r in ascending)
+    assert [r[key] for r in descending] == sorted((r[key] for r in descending), reverse=True)
+    assert [r["model"] for r in descending] == ["Fast", "Slow"]  # Fast leads on each of these
+
+
+def test_every_sortable_column_has_a_sort_key():
+    from leaderboard.reads.level_table import columns_for
+    from leaderboard.reads.queries import SORT_KEYS
+
+    keys = {c.key for c in columns_for(1.2) if c.sortable and not c.key.startswith("fast_")}
+    assert keys <= set(SORT_KEYS)
