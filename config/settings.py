@@ -215,6 +215,11 @@ LOGIN_REDIRECT_URL = "/"
 # The Content-Security-Policy header (config/middleware.py); empty: none. Production sets it.
 CONTENT_SECURITY_POLICY = env_str("CONTENT_SECURITY_POLICY", "")
 
+# prometheus_client's multi-process mode: where each gunicorn worker writes its metrics (set by
+# site/gunicorn.conf.py; prometheus_client itself reads the same variable). Empty: one process,
+# /metrics shows the process that answers.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+
 # "plain" (one line of text a record) or "json" (one JSON object a record, leaderboard/ops/logs.py).
 LOG_FORMAT = env_str("LOG_FORMAT", "plain")
 LOGGING = {

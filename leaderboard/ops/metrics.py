@@ -1,8 +1,10 @@
 """Prometheus metrics at /metrics (text exposition format, prometheus_client):
 
 - kb_http_requests_total{method, view, status} and kb_http_request_duration_seconds{method, view}:
-  counted by RequestMetricsMiddleware in each web process: a scrape sees the process that answers
-  it (prometheus_client's multi-process mode for gunicorn is not wired up yet);
+  counted by RequestMetricsMiddleware in each web process. Under gunicorn (site/gunicorn.conf.py
+  sets PROMETHEUS_MULTIPROC_DIR) each worker writes them to files there and a scrape sums every
+  worker's, dead ones included (prometheus_client's multi-process mode); without the variable a
+  scrape sees the process that answers it;
 - kb_evaluations{state}: evaluations by lifecycle state, from the database, at scrape time;
 - kb_queue_length{queue}: jobs waiting in each evaluation queue of EVAL_QUEUES, from Redis (RQ's
   public Queue.count); kb_queue_up is 0 when Redis cannot be read;
@@ -21,7 +23,7 @@ from django.conf import settings
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
@@ -84,7 +86,15 @@ class EvaluationCollector(Collector):
 
 
 def _registry() -> CollectorRegistry:
-    """The process's registry with the evaluation collector in it (registered once)."""
+    """What a scrape reports. In multi-process mode: a fresh registry summing every worker's
+    files, plus the evaluation collector (the process's own REGISTRY would show this worker's
+    counts only). Otherwise the process's registry with the evaluation collector in it
+    (registered once)."""
+    if settings.PROMETHEUS_MULTIPROC_DIR:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=settings.PROMETHEUS_MULTIPROC_DIR)
+        registry.register(EvaluationCollector())
+        return registry
     if not getattr(REGISTRY, "_kb_evaluations", False):
         REGISTRY.register(EvaluationCollector())
         REGISTRY._kb_evaluations = True  # type: ignore[attr-defined]
