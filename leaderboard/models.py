@@ -318,7 +318,7 @@ class Evaluation(models.Model):
     log = models.TextField(blank=True)
     stage_seconds = models.JSONField(default=dict, blank=True)
     environment = models.JSONField(default=dict, blank=True)
-    # Lifecycle bookkeeping for the worker (issue 4).
+    # Lifecycle bookkeeping for the worker.
     attempts = models.PositiveIntegerField(default=0)
     job_id = models.CharField(max_length=64, blank=True)
     worker_name = models.CharField(max_length=200, blank=True)

@@ -61,7 +61,7 @@ def _overview(request: HttpRequest, problem_set: ProblemSet | None) -> HttpRespo
         "charts": {
             "reported_percent": charts.reported_bars(shown_groups, "%"),
             "reported_speedup": charts.reported_bars(shown_groups, "x"),
-            # Bounded (issue 13: the page stays under 300 kB): the scores the page's variants show
+            # Bounded (the page stays under 300 kB): the scores the page's variants show
             # and the best measured runs; /reported/ lists every score.
             "over_time": charts.scores_over_time(
                 queries.shown_scores(shown_groups), _measured_points(measured[: queries.CHART_POINTS])

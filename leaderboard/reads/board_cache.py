@@ -1,5 +1,5 @@
 """Boards served from a cache keyed by the read model's version, with ETag and Last-Modified so
-repeat visitors get 304s (issue 13).
+repeat visitors get 304s.
 
 The version (BoardVersion, per problem set) is bumped by every re-scoring of one of the set's runs
 and by edits of what boards show beside scores (models, labs, runs, reported scores, launch posts:

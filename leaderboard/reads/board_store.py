@@ -1,7 +1,7 @@
 """The boards' read model: per run and level, the stored aggregates every board reads (RunScore),
 the kernels' stored review state, and stored kernel counts on runs and problems.
 
-How it stays current (issue 13):
+How it stays current:
 
 1. A write that changes a run's inputs (a kernel, an evaluation, a review, a report; run and
    baseline imports; deletions) calls `mark_runs(run_ids)`, directly or through the model signals in

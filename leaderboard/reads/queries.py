@@ -15,7 +15,7 @@ from leaderboard.reads.scoring import RULE_SAMPLE0, LevelScore
 from leaderboard.reads.standings import StandingRow, annotate_intervals, level_standings, make_row
 from problems.models import LEVELS, Baseline, Hardware, Problem, ProblemSet
 
-# Reported scores: the overview is compact (issue 14.9): the best few models of each of the
+# Reported scores: the overview is compact: the best few models of each of the
 # variants compared most, in its chart and its table; /reported/ lists all.
 OVERVIEW_PER_VARIANT = 3
 OVERVIEW_VARIANTS = 8

@@ -4,7 +4,7 @@ Pure Python over plain values (no queries), shared by the on-the-fly reference c
 (`leaderboard.reads.standings.live_level_standings`) and the stored read model
 (`leaderboard.reads.board_store`), so both can only ever agree.
 
-The rules (issue 14.2):
+The rules:
 
 - **Default: KernelBench's rules** (`src/kernelbench/score.py`, `scripts/benchmark_eval_analysis.py`):
   each problem counts by its **sample 0** only; a problem without sample 0 counts as failed.
@@ -39,7 +39,7 @@ RULES: dict[str, str] = {
     RULE_SAMPLE0: "KernelBench's rule: sample 0 of each problem",
     RULE_BEST: "best-of-n: the best correct sample of each problem",
 }
-# Bootstrap resamples for the fast_p intervals (issue 14.7): 1,000 keeps the percentile bounds
+# Bootstrap resamples for the fast_p intervals: 1,000 keeps the percentile bounds
 # stable to about a point at a fraction of 2,000's cost.
 INTERVAL_RESAMPLES = 1000
 
@@ -228,7 +228,7 @@ def fast_p_count(tally: Tally, p: float) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# uncertainty (issue 14.7)
+# uncertainty
 
 
 @lru_cache(maxsize=16384)
