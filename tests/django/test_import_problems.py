@@ -5,6 +5,7 @@ from django.core.management import CommandError, call_command
 
 from problems.models import Problem, ProblemSet
 from tests.django.conftest import PROBLEM_SOURCE, write_checkout
+from tests.sources import HF_PROBLEM_SOURCE
 
 pytestmark = pytest.mark.django_db
 
@@ -88,30 +89,8 @@ def test_progress_is_shown_on_long_imports(tmp_path):
     assert "problems: 40/40" in out
 
 
-HF_PROBLEM = '''import torch
-from transformers import AutoModelForCausalLM, AutoConfig
-
-class Model(torch.nn.Module):
-    def __init__(self, model_name, config):
-        super().__init__()
-        self.model = AutoModelForCausalLM.from_pretrained(model_name, config=config)
-
-    def forward(self, x):
-        return self.model(x).logits
-
-model_name = "google/bigbird-roberta-base"
-config = AutoConfig.from_pretrained(model_name)
-
-def get_inputs():
-    return [torch.randint(0, 100, (2, 8))]
-
-def get_init_inputs():
-    return [model_name, config]
-'''
-
-
 def test_a_hugging_face_problem_is_marked_as_needing_transformers_and_weights(tmp_path):
-    write_checkout(tmp_path, {"level1/1_Good.py": PROBLEM_SOURCE, "level4/1_bigbird.py": HF_PROBLEM})
+    write_checkout(tmp_path, {"level1/1_Good.py": PROBLEM_SOURCE, "level4/1_bigbird.py": HF_PROBLEM_SOURCE})
     out, _ = run(str(tmp_path))
     tags = Problem.objects.get(level=4, number=1).tag_list
     assert "needs-transformers" in tags and "needs-weights" in tags

@@ -8,6 +8,7 @@ import time
 from evaluation import EvaluationConfig, check_problem
 from evaluation.static_checks import pretrained_models, required_modules
 from tests.evaluation.helpers import run, self_kernel
+from tests.sources import HF_PROBLEM_SOURCE
 
 MISSING = '''import torch
 import kb_no_such_module_xyz
@@ -22,27 +23,6 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
-
-LEVEL4 = '''import torch
-from transformers import AutoModelForCausalLM, AutoConfig
-
-class Model(torch.nn.Module):
-    def __init__(self, model_name, config):
-        super().__init__()
-        self.model = AutoModelForCausalLM.from_pretrained(model_name, config=config)
-
-    def forward(self, x):
-        return self.model(x).logits
-
-model_name = "EleutherAI/gpt-neo-2.7B"
-config = AutoConfig.from_pretrained(model_name)
-
-def get_inputs():
-    return [torch.randint(0, 50000, (32, 256))]
-
-def get_init_inputs():
-    return [model_name, config]
 '''
 
 HUGE = '''import torch
@@ -65,11 +45,11 @@ def get_init_inputs():
 
 def test_required_modules_and_pretrained_models():
     assert required_modules(MISSING) == ["torch", "kb_no_such_module_xyz"]
-    assert required_modules(LEVEL4) == ["torch", "transformers"]
+    assert required_modules(HF_PROBLEM_SOURCE) == ["torch", "transformers"]
     assert required_modules("import os, sys\nfrom __future__ import annotations\ntry:\n    import triton\nexcept "
                             "ImportError:\n    pass\n") == []
     assert required_modules("this is not python(") == []
-    assert pretrained_models(LEVEL4) == ["EleutherAI/gpt-neo-2.7B"]
+    assert pretrained_models(HF_PROBLEM_SOURCE) == ["EleutherAI/gpt-neo-2.7B"]
     assert pretrained_models(MISSING) == []
 
 
@@ -84,8 +64,8 @@ def test_missing_module_ends_at_once_naming_it(tmp_path):
 
 def test_level4_weights_end_at_once_naming_the_model(tmp_path):
     problem = tmp_path / "p.py"
-    problem.write_text(LEVEL4)
-    res = run(problem, self_kernel(LEVEL4))
+    problem.write_text(HF_PROBLEM_SOURCE)
+    res = run(problem, self_kernel(HF_PROBLEM_SOURCE))
     assert res.status == "runtime_error"
     assert "EleutherAI/gpt-neo-2.7B" in (res.error or "") or "transformers" in (res.error or ""), res.error
 
