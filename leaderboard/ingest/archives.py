@@ -169,8 +169,8 @@ def read_zip(fileobj: IO[bytes], limits: Limits | None = None) -> Bundle:
     limits = limits or Limits.from_settings()
     archive, infos = _open_zip(fileobj, limits)
     wanted, ignored = _select_members(infos, limits)
-    files, results_text, errors = _read_members(archive, wanted, limits)
-    return _bundle(files, results_text, ignored, errors, limits)
+    files, errors = _read_members(archive, wanted, limits)
+    return _bundle(files, ignored, errors, limits)
 
 
 def _open_zip(fileobj: IO[bytes], limits: Limits) -> tuple[zipfile.ZipFile, list[zipfile.ZipInfo]]:
@@ -229,11 +229,10 @@ def _select_members(infos: list[zipfile.ZipInfo], limits: Limits) -> tuple[list[
 
 def _read_members(
     archive: zipfile.ZipFile, wanted: list[zipfile.ZipInfo], limits: Limits
-) -> tuple[dict[str, str], str | None, list[str]]:
-    """The text of every wanted entry (kernels by base name, and eval_results.json), with the
-    errors of those that could not be read."""
+) -> tuple[dict[str, str], list[str]]:
+    """The text of every wanted entry by base name (kernels, eval_results.json,
+    generation_config.yaml), with the errors of those that could not be read."""
     files: dict[str, str] = {}
-    results_text: str | None = None
     errors: list[str] = []
     total = 0
     for info in wanted:
@@ -251,22 +250,23 @@ def _read_members(
         total += len(data)
         if total > limits.total_bytes:
             raise RowErrors([f"the archive inflates past {limits.total_bytes} bytes"])
-        try:
-            text = decode_upload(data, info.filename)
-        except RowErrors as exc:
-            errors += exc.errors
-            continue
-        if base == RESULTS_NAME:
-            results_text = text
-        else:
-            files[base] = text
-    return files, results_text, errors
+        _decode_into(files, base, data, info.filename, errors)
+    return files, errors
 
 
-def _bundle(files: dict[str, str], results_text: str | None, ignored: list[str], errors: list[str], limits: Limits) -> Bundle:
+def _decode_into(files: dict[str, str], base: str, data: bytes, name: str, errors: list[str]) -> None:
+    """files[base] = the decoded text, or the reason it cannot be decoded added to errors."""
+    try:
+        files[base] = decode_upload(data, name)
+    except RowErrors as exc:
+        errors += exc.errors
+
+
+def _bundle(files: dict[str, str], ignored: list[str], errors: list[str], limits: Limits) -> Bundle:
     """The bundle read from an archive or a folder, once every entry has been checked."""
     if errors:
         raise RowErrors(errors)
+    results_text = files.pop(RESULTS_NAME, None)
     results = load_json(RESULTS_NAME, results_text) if results_text is not None else None
     config_text = files.pop(CONFIG_NAME, None)
     bundle = from_files(files, results, limits)
@@ -281,7 +281,6 @@ def read_folder(path: Path, limits: Limits | None = None) -> Bundle:
     if not path.is_dir():
         raise RowErrors([f"{path}: not a folder"])
     files: dict[str, str] = {}
-    results_text = None
     ignored: list[str] = []
     errors: list[str] = []
     count = 0
@@ -297,19 +296,11 @@ def read_folder(path: Path, limits: Limits | None = None) -> Bundle:
             if file.stat().st_size > limits.cap(base):
                 errors.append(f"{file}: larger than {limits.cap(base)} bytes")
                 continue
-            if base in files or (base == RESULTS_NAME and results_text is not None):
+            if base in files:
                 errors.append(f"{file}: a second file named {base}")
                 continue
-            try:
-                text = decode_upload(file.read_bytes(), str(file))
-            except RowErrors as exc:
-                errors += exc.errors
-                continue
-            if base == RESULTS_NAME:
-                results_text = text
-            else:
-                files[base] = text
-    return _bundle(files, results_text, ignored, errors, limits)
+            _decode_into(files, base, file.read_bytes(), str(file), errors)
+    return _bundle(files, ignored, errors, limits)
 
 
 def read_json_upload(data: bytes) -> tuple[dict, Bundle]:
