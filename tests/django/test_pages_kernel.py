@@ -42,9 +42,8 @@ def test_it_shows_unified_view_when_asked(client, kernels):
 
 
 def test_it_shows_hostile_source_as_text(client, kernels):
-    kernel = kernels[0]
-    kernel.source = HOSTILE
-    kernel.save()
+    # A stored source never changes: the hostile one is a kernel of its own.
+    kernel = Kernel.objects.create(run=kernels[0].run, problem=kernels[0].problem, sample_index=99, source=HOSTILE)
     html = client.get(kernel.get_absolute_url()).content.decode()
     assert "<script>alert" not in html and "</textarea><script>" not in html
     assert "&lt;/textarea&gt;" in html or "&lt;/textarea" in html
