@@ -21,7 +21,7 @@ from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
 from leaderboard.reads.scoring import RULE_BEST, RULES
 from leaderboard.reads.standings import fast_p_curves
-from problems.models import LEVELS, Problem, ProblemSet
+from problems.models import LEVELS, Problem, ProblemSet, named_by
 
 PER_PAGE = 50
 
@@ -182,7 +182,7 @@ def model_detail(request: HttpRequest, slug: str) -> HttpResponse:
 
 def problems_index(request: HttpRequest) -> HttpResponse:
     problem_sets = list(ProblemSet.objects.order_by("name"))
-    problem_set = next((s for s in problem_sets if s.slug == request.GET.get("set")), None)
+    problem_set = named_by(problem_sets, request.GET.get("set", ""), ProblemSet.SLUG_LENGTH)
     level = request.GET.get("level")
     level_number = int(level) if level in {str(n) for n in LEVELS} else None
     problems = queries.problems_list(problem_set, level_number)

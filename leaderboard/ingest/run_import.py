@@ -60,7 +60,7 @@ from problems.models import Baseline, Hardware, Problem, ProblemSet, source_sha2
 __all__ = [
     "RunImport",
     "RunSpec",
-    "default_problem_set",
+    "choose_problem_set",
     "from_files",
     "read_folder",
     "read_json_upload",
@@ -240,14 +240,27 @@ class RunImport:
     warnings: list[str]
 
 
-def default_problem_set() -> ProblemSet:
-    """The only problem set, when no slug is given; RowErrors when there is none or several."""
-    try:
-        return ProblemSet.objects.sole()
-    except ProblemSet.DoesNotExist:
-        raise RowErrors(["give problem_set: none exists yet"]) from None
-    except ProblemSet.MultipleObjectsReturned:
-        raise RowErrors(["give problem_set: there is more than one"]) from None
+def choose_problem_set(named: str | None, kernels: list[KernelFile]) -> ProblemSet:
+    """The set a run is imported into: the one `named` (slug or name, case-insensitively), else
+    the only set there is, else the only set that holds every problem the kernel files name.
+    RowErrors listing the candidate sets (with their slugs) otherwise."""
+    sets = ProblemSet.objects.all()
+    if named:
+        problem_set = sets.resolve(named)
+        if problem_set is None:
+            raise RowErrors([f"problem_set: no problem set {named[:120]!r}; the sets: {sets.listing()}"])
+        return problem_set
+    every = list(sets[:2])
+    if len(every) == 1:
+        return every[0]
+    if not every:
+        raise RowErrors(["give problem_set: none exists yet (import_problems first)"])
+    holding = sets.holding({(kernel.level, kernel.problem) for kernel in kernels})
+    if len(holding) == 1:
+        return holding[0]
+    candidates = ", ".join(f"{s.slug} ({s.name})" for s in holding) if holding else sets.listing()
+    why = "more than one set holds" if holding else "no one set holds"
+    raise RowErrors([f"give problem_set: {why} every problem of these kernels; the candidates: {candidates}"])
 
 
 def _status(result: Result) -> str:
