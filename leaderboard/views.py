@@ -48,7 +48,7 @@ def _overview(request: HttpRequest, problem_set: ProblemSet | None) -> HttpRespo
     all_reported = list(queries.reported_scores())
     groups = queries.best_reported_by_variant(all_reported)
     shown_groups, hidden_groups = queries.overview_groups(groups)
-    posts = queries.launch_posts()
+    launch_chart = charts.launch_timeline(queries.launch_posts())
     context = {
         "problem_sets": queries.problem_sets_with_counts(),
         "problem_set": problem_set,
@@ -66,8 +66,9 @@ def _overview(request: HttpRequest, problem_set: ProblemSet | None) -> HttpRespo
             "over_time": charts.scores_over_time(
                 queries.shown_scores(shown_groups), _measured_points(measured[: queries.CHART_POINTS])
             ),
-            "launch_posts": charts.launch_timeline(posts),
+            "launch_posts": launch_chart,
         },
+        "launch_marks": charts.marks_caption(launch_chart),  # read from the figure: what it draws
         "levels": LEVELS,
         "counts": almanac.counts(),
         "almanac": almanac.ALMANAC,  # release, the authors' words, version notes
