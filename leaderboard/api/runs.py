@@ -19,6 +19,7 @@ from leaderboard.api.common import query_choice, query_text, run_upload_max_byte
 from leaderboard.api.imports import ImportResultSerializer, RowErrorsSerializer, import_counts, row_errors_reply
 from leaderboard.api.parsers import BoundedMultiPartParser, StrictJSONParser
 from leaderboard.api.permissions import CanImportRun, CanRequestEvaluation
+from leaderboard.api.problems import ScoringRulesSerializer
 from leaderboard.ingest.archives import Bundle
 from leaderboard.ingest.generation_config import with_defaults
 from leaderboard.ingest.run_import import (
@@ -43,6 +44,7 @@ class RunSerializer(serializers.ModelSerializer):
     problem_set = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     hardware = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     kernel_count = serializers.IntegerField(read_only=True)
+    rules = ScoringRulesSerializer(read_only=True, help_text="The rules the run is scored under.")
 
     class Meta:
         model = Run
@@ -58,6 +60,7 @@ class RunSerializer(serializers.ModelSerializer):
             "turns",
             "samples_per_problem",
             "precision",
+            "rules",
             "origin",
             "notes",
             "kernel_count",
@@ -193,7 +196,7 @@ class RunViewSet(ReadOnly):
     def get_queryset(self):
         board_store.refresh_dirty()  # kernel counts are stored by the boards' read model
         runs = (
-            Run.objects.select_related("model", "problem_set", "hardware")
+            Run.objects.select_related("model", "problem_set", "hardware", "rules")
             .annotate(kernel_count=F("n_kernels"))  # stored by the boards' read model
             .order_by("-created_at", "-pk")
         )
