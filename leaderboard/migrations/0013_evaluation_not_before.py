@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('leaderboard', '0011_kernel_latest_speedup'),
+        ('leaderboard', '0012_run_rules'),
     ]
 
     operations = [
