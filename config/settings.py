@@ -165,6 +165,19 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
 # ?page_size= on API lists: at most this many rows a page (larger asks get this many).
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 500)
 
+# How many reverse proxies of ours stand in front of gunicorn (site/nginx/: one). Limits key anonymous
+# clients by the X-Forwarded-For entry the outermost of them wrote; 0 ignores the header (gunicorn
+# bound to clients directly). More than there are lets a client choose its own key.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
+# Failed sign-ins per username (whatever the address) before that username is refused for the
+# window (leaderboard/ops/sign_in_limit.py); the write limit above also counts sign-ins per address.
+SIGN_IN_FAILURE_LIMIT = env_int("SIGN_IN_FAILURE_LIMIT", 10)
+SIGN_IN_FAILURE_WINDOW_S = env_int("SIGN_IN_FAILURE_WINDOW_S", 900)
+AUTHENTICATION_BACKENDS = [
+    "leaderboard.ops.sign_in_limit.SignInLimitBackend",  # first: refuses a locked username before any password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
@@ -181,6 +194,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["leaderboard.api.throttling.WriteRateThrottle"],
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,  # for any DRF throttle that keeps DRF's get_ident
     "DEFAULT_THROTTLE_RATES": {
         "writes": env_str("API_WRITE_RATE", "120/min"),
     },
