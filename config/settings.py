@@ -209,13 +209,18 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# The write limit counts in the cache, so every process must share it: Redis when REDIS_URL is set
-# in the environment; local memory (one count per process) only when it is not.
-if env_str("REDIS_URL"):
+# The write limit counts in the cache, so every process must share it: Redis when CACHE_REDIS_URL
+# (or else REDIS_URL) is set in the environment; local memory (one count per process) only when
+# neither is. Anonymous visitors can make the cache grow, so in production it lives in a Redis of
+# its own with maxmemory and allkeys-lru (site/compose.yaml), and the queue's Redis (REDIS_URL,
+# noeviction) never loses a job to a full cache; `check --deploy` warns when they are one (kb.W012).
+# Only the web process uses the cache: worker hosts need no CACHE_REDIS_URL.
+CACHE_REDIS_URL = env_str("CACHE_REDIS_URL") or env_str("REDIS_URL")
+if CACHE_REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
+            "LOCATION": CACHE_REDIS_URL,
             "KEY_PREFIX": "kb",
             "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
         }
