@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('leaderboard', '0012_run_rules'),
+        ('leaderboard', '0013_evaluation_not_before'),
         ('problems', '0003_scoring_rules'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
