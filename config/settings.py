@@ -254,6 +254,16 @@ CONTENT_SECURITY_POLICY = env_str("CONTENT_SECURITY_POLICY", "")
 # site/gunicorn.conf.py; prometheus_client itself reads the same variable). Empty: one process,
 # /metrics shows the process that answers.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+# Who may read /metrics (per-view request counts show admin activity) and /healthz's timings and
+# errors (others get the status alone): a request with `Authorization: Bearer <METRICS_TOKEN>`
+# (when set), or, with METRICS_ALLOW_PRIVATE, one whose client address (leaderboard/ops/clients.py)
+# is in PRIVATE_NETWORKS. Behind a proxy set TRUSTED_PROXY_COUNT, else every request seems to come
+# from the proxy's private address.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+METRICS_ALLOW_PRIVATE = env_bool("METRICS_ALLOW_PRIVATE", True)
+PRIVATE_NETWORKS = env_list(
+    "PRIVATE_NETWORKS", ["127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
+)
 
 # "plain" (one line of text a record) or "json" (one JSON object a record, leaderboard/ops/logs.py).
 LOG_FORMAT = env_str("LOG_FORMAT", "plain")
