@@ -5,6 +5,9 @@ kernel printed /etc/passwd, and anonymous GET /api/v1/evaluations/<id>/ returned
 
 from __future__ import annotations
 
+import io
+import zipfile
+
 import pytest
 from django.test import Client
 
@@ -84,3 +87,14 @@ def test_the_kernel_page_shows_them_to_the_submitter(evaluation, ingestor, setti
     client.force_login(ingestor)
     page = _text(client.get(f"/kernels/{evaluation.kernel_id}/"))
     assert PASSWD in page and "/srv/kernelbench/var" in page and "withheld" not in page
+
+
+def _exported_results(client, run) -> str:
+    archive = zipfile.ZipFile(io.BytesIO(client.get(f"/api/v1/runs/{run.pk}/export/").content))
+    return next(archive.read(name) for name in archive.namelist() if name.endswith("eval_results.json")).decode()
+
+
+def test_the_run_export_carries_error_text_for_those_who_may_read_it(evaluation, token_client, reviewer):
+    run = evaluation.kernel.run
+    assert "root:x:0" not in _exported_results(token_client(None), run)
+    assert "root:x:0" in _exported_results(token_client(reviewer), run)
