@@ -390,6 +390,10 @@ class Evaluation(models.Model):
     # evaluation whose heartbeat is older than EVAL_STALE_AFTER_S as abandoned (leaderboard/evaluations/sweep.py).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A queued evaluation may not start before this (a retry's backoff, a host short of disk space);
+    # null: at once. The sweep enqueues it when due and a claim refuses it earlier, so a retry runs
+    # on time whatever happened to RQ's scheduler (leaderboard/evaluations/sweep.py).
+    not_before = models.DateTimeField(null=True, blank=True)
 
     objects = EvaluationQuerySet.as_manager()
 
