@@ -43,6 +43,14 @@ def test_the_worker_passes_the_trial_settings_only_when_set(evaluation, settings
     assert config.correctness_trials == EvaluationConfig().correctness_trials
 
 
+def test_the_worker_passes_the_memory_limit_setting_through(evaluation, settings, monkeypatch):
+    monkeypatch.delenv("EVAL_MEMORY_LIMIT_MB", raising=False)
+    settings.EVAL_MEMORY_LIMIT_MB = None
+    assert _load(evaluation.pk)[2].memory_limit_mb == EvaluationConfig().memory_limit_mb  # the host's default
+    settings.EVAL_MEMORY_LIMIT_MB = 2500
+    assert _load(evaluation.pk)[2].memory_limit_mb == 2500
+
+
 def test_the_worker_pins_evaluations_to_the_cores_it_is_given(evaluation, settings):
     assert _load(evaluation.pk)[2].cpus == ()
     settings.EVAL_CPUS = (3,)
