@@ -19,19 +19,73 @@ def source_sha256(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
+def name_slug(text: str, max_length: int = 60) -> str:
+    """The slug a name becomes (`H100_Modal` -> `h100_modal`, `KernelBench v0.1` -> `kernelbench-v01`)."""
+    return slugify(text.strip())[:max_length]
+
+
+def named_by(rows, text: str, max_length: int):
+    """The one of `rows` (hardware, problem sets: anything with a slug and a name) that `text`
+    names, the same way in every command, API route, page and `kbl` flag: its slug, else its
+    display name, case-insensitively, else the row whose slug the text becomes (so that what
+    `import_baselines --hardware H100_Modal` created is found again by `import_run --hardware
+    H100_Modal`). None when nothing matches."""
+    text = (text or "").strip()
+    if not text or "\x00" in text:
+        return None
+    wanted, slug = text.lower(), name_slug(text, max_length)
+    rows = list(rows)
+    for matches in (
+        lambda row: row.slug.lower() == wanted,
+        lambda row: row.name.lower() == wanted,
+        lambda row: row.slug == slug,
+    ):
+        found = next((row for row in rows if matches(row)), None)
+        if found is not None:
+            return found
+    return None
+
+
+def resolve_by_slug_or_name(queryset: models.QuerySet, text: str, max_length: int) -> models.Model | None:
+    """named_by over the few rows of `queryset` that can match (one query)."""
+    text = (text or "").strip()
+    if not text or "\x00" in text:
+        return None
+    query = models.Q(slug__iexact=text) | models.Q(name__iexact=text) | models.Q(slug=name_slug(text, max_length))
+    return named_by(queryset.filter(query)[:5], text, max_length)
+
+
 class ProblemSetQuerySet(models.QuerySet):
-    def sole(self) -> ProblemSet:
-        """The only problem set, for a request that names none: raises DoesNotExist when there is
-        none and MultipleObjectsReturned when there are several (the caller asks for a slug)."""
-        return self.get()
+    def resolve(self, text: str) -> ProblemSet | None:
+        """The set that `text` names: slug or name, case-insensitively (resolve_by_slug_or_name)."""
+        return resolve_by_slug_or_name(self, text, ProblemSet.SLUG_LENGTH)
+
+    def holding(self, problems: set[tuple[int, int]]) -> list[ProblemSet]:
+        """The sets that hold every one of `problems` ((level, number) pairs), by name. Matched
+        in Python over the candidate problems (one query), not by one OR clause per pair."""
+        held: dict[int, set[tuple[int, int]]] = {}
+        candidates = Problem.objects.filter(
+            problem_set__in=self, level__in={level for level, _ in problems}, number__in={n for _, n in problems}
+        )
+        for set_id, level, number in candidates.values_list("problem_set_id", "level", "number"):
+            held.setdefault(set_id, set()).add((level, number))
+        ids = [set_id for set_id, pairs in held.items() if problems <= pairs] if problems else None
+        sets = self if ids is None else self.filter(pk__in=ids)
+        return list(sets.order_by("name"))
+
+    def listing(self) -> str:
+        """Every set as `slug (name)`, for error messages that ask the user to choose one."""
+        return ", ".join(f"{s.slug} ({s.name})" for s in self.order_by("name")) or "none exists yet"
 
 
 class ProblemSet(models.Model):
     """A versioned set of problems; fast_p is always computed against one set."""
 
+    SLUG_LENGTH = 60
+
     objects = ProblemSetQuerySet.as_manager()
 
-    slug = models.SlugField(max_length=60, unique=True)
+    slug = models.SlugField(max_length=SLUG_LENGTH, unique=True)
     name = models.CharField(max_length=120, unique=True)
     version = models.CharField(max_length=40, blank=True)
     description = models.TextField(blank=True)
@@ -112,22 +166,13 @@ class Problem(models.Model):
 
 def hardware_slug(text: str) -> str:
     """The slug a hardware name becomes (`H100_Modal` -> `h100_modal`, `NVIDIA H200` -> `nvidia-h200`)."""
-    return slugify(text.strip())[:40]
+    return name_slug(text, Hardware.SLUG_LENGTH)
 
 
 class HardwareQuerySet(models.QuerySet):
     def resolve(self, text: str) -> Hardware | None:
-        """The hardware that `text` names, the same way in every command and API route: its slug or
-        its display name, case-insensitively, or the slug the text becomes (so that what
-        import_baselines --hardware H100_Modal created is found again by import_run --hardware
-        H100_Modal). None when nothing matches."""
-        text = (text or "").strip()
-        if not text or "\x00" in text:
-            return None
-        query = models.Q(slug__iexact=text) | models.Q(name__iexact=text) | models.Q(slug=hardware_slug(text))
-        matches = list(self.filter(query)[:5])
-        exact = [h for h in matches if h.slug.lower() == text.lower()]
-        return (exact or matches or [None])[0]
+        """The hardware that `text` names: slug or name, case-insensitively (resolve_by_slug_or_name)."""
+        return resolve_by_slug_or_name(self, text, Hardware.SLUG_LENGTH)
 
 
 class Hardware(models.Model):
@@ -137,7 +182,9 @@ class Hardware(models.Model):
         GPU = "gpu", "GPU"
         CPU = "cpu", "CPU"
 
-    slug = models.SlugField(max_length=40, unique=True, help_text="Queue suffix too: eval-<slug>.")
+    SLUG_LENGTH = 40
+
+    slug = models.SlugField(max_length=SLUG_LENGTH, unique=True, help_text="Queue suffix too: eval-<slug>.")
     name = models.CharField(max_length=120)
     kind = models.CharField(max_length=3, choices=Kind.choices, default=Kind.GPU)
     device_name = models.CharField(max_length=200, blank=True)

@@ -76,7 +76,7 @@ class ProblemSetViewSet(ReadOnly):
 
 @extend_schema(
     parameters=[
-        query_param("set", description="Problem set slug."),
+        query_param("set", description="Problem set slug or name (case-insensitive)."),
         query_param("level", int, "Level, 1-4."),
         query_param("tag", description="One tag, e.g. matmul."),
         query_param("search", description="Text in the name or tags."),
@@ -92,8 +92,8 @@ class ProblemViewSet(ReadOnly):
         problems = Problem.objects.select_related("problem_set").order_by("problem_set__name", "level", "number")
         if self.action != "list":
             return problems
-        if slug := query_text(self.request, "set"):
-            problems = problems.filter(problem_set__slug=slug)
+        if name := query_text(self.request, "set"):
+            problems = problems.filter(problem_set=ProblemSet.objects.resolve(name))
         if (level := query_int(self.request, "level", low=1, high=4)) is not None:
             problems = problems.filter(level=level)
         if tag := query_text(self.request, "tag"):

@@ -13,7 +13,7 @@ from leaderboard.models import Origin, Precision
 from leaderboard.reads import queries
 from leaderboard.reads.scoring import RULE_SAMPLE0, RULES
 from leaderboard.reads.standings import StandingRow, level_standings
-from problems.models import LEVELS, Hardware, ProblemSet
+from problems.models import LEVELS, Hardware, ProblemSet, named_by
 
 LEVEL_SLUGS = ("all", *(str(level) for level in LEVELS))  # what /levels/<level>/ accepts
 DEFAULT_PICKED_P = 1.2
@@ -93,7 +93,7 @@ def read_level_board(level: str, params: QueryDict) -> LevelBoard:
     set shown first, any hardware, any origin)."""
     p, p_error = parse_p(params.get("p"))
     problem_sets = queries.problem_sets_with_counts()
-    problem_set = next((s for s in problem_sets if s.slug == params.get("set")), None)
+    problem_set = named_by(problem_sets, params.get("set", ""), ProblemSet.SLUG_LENGTH)
     if problem_set is None:
         featured = queries.featured_problem_set()
         problem_set = next((s for s in problem_sets if featured and s.pk == featured.pk), None)
@@ -105,7 +105,7 @@ def read_level_board(level: str, params: QueryDict) -> LevelBoard:
         problem_sets=problem_sets,
         problem_set=problem_set,
         hardware_list=hardware_list,
-        hardware=next((h for h in hardware_list if h.slug == params.get("hardware")), None),
+        hardware=named_by(hardware_list, params.get("hardware", ""), Hardware.SLUG_LENGTH),
         setting=params.get("setting") or None,
         origin=params.get("origin") if params.get("origin") in Origin.values else None,
         precision=params.get("precision") if params.get("precision") in Precision.values else None,

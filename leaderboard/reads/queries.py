@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
@@ -40,8 +41,16 @@ def problem_sets_with_counts() -> list[ProblemSet]:
 
 
 def featured_problem_set() -> ProblemSet | None:
-    """The set with the most runs (ties by name): what the leaderboard shows first."""
-    return ProblemSet.objects.annotate(n_runs=Count("runs")).order_by("-n_runs", "name").first()
+    """What the boards open on: the set FEATURED_PROBLEM_SET names (slug or name), else the set with
+    the most measured or imported runs, so that the demo's set never hides a real one; with no
+    such run anywhere, the set with the most runs (ties by name)."""
+    if settings.FEATURED_PROBLEM_SET:
+        named = ProblemSet.objects.resolve(settings.FEATURED_PROBLEM_SET)
+        if named is not None:
+            return named
+    real = Count("runs", filter=Q(runs__origin__in=(Origin.MEASURED, Origin.IMPORTED), runs__is_demo=False))
+    ranked = ProblemSet.objects.annotate(n_real=real, n_runs=Count("runs"))
+    return ranked.order_by("-n_real", "-n_runs", "name").first()
 
 
 def run_settings() -> list[str]:

@@ -107,9 +107,9 @@ def test_it_downloads_the_table_as_csv(site, light_page, tmp_path: Path):
 
 
 def test_it_shows_hostile_source_as_text(site, page):
-    kernel = Kernel.objects.order_by("pk").first()
-    kernel.source = HOSTILE_SOURCE
-    kernel.save()
+    first = Kernel.objects.order_by("pk").first()
+    # A stored source never changes: the hostile one is a kernel of its own.
+    kernel = Kernel.objects.create(run=first.run, problem=first.problem, sample_index=99, source=HOSTILE_SOURCE)
     model = kernel.run.model
     model.name = '<img src=x onerror=alert("name")>'
     model.save()

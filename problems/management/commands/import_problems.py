@@ -2,11 +2,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
-from django.utils.text import slugify
 
 from problems.importing import ImportReport, upsert, with_progress
 from problems.kernelbench_files import MalformedInput, scan_checkout
-from problems.models import Problem, ProblemSet
+from problems.models import Problem, ProblemSet, name_slug
 
 DEFAULT_SET = "KernelBench v0.1"
 
@@ -16,7 +15,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("path", type=Path, help="A KernelBench checkout, its KernelBench/ folder, or the starter catalogue.")
-        parser.add_argument("--set", dest="set_name", default=DEFAULT_SET, help=f"Problem set name (default: {DEFAULT_SET!r}).")
+        parser.add_argument("--set", dest="set_name", default=DEFAULT_SET, help=f"Problem set: an existing one's slug or name (case-insensitive), or a new name (default: {DEFAULT_SET!r}).")
         parser.add_argument("--set-version", dest="set_version", default="", help="Version label stored on a new problem set.")
 
     def handle(self, path: Path, set_name: str, set_version: str, **options):
@@ -37,13 +36,14 @@ class Command(BaseCommand):
                 f"{len(needing)} of them need more than PyTorch (tagged needs-<module> / needs-weights); "
                 "they evaluate only on hosts that have it"
             )
-        report = self._import(scan.problems, set_name, set_version)
+        problem_set, report = self._import(scan.problems, set_name, set_version)
         self.stdout.write(self.style.SUCCESS(report.summary("problems")))
+        self.stdout.write(f"problem set {problem_set.name!r}: slug {problem_set.slug} (give either as --set)")
 
     @transaction.atomic
-    def _import(self, problems, set_name: str, version: str) -> ImportReport:
-        problem_set, _ = ProblemSet.objects.get_or_create(
-            name=set_name, defaults={"slug": slugify(set_name), "version": version}
+    def _import(self, problems, set_name: str, version: str) -> tuple[ProblemSet, ImportReport]:
+        problem_set = ProblemSet.objects.resolve(set_name) or ProblemSet.objects.create(
+            name=set_name, slug=name_slug(set_name, ProblemSet.SLUG_LENGTH), version=version
         )
         report = ImportReport()
         for problem in with_progress(problems, len(problems), self.stdout.write, "problems"):
@@ -53,4 +53,4 @@ class Command(BaseCommand):
                 {"name": problem.name, "source": problem.source, "tags": problem.tags},
             )
             report.add(outcome)
-        return report
+        return problem_set, report
