@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -134,17 +135,20 @@ def test_environment_scrubbed(probe_env):
 
 
 @needs_root
-def test_temporary_directories_removed():
-    from evaluation.sandbox import work_root
-
-    root = work_root() or tempfile.gettempdir()
-    before = {d for d in os.listdir(root) if d.startswith("kb-eval-")}
+def test_temporary_directories_removed(monkeypatch):
+    """Counts only this evaluation's folders: its work root is a folder of its own (other suites on a
+    busy host make and remove their own kb-eval-* folders meanwhile)."""
+    root = tempfile.mkdtemp(prefix="kb-work-root-", dir="/tmp")
+    os.chmod(root, 0o755)
+    monkeypatch.setenv("KB_WORK_DIR", root)
     src = "import torch, torch.nn as nn\nopen('scratch.bin', 'wb').write(b'x' * 1000)\n" \
           "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x + 1.0\n"
-    res = run(ADD_ONE, src, correctness_trials=1, timing_trials=0)
-    assert res.status == "correct", res.error
-    after = {d for d in os.listdir(root) if d.startswith("kb-eval-")}
-    assert after <= before
+    try:
+        res = run(ADD_ONE, src, correctness_trials=1, timing_trials=0)
+        assert res.status == "correct", res.error
+        assert os.listdir(root) == []
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # -- Nothing left behind, nothing of the checkout readable (issue 19, case 7) -----------------------
