@@ -1,9 +1,10 @@
 """Resource limits of sandboxed process trees, and the host figures their defaults come from.
 
-* ``default_worker_count()``: evaluations a host runs well at once (one per GPU; on a CPU-only host
-  one per ``CORES_PER_CPU_WORKER`` cores), or ``$EVAL_WORKERS``.
+* ``workers_for(device)``: workers one ``evalworker`` runs well (one per GPU it may use; on the CPU
+  one per ``CORES_PER_CPU_WORKER`` cores); ``host_worker_count()``: evaluations the whole host runs.
 * ``default_memory_limit_mb()``: ``$EVAL_MEMORY_LIMIT_MB``, else an equal share of the host's
-  memory per worker, halved because an evaluation's kernel and reference run at once.
+  memory per evaluation the host runs, halved because an evaluation's kernel and reference run at
+  once.
 * ``process_table()``: one pass over /proc: each process's children and thread count.
 * ``MemoryMeter``: the proportional memory (PSS) of a process tree, so that pages forked children
   share count once, not once per child; cheap while the tree is far below its limit.
@@ -61,11 +62,30 @@ def host_memory_mb() -> int:
 
 
 def host_gpu_count() -> int:
-    """NVIDIA GPUs the driver lists (no CUDA initialisation)."""
+    """NVIDIA GPUs of this host (device nodes, else the driver's list; no CUDA initialisation)."""
+    try:
+        nodes = [d for d in os.listdir("/dev") if d.startswith("nvidia") and d[6:].isdigit()]
+    except OSError:
+        nodes = []
+    if nodes:
+        return len(nodes)
     try:
         return len(os.listdir("/proc/driver/nvidia/gpus"))
     except OSError:
         return 0
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use: ``$CUDA_VISIBLE_DEVICES``'s entries when set, else all of the host's."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return [str(i) for i in range(host_gpu_count())]
+    out = []
+    for entry in (e.strip() for e in listed.split(",")):
+        if not entry or entry == "-1":
+            break  # CUDA stops at the first invalid entry
+        out.append(entry)
+    return out
 
 
 def host_cpu_count() -> int:
@@ -75,24 +95,30 @@ def host_cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def default_worker_count() -> int:
-    """``$EVAL_WORKERS``, else one worker per GPU, else one per ``CORES_PER_CPU_WORKER`` cores (>= 1)."""
-    configured = _env_int("EVAL_WORKERS")
-    if configured is not None:
-        return max(1, configured)
-    gpus = host_gpu_count()
-    if gpus:
-        return gpus
+def workers_for(device: str) -> int:
+    """Workers one ``evalworker`` runs well: one per GPU it may use; on the CPU, one per
+    ``CORES_PER_CPU_WORKER`` cores (at least one)."""
+    if device == "cuda":
+        return max(1, len(visible_gpus()))
     return max(1, host_cpu_count() // CORES_PER_CPU_WORKER)
 
 
+def host_worker_count() -> int:
+    """Evaluations the whole host runs at once: one per GPU of the host, else one per
+    ``CORES_PER_CPU_WORKER`` cores, or ``$EVAL_WORKERS`` when that is more."""
+    configured = _env_int("EVAL_WORKERS") or 0
+    gpus = host_gpu_count()
+    by_host = gpus if gpus else max(1, host_cpu_count() // CORES_PER_CPU_WORKER)
+    return max(configured, by_host)
+
+
 def default_memory_limit_mb() -> int:
-    """``$EVAL_MEMORY_LIMIT_MB``, else 80% of the host's memory shared among its workers, halved (the
-    kernel's tree and the reference's run at once)."""
+    """``$EVAL_MEMORY_LIMIT_MB``, else 80% of the host's memory shared among the evaluations it runs at
+    once (``host_worker_count``), halved (the kernel's tree and the reference's run at once)."""
     configured = _env_int("EVAL_MEMORY_LIMIT_MB")
     if configured is not None:
         return configured
-    share = host_memory_mb() * HOST_MEMORY_SHARE / default_worker_count() / 2
+    share = host_memory_mb() * HOST_MEMORY_SHARE / host_worker_count() / 2
     return max(1024, int(share))
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from evaluation import EvaluationConfig
-from evaluation.limits import MemoryMeter, default_memory_limit_mb, default_worker_count, host_memory_mb
+from evaluation.limits import MemoryMeter, default_memory_limit_mb, host_memory_mb, host_worker_count, workers_for
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
 
 ADD_ONE = EVAL_PROBLEMS / "add_one.py"
@@ -117,20 +117,25 @@ def test_the_memory_limit_comes_from_the_environment_or_the_host(monkeypatch):
     monkeypatch.setenv("EVAL_MEMORY_LIMIT_MB", "3000")
     assert EvaluationConfig().memory_limit_mb == 3000
     monkeypatch.delenv("EVAL_MEMORY_LIMIT_MB")
+    monkeypatch.setattr("evaluation.limits.host_gpu_count", lambda: 0)
+    monkeypatch.setattr("evaluation.limits.host_cpu_count", lambda: 2)
     monkeypatch.setenv("EVAL_WORKERS", "2")
-    assert default_worker_count() == 2
+    assert host_worker_count() == 2
     assert default_memory_limit_mb() == max(1024, int(host_memory_mb() * 0.8 / 2 / 2))
     monkeypatch.setenv("EVAL_MEMORY_LIMIT_MB", "lots")
     with pytest.raises(ValueError, match="EVAL_MEMORY_LIMIT_MB"):
         EvaluationConfig()
 
 
-def test_one_cpu_worker_per_four_cores(monkeypatch):
+def test_one_worker_per_gpu_or_per_four_cores(monkeypatch):
     monkeypatch.delenv("EVAL_WORKERS", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr("evaluation.limits.host_gpu_count", lambda: 0)
     monkeypatch.setattr("evaluation.limits.host_cpu_count", lambda: 2)
-    assert default_worker_count() == 1
+    assert workers_for("cpu") == 1 and host_worker_count() == 1
     monkeypatch.setattr("evaluation.limits.host_cpu_count", lambda: 16)
-    assert default_worker_count() == 4
+    assert workers_for("cpu") == 4
     monkeypatch.setattr("evaluation.limits.host_gpu_count", lambda: 8)
-    assert default_worker_count() == 8
+    assert workers_for("cuda") == 8 and host_worker_count() == 8
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a systemd unit per GPU: one worker each
+    assert workers_for("cuda") == 1 and host_worker_count() == 8  # memory is still shared by all eight
