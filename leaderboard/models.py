@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils.text import slugify
 
-from problems.models import DB_INT_MAX, Hardware, Problem, ProblemSet, source_sha256
+from problems.models import DB_INT_MAX, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
 
 
 def unique_slug(model: type[models.Model], text: str, max_length: int = 80) -> str:
@@ -108,6 +108,9 @@ class Run(models.Model):
         max_length=4, choices=Precision.choices, default=Precision.FP32, help_text="Part of the run's setting."
     )
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.MEASURED)
+    # The rules the run is scored under: its problem set's when it is made; changed only by a
+    # re-score (ingest/run_import.rescore_run), which keeps the earlier evaluations.
+    rules = models.ForeignKey(ScoringRules, on_delete=models.PROTECT, related_name="runs")
     notes = models.TextField(blank=True)
     is_demo = models.BooleanField(default=False, help_text="Synthetic row made by seed_demo.")
     created_by = models.ForeignKey(
@@ -131,6 +134,11 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} · {self.setting} · {self.hardware.slug}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.rules_id is None:
+            self.rules_id = self.problem_set.rules_id
+        super().save(*args, **kwargs)
 
     def get_absolute_url(self) -> str:
         return reverse("run-detail", args=[self.pk])
@@ -346,6 +354,9 @@ class Evaluation(models.Model):
 
     kernel = models.ForeignKey(Kernel, on_delete=models.CASCADE, related_name="evaluations")
     hardware = models.ForeignKey(Hardware, on_delete=models.PROTECT, related_name="evaluations")
+    # The rules this evaluation was asked to apply (its run's at the time); empty for evaluations
+    # imported from elsewhere, which were scored under whatever rules their source used.
+    rules = models.ForeignKey(ScoringRules, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.MEASURED)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     status = models.CharField(max_length=16, choices=Status.choices, blank=True)
@@ -379,6 +390,10 @@ class Evaluation(models.Model):
     # evaluation whose heartbeat is older than EVAL_STALE_AFTER_S as abandoned (leaderboard/evaluations/sweep.py).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A queued evaluation may not start before this (a retry's backoff, a host short of disk space);
+    # null: at once. The sweep enqueues it when due and a claim refuses it earlier, so a retry runs
+    # on time whatever happened to RQ's scheduler (leaderboard/evaluations/sweep.py).
+    not_before = models.DateTimeField(null=True, blank=True)
 
     objects = EvaluationQuerySet.as_manager()
 

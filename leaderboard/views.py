@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
 from leaderboard.models import LanguageModel, Origin, Precision
-from leaderboard.reads import board_cache, charts, kernel_page, level_table, queries
+from leaderboard.reads import board_cache, board_query, charts, kernel_page, level_table, queries
 from leaderboard.reads import overview as almanac
 from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
@@ -39,6 +39,7 @@ def _measured_points(rows):
 
 
 def overview(request: HttpRequest) -> HttpResponse:
+    board_query.keep_only(request, ())  # the overview reads no parameter: one cache entry
     problem_set = queries.featured_problem_set()
     return board_cache.cached_board(request, problem_set, lambda: _overview(request, problem_set))
 
@@ -95,6 +96,8 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
     if level not in LEVEL_SLUGS:
         raise Http404("no such level")
     board = read_level_board(level, request.GET)
+    if board_query.use_query(request, board_query.level_board_query(request, board)):
+        board = read_level_board(level, request.GET)  # as the cache key has it
     return board_cache.cached_board(request, board.problem_set, lambda: _level_board(request, level, board))
 
 

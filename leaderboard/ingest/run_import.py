@@ -54,7 +54,7 @@ from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import Evaluation, Kernel, Origin, Precision, Run, guess_backend
 from leaderboard.reads import board_store
 from problems.importing import CREATED, DIGITS, UNCHANGED, UPDATED, ImportReport, checked_int, whole_number
-from problems.models import Baseline, Hardware, Problem, ProblemSet, source_sha256
+from problems.models import Baseline, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
 
 # The archive readers are part of this module's interface for its callers (API, command).
 __all__ = [
@@ -576,3 +576,13 @@ def verify_run(run: Run) -> tuple[list[Evaluation], int]:
             continue
         queued.append(request_evaluation(kernel, run.hardware))
     return queued, skipped
+
+
+@transaction.atomic
+def rescore_run(run: Run, rules: ScoringRules) -> tuple[list[Evaluation], int]:
+    """Score `run` again under `rules`: the run records them and every kernel is queued for a new
+    evaluation under them (verify_run's skips apply). Earlier evaluations and their verdicts stay as
+    history; each kernel's place on the boards moves to the new rules as its evaluation finishes."""
+    Run.objects.filter(pk=run.pk).update(rules=rules)
+    run.rules = rules
+    return verify_run(run)
