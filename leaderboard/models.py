@@ -112,6 +112,12 @@ class Run(models.Model):
     # re-score (ingest/run_import.rescore_run), which keeps the earlier evaluations.
     rules = models.ForeignKey(ScoringRules, on_delete=models.PROTECT, related_name="runs")
     notes = models.TextField(blank=True)
+    # Set on a run imported from a leaderboard someone else published (import_kernelbench_leaderboard):
+    # which one. Such a run holds only the kernels that leaderboard lists (its best correct ones),
+    # so every problem it does not list counts as failed; pages say so wherever the run appears.
+    published_source = models.CharField(
+        max_length=200, blank=True, help_text="The published leaderboard this run's kernels come from, if any."
+    )
     is_demo = models.BooleanField(default=False, help_text="Synthetic row made by seed_demo.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -258,6 +264,11 @@ class Kernel(models.Model):
     # The latest evaluation's speedup, stored beside the review state: the problem and kernel
     # pages sort a problem's thousands of kernels by it from an index, not through a join.
     latest_speedup = models.FloatField(null=True, blank=True, editable=False)
+    # A figure someone else published for this kernel (KernelBench's leaderboard: its speedup over
+    # PyTorch eager on their GPU), kept beside ours and never mixed with it: no fast_p, ranking or
+    # stored score reads it; pages show it apart, labelled "published, <published_hardware>".
+    published_speedup = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
+    published_hardware = models.CharField(max_length=60, blank=True, help_text="Where the published figure was timed.")
 
     objects = KernelQuerySet.as_manager()
 
@@ -265,6 +276,10 @@ class Kernel(models.Model):
         ordering = ["problem", "sample_index"]
         constraints = [
             models.UniqueConstraint(fields=["run", "problem", "sample_index"], name="kernel_unique_sample"),
+            models.CheckConstraint(
+                condition=models.Q(published_speedup__isnull=True) | models.Q(published_speedup__gt=0),
+                name="kernel_published_speedup_positive",
+            ),
         ]
         indexes = [
             # Problem page: every kernel of one problem.
@@ -315,6 +330,11 @@ class Kernel(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("kernel-detail", args=[self.pk])
+
+    @property
+    def published_label(self) -> str:
+        """How a published figure is labelled wherever it is shown: "published, L40S"."""
+        return f"published, {self.published_hardware}" if self.published_hardware else "published"
 
 
 def guess_backend(source: str) -> str:

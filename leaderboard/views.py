@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
 from leaderboard.models import LanguageModel, Origin, Precision
-from leaderboard.reads import board_cache, board_query, charts, kernel_page, level_table, queries
+from leaderboard.reads import board_cache, board_query, charts, kernel_page, level_table, published, queries
 from leaderboard.reads import overview as almanac
 from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
@@ -133,6 +133,9 @@ def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpRes
         "precision": board.precision or "",
         "columns": columns,
         "table": table,
+        # Rows from a published leaderboard: its own figures' fast_p, shown apart from the row's numbers.
+        "published": published.board_fast_p([row.standing.run for row in table], board.level_number, board.p or 1.0,
+                                            board.n_problems),
         "page": page,
         "sort": board.sort,
         "descending": board.descending,

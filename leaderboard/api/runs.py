@@ -62,6 +62,7 @@ class RunSerializer(serializers.ModelSerializer):
             "precision",
             "rules",
             "origin",
+            "published_source",
             "notes",
             "kernel_count",
             "created_at",
