@@ -148,6 +148,12 @@ EVAL_TIMING_TRIALS = env_optional_int("EVAL_TIMING_TRIALS")
 # GPU worker on a GPU host, e.g. EVAL_CPUS=4 for the worker of GPU 0. Empty: no pinning.
 EVAL_CPUS = tuple(int(core) for core in env_list("EVAL_CPUS", []))
 EVAL_SIZE_SCALE = env_optional_int("EVAL_SIZE_SCALE")  # problem sizes (KB_SCALE of the catalogue): 16 on an H200
+# Memory of each sandboxed process tree (proportional set size). Unset: the library's default, from the
+# host's memory and worker count (evaluation.limits.default_memory_limit_mb reads the same variable).
+EVAL_MEMORY_LIMIT_MB = env_optional_int("EVAL_MEMORY_LIMIT_MB")
+# Worker processes one `evalworker` runs. Unset: what the host runs well (one per GPU it may use, one
+# per 4 CPU cores: evaluation.limits.workers_for; two CPU workers on 2 cores were slower than one).
+EVAL_WORKERS = env_optional_int("EVAL_WORKERS")
 
 # Cap on one kernel's source, in bytes (uploads, API and forms all use it).
 KERNEL_SOURCE_MAX_BYTES = env_int("KERNEL_SOURCE_MAX_BYTES", 1_000_000)
