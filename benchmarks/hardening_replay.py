@@ -1,4 +1,5 @@
-"""Replay issue 12's numbered repros against a live site and print, for each, the statuses and
+"""Replay issue 12's numbered repros, then issue 19's work-budget ones (cases 2, 3, 9, 10, 11:
+tests/integration/budget_cases.py), against a live site and print, for each, the statuses and
 whether the row counts stayed the same.
 
 The site: gunicorn with 4 worker processes, redis-server as the cache (the write limit shared by
@@ -49,14 +50,15 @@ def main() -> int:
     django.setup()
     from django.core.management import call_command
 
+    from tests.integration.budget_cases import BUDGET_CASES, seed_budgets
     from tests.integration.live_site import LiveSite, replay, seed
 
     call_command("migrate", verbosity=0)
-    data = seed()
+    data = seed_budgets(seed())
     # --no-redis: local-memory cache, one count per worker (what issue 12 found: the limit leaks).
     site = LiveSite(workdir, env, workers=4, redis="--no-redis" not in sys.argv).start()
     try:
-        outcomes = replay(site, data)
+        outcomes = replay(site, data) + replay(site, data, BUDGET_CASES)
     finally:
         site.stop()
     cache = "redis" if site.redis else "local memory (per worker)"
