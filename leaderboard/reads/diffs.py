@@ -23,9 +23,10 @@ from leaderboard.reads.line_diff import Opcode, diff_lines, grouped
 
 # Beyond this many lines a diff is not worth computing for a page (sources are capped at 1 MB).
 MAX_DIFF_LINES = 4000
-# The work one diff may cost (line_diff's steps; about 0.1 s of CPU here). Pages are public, so a
-# pair of sources too different to align within it is shown side by side instead, unaligned.
-MAX_DIFF_STEPS = 500_000
+# The work one diff may cost (line_diff's steps; about 0.05 s of CPU on an idle core; a kernel page
+# makes two). Pages are public, so a pair of sources too different to align within it is shown side
+# by side instead, unaligned. A 200-line kernel against a 40-line reference takes about 50,000.
+MAX_DIFF_STEPS = 200_000
 CONTEXT_LINES = 3
 # Beyond this a source is shown without highlighting (kernels are capped at 1 MB; real ones are
 # tens of kB).

@@ -145,7 +145,11 @@ def case_19_11_hardware_rename(site, data):
         "200, then 200 with the new name (no 304)",
         lambda r: r.status_code == 200,
         "",
-        ("CPU renamed" in again.text and "CPU renamed" in cached.text and again.headers["ETag"] != first.headers["ETag"]),
+        (
+            "CPU renamed" in again.text
+            and "CPU renamed" in cached.text
+            and again.headers["ETag"] != first.headers["ETag"]
+        ),
     )
 
 
