@@ -13,6 +13,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from leaderboard.evaluations.quotas import QuotaExceeded
 from leaderboard.ingest.run_import import verify_run
 from leaderboard.ingest.uploads import RowErrors, read_upload
 
@@ -69,7 +70,11 @@ class CsvUploadMixin:
 def verify_runs(modeladmin, request, queryset) -> None:
     total = waiting = 0
     for run in queryset.select_related("hardware"):
-        queued, skipped = verify_run(run)
+        try:
+            queued, skipped = verify_run(run, request.user)
+        except (PermissionDenied, QuotaExceeded) as exc:  # this run is left as it was; the others go on
+            modeladmin.message_user(request, f"Run {run.pk}: {exc}", messages.ERROR)
+            continue
         total += len(queued)
         waiting += skipped
     modeladmin.message_user(
