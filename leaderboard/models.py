@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils.text import slugify
 
-from problems.models import DB_INT_MAX, Hardware, Problem, ProblemSet, source_sha256
+from problems.models import DB_INT_MAX, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
 
 
 def unique_slug(model: type[models.Model], text: str, max_length: int = 80) -> str:
@@ -117,7 +117,16 @@ class Run(models.Model):
         max_length=4, choices=Precision.choices, default=Precision.FP32, help_text="Part of the run's setting."
     )
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.MEASURED)
+    # The rules the run is scored under: its problem set's when it is made; changed only by a
+    # re-score (ingest/run_import.rescore_run), which keeps the earlier evaluations.
+    rules = models.ForeignKey(ScoringRules, on_delete=models.PROTECT, related_name="runs")
     notes = models.TextField(blank=True)
+    # Set on a run imported from a leaderboard someone else published (import_kernelbench_leaderboard):
+    # which one. Such a run holds only the kernels that leaderboard lists (its best correct ones),
+    # so every problem it does not list counts as failed; pages say so wherever the run appears.
+    published_source = models.CharField(
+        max_length=200, blank=True, help_text="The published leaderboard this run's kernels come from, if any."
+    )
     is_demo = models.BooleanField(default=False, help_text="Synthetic row made by seed_demo.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -143,6 +152,11 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} · {self.setting} · {self.hardware.slug}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.rules_id is None:
+            self.rules_id = self.problem_set.rules_id
+        super().save(*args, **kwargs)
 
     def get_absolute_url(self) -> str:
         return reverse("run-detail", args=[self.pk])
@@ -276,6 +290,11 @@ class Kernel(models.Model):
     latest_speedup = models.FloatField(null=True, blank=True, editable=False)
     # The source's size in UTF-8 bytes: what the per-user storage quota sums (leaderboard/quotas.py).
     source_bytes = models.PositiveIntegerField(default=0, editable=False)
+    # A figure someone else published for this kernel (KernelBench's leaderboard: its speedup over
+    # PyTorch eager on their GPU), kept beside ours and never mixed with it: no fast_p, ranking or
+    # stored score reads it; pages show it apart, labelled "published, <published_hardware>".
+    published_speedup = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
+    published_hardware = models.CharField(max_length=60, blank=True, help_text="Where the published figure was timed.")
 
     objects = KernelQuerySet.as_manager()
 
@@ -283,6 +302,10 @@ class Kernel(models.Model):
         ordering = ["problem", "sample_index"]
         constraints = [
             models.UniqueConstraint(fields=["run", "problem", "sample_index"], name="kernel_unique_sample"),
+            models.CheckConstraint(
+                condition=models.Q(published_speedup__isnull=True) | models.Q(published_speedup__gt=0),
+                name="kernel_published_speedup_positive",
+            ),
         ]
         indexes = [
             # Problem page: every kernel of one problem.
@@ -335,6 +358,11 @@ class Kernel(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("kernel-detail", args=[self.pk])
 
+    @property
+    def published_label(self) -> str:
+        """How a published figure is labelled wherever it is shown: "published, L40S"."""
+        return f"published, {self.published_hardware}" if self.published_hardware else "published"
+
 
 def utf8_size(source: str) -> int:
     return len(source.encode("utf-8", errors="surrogatepass"))
@@ -381,6 +409,9 @@ class Evaluation(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # The rules this evaluation was asked to apply (its run's at the time); empty for evaluations
+    # imported from elsewhere, which were scored under whatever rules their source used.
+    rules = models.ForeignKey(ScoringRules, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.MEASURED)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     status = models.CharField(max_length=16, choices=Status.choices, blank=True)
@@ -414,6 +445,10 @@ class Evaluation(models.Model):
     # evaluation whose heartbeat is older than EVAL_STALE_AFTER_S as abandoned (leaderboard/evaluations/sweep.py).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A queued evaluation may not start before this (a retry's backoff, a host short of disk space);
+    # null: at once. The sweep enqueues it when due and a claim refuses it earlier, so a retry runs
+    # on time whatever happened to RQ's scheduler (leaderboard/evaluations/sweep.py).
+    not_before = models.DateTimeField(null=True, blank=True)
 
     objects = EvaluationQuerySet.as_manager()
 

@@ -16,7 +16,7 @@ from leaderboard.evaluations.quotas import QuotaExceeded
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
 from leaderboard.models import LanguageModel, Origin, Precision
-from leaderboard.reads import board_cache, charts, kernel_page, level_table, queries
+from leaderboard.reads import board_cache, board_query, charts, kernel_page, level_table, published, queries
 from leaderboard.reads import overview as almanac
 from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
@@ -40,6 +40,7 @@ def _measured_points(rows):
 
 
 def overview(request: HttpRequest) -> HttpResponse:
+    board_query.keep_only(request, ())  # the overview reads no parameter: one cache entry
     problem_set = queries.featured_problem_set()
     return board_cache.cached_board(request, problem_set, lambda: _overview(request, problem_set))
 
@@ -96,6 +97,8 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
     if level not in LEVEL_SLUGS:
         raise Http404("no such level")
     board = read_level_board(level, request.GET)
+    if board_query.use_query(request, board_query.level_board_query(request, board)):
+        board = read_level_board(level, request.GET)  # as the cache key has it
     return board_cache.cached_board(request, board.problem_set, lambda: _level_board(request, level, board))
 
 
@@ -131,6 +134,9 @@ def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpRes
         "precision": board.precision or "",
         "columns": columns,
         "table": table,
+        # Rows from a published leaderboard: its own figures' fast_p, shown apart from the row's numbers.
+        "published": published.board_fast_p([row.standing.run for row in table], board.level_number, board.p or 1.0,
+                                            board.n_problems),
         "page": page,
         "sort": board.sort,
         "descending": board.descending,

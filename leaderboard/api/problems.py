@@ -8,15 +8,30 @@ from rest_framework import serializers
 
 from leaderboard.api.base import ReadOnly, query_param
 from leaderboard.api.common import query_int, query_text
-from problems.models import Hardware, Problem, ProblemSet
+from problems.models import Hardware, Problem, ProblemSet, ScoringRules
+
+
+class ScoringRulesSerializer(serializers.ModelSerializer):
+    """KernelBench's rules as one version defined them (tolerance used as atol and rtol)."""
+
+    tolerance = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ScoringRules
+        fields = ["slug", "name", "kernelbench_version", "tolerance", "correctness_trials", "timing_method"]
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "number"}})
+    def get_tolerance(self, obj: ScoringRules) -> dict[str, float]:
+        return {"fp32": obj.fp32_tolerance, "fp16": obj.fp16_tolerance, "bf16": obj.bf16_tolerance}
 
 
 class ProblemSetSerializer(serializers.ModelSerializer):
     problem_count = serializers.IntegerField(read_only=True)
+    rules = ScoringRulesSerializer(read_only=True)
 
     class Meta:
         model = ProblemSet
-        fields = ["slug", "name", "version", "description", "source_url", "atol", "rtol", "problem_count", "created_at"]
+        fields = ["slug", "name", "version", "description", "source_url", "rules", "problem_count", "created_at"]
 
 
 class ProblemSetDetailSerializer(ProblemSetSerializer):
@@ -67,7 +82,7 @@ class HardwareSerializer(serializers.ModelSerializer):
 class ProblemSetViewSet(ReadOnly):
     """Problem sets (versions of KernelBench); fast_p is always computed against one set."""
 
-    queryset = ProblemSet.objects.annotate(problem_count=Count("problems")).order_by("name")
+    queryset = ProblemSet.objects.select_related("rules").annotate(problem_count=Count("problems")).order_by("name")
     serializer_class = ProblemSetSerializer
     detail_serializer_class = ProblemSetDetailSerializer
     lookup_field = "slug"

@@ -5,20 +5,21 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
+from django.conf import settings
 from django.db.models import F
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.generics import get_object_or_404
-from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
 from leaderboard.api.base import HardwareField, ReadOnly, query_param
-from leaderboard.api.common import check_body_size, query_choice, query_text, run_upload_max_bytes
+from leaderboard.api.common import query_choice, query_text, run_upload_max_bytes
 from leaderboard.api.imports import ImportResultSerializer, RowErrorsSerializer, import_counts, row_errors_reply
-from leaderboard.api.parsers import StrictJSONParser
+from leaderboard.api.parsers import BoundedMultiPartParser, StrictJSONParser
 from leaderboard.api.permissions import CanImportRun, CanRequestEvaluation
+from leaderboard.api.problems import ScoringRulesSerializer
 from leaderboard.api.refusals import REFUSALS, refusal
 from leaderboard.ingest.archives import Bundle
 from leaderboard.ingest.generation_config import with_defaults
@@ -44,6 +45,7 @@ class RunSerializer(serializers.ModelSerializer):
     problem_set = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     hardware = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     kernel_count = serializers.IntegerField(read_only=True)
+    rules = ScoringRulesSerializer(read_only=True, help_text="The rules the run is scored under.")
 
     class Meta:
         model = Run
@@ -59,7 +61,9 @@ class RunSerializer(serializers.ModelSerializer):
             "turns",
             "samples_per_problem",
             "precision",
+            "rules",
             "origin",
+            "published_source",
             "notes",
             "kernel_count",
             "created_at",
@@ -187,10 +191,14 @@ class RunViewSet(ReadOnly):
 
     serializer_class = RunSerializer
 
+    def body_max_bytes(self) -> int:
+        """Whole-run uploads have their own cap; every other body the API's default."""
+        return run_upload_max_bytes() if self.action == "import_run" else settings.API_BODY_MAX_BYTES
+
     def get_queryset(self):
         board_store.refresh_dirty()  # kernel counts are stored by the boards' read model
         runs = (
-            Run.objects.select_related("model", "problem_set", "hardware")
+            Run.objects.select_related("model", "problem_set", "hardware", "rules")
             .annotate(kernel_count=F("n_kernels"))  # stored by the boards' read model
             .order_by("-created_at", "-pk")
         )
@@ -228,10 +236,9 @@ class RunViewSet(ReadOnly):
         methods=["post"],
         url_path="import",
         permission_classes=[CanImportRun],
-        parser_classes=[MultiPartParser, StrictJSONParser],
+        parser_classes=[BoundedMultiPartParser, StrictJSONParser],
     )
     def import_run(self, request):
-        check_body_size(request, run_upload_max_bytes())
         try:
             fields, bundle = read_run_upload(request)
         except RowErrors as exc:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
 from functools import lru_cache
 
 import django_rq
@@ -104,7 +103,11 @@ def _create_queued(kernel: Kernel, hardware: Hardware, user) -> Evaluation | Non
     try:
         with transaction.atomic():
             evaluation = Evaluation.objects.create(
-                kernel=kernel, hardware=hardware, state=Evaluation.State.QUEUED, requested_by=requester
+                kernel=kernel,
+                hardware=hardware,
+                rules_id=kernel.run.rules_id,  # scored under its run's rules
+                state=Evaluation.State.QUEUED,
+                requested_by=requester,
             )
     except IntegrityError:
         if Evaluation.objects.pending().filter(kernel=kernel, hardware=hardware).exists():
@@ -141,10 +144,11 @@ def eval_queue(name: str) -> Queue:
     return django_rq.get_queue(name, connection=redis_connection(), commit_mode="auto")
 
 
-def enqueue_evaluation(evaluation_id: int, delay_s: float = 0) -> bool:
-    """Put the evaluation's job (id in `Evaluation.job_id`) on its hardware's queue, after
-    `delay_s` seconds if given. Never raises for Redis trouble: it logs, returns False, and the
-    sweep picks the evaluation up later. Returns True when the job is in Redis."""
+def enqueue_evaluation(evaluation_id: int) -> bool:
+    """Put the evaluation's job (id in `Evaluation.job_id`) on its hardware's queue now, if it is
+    queued. (A retry waits in the database until its `not_before`, and the sweep enqueues it when
+    due; a job delivered early finds nothing to claim.) Never raises for Redis trouble: it logs,
+    returns False, and the sweep picks the evaluation up later. Returns True when the job is in Redis."""
     evaluation = (
         Evaluation.objects.select_related("hardware")
         .only("job_id", "state", "hardware__slug")
@@ -162,11 +166,7 @@ def enqueue_evaluation(evaluation_id: int, delay_s: float = 0) -> bool:
         description=f"evaluation {evaluation_id}",
     )
     try:
-        queue = eval_queue(queue_name)
-        if delay_s > 0:
-            queue.enqueue_in(timedelta(seconds=delay_s), JOB_FUNCTION, **options)
-        else:
-            queue.enqueue(JOB_FUNCTION, **options)
+        eval_queue(queue_name).enqueue(JOB_FUNCTION, **options)
     except Exception as exc:  # Redis down or unreachable: the database still holds the request.
         log.warning("could not enqueue evaluation %s on %s (%s); the sweep will retry", evaluation_id, queue_name, exc)
         return False

@@ -56,7 +56,7 @@ from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, Origin, Precision, Run, guess_backend, utf8_size
 from leaderboard.reads import board_store
 from problems.importing import CREATED, DIGITS, UNCHANGED, UPDATED, ImportReport, checked_int, whole_number
-from problems.models import Baseline, Hardware, Problem, ProblemSet, source_sha256
+from problems.models import Baseline, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
 
 # The archive readers are part of this module's interface for its callers (API, command).
 __all__ = [
@@ -590,3 +590,15 @@ def verify_run(run: Run, user=None) -> tuple[list[Evaluation], int]:
     kernels = list(run.kernels.order_by("problem__level", "problem__number", "sample_index"))
     requested = request_evaluations(kernels, run.hardware, user)
     return requested.queued, len(requested.skipped)
+
+
+@transaction.atomic
+def rescore_run(run: Run, rules: ScoringRules, user=None) -> tuple[list[Evaluation], int]:
+    """Score `run` again under `rules`: the run records them and every kernel is queued for a new
+    evaluation under them (verify_run's skips apply). Earlier evaluations and their verdicts stay as
+    history; each kernel's place on the boards moves to the new rules as its evaluation finishes.
+    As verify_run: the run must be `user`'s to write into, and the user's quota applies (the
+    transaction then rolls the rules back too)."""
+    Run.objects.filter(pk=run.pk).update(rules=rules)
+    run.rules = rules
+    return verify_run(run, user)

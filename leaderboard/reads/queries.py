@@ -178,10 +178,13 @@ SORT_KEYS = {
 }
 
 
-def sort_rows(rows: list[StandingRow], sort: str, descending: bool) -> list[StandingRow]:
+def sort_rows(
+    rows: list[StandingRow], sort: str, descending: bool, interval_p: float | None = None
+) -> list[StandingRow]:
     """Rows sorted by a column: one of SORT_KEYS, or 'fast_<p>' (a key of the summary). Each row's
-    interval is that of the sorted fast_p (fast_1 for other columns); ties only mean something
-    in a fast_p order, so only there are rows marked tied with the row above."""
+    interval is that of fast_p at `interval_p` (the level page's picked p, whose column leads the
+    board), else of the sorted fast_p (fast_1 for other columns); ties only mean something in the
+    order of that same fast_p, so only there are rows marked tied with the row above."""
     p = _p_of(sort)
     if sort in SORT_KEYS:
         key = SORT_KEYS[sort]
@@ -192,8 +195,9 @@ def sort_rows(rows: list[StandingRow], sort: str, descending: bool) -> list[Stan
     else:
         return rows
     rows = sorted(rows, key=key, reverse=descending)
-    annotate_intervals(rows, 1.0 if p is None else p)
-    if p is None:
+    shown_p = interval_p if interval_p is not None else (1.0 if p is None else p)
+    annotate_intervals(rows, shown_p)
+    if p != shown_p:
         for row in rows:
             row.tied = False
     return rows

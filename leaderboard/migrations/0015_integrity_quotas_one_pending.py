@@ -30,8 +30,8 @@ def count_source_bytes(apps, schema_editor) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("leaderboard", "0011_kernel_latest_speedup"),
-        ("problems", "0002_int_ranges"),
+        ("leaderboard", "0014_published_figures"),
+        ("problems", "0003_scoring_rules"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
