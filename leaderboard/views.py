@@ -22,6 +22,7 @@ from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
 from leaderboard.reads.scoring import RULE_BEST, RULES
 from leaderboard.reads.standings import fast_p_curves
+from leaderboard.reviews.services import can_read_raw_output
 from problems.models import LEVELS, Problem, ProblemSet, named_by
 
 PER_PAGE = 50
@@ -257,7 +258,8 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
     siblings = queries.sibling_kernels(kernel)
     against = kernel_page.pick_against(request.GET.get("against"), siblings)
     history = _page(request, queries.kernel_evaluations(kernel), per_page=20)
-    pending = kernel_page.attach_progress(history.object_list)
+    raw_output = can_read_raw_output(request.user, kernel)  # logs, errors, worker details
+    pending = kernel_page.attach_progress(history.object_list, raw_output)
     evaluation = kernel_page.described_evaluation(kernel, history.object_list)
     context = {
         "kernel": kernel,
@@ -271,6 +273,8 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "view": "unified" if request.GET.get("view") == "unified" else "split",
         "evaluation": evaluation,
         "evaluation_demo": kernel_page.is_demo(evaluation),
+        "raw_output": raw_output,
+        "shown": kernel_page.shown_details(evaluation, raw_output),
         "history": history,
         "pending": pending,
         "charts": {"timing": charts.timing_distributions(evaluation)},

@@ -53,6 +53,17 @@ def can_review(user: AbstractBaseUser | AnonymousUser | None) -> bool:
     return bool(user is not None and user.is_authenticated and user.has_perm(REVIEW_PERMISSION))
 
 
+def can_read_raw_output(user: AbstractBaseUser | AnonymousUser | None, kernel: Kernel) -> bool:
+    """Whether `user` may read a kernel's evaluation logs, error text and worker details
+    (leaderboard/reads/disclosure.py says why they are not public): reviewers, admins, and whoever
+    submitted the kernel or created its run."""
+    if user is None or not user.is_authenticated:
+        return False
+    if user.is_superuser or can_review(user):
+        return True
+    return user.pk in (kernel.submitted_by_id, kernel.run.created_by_id)
+
+
 def flag_choices() -> list[tuple[str, str]]:
     """Codes the queue filters by: every flag of the scoring library, then the review notes."""
     return [(code, text) for code, text in FLAG_CODES.items()] + [

@@ -72,3 +72,18 @@ def test_the_sweep_leaves_a_job_rq_started_recently_alone(env, make_kernels, cpu
     job.save()
 
     assert sweep_evaluations().reenqueued == 0
+
+
+def test_evalworker_with_two_workers_drains_the_queue_through_both(env, workers, make_kernels, cpu):
+    kernels = make_kernels([fake_source(f"pool-{i}", "sleep=1") for i in range(6)])
+    evaluations = submit(kernels, cpu)
+
+    out = workers.run_burst("--workers", "2", "--name", "pool", fake=True)
+
+    assert "starting 2 workers" in out
+    names = set()
+    for evaluation in evaluations:
+        evaluation.refresh_from_db()
+        assert (evaluation.state, evaluation.attempts) == ("done", 1)
+        names.add(evaluation.worker_name)
+    assert names == {"pool.w0", "pool.w1"}  # each took some: six one-second jobs, two at a time
