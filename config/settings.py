@@ -138,6 +138,11 @@ EVAL_STALE_AFTER_S = env_int("EVAL_STALE_AFTER_S", 60)  # heartbeat age after wh
 EVAL_SWEEP_INTERVAL_S = env_int("EVAL_SWEEP_INTERVAL_S", 30)  # sweep period
 # The sweep leaves QUEUED rows younger than this alone (their on-commit enqueue may be in flight).
 EVAL_QUEUED_GRACE_S = env_int("EVAL_QUEUED_GRACE_S", 15)
+# Per-user quotas (leaderboard/evaluations/quotas.py; commands run by the server's admins are exempt):
+# evaluations one user may have queued or running at once (a verify asking for more is refused
+# whole, 429), and UTF-8 bytes of kernel source one user may have stored (409 beyond it).
+EVAL_MAX_PENDING_PER_USER = env_int("EVAL_MAX_PENDING_PER_USER", 2000)
+KERNEL_SOURCE_MAX_BYTES_PER_USER = env_int("KERNEL_SOURCE_MAX_BYTES_PER_USER", 500_000_000)
 # Dotted path of the function that scores a kernel (the integration tests inject a cheap fake).
 EVAL_FUNCTION = env_str("EVAL_FUNCTION") or "evaluation.evaluate"
 # Passed to the scoring library when set; None leaves the library's own default.

@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from leaderboard.evaluations.quotas import QuotaExceeded
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
 from leaderboard.models import LanguageModel, Origin, Precision
@@ -227,20 +228,25 @@ def _problem_for_submitter(request: HttpRequest, pk: int) -> Problem:
 def problem_submit(request: HttpRequest, pk: int) -> HttpResponse:
     """The problem page's "submit a kernel": the form, and on a valid POST the kernel saved and queued."""
     problem = _problem_for_submitter(request, pk)
-    form = SubmissionForm(request.POST or None, request.FILES or None, problem=problem)
+    form = SubmissionForm(request.POST or None, request.FILES or None, problem=problem, user=request.user)
+    status = 400 if request.method == "POST" else 200
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        evaluation = submit_kernel(
-            problem=problem,
-            source=data["source"],
-            hardware=data["hardware"],
-            model=data.get("model"),
-            run=data.get("run"),
-            user=request.user,
-        )
-        messages.success(request, f"Kernel {evaluation.kernel_id} saved; evaluation {evaluation.pk} is queued.")
-        return redirect("kernel-detail", evaluation.kernel_id)
-    status = 400 if request.method == "POST" else 200
+        try:
+            evaluation = submit_kernel(
+                problem=problem,
+                source=data["source"],
+                hardware=data["hardware"],
+                model=data.get("model"),
+                run=data.get("run"),
+                user=request.user,
+            )
+        except QuotaExceeded as exc:
+            form.add_error(None, str(exc))
+            status = exc.status
+        else:
+            messages.success(request, f"Kernel {evaluation.kernel_id} saved; evaluation {evaluation.pk} is queued.")
+            return redirect("kernel-detail", evaluation.kernel_id)
     return render(request, "leaderboard/submit_kernel.html", {"problem": problem, "form": form}, status=status)
 
 
