@@ -24,6 +24,7 @@ from leaderboard.reads.runs import run_problems, run_progress, run_scores
 from tests.tmpfs import fill, small_tmpfs
 
 from .conftest import CORRECT_KERNEL, fake_source, submit, wait_for
+from .fault_report import record
 
 
 @pytest.fixture
@@ -71,9 +72,12 @@ def test_a_correct_kernel_on_a_full_scratch_disk_is_retried_and_ends_correct_onc
     wait_for(
         lambda: Evaluation.objects.get(pk=evaluation.pk).state == "done", timeout=120, message="the retry to finish"
     )
+    first_reason = evaluation.failure_reason
     evaluation.refresh_from_db()
     assert (evaluation.status, evaluation.attempts) == ("correct", 2), evaluation.error
     assert boards(kernel.run)[0]["correct_rate"] == 1.0
+    record("1. full scratch disk, real scoring", first_attempt=first_reason, boards_unchanged=True,
+           final=f"{evaluation.state} {evaluation.status} after {evaluation.attempts} attempts")
     assert run_progress(kernel.run).as_dict()["done"] is True
 
 
@@ -89,6 +93,7 @@ def test_an_infrastructure_error_is_retried_then_fails_with_the_hosts_reason(env
     assert "infrastructure error: fake: No space left on device" in evaluation.failure_reason
     kernel.refresh_from_db()
     assert kernel.latest_evaluation_id is None
+    record("1. host error on every attempt", final=f"{evaluation.state}: {evaluation.failure_reason}")
 
 
 def test_a_worker_below_the_free_space_floor_starts_nothing_and_says_so(
@@ -114,6 +119,7 @@ def test_a_worker_below_the_free_space_floor_starts_nothing_and_says_so(
     call_command("queue_status", stdout=shown)
     assert "STARTS NOTHING: only 4 MB free in the scratch folder" in shown.getvalue()
 
+    refusal = evaluation.failure_reason
     filler.unlink()
     wait_for(
         lambda: Evaluation.objects.get(pk=evaluation.pk).state == "done",
@@ -123,3 +129,5 @@ def test_a_worker_below_the_free_space_floor_starts_nothing_and_says_so(
     evaluation.refresh_from_db()
     assert (evaluation.status, evaluation.attempts) == ("correct", 1)
     wait_for(lambda: client.get("/healthz").json()["status"] == "ok", timeout=30, message="/healthz to clear")
+    record("1. below the free-space floor", refused=refusal, healthz=health["status"],
+           final=f"{evaluation.state} {evaluation.status} after {evaluation.attempts} attempt(s)")
