@@ -1,9 +1,11 @@
 """/healthz: can this web process reach the database and Redis? JSON, 200 when both answer, 503
-otherwise, with what each check found and how long it took. For load balancers and uptime checks;
-public, cheap (one `SELECT 1`, one PING, one scan of the worker hosts' space reports), never cached.
+otherwise, with what each check found. For load balancers and uptime checks; public, cheap (one
+`SELECT 1`, one PING, one scan of the worker hosts' space reports), never cached. How long each
+check took and its error text (host names, addresses) go to operators only
+(leaderboard.ops.clients.is_operator); others get ok or not.
 
-`evaluation_hosts` names the worker hosts short of disk space (status "degraded", still 200: the
-site serves, but evaluations wait)."""
+`evaluation_hosts` says whether some worker host is short of disk space (status "degraded", still
+200: the site serves, but evaluations wait there); operators see which host and why."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from redis import Redis
 from redis.exceptions import RedisError
 
 from leaderboard.evaluations import host_space
+from leaderboard.ops.clients import is_operator
 
 CHECK_TIMEOUT_S = 2
 
@@ -69,6 +72,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
     healthy = all(result["ok"] for result in checks.values())
     hosts = evaluation_hosts() if checks["redis"]["ok"] else {"ok": None, "error": "Redis unreachable"}
     status = "unavailable" if not healthy else "degraded" if hosts["ok"] is False else "ok"
+    if not is_operator(request):
+        checks = {name: {"ok": result["ok"]} for name, result in checks.items()}
+        hosts = {"ok": hosts["ok"]}
     return JsonResponse(
         {"status": status, "checks": checks, "evaluation_hosts": hosts}, status=200 if healthy else 503
     )
