@@ -96,7 +96,9 @@ def phase(base: str, args, manage: list[str], rate: float) -> dict:
     with Writer(manage, rate) as writer:
         pages = time_pages(base, args.repeat)
         concurrent = clients(base, CONCURRENT_URL, args.concurrent, args.concurrent_seconds)
-        probe = subprocess.run([*manage, "visible", "--base", base, "--trials", str(args.trials)], capture_output=True, text=True)
+        probe = subprocess.run(
+            [*manage, "visible", "--base", base, "--trials", str(args.trials)], capture_output=True, text=True
+        )
     return {"pages": pages, "clients": concurrent, "writer": writer.summary, "visible": probe.stdout.strip()}
 
 
@@ -127,7 +129,11 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3, help="results watched until they show, per write rate")
     args = parser.parse_args()
     manage = [args.py, "manage.py", "bench_web"]
-    results = {rate: phase(args.base, args, manage, rate) for rate in [0.0, *args.rates]}
+    results = {}
+    for rate in [0.0, *args.rates]:
+        started = time.monotonic()
+        results[rate] = phase(args.base, args, manage, rate)
+        print(f"(phase at {rate:g} writes/s done in {time.monotonic() - started:.0f} s)", flush=True)
     first = first_after_a_write(args.base, manage)
     report(results, first, args)
 

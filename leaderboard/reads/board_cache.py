@@ -9,11 +9,16 @@ re-score) and then:
 
 - serves the kept build when nothing was written since;
 - serves the kept build when something was, as long as the oldest write it lacks is younger than
-  BOARD_FRESHNESS_SECONDS, and starts a rebuild in a background thread (debounced: at most one
-  per board every BOARD_REBUILD_SECONDS, across processes when the cache is shared);
-- builds in the request only when nothing is kept, or the kept build lacks a write older than the
+  BOARD_FRESHNESS_SECONDS, and starts a rebuild in a background thread;
+- builds in the request when nothing is kept, or the kept build lacks a write older than the
   bound (a board nobody asked for since), or the request runs inside a transaction (a test's: a
   background thread could not see its writes).
+
+One build of a board runs at a time, and the next starts no sooner than BOARD_REBUILD_SECONDS
+after it ends (a lock in the cache: across processes when the cache is shared); a request that
+finds the board building is served the kept build. A process runs one background rebuild at a
+time. So the work of keeping boards current is bounded by the number of boards asked for, not
+by the write rate or the request rate.
 
 So a stored result shows within the bound whatever the write rate, and a board costs a cache read
 however often results arrive. ETag and Last-Modified describe the build served, and advance with
@@ -45,6 +50,9 @@ from problems.models import ProblemSet
 log = logging.getLogger(__name__)
 
 CACHE_SECONDS = 600  # bounds memory; a kept build is replaced long before by its version moving
+LOCK_SECONDS = 30  # a board's build lock, should its process die while building
+
+_one_rebuild = threading.Lock()  # one background rebuild per process at a time
 
 Build = Callable[[datetime], Any]  # makes the board's body, given its "as of" time
 
@@ -107,15 +115,27 @@ def _current_build(key: str, problem_set: ProblemSet | None, build: Build) -> tu
     freshness = settings.BOARD_FRESHNESS_SECONDS
     state = board_store.board_state(problem_set)
     kept = cache.get(key)
-    if kept is not None:
-        since = lacking_since(kept, state)
-        if since is None:
-            return kept, freshness
-        age = time.time() - since
-        if age < freshness and not transaction.get_connection().in_atomic_block:
-            _rebuild_later(key, problem_set, build)
-            return kept, int(freshness - age)
-    return _build_and_keep(key, problem_set, build), freshness
+    if kept is None:
+        return _build_and_keep(key, problem_set, build), freshness
+    since = lacking_since(kept, state)
+    if since is None:
+        return kept, freshness
+    if transaction.get_connection().in_atomic_block:
+        return _build_and_keep(key, problem_set, build), freshness
+    age = time.time() - since
+    # One build of a board at a time, and none within BOARD_REBUILD_SECONDS of the last: whoever
+    # does not get the lock is served the kept build while that build runs.
+    if not cache.add(_lock(key), 1, timeout=LOCK_SECONDS):
+        return kept, max(0, int(freshness - age))
+    if age < freshness:
+        if not _rebuild_later(key, problem_set, build):
+            cache.delete(_lock(key))  # this process is rebuilding another board: leave it to the next request
+        return kept, int(freshness - age)
+    # Older than the bound (a board nobody asked for since the write): this request builds it.
+    try:
+        return _build_and_keep(key, problem_set, build), freshness
+    finally:
+        _debounce(key)
 
 
 def lacking_since(kept: Kept, state: board_store.BoardState) -> float | None:
@@ -147,21 +167,33 @@ def _keepable(body: Any) -> bool:
     return not isinstance(body, HttpResponse) or body.status_code == 200
 
 
-def _rebuild_later(key: str, problem_set: ProblemSet | None, build: Build) -> None:
-    """Rebuild in a thread of this process, unless this board was rebuilt (or started) in the last
-    BOARD_REBUILD_SECONDS: the lock is never released early, which is the debounce."""
-    if not cache.add(f"board-rebuild:{key}", 1, timeout=settings.BOARD_REBUILD_SECONDS):
-        return
+def _rebuild_later(key: str, problem_set: ProblemSet | None, build: Build) -> bool:
+    """Rebuild in a thread of this process, if none is running here (a process rebuilding several
+    boards at once would starve its own requests); False when one is."""
+    if not _one_rebuild.acquire(blocking=False):
+        return False
 
     def rebuild() -> None:
         try:
             _build_and_keep(key, problem_set, build)
-        except Exception:  # the kept build stays served; the next request after the debounce retries
+        except Exception:  # the kept build stays served; a request after the debounce retries
             log.exception("rebuilding board %s failed", key)
         finally:
+            _debounce(key)
+            _one_rebuild.release()
             connections.close_all()  # this thread's own connections
 
     threading.Thread(target=rebuild, name="board-rebuild", daemon=True).start()
+    return True
+
+
+def _lock(key: str) -> str:
+    return "board-building:" + key
+
+
+def _debounce(key: str) -> None:
+    """Hold the board's lock BOARD_REBUILD_SECONDS more after a build: the debounce."""
+    cache.set(_lock(key), 1, timeout=settings.BOARD_REBUILD_SECONDS)
 
 
 def _digest(text: str) -> str:
