@@ -43,6 +43,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "leaderboard.ops.metrics.RequestMetricsMiddleware",  # first, so that it times and counts every request
+    "config.middleware.limit_request_body",  # before anything reads a body: 413 over REQUEST_BODY_MAX_BYTES
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -156,11 +157,26 @@ RUN_UPLOAD_MAX_BYTES = env_int("RUN_UPLOAD_MAX_BYTES", 50_000_000)
 RUN_RESULTS_MAX_BYTES = env_int("RUN_RESULTS_MAX_BYTES", 20_000_000)
 RUN_UNCOMPRESSED_MAX_BYTES = env_int("RUN_UNCOMPRESSED_MAX_BYTES", 200_000_000)
 RUN_MAX_ENTRIES = env_int("RUN_MAX_ENTRIES", 20_000)
-RUN_MAX_COMPRESSION_RATIO = env_int("RUN_MAX_COMPRESSION_RATIO", 200)
+RUN_MAX_COMPRESSION_RATIO = env_int("RUN_MAX_COMPRESSION_RATIO", 200)  # any one member of a zip
+# A zip's members together inflate to at most this many times the zip's size (kernel sources
+# compress about 4:1; issue 19's 246 KB zip inflated 800:1 to 200 MB).
+RUN_MAX_ARCHIVE_RATIO = env_int("RUN_MAX_ARCHIVE_RATIO", 50)
+# Work budgets on request bodies (issue 19). A JSON body's object keys, counted while parsing (a
+# 20,000-kernel run with its results has about 200,000).
+JSON_MAX_KEYS = env_int("JSON_MAX_KEYS", 500_000)
+# An API body's bytes where the route sets no cap of its own (uploads, tables and submissions do:
+# leaderboard/api/parsers.py), checked before parsing.
+API_BODY_MAX_BYTES = env_int("API_BODY_MAX_BYTES", 100_000)
+# Any request body, pages and admin included: refused from Content-Length before anything reads it.
+REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", RUN_UPLOAD_MAX_BYTES + 1_000_000)
 # Imported, unverified kernels faster than this go to the review queue.
 REVIEW_SPEEDUP_THRESHOLD = float(env_str("REVIEW_SPEEDUP_THRESHOLD", "3.0"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 50_000_000)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
+
+# The problem set the boards (overview, levels, the leaderboard API) open on: a slug or name.
+# Empty: the set with the most measured or imported runs (leaderboard.reads.queries.featured_problem_set).
+FEATURED_PROBLEM_SET = env_str("FEATURED_PROBLEM_SET", "")
 
 # ?page_size= on API lists: at most this many rows a page (larger asks get this many).
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 500)
@@ -177,8 +193,8 @@ REST_FRAMEWORK = {
     # Strict JSON (duplicate keys, NaN and deep nesting are 400s) on every JSON route.
     "DEFAULT_PARSER_CLASSES": [
         "leaderboard.api.parsers.StrictJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
+        "leaderboard.api.parsers.BoundedFormParser",
+        "leaderboard.api.parsers.BoundedMultiPartParser",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["leaderboard.api.throttling.WriteRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {

@@ -24,7 +24,7 @@ from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
 from leaderboard.reads.scoring import RULE_BEST, RULES
 from leaderboard.reads.standings import fast_p_curves
-from problems.models import LEVELS, Problem, ProblemSet
+from problems.models import LEVELS, Problem, ProblemSet, named_by
 
 PER_PAGE = 50
 
@@ -51,7 +51,7 @@ def _overview(request: HttpRequest, problem_set: ProblemSet | None, as_of: datet
     all_reported = list(queries.reported_scores())
     groups = queries.best_reported_by_variant(all_reported)
     shown_groups, hidden_groups = queries.overview_groups(groups)
-    posts = queries.launch_posts()
+    launch_chart = charts.launch_timeline(queries.launch_posts())
     context = {
         "problem_sets": queries.problem_sets_with_counts(),
         "problem_set": problem_set,
@@ -69,8 +69,9 @@ def _overview(request: HttpRequest, problem_set: ProblemSet | None, as_of: datet
             "over_time": charts.scores_over_time(
                 queries.shown_scores(shown_groups), _measured_points(measured[: queries.CHART_POINTS])
             ),
-            "launch_posts": charts.launch_timeline(posts),
+            "launch_posts": launch_chart,
         },
+        "launch_marks": charts.marks_caption(launch_chart),  # read from the figure: what it draws
         "levels": LEVELS,
         "counts": almanac.counts(),
         "almanac": almanac.ALMANAC,  # release, the authors' words, version notes
@@ -192,7 +193,7 @@ def model_detail(request: HttpRequest, slug: str) -> HttpResponse:
 
 def problems_index(request: HttpRequest) -> HttpResponse:
     problem_sets = list(ProblemSet.objects.order_by("name"))
-    problem_set = next((s for s in problem_sets if s.slug == request.GET.get("set")), None)
+    problem_set = named_by(problem_sets, request.GET.get("set", ""), ProblemSet.SLUG_LENGTH)
     level = request.GET.get("level")
     level_number = int(level) if level in {str(n) for n in LEVELS} else None
     problems = queries.problems_list(problem_set, level_number)

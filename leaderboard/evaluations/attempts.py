@@ -37,7 +37,7 @@ from django.db.models import Case, F, IntegerField, Q, Subquery, When
 from django.utils import timezone
 
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for
-from leaderboard.models import Evaluation, Kernel
+from leaderboard.models import Evaluation, Kernel, Origin
 from leaderboard.reads import board_store
 
 log = logging.getLogger(__name__)
@@ -205,8 +205,8 @@ def _stage_seconds(ev: Evaluation, data: dict[str, Any], worker_stages: dict[str
 
 def refresh_latest_evaluation(kernel_id: int) -> None:
     """Point the kernel at the evaluation rankings should use: the newest finished one on its run's
-    hardware (any hardware if none there yet). Newest by request time, so a slow old evaluation
-    finishing late does not hide a newer one."""
+    hardware (any hardware if none there yet), one measured here before any imported claim. Newest
+    by request time, so a slow old evaluation finishing late does not hide a newer one."""
     run_hardware = Kernel.objects.filter(pk=kernel_id).values("run__hardware_id")[:1]
     newest = (
         Evaluation.objects.filter(kernel_id=kernel_id, state=Evaluation.State.DONE)
@@ -215,7 +215,8 @@ def refresh_latest_evaluation(kernel_id: int) -> None:
                 When(hardware_id=Subquery(run_hardware), then=1), default=0, output_field=IntegerField()
             )
         )
-        .order_by("-on_run_hardware", "-queued_at", "-pk")
+        .annotate(measured=Case(When(origin=Origin.IMPORTED, then=0), default=1, output_field=IntegerField()))
+        .order_by("-on_run_hardware", "-measured", "-queued_at", "-pk")
         .values_list("pk", flat=True)
         .first()
     )

@@ -35,12 +35,14 @@ JOB_FUNCTION = "leaderboard.evaluations.jobs.run_evaluation_job"
 
 
 def request_evaluation(kernel: Kernel, hardware: Hardware) -> Evaluation:
-    """Create a queued Evaluation of `kernel` on `hardware` and enqueue its job once the
-    surrounding transaction commits. Returns the evaluation (state QUEUED).
+    """Create a queued Evaluation of `kernel` on `hardware`, under its run's scoring rules, and
+    enqueue its job once the surrounding transaction commits. Returns the evaluation (state QUEUED).
 
     Earlier evaluations of the kernel are kept (history); the new one becomes the kernel's
     `latest_evaluation` when it finishes."""
-    evaluation = Evaluation.objects.create(kernel=kernel, hardware=hardware, state=Evaluation.State.QUEUED)
+    evaluation = Evaluation.objects.create(
+        kernel=kernel, hardware=hardware, rules_id=kernel.run.rules_id, state=Evaluation.State.QUEUED
+    )
     evaluation.job_id = job_id_for(evaluation.pk, 1)
     Evaluation.objects.filter(pk=evaluation.pk).update(job_id=evaluation.job_id)
     transaction.on_commit(lambda: enqueue_evaluation(evaluation.pk))
