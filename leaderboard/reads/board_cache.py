@@ -24,7 +24,7 @@ So a stored result shows within the bound whatever the write rate, and a board c
 however often results arrive. ETag and Last-Modified describe the build served, and advance with
 it; Cache-Control lets shared caches keep an anonymous board for what is left of the window.
 Pages for signed-in users are built per request (their header differs), with validators that
-include the user."""
+include the user; the API's data is kept for everyone."""
 
 from __future__ import annotations
 
@@ -98,9 +98,11 @@ def cached_board(request: HttpRequest, problem_set: ProblemSet | None, render: B
 
 def serve(request: HttpRequest, problem_set: ProblemSet | None, kind: str, build: Build) -> Served:
     """The build of this board that this request gets (see the module's docstring)."""
-    user = request.user.pk if request.user.is_authenticated else 0
+    # A page names its signed-in user in its header: built per request, never kept. The API's
+    # data is the same for everyone.
+    user = request.user.pk if kind == "page" and request.user.is_authenticated else 0
     path = request.get_full_path()
-    if user:  # built per request, never kept: the page names the user
+    if user:
         state = board_store.board_state(problem_set)
         etag = _etag(problem_set, state.key, user, path)
         return Served(build(datetime.now(UTC)), etag, state.updated_at, {"private": True, "no_cache": True})
