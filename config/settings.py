@@ -138,6 +138,11 @@ EVAL_STALE_AFTER_S = env_int("EVAL_STALE_AFTER_S", 60)  # heartbeat age after wh
 EVAL_SWEEP_INTERVAL_S = env_int("EVAL_SWEEP_INTERVAL_S", 30)  # sweep period
 # The sweep leaves QUEUED rows younger than this alone (their on-commit enqueue may be in flight).
 EVAL_QUEUED_GRACE_S = env_int("EVAL_QUEUED_GRACE_S", 15)
+# Per-user quotas (leaderboard/evaluations/quotas.py; commands run by the server's admins are exempt):
+# evaluations one user may have queued or running at once (a verify asking for more is refused
+# whole, 429), and UTF-8 bytes of kernel source one user may have stored (409 beyond it).
+EVAL_MAX_PENDING_PER_USER = env_int("EVAL_MAX_PENDING_PER_USER", 2000)
+KERNEL_SOURCE_MAX_BYTES_PER_USER = env_int("KERNEL_SOURCE_MAX_BYTES_PER_USER", 500_000_000)
 # Dotted path of the function that scores a kernel (the integration tests inject a cheap fake).
 EVAL_FUNCTION = env_str("EVAL_FUNCTION") or "evaluation.evaluate"
 # Passed to the scoring library when set; None leaves the library's own default.
@@ -148,6 +153,12 @@ EVAL_TIMING_TRIALS = env_optional_int("EVAL_TIMING_TRIALS")
 # GPU worker on a GPU host, e.g. EVAL_CPUS=4 for the worker of GPU 0. Empty: no pinning.
 EVAL_CPUS = tuple(int(core) for core in env_list("EVAL_CPUS", []))
 EVAL_SIZE_SCALE = env_optional_int("EVAL_SIZE_SCALE")  # problem sizes (KB_SCALE of the catalogue): 16 on an H200
+# Memory of each sandboxed process tree (proportional set size). Unset: the library's default, from the
+# host's memory and worker count (evaluation.limits.default_memory_limit_mb reads the same variable).
+EVAL_MEMORY_LIMIT_MB = env_optional_int("EVAL_MEMORY_LIMIT_MB")
+# Worker processes one `evalworker` runs. Unset: what the host runs well (one per GPU it may use, one
+# per 4 CPU cores: evaluation.limits.workers_for; two CPU workers on 2 cores were slower than one).
+EVAL_WORKERS = env_optional_int("EVAL_WORKERS")
 
 # Cap on one kernel's source, in bytes (uploads, API and forms all use it).
 KERNEL_SOURCE_MAX_BYTES = env_int("KERNEL_SOURCE_MAX_BYTES", 1_000_000)
@@ -181,6 +192,19 @@ FEATURED_PROBLEM_SET = env_str("FEATURED_PROBLEM_SET", "")
 # ?page_size= on API lists: at most this many rows a page (larger asks get this many).
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 500)
 
+# How many reverse proxies of ours stand in front of gunicorn (site/nginx/: one). Limits key anonymous
+# clients by the X-Forwarded-For entry the outermost of them wrote; 0 ignores the header (gunicorn
+# bound to clients directly). More than there are lets a client choose its own key.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
+# Failed sign-ins per username (whatever the address) before that username is refused for the
+# window (leaderboard/ops/sign_in_limit.py); the write limit above also counts sign-ins per address.
+SIGN_IN_FAILURE_LIMIT = env_int("SIGN_IN_FAILURE_LIMIT", 10)
+SIGN_IN_FAILURE_WINDOW_S = env_int("SIGN_IN_FAILURE_WINDOW_S", 900)
+AUTHENTICATION_BACKENDS = [
+    "leaderboard.ops.sign_in_limit.SignInLimitBackend",  # first: refuses a locked username before any password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
@@ -197,6 +221,7 @@ REST_FRAMEWORK = {
         "leaderboard.api.parsers.BoundedMultiPartParser",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["leaderboard.api.throttling.WriteRateThrottle"],
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,  # for any DRF throttle that keeps DRF's get_ident
     "DEFAULT_THROTTLE_RATES": {
         "writes": env_str("API_WRITE_RATE", "120/min"),
     },
@@ -211,13 +236,18 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# The write limit counts in the cache, so every process must share it: Redis when REDIS_URL is set
-# in the environment; local memory (one count per process) only when it is not.
-if env_str("REDIS_URL"):
+# The write limit counts in the cache, so every process must share it: Redis when CACHE_REDIS_URL
+# (or else REDIS_URL) is set in the environment; local memory (one count per process) only when
+# neither is. Anonymous visitors can make the cache grow, so in production it lives in a Redis of
+# its own with maxmemory and allkeys-lru (site/compose.yaml), and the queue's Redis (REDIS_URL,
+# noeviction) never loses a job to a full cache; `check --deploy` warns when they are one (kb.W012).
+# Only the web process uses the cache: worker hosts need no CACHE_REDIS_URL.
+CACHE_REDIS_URL = env_str("CACHE_REDIS_URL") or env_str("REDIS_URL")
+if CACHE_REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
+            "LOCATION": CACHE_REDIS_URL,
             "KEY_PREFIX": "kb",
             "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
         }
@@ -241,6 +271,16 @@ CONTENT_SECURITY_POLICY = env_str("CONTENT_SECURITY_POLICY", "")
 # site/gunicorn.conf.py; prometheus_client itself reads the same variable). Empty: one process,
 # /metrics shows the process that answers.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+# Who may read /metrics (per-view request counts show admin activity) and /healthz's timings and
+# errors (others get the status alone): a request with `Authorization: Bearer <METRICS_TOKEN>`
+# (when set), or, with METRICS_ALLOW_PRIVATE, one whose client address (leaderboard/ops/clients.py)
+# is in PRIVATE_NETWORKS. Behind a proxy set TRUSTED_PROXY_COUNT, else every request seems to come
+# from the proxy's private address.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+METRICS_ALLOW_PRIVATE = env_bool("METRICS_ALLOW_PRIVATE", True)
+PRIVATE_NETWORKS = env_list(
+    "PRIVATE_NETWORKS", ["127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
+)
 
 # "plain" (one line of text a record) or "json" (one JSON object a record, leaderboard/ops/logs.py).
 LOG_FORMAT = env_str("LOG_FORMAT", "plain")

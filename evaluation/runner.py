@@ -56,7 +56,8 @@ def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | 
     build = BuildDir(cfg.build_cache_dir, kernel_source, cfg.device)
     sandbox = Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
                       hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
-                      disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads)
+                      disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads,
+                      max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb)
     problem_path = sandbox.write_source("problem.py", problem_source)
     kernel_path = sandbox.write_source("kernel.py", kernel_source)
     t0 = time.monotonic()

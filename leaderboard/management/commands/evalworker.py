@@ -2,7 +2,9 @@
 
 Phases (Command.handle): probe the hardware (or take it from the options) -> register the Hardware
 row -> check Redis -> sweep once and start the sweeper child -> work the queues until SIGTERM (or
-until empty, with --burst) -> release what a cold shutdown interrupted and stop the sweeper.
+until empty, with --burst), or with several workers (`--workers`, default from the host) start them
+and wait (leaderboard.evaluations.worker_pool) -> release what a cold shutdown interrupted and stop
+the sweeper.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from leaderboard.evaluations.attempts import release_running_on
 from leaderboard.evaluations.queue import redis_connection
 from leaderboard.evaluations.rq_worker import default_worker_name
 from leaderboard.evaluations.sweep import sweep_evaluations
+from leaderboard.evaluations.worker_pool import default_worker_count, run_workers, worker_commands
 from problems.models import Hardware
 
 log = logging.getLogger(__name__)
@@ -67,6 +70,11 @@ def register_hardware(info: dict[str, Any]) -> Hardware:
                 setattr(hardware, key, value)
         hardware.save()
     return hardware
+
+
+def device_of(info: dict[str, Any], hardware: Hardware) -> str:
+    """'cpu' or 'cuda': what the probe found, else what the Hardware row is."""
+    return info.get("device") or ("cpu" if hardware.kind == Hardware.Kind.CPU else "cuda")
 
 
 def _slug_from(queues: list[str] | None) -> str:
@@ -112,6 +120,13 @@ class Command(BaseCommand):
             "--queue given; the tests use it, and so can a quick restart",
         )
         parser.add_argument("--max-jobs", type=int, default=None, help="stop after this many jobs")
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=None,
+            help="worker processes to run (default: EVAL_WORKERS, else what the host runs well: one per GPU, "
+            "one per 4 CPU cores; docs/workers.md)",
+        )
 
     def handle(self, *args, **options):
         info = self.hardware_info(options)
@@ -130,11 +145,18 @@ class Command(BaseCommand):
         )
         conn = self.connect()
         self.startup_sweep()
+        count = options["workers"] or default_worker_count(device_of(info, hardware))
         sweeper = None
         if not options["burst"] and not options["no_sweep"]:
             sweeper = start_sweeper(hardware.slug)
         try:
-            self.work(queues, conn, name, options)
+            if count > 1:
+                self.stdout.write(f"worker {name}: starting {count} workers")
+                commands = worker_commands(count, device_of(info, hardware), queues, name, options)
+                if run_workers(commands):
+                    raise CommandError(f"worker {name}: a worker exited with an error")
+            else:
+                self.work(queues, conn, name, options)
         finally:
             # After a cold shutdown (second SIGTERM) the horse was killed mid-job: retry it now.
             with contextlib.suppress(Exception):
@@ -167,7 +189,7 @@ class Command(BaseCommand):
         worker = get_worker_class()(queues, connection=conn, name=name)
         worker.work(
             burst=options["burst"],
-            with_scheduler=True,
+            with_scheduler=False,  # retries wait in the database; the sweep enqueues them when due
             max_jobs=options["max_jobs"],
             logging_level=settings.LOGGING.get("root", {}).get("level", "INFO"),
         )
