@@ -153,6 +153,9 @@ EVAL_TIMING_TRIALS = env_optional_int("EVAL_TIMING_TRIALS")
 # GPU worker on a GPU host, e.g. EVAL_CPUS=4 for the worker of GPU 0. Empty: no pinning.
 EVAL_CPUS = tuple(int(core) for core in env_list("EVAL_CPUS", []))
 EVAL_SIZE_SCALE = env_optional_int("EVAL_SIZE_SCALE")  # problem sizes (KB_SCALE of the catalogue): 16 on an H200
+# A worker starts no evaluation while its scratch folder or build cache has less free than this (MB);
+# the evaluation waits, and /healthz and queue_status say why (leaderboard/evaluations/host_space.py).
+EVAL_MIN_FREE_MB = env_int("EVAL_MIN_FREE_MB", 1024)
 # Memory of each sandboxed process tree (proportional set size). Unset: the library's default, from the
 # host's memory and worker count (evaluation.limits.default_memory_limit_mb reads the same variable).
 EVAL_MEMORY_LIMIT_MB = env_optional_int("EVAL_MEMORY_LIMIT_MB")
