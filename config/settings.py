@@ -258,6 +258,12 @@ if CACHE_REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
+# Boards (docs/performance.md, "Boards under writes"): requests are served the last complete build of
+# a board; a new result shows within BOARD_FRESHNESS_SECONDS (the window shared caches may keep a
+# board too), and a board is rebuilt in the background at most once every BOARD_REBUILD_SECONDS.
+BOARD_FRESHNESS_SECONDS = env_int("BOARD_FRESHNESS_SECONDS", 5)
+BOARD_REBUILD_SECONDS = env_int("BOARD_REBUILD_SECONDS", 2)
+
 LOGIN_URL = "review-sign-in"
 # Where a sign-in lands when `next` is missing or unsafe (Django's default, /accounts/profile/, is a 404).
 LOGIN_REDIRECT_URL = "/"
