@@ -137,9 +137,7 @@ class VerdictResult:
 
 
 def rerun_hardware(kernel: Kernel) -> Hardware:
-    """Where a rerun goes: the hardware of the latest evaluation, else the run's."""
-    if kernel.latest_evaluation_id is not None:
-        return kernel.latest_evaluation.hardware
+    """Where a rerun goes: the run's hardware, the only one its kernels are evaluated on."""
     return kernel.run.hardware
 
 
@@ -154,10 +152,8 @@ def record_verdict(kernel: Kernel, reviewer, verdict: str, note: str = "") -> Ve
     review = Review.objects.create(kernel=kernel, reviewer=reviewer, verdict=verdict, note=note.strip())
     evaluation = None
     if verdict == Review.Verdict.RERUN:
-        hardware = rerun_hardware(kernel)
-        evaluation = Evaluation.objects.pending().filter(kernel=kernel, hardware=hardware).order_by(
-            "-queued_at"
-        ).first() or request_evaluation(kernel, hardware)
+        # The one already waiting, if any; a reviewer's rerun counts against no quota (user None).
+        evaluation = request_evaluation(kernel, rerun_hardware(kernel))
     return VerdictResult(review, evaluation)
 
 

@@ -21,7 +21,7 @@ from tests.integration.live_site import _api
 
 # Issue 19, case 2: two 800-line kernels of one problem, `x = 1` against `x = 1 / y = 2`.
 REPETITIVE = ("import torch\n" + "x = 1\n" * 800, "import torch\n" + "x = 1\ny = 2\n" * 400)
-USERS = ("bodies", "zips")
+USERS = ("b19-bodies", "b19-zips")
 
 
 def seed_budgets(data: dict) -> dict:
@@ -71,7 +71,7 @@ def case_19_2_cubic_diff(site, data):
 
 def case_19_3_quadratic_json(site, data):
     """20,000 keys in 209 KB to the reports route; a 2.8 MB run body of 40,000 kernels."""
-    api = _api(site, data["tokens"]["bodies"])
+    api = _api(site, data["tokens"]["b19-bodies"])
     keys = "{" + ",".join(f'"key-{i}": {i}' for i in range(20_000)) + ', "reason": "x"}'
     kernels = {f"level_1_problem_1_sample_{i}_kernel.py": "x" for i in range(40_000)}
     run = json.dumps({"model": "M", "hardware": "cpu", "problem_set": "starter-v1", "kernels": kernels})
@@ -99,7 +99,7 @@ def case_19_3_quadratic_json(site, data):
 
 def case_19_9_zip_amplification(site, data):
     """246 KB of zip, 200 kernels of 999 KB each (mostly spaces)."""
-    api = _api(site, data["tokens"]["zips"])
+    api = _api(site, data["tokens"]["b19-zips"])
     fields = {"model": "M", "hardware": "cpu", "problem_set": "starter-v1"}
     started = time.monotonic()
     responses = [
@@ -117,7 +117,7 @@ def case_19_9_zip_amplification(site, data):
 
 def case_19_10_junk_parameters(site, data):
     """200 anonymous board requests, each with a junk parameter: the cache holds one entry more."""
-    cache = redis.Redis.from_url(site.env["REDIS_URL"])
+    cache = redis.Redis.from_url(site.env.get("CACHE_REDIS_URL") or site.env["REDIS_URL"])
     requests.get(site.url + "/levels/all/", timeout=30)
     before, used_before = cache.dbsize(), cache.info("memory")["used_memory"]
     responses = [requests.get(f"{site.url}/levels/all/?junk={i}&utm_source=x{i}", timeout=30) for i in range(200)]
