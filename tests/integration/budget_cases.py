@@ -127,29 +127,37 @@ def case_19_10_junk_parameters(site, data):
 
 
 def case_19_11_hardware_rename(site, data):
-    """A board cached and validated, then the hardware renamed: no 304, no cached 200 with the old name."""
+    """A board cached and validated, then the hardware renamed: within BOARD_FRESHNESS_SECONDS the
+    old copy gets a 200 with the new name, not a 304 or a cached 200 with the old one. (Before the
+    fix nothing told the boards: the old name stayed until the cache expired, ten minutes.)"""
+    from django.conf import settings
+
     from problems.models import Hardware
 
     first = requests.get(site.url + "/levels/all/", timeout=30)
     hardware = Hardware.objects.get(slug="cpu")
     old_name, hardware.name = hardware.name, "CPU renamed"
     hardware.save()
+    started, bound = time.monotonic(), settings.BOARD_FRESHNESS_SECONDS + settings.BOARD_REBUILD_SECONDS + 5
     try:
-        again = requests.get(site.url + "/levels/all/", headers={"If-None-Match": first.headers["ETag"]}, timeout=30)
-        cached = requests.get(site.url + "/levels/all/", timeout=30)
+        while True:
+            again = requests.get(
+                site.url + "/levels/all/", headers={"If-None-Match": first.headers["ETag"]}, timeout=30
+            )
+            if (again.status_code == 200 and "CPU renamed" in again.text) or time.monotonic() - started > bound:
+                break
+            time.sleep(0.25)
+        shown_after = time.monotonic() - started
     finally:
         hardware.name = old_name
         hardware.save()
+    note = f"new name shown {shown_after:.1f} s after the rename (bound {bound} s)"
     return (
-        [first, again, cached],
-        "200, then 200 with the new name (no 304)",
+        [first, again],
+        "200, then within the freshness bound a 200 with the new name",
         lambda r: r.status_code == 200,
-        "",
-        (
-            "CPU renamed" in again.text
-            and "CPU renamed" in cached.text
-            and again.headers["ETag"] != first.headers["ETag"]
-        ),
+        note,
+        "CPU renamed" in again.text and again.headers["ETag"] != first.headers["ETag"],
     )
 
 
