@@ -147,6 +147,11 @@ EVAL_TIMING_TRIALS = env_optional_int("EVAL_TIMING_TRIALS")
 # GPU worker on a GPU host, e.g. EVAL_CPUS=4 for the worker of GPU 0. Empty: no pinning.
 EVAL_CPUS = tuple(int(core) for core in env_list("EVAL_CPUS", []))
 EVAL_SIZE_SCALE = env_optional_int("EVAL_SIZE_SCALE")  # problem sizes (KB_SCALE of the catalogue): 16 on an H200
+# Look-ahead builds on a GPU host (docs/workers.md, "Builds ahead of the GPUs"): each GPU worker's
+# builder compiles the kernels of the next EVAL_BUILD_AHEAD queued evaluations in EVAL_BUILD_WORKERS
+# sandboxed CPU processes (None: from the host's cores and GPUs; 0: no builder, each job builds its own).
+EVAL_BUILD_WORKERS = env_optional_int("EVAL_BUILD_WORKERS")
+EVAL_BUILD_AHEAD = env_int("EVAL_BUILD_AHEAD", 8)
 
 # Cap on one kernel's source, in bytes (uploads, API and forms all use it).
 KERNEL_SOURCE_MAX_BYTES = env_int("KERNEL_SOURCE_MAX_BYTES", 1_000_000)

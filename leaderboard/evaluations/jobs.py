@@ -37,7 +37,7 @@ def run_evaluation_job(evaluation_id: int) -> str:
     happened: 'skipped' (not queued, or claimed elsewhere), 'done', 'dropped' (the attempt was given
     up meanwhile) or 'retrying'.
 
-    Phases: claim the attempt -> load the sources and options (_load) -> score them
+    Phases: claim the attempt -> load the sources and options (load_inputs) -> score them
     (EVAL_FUNCTION) -> store the verdict, all under a heartbeat. A failure of our side after the
     claim releases the attempt (retried after a backoff, or failed)."""
     close_old_connections()
@@ -61,7 +61,7 @@ def run_evaluation_job(evaluation_id: int) -> str:
 
 def _evaluate_and_store(c: Claim, worker_stages: dict[str, float]) -> bool:
     t1 = time.monotonic()
-    problem_source, kernel_source, config = _load(c.evaluation_id)
+    problem_source, kernel_source, config = load_inputs(c.evaluation_id)
     worker_stages["db_load"] = time.monotonic() - t1
     t2 = time.monotonic()
     result = evaluation_function()(problem_source, kernel_source, config)
@@ -76,7 +76,8 @@ def evaluation_function() -> Callable[..., Any]:
     return import_string(settings.EVAL_FUNCTION)
 
 
-def _load(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
+def load_inputs(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
+    """The problem's and the kernel's sources and the scoring options of an evaluation."""
     ev = Evaluation.objects.select_related("kernel__problem__problem_set", "kernel__run", "hardware").get(pk=evaluation_id)
     problem = ev.kernel.problem
     options: dict[str, Any] = dict(

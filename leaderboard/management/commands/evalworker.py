@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -112,6 +113,11 @@ class Command(BaseCommand):
             "--queue given; the tests use it, and so can a quick restart",
         )
         parser.add_argument("--max-jobs", type=int, default=None, help="stop after this many jobs")
+        parser.add_argument(
+            "--no-prebuild",
+            action="store_true",
+            help="do not run the builder child that compiles upcoming kernels ahead of the GPU",
+        )
 
     def handle(self, *args, **options):
         info = self.hardware_info(options)
@@ -130,9 +136,11 @@ class Command(BaseCommand):
         )
         conn = self.connect()
         self.startup_sweep()
-        sweeper = None
+        sweeper = builder = None
         if not options["burst"] and not options["no_sweep"]:
             sweeper = start_sweeper(hardware.slug)
+        if hardware.kind == Hardware.Kind.GPU and not options["no_prebuild"] and settings.EVAL_BUILD_WORKERS != 0:
+            builder = start_builder(queues, info)
         try:
             self.work(queues, conn, name, options)
         finally:
@@ -140,6 +148,7 @@ class Command(BaseCommand):
             with contextlib.suppress(Exception):
                 release_running_on(name, "worker shut down during the job")
             stop_sweeper(sweeper)
+            stop_sweeper(builder)
         self.stdout.write(f"worker {name}: stopped")
 
     def hardware_info(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -177,6 +186,18 @@ def start_sweeper(slug: str) -> subprocess.Popen[bytes]:
     """The sweeper child (`sweep_evaluations --loop`), which also keeps the Hardware row's last_seen_at."""
     command = [sys.executable, sys.argv[0], "sweep_evaluations", "--loop", "--hardware", slug]
     command += ["--interval", str(settings.EVAL_SWEEP_INTERVAL_S)]
+    return subprocess.Popen(command, preexec_fn=_die_with_parent)
+
+
+def start_builder(queues: list[str], info: dict[str, Any]) -> subprocess.Popen[bytes]:
+    """The builder child (`prebuild_evaluations`): compiles the next queued kernels on the CPU. The
+    worker's jobs and the builder build for the GPU's architecture (the probe's), so one build serves
+    every GPU of the host."""
+    if info.get("capability") and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        os.environ["TORCH_CUDA_ARCH_LIST"] = str(info["capability"])
+    command = [sys.executable, sys.argv[0], "prebuild_evaluations"]
+    for queue in queues:
+        command += ["--queue", queue]
     return subprocess.Popen(command, preexec_fn=_die_with_parent)
 
 
