@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 RUNTIME_APT := redis-server
-TEST_APT := redis-server chromium postgresql
+TEST_APT := redis-server chromium postgresql nginx
 
 .PHONY: run test setup setup-test apt-runtime apt-test lint bench bench-web clean
 

@@ -78,6 +78,16 @@ def check_hardening_settings(app_configs, **kwargs):
                 id="kb.W010",
             )
         )
+    if getattr(settings, "CACHE_REDIS_URL", "") == settings.REDIS_URL:
+        problems.append(
+            Warning(
+                "The cache shares the evaluation queue's Redis (CACHE_REDIS_URL is REDIS_URL): visitors who fill "
+                "the cache fill the queue's memory too.",
+                hint="Give the cache a Redis of its own with maxmemory and allkeys-lru (site/compose.yaml's "
+                "redis-cache) and set CACHE_REDIS_URL to it; keep the queue's Redis on noeviction.",
+                id="kb.W012",
+            )
+        )
     if not settings.CONTENT_SECURITY_POLICY:
         problems.append(
             Warning(

@@ -3,7 +3,10 @@
 - reject_control_characters: a query parameter holding NUL or another control character is a 400
   naming the parameter, before any view runs (PostgreSQL refuses NUL in text: it was a 500);
 - content_security_policy: the CONTENT_SECURITY_POLICY header on every response, when set
-  (production; Django 5.2 has no CSP of its own).
+  (production; Django 5.2 has no CSP of its own);
+- limit_request_body: a body over settings.REQUEST_BODY_MAX_BYTES is a 413, from Content-Length,
+  before anything reads it (pages and admin included: Django spools file uploads to disk without a
+  cap of its own). API routes have tighter caps of their own (leaderboard/api/parsers.py).
 """
 
 from __future__ import annotations
@@ -42,10 +45,28 @@ def reject_control_characters(get_response):
         problem = bad_query_parameter(request)
         if problem is None:
             return get_response(request)
-        if request.path.startswith("/api/"):
-            return JsonResponse({"detail": problem}, status=400)
-        # Plain text: the message quotes the request, and is never parsed as HTML.
-        return HttpResponse(f"Bad request: {problem}.\n", status=400, content_type="text/plain; charset=utf-8")
+        return _refuse(request, 400, f"Bad request: {problem}.")
+
+    return middleware
+
+
+def _refuse(request, status: int, problem: str) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": problem}, status=status)
+    # Plain text: the message quotes the request, and is never parsed as HTML.
+    return HttpResponse(f"{problem}\n", status=status, content_type="text/plain; charset=utf-8")
+
+
+def limit_request_body(get_response):
+    def middleware(request):
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return _refuse(request, 400, "Bad request: Content-Length is not a number.")
+        limit = settings.REQUEST_BODY_MAX_BYTES
+        if length > limit:
+            return _refuse(request, 413, f"Request body is {length} bytes; the limit is {limit} bytes.")
+        return get_response(request)
 
     return middleware
 

@@ -43,6 +43,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "leaderboard.ops.metrics.RequestMetricsMiddleware",  # first, so that it times and counts every request
+    "config.middleware.limit_request_body",  # before anything reads a body: 413 over REQUEST_BODY_MAX_BYTES
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -161,14 +162,42 @@ RUN_UPLOAD_MAX_BYTES = env_int("RUN_UPLOAD_MAX_BYTES", 50_000_000)
 RUN_RESULTS_MAX_BYTES = env_int("RUN_RESULTS_MAX_BYTES", 20_000_000)
 RUN_UNCOMPRESSED_MAX_BYTES = env_int("RUN_UNCOMPRESSED_MAX_BYTES", 200_000_000)
 RUN_MAX_ENTRIES = env_int("RUN_MAX_ENTRIES", 20_000)
-RUN_MAX_COMPRESSION_RATIO = env_int("RUN_MAX_COMPRESSION_RATIO", 200)
+RUN_MAX_COMPRESSION_RATIO = env_int("RUN_MAX_COMPRESSION_RATIO", 200)  # any one member of a zip
+# A zip's members together inflate to at most this many times the zip's size (kernel sources
+# compress about 4:1; issue 19's 246 KB zip inflated 800:1 to 200 MB).
+RUN_MAX_ARCHIVE_RATIO = env_int("RUN_MAX_ARCHIVE_RATIO", 50)
+# Work budgets on request bodies (issue 19). A JSON body's object keys, counted while parsing (a
+# 20,000-kernel run with its results has about 200,000).
+JSON_MAX_KEYS = env_int("JSON_MAX_KEYS", 500_000)
+# An API body's bytes where the route sets no cap of its own (uploads, tables and submissions do:
+# leaderboard/api/parsers.py), checked before parsing.
+API_BODY_MAX_BYTES = env_int("API_BODY_MAX_BYTES", 100_000)
+# Any request body, pages and admin included: refused from Content-Length before anything reads it.
+REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", RUN_UPLOAD_MAX_BYTES + 1_000_000)
 # Imported, unverified kernels faster than this go to the review queue.
 REVIEW_SPEEDUP_THRESHOLD = float(env_str("REVIEW_SPEEDUP_THRESHOLD", "3.0"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 50_000_000)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
 
+# The problem set the boards (overview, levels, the leaderboard API) open on: a slug or name.
+# Empty: the set with the most measured or imported runs (leaderboard.reads.queries.featured_problem_set).
+FEATURED_PROBLEM_SET = env_str("FEATURED_PROBLEM_SET", "")
+
 # ?page_size= on API lists: at most this many rows a page (larger asks get this many).
 API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 500)
+
+# How many reverse proxies of ours stand in front of gunicorn (site/nginx/: one). Limits key anonymous
+# clients by the X-Forwarded-For entry the outermost of them wrote; 0 ignores the header (gunicorn
+# bound to clients directly). More than there are lets a client choose its own key.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
+# Failed sign-ins per username (whatever the address) before that username is refused for the
+# window (leaderboard/ops/sign_in_limit.py); the write limit above also counts sign-ins per address.
+SIGN_IN_FAILURE_LIMIT = env_int("SIGN_IN_FAILURE_LIMIT", 10)
+SIGN_IN_FAILURE_WINDOW_S = env_int("SIGN_IN_FAILURE_WINDOW_S", 900)
+AUTHENTICATION_BACKENDS = [
+    "leaderboard.ops.sign_in_limit.SignInLimitBackend",  # first: refuses a locked username before any password check
+    "django.contrib.auth.backends.ModelBackend",
+]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -182,10 +211,11 @@ REST_FRAMEWORK = {
     # Strict JSON (duplicate keys, NaN and deep nesting are 400s) on every JSON route.
     "DEFAULT_PARSER_CLASSES": [
         "leaderboard.api.parsers.StrictJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
+        "leaderboard.api.parsers.BoundedFormParser",
+        "leaderboard.api.parsers.BoundedMultiPartParser",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["leaderboard.api.throttling.WriteRateThrottle"],
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,  # for any DRF throttle that keeps DRF's get_ident
     "DEFAULT_THROTTLE_RATES": {
         "writes": env_str("API_WRITE_RATE", "120/min"),
     },
@@ -200,13 +230,18 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# The write limit counts in the cache, so every process must share it: Redis when REDIS_URL is set
-# in the environment; local memory (one count per process) only when it is not.
-if env_str("REDIS_URL"):
+# The write limit counts in the cache, so every process must share it: Redis when CACHE_REDIS_URL
+# (or else REDIS_URL) is set in the environment; local memory (one count per process) only when
+# neither is. Anonymous visitors can make the cache grow, so in production it lives in a Redis of
+# its own with maxmemory and allkeys-lru (site/compose.yaml), and the queue's Redis (REDIS_URL,
+# noeviction) never loses a job to a full cache; `check --deploy` warns when they are one (kb.W012).
+# Only the web process uses the cache: worker hosts need no CACHE_REDIS_URL.
+CACHE_REDIS_URL = env_str("CACHE_REDIS_URL") or env_str("REDIS_URL")
+if CACHE_REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
+            "LOCATION": CACHE_REDIS_URL,
             "KEY_PREFIX": "kb",
             "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
         }

@@ -12,3 +12,6 @@ urlpatterns = [
     path("", include("leaderboard.ops.urls")),  # /healthz, /metrics
     path("", include("leaderboard.urls")),
 ]
+
+# A database outage answers 503 with Retry-After (leaderboard/ops/outage.py); anything else, the 500 page.
+handler500 = "leaderboard.ops.outage.server_error"

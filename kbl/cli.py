@@ -34,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("path", type=Path, help="run folder, .zip or .json")
     submit.add_argument("--model", help="default: the folder's generation_config.yaml")
     submit.add_argument("--hardware", required=True, help="slug or name, e.g. h200")
-    for name in ("set", "setting", "name", "precision", "organization"):
+    submit.add_argument("--set", help="problem set slug or name (default: the one set holding the kernels' problems)")
+    for name in ("setting", "name", "precision", "organization"):
         submit.add_argument(f"--{name}")
     submit.add_argument("--verify", action="store_true", help="evaluate every kernel here too")
     submit.add_argument("--wait", action="store_true", help="wait for the verification, then print fast_p")

@@ -65,6 +65,11 @@ class KernelAdmin(admin.ModelAdmin):
     readonly_fields = ["source_hash", "created_at"]
     inlines = [EvaluationInline]
 
+    def get_readonly_fields(self, request, obj=None) -> list[str]:
+        # A stored kernel's source never changes (new source, new kernel; Kernel.save refuses it).
+        fixed = ["source", "run", "problem", "sample_index"] if obj is not None else []
+        return [*fixed, *self.readonly_fields]
+
     @admin.display(description="status")
     def latest_status(self, obj: Kernel) -> str:
         return obj.latest_evaluation.status if obj.latest_evaluation else "-"

@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils.text import slugify
 
-from problems.models import DB_INT_MAX, Hardware, Problem, ProblemSet, source_sha256
+from problems.models import DB_INT_MAX, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
 
 
 def unique_slug(model: type[models.Model], text: str, max_length: int = 80) -> str:
@@ -108,6 +108,9 @@ class Run(models.Model):
         max_length=4, choices=Precision.choices, default=Precision.FP32, help_text="Part of the run's setting."
     )
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.MEASURED)
+    # The rules the run is scored under: its problem set's when it is made; changed only by a
+    # re-score (ingest/run_import.rescore_run), which keeps the earlier evaluations.
+    rules = models.ForeignKey(ScoringRules, on_delete=models.PROTECT, related_name="runs")
     notes = models.TextField(blank=True)
     is_demo = models.BooleanField(default=False, help_text="Synthetic row made by seed_demo.")
     created_by = models.ForeignKey(
@@ -131,6 +134,11 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} · {self.setting} · {self.hardware.slug}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.rules_id is None:
+            self.rules_id = self.problem_set.rules_id
+        super().save(*args, **kwargs)
 
     def get_absolute_url(self) -> str:
         return reverse("run-detail", args=[self.pk])
@@ -184,6 +192,30 @@ class KernelQuerySet(models.QuerySet):
     def counted(self) -> KernelQuerySet:
         """Kernels that count in rankings: every kernel but the excluded ones."""
         return self.filter(review_excluded=False)
+
+    # A stored kernel's source never changes (new source, new kernel): the bulk paths refuse it too.
+    def update(self, **kwargs) -> int:
+        _refuse_source_write(kwargs)
+        return super().update(**kwargs)
+
+    def bulk_update(self, objs, fields, batch_size=None) -> int:
+        _refuse_source_write(fields)
+        return super().bulk_update(objs, fields, batch_size=batch_size)
+
+
+class ImmutableSourceError(ValueError):
+    """Raised on any attempt to change a stored kernel's source: new source, new kernel."""
+
+
+IMMUTABLE_KERNEL_FIELDS = frozenset({"source", "source_hash"})
+
+
+def _refuse_source_write(fields) -> None:
+    written = IMMUTABLE_KERNEL_FIELDS.intersection(fields)
+    if written:
+        raise ImmutableSourceError(
+            f"a stored kernel's {', '.join(sorted(written))} never changes: store a new kernel instead"
+        )
 
 
 # Fastest first, kernels without a speedup last (speedups are > 0), in a form SQLite can index too.
@@ -249,11 +281,37 @@ class Kernel(models.Model):
     def __str__(self) -> str:
         return f"kernel {self.pk}: {self.problem} sample {self.sample_index}"
 
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        kernel = super().from_db(db, field_names, values)
+        # What save() compares against: the hash of the source as stored.
+        kernel._stored_source_hash = kernel.__dict__.get("source_hash")
+        return kernel
+
     def save(self, *args, **kwargs) -> None:
-        self.source_hash = source_sha256(self.source)
-        if self.backend == self.Backend.OTHER:
+        """Saves the kernel; ImmutableSourceError when the row exists and its source would change."""
+        update_fields = kwargs.get("update_fields")
+        writes_source = "source" in self.__dict__ and (
+            update_fields is None or IMMUTABLE_KERNEL_FIELDS.intersection(update_fields)
+        )
+        if writes_source:
+            new_hash = source_sha256(self.source)
+            stored = self._stored_hash()
+            if stored is not None and stored != new_hash:
+                raise ImmutableSourceError(f"kernel {self.pk}'s source never changes: store a new kernel instead")
+            self.source_hash = new_hash
+        if self.backend == self.Backend.OTHER and "source" in self.__dict__:
             self.backend = guess_backend(self.source)
         super().save(*args, **kwargs)
+        self._stored_source_hash = self.source_hash
+
+    def _stored_hash(self) -> str | None:
+        """The stored row's source hash; None for a kernel not stored yet."""
+        if self.pk is None:
+            return None
+        if not self._state.adding and getattr(self, "_stored_source_hash", None):
+            return self._stored_source_hash
+        return Kernel.objects.filter(pk=self.pk).values_list("source_hash", flat=True).first()
 
     def get_absolute_url(self) -> str:
         return reverse("kernel-detail", args=[self.pk])
@@ -296,6 +354,9 @@ class Evaluation(models.Model):
 
     kernel = models.ForeignKey(Kernel, on_delete=models.CASCADE, related_name="evaluations")
     hardware = models.ForeignKey(Hardware, on_delete=models.PROTECT, related_name="evaluations")
+    # The rules this evaluation was asked to apply (its run's at the time); empty for evaluations
+    # imported from elsewhere, which were scored under whatever rules their source used.
+    rules = models.ForeignKey(ScoringRules, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.MEASURED)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED)
     status = models.CharField(max_length=16, choices=Status.choices, blank=True)
@@ -329,6 +390,10 @@ class Evaluation(models.Model):
     # evaluation whose heartbeat is older than EVAL_STALE_AFTER_S as abandoned (leaderboard/evaluations/sweep.py).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A queued evaluation may not start before this (a retry's backoff, a host short of disk space);
+    # null: at once. The sweep enqueues it when due and a claim refuses it earlier, so a retry runs
+    # on time whatever happened to RQ's scheduler (leaderboard/evaluations/sweep.py).
+    not_before = models.DateTimeField(null=True, blank=True)
 
     objects = EvaluationQuerySet.as_manager()
 

@@ -15,13 +15,13 @@ from django.views.decorators.http import require_http_methods
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
 from leaderboard.models import LanguageModel, Origin, Precision
-from leaderboard.reads import board_cache, charts, kernel_page, level_table, queries
+from leaderboard.reads import board_cache, board_query, charts, kernel_page, level_table, queries
 from leaderboard.reads import overview as almanac
 from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
 from leaderboard.reads.scoring import RULE_BEST, RULES
 from leaderboard.reads.standings import fast_p_curves
-from problems.models import LEVELS, Problem, ProblemSet
+from problems.models import LEVELS, Problem, ProblemSet, named_by
 
 PER_PAGE = 50
 
@@ -39,6 +39,7 @@ def _measured_points(rows):
 
 
 def overview(request: HttpRequest) -> HttpResponse:
+    board_query.keep_only(request, ())  # the overview reads no parameter: one cache entry
     problem_set = queries.featured_problem_set()
     return board_cache.cached_board(request, problem_set, lambda: _overview(request, problem_set))
 
@@ -48,7 +49,7 @@ def _overview(request: HttpRequest, problem_set: ProblemSet | None) -> HttpRespo
     all_reported = list(queries.reported_scores())
     groups = queries.best_reported_by_variant(all_reported)
     shown_groups, hidden_groups = queries.overview_groups(groups)
-    posts = queries.launch_posts()
+    launch_chart = charts.launch_timeline(queries.launch_posts())
     context = {
         "problem_sets": queries.problem_sets_with_counts(),
         "problem_set": problem_set,
@@ -66,8 +67,9 @@ def _overview(request: HttpRequest, problem_set: ProblemSet | None) -> HttpRespo
             "over_time": charts.scores_over_time(
                 queries.shown_scores(shown_groups), _measured_points(measured[: queries.CHART_POINTS])
             ),
-            "launch_posts": charts.launch_timeline(posts),
+            "launch_posts": launch_chart,
         },
+        "launch_marks": charts.marks_caption(launch_chart),  # read from the figure: what it draws
         "levels": LEVELS,
         "counts": almanac.counts(),
         "almanac": almanac.ALMANAC,  # release, the authors' words, version notes
@@ -94,6 +96,8 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
     if level not in LEVEL_SLUGS:
         raise Http404("no such level")
     board = read_level_board(level, request.GET)
+    if board_query.use_query(request, board_query.level_board_query(request, board)):
+        board = read_level_board(level, request.GET)  # as the cache key has it
     return board_cache.cached_board(request, board.problem_set, lambda: _level_board(request, level, board))
 
 
@@ -182,7 +186,7 @@ def model_detail(request: HttpRequest, slug: str) -> HttpResponse:
 
 def problems_index(request: HttpRequest) -> HttpResponse:
     problem_sets = list(ProblemSet.objects.order_by("name"))
-    problem_set = next((s for s in problem_sets if s.slug == request.GET.get("set")), None)
+    problem_set = named_by(problem_sets, request.GET.get("set", ""), ProblemSet.SLUG_LENGTH)
     level = request.GET.get("level")
     level_number = int(level) if level in {str(n) for n in LEVELS} else None
     problems = queries.problems_list(problem_set, level_number)

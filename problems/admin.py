@@ -1,14 +1,15 @@
 from django.contrib import admin
 from django.db.models import Count
 
-from problems.models import Baseline, Hardware, Problem, ProblemSet
+from problems.models import Baseline, Hardware, Problem, ProblemSet, ScoringRules
 
 
 @admin.register(ProblemSet)
 class ProblemSetAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "version", "problem_total", "atol", "rtol", "created_at"]
+    list_display = ["name", "slug", "version", "problem_total", "rules", "created_at"]
     search_fields = ["name", "slug", "version"]
     prepopulated_fields = {"slug": ["name"]}
+    list_select_related = ["rules"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(problem_total=Count("problems"))
@@ -16,6 +17,17 @@ class ProblemSetAdmin(admin.ModelAdmin):
     @admin.display(description="problems", ordering="problem_total")
     def problem_total(self, obj: ProblemSet) -> int:
         return obj.problem_total
+
+
+@admin.register(ScoringRules)
+class ScoringRulesAdmin(admin.ModelAdmin):
+    """KernelBench's rules per version. A preset is best left as KernelBench defined it: add a new
+    rule set instead of editing one that runs were scored under."""
+
+    list_display = ["name", "slug", "kernelbench_version", "fp32_tolerance", "fp16_tolerance", "bf16_tolerance",
+                    "correctness_trials", "timing_method"]  # fmt: skip
+    search_fields = ["name", "slug", "kernelbench_version"]
+    prepopulated_fields = {"slug": ["name"]}
 
 
 @admin.register(Problem)

@@ -139,3 +139,25 @@ def scan_checkout(path: Path) -> ScanResult:
             raise MalformedInput(f"{problem.path}: level {key[0]} number {key[1]} is also {seen[key]}")
         seen[key] = problem.path
     return result
+
+
+# KernelBench's harness names its per-precision tolerances with this function since its main branch
+# changed fp32 from 1e-2 to 1e-4 (Nov 2025); a checkout whose harness has it is scored by "main".
+_CURRENT_TOLERANCE_MARK = "get_tolerance_for_precision"
+
+
+def infer_kernelbench_version(path: Path) -> tuple[str, str]:
+    """The KernelBench version a checkout's problems were scored under, with the evidence:
+    "main" when its harness has per-precision tolerances, else "v0.1" when it has the v0.1 changelog,
+    else "v0". `path` is the checkout or its KernelBench/ folder; other folders (the starter catalogue)
+    get the current rules."""
+    levels_root = find_levels_root(path)
+    if levels_root.name != "KernelBench":
+        return "main", "not a KernelBench checkout (no KernelBench/ folder): KernelBench's current rules"
+    checkout = levels_root.parent
+    for harness in (checkout / "src" / "kernelbench" / "eval.py", checkout / "src" / "eval.py"):
+        if harness.is_file() and _CURRENT_TOLERANCE_MARK in harness.read_text(encoding="utf-8", errors="replace"):
+            return "main", f"{harness.relative_to(checkout)} has per-precision tolerances"
+    if (levels_root / "changelog" / "v0.1").exists():
+        return "v0.1", "KernelBench/changelog/v0.1 is there and the harness has one tolerance for all"
+    return "v0", "no changelog and no per-precision tolerances in the harness"

@@ -19,38 +19,182 @@ def source_sha256(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
+def name_slug(text: str, max_length: int = 60) -> str:
+    """The slug a name becomes (`H100_Modal` -> `h100_modal`, `KernelBench v0.1` -> `kernelbench-v01`)."""
+    return slugify(text.strip())[:max_length]
+
+
+def named_by(rows, text: str, max_length: int):
+    """The one of `rows` (hardware, problem sets: anything with a slug and a name) that `text`
+    names, the same way in every command, API route, page and `kbl` flag: its slug, else its
+    display name, case-insensitively, else the row whose slug the text becomes (so that what
+    `import_baselines --hardware H100_Modal` created is found again by `import_run --hardware
+    H100_Modal`). None when nothing matches."""
+    text = (text or "").strip()
+    if not text or "\x00" in text:
+        return None
+    wanted, slug = text.lower(), name_slug(text, max_length)
+    rows = list(rows)
+    for matches in (
+        lambda row: row.slug.lower() == wanted,
+        lambda row: row.name.lower() == wanted,
+        lambda row: row.slug == slug,
+    ):
+        found = next((row for row in rows if matches(row)), None)
+        if found is not None:
+            return found
+    return None
+
+
+def resolve_by_slug_or_name(queryset: models.QuerySet, text: str, max_length: int) -> models.Model | None:
+    """named_by over the few rows of `queryset` that can match (one query)."""
+    text = (text or "").strip()
+    if not text or "\x00" in text:
+        return None
+    query = models.Q(slug__iexact=text) | models.Q(name__iexact=text) | models.Q(slug=name_slug(text, max_length))
+    return named_by(queryset.filter(query)[:5], text, max_length)
+
+
+# KernelBench's scoring rules as each version defined them: a problem set is scored by one of these
+# and a run records the one it was scored under. KernelBench v0 (Dec 2024) and v0.1 compared every
+# output with atol = rtol = 1e-2 ("kernelbench v0 and v0.1 uses fp32, atol = rtol = 1e-02", its
+# eval.py); its main branch since Nov 2025 (#80, get_tolerance_for_precision) uses 1e-4 for fp32 and
+# 1e-2 for fp16/bf16. Both check 5 random input sets (eval_from_generations.py) and time with CUDA
+# events.
+RULE_PRESETS: dict[str, dict] = {
+    "kernelbench-v0": {
+        "name": "KernelBench v0", "kernelbench_version": "v0",
+        "fp32_tolerance": 1e-2, "fp16_tolerance": 1e-2, "bf16_tolerance": 1e-2,
+    },
+    "kernelbench-v0-1": {
+        "name": "KernelBench v0.1", "kernelbench_version": "v0.1",
+        "fp32_tolerance": 1e-2, "fp16_tolerance": 1e-2, "bf16_tolerance": 1e-2,
+    },
+    "kernelbench-main": {
+        "name": "KernelBench main (since Nov 2025)", "kernelbench_version": "main",
+        "fp32_tolerance": 1e-4, "fp16_tolerance": 1e-2, "bf16_tolerance": 1e-2,
+    },
+}  # fmt: skip
+# Sets that say nothing else are scored as KernelBench scores today.
+CURRENT_RULES = "kernelbench-main"
+RULES_BY_VERSION = {preset["kernelbench_version"]: slug for slug, preset in RULE_PRESETS.items()}
+
+
+class ScoringRulesQuerySet(models.QuerySet):
+    def preset(self, slug: str) -> ScoringRules:
+        """One of RULE_PRESETS, created on first use (a flushed test database, a new install)."""
+        rules, _ = self.get_or_create(slug=slug, defaults=RULE_PRESETS[slug])
+        return rules
+
+    def for_version(self, version: str) -> ScoringRules:
+        """The preset of a KernelBench version ("v0", "v0.1", "main")."""
+        return self.preset(RULES_BY_VERSION[version])
+
+    def resolve(self, text: str) -> ScoringRules | None:
+        """Rules named by slug, name or KernelBench version, case-insensitively (None: no match)."""
+        text = (text or "").strip()
+        if text in RULES_BY_VERSION:
+            return self.for_version(text)
+        return resolve_by_slug_or_name(self, text, 60)
+
+
+def current_rules_pk() -> int:
+    """Default rules of a new problem set or run: KernelBench's current ones."""
+    return ScoringRules.objects.preset(CURRENT_RULES).pk
+
+
+class ScoringRules(models.Model):
+    """How a KernelBench version scored a kernel: the tolerance for each precision (used as both
+    atol and rtol, as KernelBench does), the number of random input sets that must all match, and
+    the timing method it names. Evaluations here apply the tolerance and the trial count; the timing
+    method is recorded (our harness times one way for every rule set, docs/evaluation.md)."""
+
+    class TimingMethod(models.TextChoices):
+        CUDA_EVENT = "cuda_event", "CUDA events"
+
+    slug = models.SlugField(max_length=60, unique=True)
+    name = models.CharField(max_length=120, unique=True)
+    kernelbench_version = models.CharField(max_length=40, help_text='e.g. "v0", "v0.1", "main".')
+    fp32_tolerance = models.FloatField(validators=[MinValueValidator(0.0)])
+    fp16_tolerance = models.FloatField(validators=[MinValueValidator(0.0)])
+    bf16_tolerance = models.FloatField(validators=[MinValueValidator(0.0)])
+    correctness_trials = models.PositiveSmallIntegerField(default=5, validators=[MinValueValidator(1)])
+    timing_method = models.CharField(max_length=20, choices=TimingMethod.choices, default=TimingMethod.CUDA_EVENT)
+
+    objects = ScoringRulesQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "scoring rules"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def tolerance(self, precision: str) -> float:
+        """atol = rtol for a run's precision ("fp32", "fp16", "bf16")."""
+        return {"fp32": self.fp32_tolerance, "fp16": self.fp16_tolerance, "bf16": self.bf16_tolerance}[precision]
+
+    @property
+    def summary(self) -> str:
+        """One line for pages and exports: what a reader needs to compare two runs' verdicts."""
+        return (
+            f"{self.name}: tolerance {self.fp32_tolerance:g} fp32, {self.fp16_tolerance:g} fp16, "
+            f"{self.bf16_tolerance:g} bf16; {self.correctness_trials} correctness trials; "
+            f"{self.get_timing_method_display()}"
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "slug": self.slug,
+            "name": self.name,
+            "kernelbench_version": self.kernelbench_version,
+            "tolerance": {"fp32": self.fp32_tolerance, "fp16": self.fp16_tolerance, "bf16": self.bf16_tolerance},
+            "correctness_trials": self.correctness_trials,
+            "timing_method": self.timing_method,
+        }
+
+
 class ProblemSetQuerySet(models.QuerySet):
-    def sole(self) -> ProblemSet:
-        """The only problem set, for a request that names none: raises DoesNotExist when there is
-        none and MultipleObjectsReturned when there are several (the caller asks for a slug)."""
-        return self.get()
+    def resolve(self, text: str) -> ProblemSet | None:
+        """The set that `text` names: slug or name, case-insensitively (resolve_by_slug_or_name)."""
+        return resolve_by_slug_or_name(self, text, ProblemSet.SLUG_LENGTH)
+
+    def holding(self, problems: set[tuple[int, int]]) -> list[ProblemSet]:
+        """The sets that hold every one of `problems` ((level, number) pairs), by name. Matched
+        in Python over the candidate problems (one query), not by one OR clause per pair."""
+        held: dict[int, set[tuple[int, int]]] = {}
+        candidates = Problem.objects.filter(
+            problem_set__in=self, level__in={level for level, _ in problems}, number__in={n for _, n in problems}
+        )
+        for set_id, level, number in candidates.values_list("problem_set_id", "level", "number"):
+            held.setdefault(set_id, set()).add((level, number))
+        ids = [set_id for set_id, pairs in held.items() if problems <= pairs] if problems else None
+        sets = self if ids is None else self.filter(pk__in=ids)
+        return list(sets.order_by("name"))
+
+    def listing(self) -> str:
+        """Every set as `slug (name)`, for error messages that ask the user to choose one."""
+        return ", ".join(f"{s.slug} ({s.name})" for s in self.order_by("name")) or "none exists yet"
 
 
 class ProblemSet(models.Model):
     """A versioned set of problems; fast_p is always computed against one set."""
 
+    SLUG_LENGTH = 60
+
     objects = ProblemSetQuerySet.as_manager()
 
-    slug = models.SlugField(max_length=60, unique=True)
+    slug = models.SlugField(max_length=SLUG_LENGTH, unique=True)
     name = models.CharField(max_length=120, unique=True)
     version = models.CharField(max_length=40, blank=True)
     description = models.TextField(blank=True)
     source_url = models.URLField(blank=True)
-    # Tolerances for correctness checks; empty means the scoring library's defaults by dtype.
-    atol = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
-    rtol = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
+    # The rules the set's runs are scored by unless a run was re-scored under others (Run.rules).
+    rules = models.ForeignKey(ScoringRules, on_delete=models.PROTECT, related_name="problem_sets", default=current_rules_pk)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["name"]
-        constraints = [
-            models.CheckConstraint(
-                condition=models.Q(atol__isnull=True) | models.Q(atol__gte=0), name="problemset_atol_nonnegative"
-            ),
-            models.CheckConstraint(
-                condition=models.Q(rtol__isnull=True) | models.Q(rtol__gte=0), name="problemset_rtol_nonnegative"
-            ),
-        ]
 
     def __str__(self) -> str:
         return self.name
@@ -112,22 +256,13 @@ class Problem(models.Model):
 
 def hardware_slug(text: str) -> str:
     """The slug a hardware name becomes (`H100_Modal` -> `h100_modal`, `NVIDIA H200` -> `nvidia-h200`)."""
-    return slugify(text.strip())[:40]
+    return name_slug(text, Hardware.SLUG_LENGTH)
 
 
 class HardwareQuerySet(models.QuerySet):
     def resolve(self, text: str) -> Hardware | None:
-        """The hardware that `text` names, the same way in every command and API route: its slug or
-        its display name, case-insensitively, or the slug the text becomes (so that what
-        import_baselines --hardware H100_Modal created is found again by import_run --hardware
-        H100_Modal). None when nothing matches."""
-        text = (text or "").strip()
-        if not text or "\x00" in text:
-            return None
-        query = models.Q(slug__iexact=text) | models.Q(name__iexact=text) | models.Q(slug=hardware_slug(text))
-        matches = list(self.filter(query)[:5])
-        exact = [h for h in matches if h.slug.lower() == text.lower()]
-        return (exact or matches or [None])[0]
+        """The hardware that `text` names: slug or name, case-insensitively (resolve_by_slug_or_name)."""
+        return resolve_by_slug_or_name(self, text, Hardware.SLUG_LENGTH)
 
 
 class Hardware(models.Model):
@@ -137,7 +272,9 @@ class Hardware(models.Model):
         GPU = "gpu", "GPU"
         CPU = "cpu", "CPU"
 
-    slug = models.SlugField(max_length=40, unique=True, help_text="Queue suffix too: eval-<slug>.")
+    SLUG_LENGTH = 40
+
+    slug = models.SlugField(max_length=SLUG_LENGTH, unique=True, help_text="Queue suffix too: eval-<slug>.")
     name = models.CharField(max_length=120)
     kind = models.CharField(max_length=3, choices=Kind.choices, default=Kind.GPU)
     device_name = models.CharField(max_length=200, blank=True)

@@ -153,6 +153,7 @@ def _runs(rng: random.Random, shape: Shape, problem_set, hardware, models) -> li
             setting=settings[n % 3],
             samples_per_problem=2 if n % 10 == 0 else 1,
             origin=Origin.IMPORTED if rng.random() < 0.3 else Origin.MEASURED,
+            rules_id=problem_set.rules_id,  # bulk_create skips Run.save, which would set it
         )  # fmt: skip
         for n, owner in enumerate(owners[: shape.runs])
     ]

@@ -4,11 +4,10 @@ launch posts), the counts an import replies with, and the reply listing every ro
 from __future__ import annotations
 
 from rest_framework import serializers, status
-from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
-from leaderboard.api.common import check_body_size, table_max_bytes
-from leaderboard.api.parsers import CsvParser, StrictJSONParser
+from leaderboard.api.common import table_max_bytes
+from leaderboard.api.parsers import BoundedMultiPartParser, CsvParser, StrictJSONParser
 from leaderboard.ingest.uploads import RowErrors, read_upload
 
 
@@ -50,8 +49,11 @@ class TableIngestMixin:
     """POST of rows as JSON (one object or a list), as a CSV body (text/csv) or as a CSV `file`
     (multipart). All or nothing: any bad row gives 400 listing every error, and nothing is written."""
 
-    parser_classes = [StrictJSONParser, CsvParser, MultiPartParser]
+    parser_classes = [StrictJSONParser, CsvParser, BoundedMultiPartParser]
     noun = "rows"
+
+    def body_max_bytes(self) -> int:
+        return table_max_bytes()
 
     def parse_json(self, data):  # pragma: no cover - overridden
         raise NotImplementedError
@@ -63,7 +65,6 @@ class TableIngestMixin:
         raise NotImplementedError
 
     def create(self, request, *args, **kwargs):
-        check_body_size(request, table_max_bytes())
         try:
             rows = self._parse(request)
         except RowErrors as exc:

@@ -12,6 +12,7 @@ from leaderboard.api.common import query_choice, query_int, query_text
 from leaderboard.api.evaluations import EvaluationBriefSerializer
 from leaderboard.models import Evaluation, Kernel
 from leaderboard.reads.counts import CachedCountPagination
+from problems.models import ProblemSet
 
 
 class KernelSerializer(serializers.ModelSerializer):
@@ -57,7 +58,7 @@ class KernelDetailSerializer(KernelSerializer):
         query_param("run", int, "Run id."),
         query_param("problem", int, "Problem id."),
         query_param("model", description="Model slug."),
-        query_param("set", description="Problem set slug."),
+        query_param("set", description="Problem set slug or name (case-insensitive)."),
         query_param("level", int, "Level, 1-4."),
         query_param(
             "backend", description="cuda, triton, cpp, torch, other.", enum=[v for v, _ in Kernel.Backend.choices]
@@ -82,8 +83,8 @@ class KernelViewSet(ReadOnly):
             kernels = kernels.filter(problem_id=problem)
         if slug := query_text(self.request, "model"):
             kernels = kernels.filter(run__model__slug=slug)
-        if slug := query_text(self.request, "set"):
-            kernels = kernels.filter(problem__problem_set__slug=slug)
+        if name := query_text(self.request, "set"):
+            kernels = kernels.filter(problem__problem_set=ProblemSet.objects.resolve(name))
         if (level := query_int(self.request, "level", low=1, high=4)) is not None:
             kernels = kernels.filter(problem__level=level)
         if backend := query_choice(self.request, "backend", Kernel.Backend.choices):

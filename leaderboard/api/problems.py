@@ -8,15 +8,30 @@ from rest_framework import serializers
 
 from leaderboard.api.base import ReadOnly, query_param
 from leaderboard.api.common import query_int, query_text
-from problems.models import Hardware, Problem, ProblemSet
+from problems.models import Hardware, Problem, ProblemSet, ScoringRules
+
+
+class ScoringRulesSerializer(serializers.ModelSerializer):
+    """KernelBench's rules as one version defined them (tolerance used as atol and rtol)."""
+
+    tolerance = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ScoringRules
+        fields = ["slug", "name", "kernelbench_version", "tolerance", "correctness_trials", "timing_method"]
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "number"}})
+    def get_tolerance(self, obj: ScoringRules) -> dict[str, float]:
+        return {"fp32": obj.fp32_tolerance, "fp16": obj.fp16_tolerance, "bf16": obj.bf16_tolerance}
 
 
 class ProblemSetSerializer(serializers.ModelSerializer):
     problem_count = serializers.IntegerField(read_only=True)
+    rules = ScoringRulesSerializer(read_only=True)
 
     class Meta:
         model = ProblemSet
-        fields = ["slug", "name", "version", "description", "source_url", "atol", "rtol", "problem_count", "created_at"]
+        fields = ["slug", "name", "version", "description", "source_url", "rules", "problem_count", "created_at"]
 
 
 class ProblemSetDetailSerializer(ProblemSetSerializer):
@@ -67,7 +82,7 @@ class HardwareSerializer(serializers.ModelSerializer):
 class ProblemSetViewSet(ReadOnly):
     """Problem sets (versions of KernelBench); fast_p is always computed against one set."""
 
-    queryset = ProblemSet.objects.annotate(problem_count=Count("problems")).order_by("name")
+    queryset = ProblemSet.objects.select_related("rules").annotate(problem_count=Count("problems")).order_by("name")
     serializer_class = ProblemSetSerializer
     detail_serializer_class = ProblemSetDetailSerializer
     lookup_field = "slug"
@@ -76,7 +91,7 @@ class ProblemSetViewSet(ReadOnly):
 
 @extend_schema(
     parameters=[
-        query_param("set", description="Problem set slug."),
+        query_param("set", description="Problem set slug or name (case-insensitive)."),
         query_param("level", int, "Level, 1-4."),
         query_param("tag", description="One tag, e.g. matmul."),
         query_param("search", description="Text in the name or tags."),
@@ -92,8 +107,8 @@ class ProblemViewSet(ReadOnly):
         problems = Problem.objects.select_related("problem_set").order_by("problem_set__name", "level", "number")
         if self.action != "list":
             return problems
-        if slug := query_text(self.request, "set"):
-            problems = problems.filter(problem_set__slug=slug)
+        if name := query_text(self.request, "set"):
+            problems = problems.filter(problem_set=ProblemSet.objects.resolve(name))
         if (level := query_int(self.request, "level", low=1, high=4)) is not None:
             problems = problems.filter(level=level)
         if tag := query_text(self.request, "tag"):

@@ -9,12 +9,10 @@ from rest_framework import mixins, serializers, status
 from rest_framework.response import Response
 
 from leaderboard.api.base import ReadOnly, query_param
-from leaderboard.api.common import check_body_size, query_choice, query_int
+from leaderboard.api.common import query_choice, query_int
 from leaderboard.models import Kernel, Review
 from leaderboard.reviews.api import ReadsOrReviewer, post_verdict
 from leaderboard.reviews.services import NOTE_MAX_LENGTH
-
-VERDICT_BODY_MAX_BYTES = 100_000
 
 
 class ReviewSerializer(serializers.ModelSerializer):
@@ -51,7 +49,6 @@ class ReviewViewSet(mixins.CreateModelMixin, ReadOnly):
         return reviews
 
     def create(self, request, *args, **kwargs):
-        check_body_size(request, VERDICT_BODY_MAX_BYTES)
         # The reviewer workflow's one way to record a verdict ("needs rerun" also queues an evaluation).
         result = post_verdict(request)
         return Response(self.get_serializer(result.review).data, status=status.HTTP_201_CREATED)

@@ -5,24 +5,26 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
+from django.conf import settings
 from django.db.models import F
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.generics import get_object_or_404
-from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
-from leaderboard.api.base import HardwareField, ReadOnly, SlugField, query_param
-from leaderboard.api.common import check_body_size, query_choice, query_text, run_upload_max_bytes
+from leaderboard.api.base import HardwareField, ReadOnly, query_param
+from leaderboard.api.common import query_choice, query_text, run_upload_max_bytes
 from leaderboard.api.imports import ImportResultSerializer, RowErrorsSerializer, import_counts, row_errors_reply
-from leaderboard.api.parsers import StrictJSONParser
+from leaderboard.api.parsers import BoundedMultiPartParser, StrictJSONParser
 from leaderboard.api.permissions import CanImportRun, CanRequestEvaluation
+from leaderboard.api.problems import ScoringRulesSerializer
+from leaderboard.ingest.archives import Bundle
 from leaderboard.ingest.generation_config import with_defaults
 from leaderboard.ingest.run_import import (
     RunSpec,
-    default_problem_set,
+    choose_problem_set,
     from_files,
     read_json_upload,
     read_zip,
@@ -42,6 +44,7 @@ class RunSerializer(serializers.ModelSerializer):
     problem_set = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     hardware = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     kernel_count = serializers.IntegerField(read_only=True)
+    rules = ScoringRulesSerializer(read_only=True, help_text="The rules the run is scored under.")
 
     class Meta:
         model = Run
@@ -57,6 +60,7 @@ class RunSerializer(serializers.ModelSerializer):
             "turns",
             "samples_per_problem",
             "precision",
+            "rules",
             "origin",
             "notes",
             "kernel_count",
@@ -74,11 +78,14 @@ class RunImportSerializer(serializers.Serializer):
     )
     organization = serializers.CharField(max_length=120, required=False, allow_blank=True)
     hardware = HardwareField(help_text="Slug or name, case-insensitive.")
-    problem_set = SlugField(
-        slug_field="slug",
-        queryset=ProblemSet.objects.all(),
+    problem_set = serializers.CharField(
+        max_length=120,
         required=False,
-        help_text="Needed when more than one problem set exists.",
+        allow_blank=True,
+        help_text=(
+            "Slug or name, case-insensitive. Default: the only set that holds every problem the kernels name; "
+            "when several do (or none), the error lists the candidates with their slugs."
+        ),
     )
     setting = serializers.CharField(max_length=120, required=False, default="one-shot")
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
@@ -150,13 +157,13 @@ def read_run_upload(request):
     raise ValidationError({"detail": "Send a zip or JSON `file` (multipart), or a JSON body with `kernels`."})
 
 
-def run_spec(spec: dict) -> RunSpec:
-    """The validated RunImportSerializer data as the importer's RunSpec (RowErrors when no
-    problem set is given and there is not exactly one)."""
+def run_spec(spec: dict, bundle: Bundle) -> RunSpec:
+    """The validated RunImportSerializer data as the importer's RunSpec (RowErrors when the
+    problem set named is unknown, or none is named and the kernels' problems do not pick one)."""
     return RunSpec(
         model=spec["model"].strip(),
         hardware=spec["hardware"],
-        problem_set=spec.get("problem_set") or default_problem_set(),
+        problem_set=choose_problem_set(spec.get("problem_set"), bundle.kernels),
         setting=spec["setting"],
         name=spec["name"],
         organization=spec.get("organization", ""),
@@ -171,7 +178,7 @@ def run_spec(spec: dict) -> RunSpec:
     parameters=[
         query_param("model", description="Model slug."),
         query_param("lab", description="Lab slug."),
-        query_param("set", description="Problem set slug."),
+        query_param("set", description="Problem set slug or name (case-insensitive)."),
         query_param("hardware", description="Hardware slug."),
         query_param("setting", description="Setting, exactly."),
         query_param("origin", description="measured or imported.", enum=[value for value, _ in Origin.choices]),
@@ -182,10 +189,14 @@ class RunViewSet(ReadOnly):
 
     serializer_class = RunSerializer
 
+    def body_max_bytes(self) -> int:
+        """Whole-run uploads have their own cap; every other body the API's default."""
+        return run_upload_max_bytes() if self.action == "import_run" else settings.API_BODY_MAX_BYTES
+
     def get_queryset(self):
         board_store.refresh_dirty()  # kernel counts are stored by the boards' read model
         runs = (
-            Run.objects.select_related("model", "problem_set", "hardware")
+            Run.objects.select_related("model", "problem_set", "hardware", "rules")
             .annotate(kernel_count=F("n_kernels"))  # stored by the boards' read model
             .order_by("-created_at", "-pk")
         )
@@ -193,8 +204,8 @@ class RunViewSet(ReadOnly):
             runs = runs.filter(model__slug=slug)
         if slug := query_text(self.request, "lab"):
             runs = runs.filter(model__lab__slug=slug)
-        if slug := query_text(self.request, "set"):
-            runs = runs.filter(problem_set__slug=slug)
+        if name := query_text(self.request, "set"):
+            runs = runs.filter(problem_set=ProblemSet.objects.resolve(name))
         if slug := query_text(self.request, "hardware"):
             runs = runs.filter(hardware=Hardware.objects.resolve(slug))
         if setting := query_text(self.request, "setting"):
@@ -218,10 +229,9 @@ class RunViewSet(ReadOnly):
         methods=["post"],
         url_path="import",
         permission_classes=[CanImportRun],
-        parser_classes=[MultiPartParser, StrictJSONParser],
+        parser_classes=[BoundedMultiPartParser, StrictJSONParser],
     )
     def import_run(self, request):
-        check_body_size(request, run_upload_max_bytes())
         try:
             fields, bundle = read_run_upload(request)
         except RowErrors as exc:
@@ -229,7 +239,7 @@ class RunViewSet(ReadOnly):
         spec = RunImportSerializer(data=fields)
         spec.is_valid(raise_exception=True)
         try:
-            result = store_run(run_spec(spec.validated_data), bundle, user=request.user)
+            result = store_run(run_spec(spec.validated_data, bundle), bundle, user=request.user)
         except RowErrors as exc:
             return Response(row_errors_reply(exc.errors, "upload"), status=status.HTTP_400_BAD_REQUEST)
         body = {

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.parsers import MultiPartParser
 from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
 from leaderboard.api.base import HardwareField, SlugField
-from leaderboard.api.common import check_body_size, submission_max_bytes
-from leaderboard.api.parsers import StrictJSONParser
+from leaderboard.api.common import submission_max_bytes
+from leaderboard.api.parsers import BoundedMultiPartParser, StrictJSONParser
 from leaderboard.api.permissions import CanSubmitKernel
 from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.ingest.submissions import SubmissionError, check_source, check_target, submit_kernel
@@ -59,7 +58,10 @@ class SubmissionResultSerializer(serializers.Serializer):
 class SubmissionView(APIView):
     permission_classes = [CanSubmitKernel]
     renderer_classes = [AsciiJSONRenderer, BrowsableAPIRenderer]
-    parser_classes = [StrictJSONParser, MultiPartParser]
+    parser_classes = [StrictJSONParser, BoundedMultiPartParser]
+
+    def body_max_bytes(self) -> int:
+        return submission_max_bytes()
 
     @extend_schema(
         summary="Submit one kernel for evaluation here",
@@ -73,7 +75,6 @@ class SubmissionView(APIView):
         },
     )
     def post(self, request):
-        check_body_size(request, submission_max_bytes())
         serializer = SubmissionSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

@@ -1,6 +1,8 @@
 """One write limit for the whole site: scope "writes", rate in
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], counted per user (per address when signed out) in the
 default cache, which is Redis when REDIS_URL is set, so every gunicorn worker shares the count.
+The address is the one a client cannot forge (leaderboard.ops.clients: REMOTE_ADDR, or the
+X-Forwarded-For entry written by the outermost of TRUSTED_PROXY_COUNT proxies).
 
 API views apply WriteRateThrottle (DRF's default throttle class); every other write (the problem
 page's submission form, review pages, the admin) goes through write_rate_middleware, which applies
@@ -16,6 +18,8 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.settings import api_settings
 from rest_framework.throttling import UserRateThrottle
 
+from leaderboard.ops.clients import client_address
+
 
 class WriteRateThrottle(UserRateThrottle):
     scope = "writes"
@@ -23,6 +27,11 @@ class WriteRateThrottle(UserRateThrottle):
     def get_rate(self) -> str | None:
         # Read the rate on each request (not once at import) so that settings overrides apply.
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+    def get_ident(self, request) -> str:
+        # DRF's own reads X-Forwarded-For whole unless NUM_PROXIES is set: a new value per request
+        # was a new allowance per request.
+        return client_address(request)
 
     def allow_request(self, request, view) -> bool:
         if request.method in SAFE_METHODS:

@@ -18,6 +18,8 @@ States (Evaluation.State) and who moves them:
   state DONE with that status. Only failures of our side (exception in the worker or the scoring
   library, job time limit, database or Redis trouble, worker killed) give the attempt up: it is
   queued again after EVAL_RETRY_BACKOFF_S x 2^(attempt-1), or failed after EVAL_MAX_ATTEMPTS.
+* When a queued evaluation may start is the row's `not_before` (a retry's backoff): a claim refuses
+  it earlier, and the sweep enqueues it once due. RQ's scheduler plays no part.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -37,7 +40,7 @@ from django.db.models import Case, F, IntegerField, Q, Subquery, When
 from django.utils import timezone
 
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for
-from leaderboard.models import Evaluation, Kernel
+from leaderboard.models import Evaluation, Kernel, Origin
 from leaderboard.reads import board_store
 
 log = logging.getLogger(__name__)
@@ -62,7 +65,7 @@ class Claim:
 
 def claim(evaluation_id: int, worker_name: str, job_id: str = "") -> Claim | None:
     """Atomically move a QUEUED evaluation to RUNNING for one new attempt; None if someone else has
-    it, it is finished, or its attempts are used up."""
+    it, it is finished, not due yet (`not_before`), or its attempts are used up."""
     now = timezone.now()
     fields: dict[str, Any] = dict(
         state=Evaluation.State.RUNNING,
@@ -70,16 +73,24 @@ def claim(evaluation_id: int, worker_name: str, job_id: str = "") -> Claim | Non
         worker_name=worker_name[:200],
         started_at=now,
         heartbeat_at=now,
+        not_before=None,
     )
     if job_id:
         fields["job_id"] = job_id[:64]
-    claimed = Evaluation.objects.filter(
-        pk=evaluation_id, state=Evaluation.State.QUEUED, attempts__lt=settings.EVAL_MAX_ATTEMPTS
-    ).update(**fields)
+    claimed = (
+        Evaluation.objects.filter(pk=evaluation_id, state=Evaluation.State.QUEUED, attempts__lt=settings.EVAL_MAX_ATTEMPTS)
+        .filter(due(now))
+        .update(**fields)
+    )
     if not claimed:
         return None
     attempt = Evaluation.objects.values_list("attempts", flat=True).get(pk=evaluation_id)
     return Claim(evaluation_id, attempt, worker_name)
+
+
+def due(now: datetime) -> Q:
+    """Queued evaluations that may start at `now`: no `not_before`, or one that has passed."""
+    return Q(not_before__isnull=True) | Q(not_before__lte=now)
 
 
 def _mine(c: Claim) -> Q:
@@ -205,8 +216,8 @@ def _stage_seconds(ev: Evaluation, data: dict[str, Any], worker_stages: dict[str
 
 def refresh_latest_evaluation(kernel_id: int) -> None:
     """Point the kernel at the evaluation rankings should use: the newest finished one on its run's
-    hardware (any hardware if none there yet). Newest by request time, so a slow old evaluation
-    finishing late does not hide a newer one."""
+    hardware (any hardware if none there yet), one measured here before any imported claim. Newest
+    by request time, so a slow old evaluation finishing late does not hide a newer one."""
     run_hardware = Kernel.objects.filter(pk=kernel_id).values("run__hardware_id")[:1]
     newest = (
         Evaluation.objects.filter(kernel_id=kernel_id, state=Evaluation.State.DONE)
@@ -215,7 +226,8 @@ def refresh_latest_evaluation(kernel_id: int) -> None:
                 When(hardware_id=Subquery(run_hardware), then=1), default=0, output_field=IntegerField()
             )
         )
-        .order_by("-on_run_hardware", "-queued_at", "-pk")
+        .annotate(measured=Case(When(origin=Origin.IMPORTED, then=0), default=1, output_field=IntegerField()))
+        .order_by("-on_run_hardware", "-measured", "-queued_at", "-pk")
         .values_list("pk", flat=True)
         .first()
     )
@@ -263,14 +275,19 @@ def _fail(ev: Evaluation, reason: str) -> None:
 
 
 def _requeue(ev: Evaluation, reason: str) -> None:
+    """Queue the next attempt after its backoff. The database holds when it may run (`not_before`);
+    the sweep enqueues it when due (a sweeper wakes for it), so it runs on time whatever happens to
+    Redis or to RQ's scheduler meanwhile. Without a backoff it is enqueued on commit."""
     delay = backoff_for(ev.attempts)
     ev.state = Evaluation.State.QUEUED
     ev.failure_reason = f"{reason}; retry in {delay} s"
     ev.job_id = job_id_for(ev.pk, ev.attempts + 1)
     ev.heartbeat_at = None
-    ev.save(update_fields=["state", "failure_reason", "job_id", "heartbeat_at"])
+    ev.not_before = timezone.now() + timedelta(seconds=delay) if delay > 0 else None
+    ev.save(update_fields=["state", "failure_reason", "job_id", "heartbeat_at", "not_before"])
     pk = ev.pk
-    transaction.on_commit(lambda: enqueue_evaluation(pk, delay_s=delay))
+    if delay <= 0:
+        transaction.on_commit(lambda: enqueue_evaluation(pk))
     log.warning("evaluation %s: %s", pk, ev.failure_reason)
 
 

@@ -78,14 +78,21 @@ def evaluation_function() -> Callable[..., Any]:
 
 def load_inputs(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
     """The problem's and the kernel's sources and the scoring options of an evaluation."""
-    ev = Evaluation.objects.select_related("kernel__problem__problem_set", "kernel__run", "hardware").get(pk=evaluation_id)
-    problem = ev.kernel.problem
+    ev = Evaluation.objects.select_related("kernel__problem", "kernel__run__rules", "hardware", "rules").get(
+        pk=evaluation_id
+    )
+    problem, run = ev.kernel.problem, ev.kernel.run
+    # The rules the evaluation was asked for (its run's when it was queued), as KernelBench applies
+    # them: one tolerance, as atol and rtol, for the run's precision; all trials must match.
+    rules = ev.rules or run.rules
+    tolerance = rules.tolerance(run.precision)
     options: dict[str, Any] = dict(
         device="cuda" if ev.hardware.kind == ev.hardware.Kind.GPU else "cpu",
         timeout_s=float(settings.EVAL_TIMEOUT_S),
-        atol=problem.problem_set.atol,
-        rtol=problem.problem_set.rtol,
-        precision=ev.kernel.run.precision,  # the run's setting (KernelBench's precision option)
+        atol=tolerance,
+        rtol=tolerance,
+        correctness_trials=rules.correctness_trials,
+        precision=run.precision,  # the run's setting (KernelBench's precision option)
         # The site's private files (database, secret key, uploads) are not even visible to kernels.
         hide_paths=(str(settings.VAR_DIR),),
         cpus=settings.EVAL_CPUS,
@@ -98,3 +105,6 @@ def load_inputs(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
     }
     options.update({key: int(value) for key, value in optional.items() if value is not None})
     return problem.source, ev.kernel.source, EvaluationConfig(**options)
+
+
+_load = load_inputs  # the name tests used before the builder needed it (leaderboard/evaluations/prebuild.py)

@@ -67,6 +67,8 @@ def progress(evaluation: Evaluation, position: int | None = None) -> Progress:
     if state == Evaluation.State.QUEUED:
         position = position if position is not None else queue_position(evaluation)
         retry = f", retry {evaluation.attempts + 1}" if evaluation.attempts else ""
+        if evaluation.not_before and evaluation.not_before > timezone.now():
+            retry += f" at {timezone.localtime(evaluation.not_before):%H:%M:%S}"
         return Progress(
             label=f"queued, {_ordinal(position or 1)} in line on {queue}{retry}", position=position, **common
         )

@@ -12,7 +12,6 @@ serialised, retried, or run by another worker on another host.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from functools import lru_cache
 
 import django_rq
@@ -35,12 +34,14 @@ JOB_FUNCTION = "leaderboard.evaluations.jobs.run_evaluation_job"
 
 
 def request_evaluation(kernel: Kernel, hardware: Hardware) -> Evaluation:
-    """Create a queued Evaluation of `kernel` on `hardware` and enqueue its job once the
-    surrounding transaction commits. Returns the evaluation (state QUEUED).
+    """Create a queued Evaluation of `kernel` on `hardware`, under its run's scoring rules, and
+    enqueue its job once the surrounding transaction commits. Returns the evaluation (state QUEUED).
 
     Earlier evaluations of the kernel are kept (history); the new one becomes the kernel's
     `latest_evaluation` when it finishes."""
-    evaluation = Evaluation.objects.create(kernel=kernel, hardware=hardware, state=Evaluation.State.QUEUED)
+    evaluation = Evaluation.objects.create(
+        kernel=kernel, hardware=hardware, rules_id=kernel.run.rules_id, state=Evaluation.State.QUEUED
+    )
     evaluation.job_id = job_id_for(evaluation.pk, 1)
     Evaluation.objects.filter(pk=evaluation.pk).update(job_id=evaluation.job_id)
     transaction.on_commit(lambda: enqueue_evaluation(evaluation.pk))
@@ -72,10 +73,11 @@ def eval_queue(name: str) -> Queue:
     return django_rq.get_queue(name, connection=redis_connection(), commit_mode="auto")
 
 
-def enqueue_evaluation(evaluation_id: int, delay_s: float = 0) -> bool:
-    """Put the evaluation's job (id in `Evaluation.job_id`) on its hardware's queue, after
-    `delay_s` seconds if given. Never raises for Redis trouble: it logs, returns False, and the
-    sweep picks the evaluation up later. Returns True when the job is in Redis."""
+def enqueue_evaluation(evaluation_id: int) -> bool:
+    """Put the evaluation's job (id in `Evaluation.job_id`) on its hardware's queue now, if it is
+    queued. (A retry waits in the database until its `not_before`, and the sweep enqueues it when
+    due; a job delivered early finds nothing to claim.) Never raises for Redis trouble: it logs,
+    returns False, and the sweep picks the evaluation up later. Returns True when the job is in Redis."""
     evaluation = (
         Evaluation.objects.select_related("hardware")
         .only("job_id", "state", "hardware__slug")
@@ -93,11 +95,7 @@ def enqueue_evaluation(evaluation_id: int, delay_s: float = 0) -> bool:
         description=f"evaluation {evaluation_id}",
     )
     try:
-        queue = eval_queue(queue_name)
-        if delay_s > 0:
-            queue.enqueue_in(timedelta(seconds=delay_s), JOB_FUNCTION, **options)
-        else:
-            queue.enqueue(JOB_FUNCTION, **options)
+        eval_queue(queue_name).enqueue(JOB_FUNCTION, **options)
     except Exception as exc:  # Redis down or unreachable: the database still holds the request.
         log.warning("could not enqueue evaluation %s on %s (%s); the sweep will retry", evaluation_id, queue_name, exc)
         return False

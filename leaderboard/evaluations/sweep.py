@@ -5,9 +5,13 @@ Phases of one sweep (sweep_evaluations):
 1. release abandoned attempts: a RUNNING row whose heartbeat is older than EVAL_STALE_AFTER_S, or
    that started more than the job time limit (+ EVAL_STALE_AFTER_S) ago, is given up (retried or
    failed; leaderboard.evaluations.attempts.give_up);
-2. re-enqueue lost jobs: a QUEUED row older than EVAL_QUEUED_GRACE_S whose job Redis no longer
-   holds in a state that will still run it (Redis restarted, flushed, or was down at submission)
-   is enqueued again.
+2. enqueue what is due and lost: a QUEUED row older than EVAL_QUEUED_GRACE_S whose `not_before`
+   has passed and whose job Redis does not hold in a state that will run it (a retry whose backoff
+   ended, Redis restarted, flushed, or down at submission) is enqueued.
+
+Retries wait in the database, not in RQ's scheduler: a sweeper sleeps at most until the next
+retry is due (run_sweeper), so a retry starts within EVAL_SWEEP_INTERVAL_S of its time (in practice
+within a second while a sweeper runs), whatever happened to RQ's scheduler or its lock.
 
 It runs every EVAL_SWEEP_INTERVAL_S in a child of every `evalworker` (or `manage.py
 sweep_evaluations --loop`), so a job whose worker died is noticed within EVAL_STALE_AFTER_S +
@@ -25,21 +29,25 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection
-from django.db.models import Q
+from django.db.models import Min, Q
 from django.utils import timezone
 from redis import Redis
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
-from leaderboard.evaluations.attempts import give_up
+from leaderboard.evaluations.attempts import due, give_up
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for, redis_connection
 from leaderboard.models import Evaluation
 
 log = logging.getLogger(__name__)
 
-# RQ job states in which Redis will still run the job.
-LIVE_JOB_STATUSES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
+# RQ job states in which Redis will still run the job. Not SCHEDULED: nothing here schedules jobs
+# any more, and a job left in RQ's scheduled registry (by an older release) may wait there for a
+# scheduler that never comes; the database says when it is due.
+LIVE_JOB_STATUSES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED}
 FETCH_CHUNK = 500
+# A sweeper woken for a retry sleeps this much past its time, so that the retry is due when it looks.
+RETRY_WAKE_SLACK_S = 0.05
 
 
 def dead_worker_bound_s() -> int:
@@ -89,12 +97,13 @@ def release_abandoned(now: datetime) -> int:
 
 
 def reenqueue_lost(now: datetime) -> tuple[int, bool]:
-    """Phase 2: enqueue again the QUEUED evaluations whose job Redis lost. Returns (how many were
-    re-enqueued, whether Redis answered)."""
+    """Phase 2: enqueue the due QUEUED evaluations whose job Redis does not hold (retries whose
+    backoff ended, jobs Redis lost). Returns (how many were enqueued, whether Redis answered)."""
     waiting = list(
         Evaluation.objects.filter(
             state=Evaluation.State.QUEUED, queued_at__lt=now - timedelta(seconds=settings.EVAL_QUEUED_GRACE_S)
         )
+        .filter(due(now))
         .values_list("pk", "job_id")
         .order_by("queued_at", "pk")
     )
@@ -151,16 +160,29 @@ def _fetch_job(job_id: str, conn: Redis) -> Job | None:
         return None
 
 
+def next_due_in(now: datetime) -> float | None:
+    """Seconds until the earliest queued evaluation waiting on its `not_before` is due; None if none."""
+    first = (
+        Evaluation.objects.filter(state=Evaluation.State.QUEUED, not_before__gt=now)
+        .aggregate(first=Min("not_before"))["first"]
+    )
+    return None if first is None else (first - now).total_seconds()
+
+
 def run_sweeper(interval_s: float, stop: threading.Event, after_each: Callable[[], None] | None = None) -> None:
-    """Sweep every `interval_s` seconds until `stop` is set."""
+    """Sweep every `interval_s` seconds until `stop` is set, and as soon as a retry is due."""
     while not stop.is_set():
+        wait = interval_s
         try:
             report = sweep_evaluations()
             if report.abandoned or report.reenqueued:
                 log.info("sweep: %s", report)
             if after_each:
                 after_each()
+            due_in = next_due_in(timezone.now())
+            if due_in is not None:
+                wait = min(wait, due_in + RETRY_WAKE_SLACK_S)
         except Exception:
             log.exception("sweep failed; trying again in %s s", interval_s)
             connection.close()
-        stop.wait(interval_s)
+        stop.wait(wait)

@@ -13,8 +13,9 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-from leaderboard.ingest.run_import import verify_run
+from leaderboard.ingest.run_import import rescore_run, verify_run
 from leaderboard.ingest.uploads import RowErrors, read_upload
+from problems.models import ScoringRules
 
 
 class CsvUploadForm(forms.Form):
@@ -77,8 +78,39 @@ def verify_runs(modeladmin, request, queryset) -> None:
     )
 
 
+class RescoreForm(forms.Form):
+    rules = forms.ModelChoiceField(ScoringRules.objects.all(), help_text="KernelBench's rules as one version defined them.")
+
+
+@admin.action(description="Re-score the selected runs under other rules (earlier verdicts kept)", permissions=["verify"])
+def rescore_runs(modeladmin, request, queryset):
+    """Asks which rules on an intermediate page, then queues every kernel of the runs under them."""
+    form = RescoreForm(request.POST if "rules" in request.POST else None)
+    if not form.is_valid():
+        context = {
+            **modeladmin.admin_site.each_context(request),
+            "opts": modeladmin.model._meta,
+            "title": "Re-score runs under other rules",
+            "form": form,
+            "runs": queryset.select_related("rules"),
+            "action": "rescore_runs",
+        }
+        return TemplateResponse(request, "admin/leaderboard/rescore_runs.html", context)
+    rules = form.cleaned_data["rules"]
+    total = waiting = 0
+    for run in queryset.select_related("hardware"):
+        queued, skipped = rescore_run(run, rules)
+        total += len(queued)
+        waiting += skipped
+    modeladmin.message_user(
+        request, f"Runs now scored under {rules.name}: queued {total} evaluations ({waiting} kernels already had one "
+        "waiting); earlier verdicts are kept.", messages.SUCCESS
+    )
+    return None
+
+
 class VerifyRunsMixin:
-    actions = [verify_runs]
+    actions = [verify_runs, rescore_runs]
 
     def has_verify_permission(self, request) -> bool:
         return request.user.has_perm("leaderboard.add_evaluation")

@@ -5,6 +5,12 @@ database (leaderboard/ingest/run_import.py does that and writes).
 A run folder holds one file per generated kernel, `level_<L>_problem_<P>_sample_<S>_kernel.py`, and
 optionally `eval_results.json`. Unsafe names, links, encrypted entries, too many entries, and
 anything that inflates past the caps are refused; every problem is reported at once (RowErrors).
+
+A zip's work is bounded by its own size (issue 19: 246 KB of zip inflated to 200 MB of kernels,
+all stored): the members together may inflate to at most RUN_MAX_ARCHIVE_RATIO times the archive's
+bytes (and never past RUN_UNCOMPRESSED_MAX_BYTES), checked from the central directory before any
+member is read and again, on the bytes actually read, while reading; and every member, however
+small, must compress by no more than RUN_MAX_COMPRESSION_RATIO.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from django.conf import settings
 
@@ -33,6 +39,11 @@ RESULTS_NAME = "eval_results.json"
 MEMBER_READ_ERRORS = (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError, zlib.error, ValueError)
 
 
+class InflatedBudget(NamedTuple):
+    bytes: int
+    limit: str  # the limit in words, for the error
+
+
 @dataclass(frozen=True)
 class Limits:
     """Caps on what one upload may hold (settings RUN_*_MAX_* and KERNEL_SOURCE_MAX_BYTES)."""
@@ -41,7 +52,8 @@ class Limits:
     results_bytes: int
     total_bytes: int
     entries: int
-    ratio: int
+    ratio: int  # one member's inflated size to its compressed size
+    archive_ratio: int  # all members' inflated sizes to the archive's size
 
     @classmethod
     def from_settings(cls) -> Limits:
@@ -51,7 +63,15 @@ class Limits:
             total_bytes=settings.RUN_UNCOMPRESSED_MAX_BYTES,
             entries=settings.RUN_MAX_ENTRIES,
             ratio=settings.RUN_MAX_COMPRESSION_RATIO,
+            archive_ratio=settings.RUN_MAX_ARCHIVE_RATIO,
         )
+
+    def inflated_budget(self, archive_bytes: int) -> InflatedBudget:
+        """How many bytes an archive of `archive_bytes` may inflate to, all members together."""
+        by_ratio = self.archive_ratio * archive_bytes
+        if by_ratio < self.total_bytes:
+            return InflatedBudget(by_ratio, f"{self.archive_ratio} times the archive's {archive_bytes} bytes")
+        return InflatedBudget(self.total_bytes, f"{self.total_bytes} bytes")
 
     def cap(self, base: str) -> int:
         """The size cap of one member, by its file name."""
@@ -167,24 +187,28 @@ def read_zip(fileobj: IO[bytes], limits: Limits | None = None) -> Bundle:
     3. _read_members: each selected entry, read up to its cap whatever the archive claims.
     """
     limits = limits or Limits.from_settings()
-    archive, infos = _open_zip(fileobj, limits)
+    archive, infos, budget = _open_zip(fileobj, limits)
     wanted, ignored = _select_members(infos, limits)
-    files, errors = _read_members(archive, wanted, limits)
+    files, errors = _read_members(archive, wanted, limits, budget)
     return _bundle(files, ignored, errors, limits)
 
 
-def _open_zip(fileobj: IO[bytes], limits: Limits) -> tuple[zipfile.ZipFile, list[zipfile.ZipInfo]]:
+def _open_zip(fileobj: IO[bytes], limits: Limits) -> tuple[zipfile.ZipFile, list[zipfile.ZipInfo], InflatedBudget]:
+    """The archive, its entries, and its inflated budget (bytes, and the limit in words)."""
     try:
+        archive_bytes = fileobj.seek(0, os.SEEK_END)
+        fileobj.seek(0)
         archive = zipfile.ZipFile(fileobj)
         infos = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError):
         raise RowErrors(["the file is not a readable zip archive"]) from None
     if len(infos) > limits.entries:
         raise RowErrors([f"the archive has {len(infos)} entries; the limit is {limits.entries}"])
+    budget = limits.inflated_budget(archive_bytes)
     declared = sum(info.file_size for info in infos)
-    if declared > limits.total_bytes:
-        raise RowErrors([f"the archive inflates to {declared} bytes; the limit is {limits.total_bytes}"])
-    return archive, infos
+    if declared > budget.bytes:
+        raise RowErrors([f"the archive inflates to {declared} bytes; the limit is {budget.limit}"])
+    return archive, infos, budget
 
 
 def _refusal(info: zipfile.ZipInfo, limits: Limits) -> str | None:
@@ -196,8 +220,9 @@ def _refusal(info: zipfile.ZipInfo, limits: Limits) -> str | None:
         return f"{info.filename}: is a symbolic link"
     if info.flag_bits & 0x1:
         return f"{info.filename}: is encrypted"
-    if info.file_size > 1_000_000 and info.file_size > limits.ratio * max(info.compress_size, 1):
-        return f"{info.filename}: compression ratio above {limits.ratio}:1 (a zip bomb?)"
+    # Every member, however small: the issue's members were 999 KB each, just under a 1 MB floor.
+    if info.file_size > limits.ratio * max(info.compress_size, 1):
+        return f"{info.filename}: compression ratio above {limits.ratio}:1, the limit (a zip bomb?)"
     return None
 
 
@@ -228,10 +253,11 @@ def _select_members(infos: list[zipfile.ZipInfo], limits: Limits) -> tuple[list[
 
 
 def _read_members(
-    archive: zipfile.ZipFile, wanted: list[zipfile.ZipInfo], limits: Limits
+    archive: zipfile.ZipFile, wanted: list[zipfile.ZipInfo], limits: Limits, budget: InflatedBudget
 ) -> tuple[dict[str, str], list[str]]:
     """The text of every wanted entry by base name (kernels, eval_results.json,
-    generation_config.yaml), with the errors of those that could not be read."""
+    generation_config.yaml), with the errors of those that could not be read. The bytes read count
+    against the inflated budget whatever the directory declared."""
     files: dict[str, str] = {}
     errors: list[str] = []
     total = 0
@@ -248,8 +274,8 @@ def _read_members(
             errors.append(f"{info.filename}: larger than {cap} bytes")
             continue
         total += len(data)
-        if total > limits.total_bytes:
-            raise RowErrors([f"the archive inflates past {limits.total_bytes} bytes"])
+        if total > budget.bytes:
+            raise RowErrors([f"the archive inflates past {budget.bytes} bytes; the limit is {budget.limit}"])
         _decode_into(files, base, data, info.filename, errors)
     return files, errors
 

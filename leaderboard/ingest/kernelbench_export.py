@@ -153,6 +153,8 @@ def generation_config(run: Run, level: int | None) -> str:
         "precision": str(run.precision),
         "hardware": run.hardware.slug,
         "problem_set": run.problem_set.slug,
+        # Which verdicts these are: KernelBench's rules of one version (tolerance, trials).
+        "scoring_rules": run.rules.as_dict(),
     }
     return yaml.safe_dump(config, sort_keys=False)
 

@@ -17,6 +17,13 @@ otherwise: such kernels count as correct-but-unscored on the leaderboard until v
 
 Everything is validated before anything is written; one transaction writes it all; importing the
 same run twice changes nothing.
+
+A stored kernel's source never changes (Kernel refuses it, on save and in bulk). An upload whose
+kernel for some (problem, sample) differs from the stored run's is therefore stored as a **new
+run**, a revision named "<name> (revision N)", with its own kernels and imported results; the stored
+run keeps its kernels, evaluations, verdicts and board place. A result that changes for an unchanged
+kernel is a new imported evaluation (the old one stays in the history, and a verdict given before it
+no longer covers it); it becomes the kernel's latest only in place of an imported one.
 """
 
 from __future__ import annotations
@@ -25,10 +32,11 @@ import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from leaderboard.evaluations.queue import request_evaluation
@@ -45,14 +53,14 @@ from leaderboard.ingest.reported_scores import match_lab, match_model
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import Evaluation, Kernel, Origin, Precision, Run, guess_backend
 from leaderboard.reads import board_store
-from problems.importing import CREATED, DIGITS, UNCHANGED, UPDATED, ImportReport, checked_int, upsert, whole_number
-from problems.models import Baseline, Hardware, Problem, ProblemSet, source_sha256
+from problems.importing import CREATED, DIGITS, UNCHANGED, UPDATED, ImportReport, checked_int, whole_number
+from problems.models import Baseline, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
 
 # The archive readers are part of this module's interface for its callers (API, command).
 __all__ = [
     "RunImport",
     "RunSpec",
-    "default_problem_set",
+    "choose_problem_set",
     "from_files",
     "read_folder",
     "read_json_upload",
@@ -62,13 +70,15 @@ __all__ = [
 ]
 
 LEVEL_PROBLEM_KEY = re.compile(r"^level_(\d+)_problem_(\d+)$", re.ASCII)
+# The name suffix of a run's revision: an upload that changes a stored kernel's source.
+REVISION = re.compile(r" \(revision (\d{1,6})\)", re.ASCII)
 # KernelBench writes this runtime for a kernel it could not time.
 NO_RUNTIME = -1
 MAX_RUNTIME_MS = 1e9
 # Rows per bulk INSERT/UPDATE (SQLite lowers it further to its 999 parameters per query).
 BATCH_SIZE = 500
 # What a re-import reads of the run's stored kernels and compares or links.
-_KERNEL_READ = ("pk", "run_id", "problem_id", "sample_index", "source", "backend", "latest_evaluation_id")
+_KERNEL_READ = ("pk", "run_id", "problem_id", "sample_index", "latest_evaluation_id")
 _EVALUATION_VALUES = (
     "state", "status", "compiled", "correct", "kernel_ms", "reference_ms", "speedup", "kernel_timing", "notes",
 )  # fmt: skip
@@ -230,14 +240,27 @@ class RunImport:
     warnings: list[str]
 
 
-def default_problem_set() -> ProblemSet:
-    """The only problem set, when no slug is given; RowErrors when there is none or several."""
-    try:
-        return ProblemSet.objects.sole()
-    except ProblemSet.DoesNotExist:
-        raise RowErrors(["give problem_set: none exists yet"]) from None
-    except ProblemSet.MultipleObjectsReturned:
-        raise RowErrors(["give problem_set: there is more than one"]) from None
+def choose_problem_set(named: str | None, kernels: list[KernelFile]) -> ProblemSet:
+    """The set a run is imported into: the one `named` (slug or name, case-insensitively), else
+    the only set there is, else the only set that holds every problem the kernel files name.
+    RowErrors listing the candidate sets (with their slugs) otherwise."""
+    sets = ProblemSet.objects.all()
+    if named:
+        problem_set = sets.resolve(named)
+        if problem_set is None:
+            raise RowErrors([f"problem_set: no problem set {named[:120]!r}; the sets: {sets.listing()}"])
+        return problem_set
+    every = list(sets[:2])
+    if len(every) == 1:
+        return every[0]
+    if not every:
+        raise RowErrors(["give problem_set: none exists yet (import_problems first)"])
+    holding = sets.holding({(kernel.level, kernel.problem) for kernel in kernels})
+    if len(holding) == 1:
+        return holding[0]
+    candidates = ", ".join(f"{s.slug} ({s.name})" for s in holding) if holding else sets.listing()
+    why = "more than one set holds" if holding else "no one set holds"
+    raise RowErrors([f"give problem_set: {why} every problem of these kernels; the candidates: {candidates}"])
 
 
 def _status(result: Result) -> str:
@@ -264,6 +287,8 @@ class _Plan:
     baselines: dict[int, float]  # problem id -> eager baseline mean (ms) on the run's hardware
     user: Any = None
     unscored: int = 0
+    hashes: dict[Key, str] = field(default_factory=dict)  # each kernel file's source sha256
+    notes: list[str] = field(default_factory=list)  # warnings found while writing
 
 
 def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], None] | None = None) -> RunImport:
@@ -282,18 +307,20 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
     problems, seen = _check_kernels(spec, bundle.kernels)
     warnings = _result_warnings(results, seen, bundle.results is not None)
     plan = _Plan(spec, bundle.kernels, problems, results, _eager_baselines(spec), user)
+    plan.hashes = {(k.level, k.problem, k.sample): source_sha256(k.source) for k in bundle.kernels}
     kernel_report, evaluation_report = ImportReport(), ImportReport()
     with transaction.atomic():
         run = _store_run_row(plan)
         if write and len(plan.kernels) >= 20:
             write(f"  writing {len(plan.kernels)} kernels and {len(results)} results")
-        stored, updated = _store_kernels(plan, run, kernel_report)
+        stored = _store_kernels(plan, run, kernel_report)
         evaluations = _store_evaluations(plan, run, stored, evaluation_report)
-        linked = _link_latest(stored, evaluations)
-        if updated:  # what the kernel's post_save signal does for a changed kernel
-            board_store.refresh_kernel_states([kernel.pk for kernel in updated])
+        linked, relinked = _link_latest(stored, evaluations)
+        if relinked:  # what the evaluation's post_save signal does for a kernel's new latest
+            board_store.refresh_kernel_states(relinked)
         if kernel_report.changed or evaluation_report.changed or linked:
             board_store.mark_runs([run.pk])
+    warnings.extend(plan.notes)
     if plan.unscored:
         warnings.append(
             f"{plan.unscored} correct kernel(s) have no speedup: no eager baseline for their problem on "
@@ -342,64 +369,119 @@ def _eager_baselines(spec: RunSpec) -> dict[int, float]:
 
 
 def _store_run_row(plan: _Plan) -> Run:
+    """The run this upload goes into: the first stored run of the same description (revisions
+    included) whose kernels agree with the upload's sources, else a new run. A stored kernel's
+    source never changes, so an upload that changes a source becomes a new revision of the run
+    (named "<name> (revision N)"), and the stored run keeps its kernels, evaluations and verdicts."""
     spec = plan.spec
-    model = match_model(spec.model, match_lab(spec.organization))
-    run, outcome = upsert(
-        Run,
-        {
-            "model": model,
-            "problem_set": spec.problem_set,
-            "hardware": spec.hardware,
-            "setting": spec.setting,
-            "name": spec.name,
-            "precision": spec.precision,
-            "origin": Origin.IMPORTED,
-        },
-        {
-            "samples_per_problem": max(spec.samples or 1, max(kernel.sample for kernel in plan.kernels) + 1),
-            "notes": spec.notes,
-        },
-    )
-    if outcome == CREATED and plan.user is not None:
-        Run.objects.filter(pk=run.pk).update(created_by=plan.user)
+    identity = {
+        "model": match_model(spec.model, match_lab(spec.organization)),
+        "problem_set": spec.problem_set,
+        "hardware": spec.hardware,
+        "setting": spec.setting,
+        "precision": spec.precision,
+        "origin": Origin.IMPORTED,
+    }
+    values = {
+        "samples_per_problem": max(spec.samples or 1, max(kernel.sample for kernel in plan.kernels) + 1),
+        "notes": spec.notes,
+    }
+    revisions = _revisions(identity, spec.name)
+    conflicts = _source_conflicts(plan, revisions)
+    run = next((run for run in revisions if run.pk not in conflicts), None)
+    if run is None:
+        run = Run.objects.create(**identity, **values, name=_revision_name(spec.name, revisions), created_by=plan.user)
+        if revisions:
+            plan.notes.append(_revision_warning(run, revisions[0], conflicts[revisions[0].pk]))
+        return run
+    changed = _differs(run, values)
+    if changed:
+        for name in changed:
+            setattr(run, name, values[name])
+        run.save(update_fields=changed)
     return run
 
 
-def _changed(row: Any, values: dict) -> str:
-    """Set `values` on a stored row; UPDATED when one differed, else UNCHANGED (as upsert says)."""
-    changed = [name for name, value in values.items() if getattr(row, name) != value]
-    for name in changed:
-        setattr(row, name, values[name])
-    return UPDATED if changed else UNCHANGED
+def _revisions(identity: dict, name: str) -> list[Run]:
+    """The stored runs of this description: the one named `name` and its revisions, oldest first."""
+    runs = Run.objects.filter(Q(name=name) | Q(name__startswith=f"{name} (revision "), **identity)
+    return [run for run in runs.order_by("pk") if _revision_number(run.name, name) is not None]
 
 
-def _store_kernels(plan: _Plan, run: Run, report: ImportReport) -> tuple[list[tuple[Key, Kernel]], list[Kernel]]:
-    """Create or update the run's kernels in bulk. Returns every kernel by key (in key order)
-    and the updated ones. The source hash is computed here, as Kernel.save would."""
+def _revision_number(stored: str, name: str) -> int | None:
+    if stored == name:
+        return 1
+    match = REVISION.fullmatch(stored[len(name) :]) if stored.startswith(name) else None
+    return int(match.group(1)) if match else None
+
+
+def _revision_name(name: str, revisions: list[Run]) -> str:
+    if not revisions:
+        return name
+    number = max(_revision_number(run.name, name) or 1 for run in revisions) + 1
+    suffix = f" (revision {number})"
+    return name[: Run._meta.get_field("name").max_length - len(suffix)] + suffix
+
+
+def _source_conflicts(plan: _Plan, runs: list[Run]) -> dict[int, list[Kernel]]:
+    """Per run, its stored kernels whose source differs from the upload's for the same sample."""
+    if not runs:
+        return {}
+    wanted = {
+        (plan.problems[(level, number)].pk, sample): digest for (level, number, sample), digest in plan.hashes.items()
+    }
+    conflicts: dict[int, list[Kernel]] = {}
+    stored = Kernel.objects.filter(run__in=runs).order_by("pk")
+    for kernel in stored.only("pk", "run_id", "problem_id", "sample_index", "source_hash"):
+        theirs = wanted.get((kernel.problem_id, kernel.sample_index))
+        if theirs is not None and theirs != kernel.source_hash:
+            conflicts.setdefault(kernel.run_id, []).append(kernel)
+    return conflicts
+
+
+def _revision_warning(run: Run, stored: Run, changed: list[Kernel]) -> str:
+    first = changed[0]
+    return (
+        f"{len(changed)} kernel(s) differ from those stored in run {stored.pk} (e.g. kernel {first.pk}, problem "
+        f"{first.problem_id} sample {first.sample_index}); a stored kernel's source never changes, so this "
+        f"upload is a new run, {run.pk} {run.name!r}, and run {stored.pk} keeps its kernels and evaluations"
+    )
+
+
+def _differs(row: Any, values: dict) -> list[str]:
+    """The names of `values` that differ from the stored row's."""
+    return [name for name, value in values.items() if getattr(row, name) != value]
+
+
+def _store_kernels(plan: _Plan, run: Run, report: ImportReport) -> list[tuple[Key, Kernel]]:
+    """Create the run's new kernels in bulk; a stored one is left as it is (_store_run_row chose
+    a run whose stored sources agree with the upload). Returns every kernel by key, in key order.
+    The source hash is computed here, as Kernel.save would."""
     existing = {
         (kernel.problem_id, kernel.sample_index): kernel
         for kernel in Kernel.objects.filter(run=run).order_by().only(*_KERNEL_READ)
     }
-    stored, created, updated = [], [], []
+    stored, created = [], []
     for file in sorted(plan.kernels, key=lambda k: (k.level, k.problem, k.sample)):
         problem = plan.problems[(file.level, file.problem)]
-        values = {"source": file.source, "backend": guess_backend(file.source)}
         kernel = existing.get((problem.pk, file.sample))
         if kernel is None:
-            kernel = Kernel(run=run, problem=problem, sample_index=file.sample, submitted_by=plan.user, **values)
+            kernel = Kernel(
+                run=run,
+                problem=problem,
+                sample_index=file.sample,
+                submitted_by=plan.user,
+                source=file.source,
+                source_hash=plan.hashes[(file.level, file.problem, file.sample)],
+                backend=guess_backend(file.source),
+            )
             created.append(kernel)
-            outcome = CREATED
+            report.add(CREATED)
         else:
-            outcome = _changed(kernel, values)
-            if outcome == UPDATED:
-                updated.append(kernel)
-        if outcome != UNCHANGED:
-            kernel.source_hash = source_sha256(kernel.source)
-        report.add(outcome)
+            report.add(UNCHANGED)
         stored.append(((file.level, file.problem, file.sample), kernel))
     Kernel.objects.bulk_create(created, batch_size=BATCH_SIZE)
-    Kernel.objects.bulk_update(updated, ["source", "source_hash", "backend"], batch_size=BATCH_SIZE)
-    return stored, updated
+    return stored
 
 
 def _evaluation_values(plan: _Plan, problem_id: int, result: Result) -> dict:
@@ -428,48 +510,56 @@ def _evaluation_values(plan: _Plan, problem_id: int, result: Result) -> dict:
 
 def _store_evaluations(
     plan: _Plan, run: Run, stored: list[tuple[Key, Kernel]], report: ImportReport
-) -> dict[int, Evaluation]:
-    """Create or update the imported evaluation of each kernel with a result, in bulk; returns
-    them by kernel id. A kernel's imported evaluation on this hardware is its newest one."""
+) -> dict[int, tuple[Evaluation, int | None]]:
+    """Create the imported evaluation of each kernel with a result, in bulk. A stored evaluation is
+    never rewritten: a result that differs from the kernel's newest imported one is a new
+    evaluation (counted as updated), and the old one stays in the history. Returns, by kernel id,
+    the kernel's imported evaluation and the id of the one it supersedes (None if none)."""
     hardware = plan.spec.hardware
     existing: dict[int, Evaluation] = {}
     imported = Evaluation.objects.filter(kernel__run=run, hardware=hardware, origin=Origin.IMPORTED)
     for evaluation in imported.order_by("-queued_at", "-pk"):
         existing.setdefault(evaluation.kernel_id, evaluation)
-    evaluations, created, updated = {}, [], []
+    evaluations: dict[int, tuple[Evaluation, int | None]] = {}
+    created = []
     now = timezone.now()
     for key, kernel in stored:
         result = plan.results.get(key)
         if result is None:
             continue
         values = _evaluation_values(plan, kernel.problem_id, result)
-        evaluation = existing.get(kernel.pk)
-        if evaluation is None:
-            evaluation = Evaluation(kernel=kernel, hardware=hardware, origin=Origin.IMPORTED, finished_at=now, **values)
-            created.append(evaluation)
-            report.add(CREATED)
-        else:
-            outcome = _changed(evaluation, values)
-            report.add(outcome)
-            if outcome == UPDATED:
-                updated.append(evaluation)
-        evaluations[kernel.pk] = evaluation
+        previous = existing.get(kernel.pk)
+        if previous is not None and not _differs(previous, values):
+            report.add(UNCHANGED)
+            evaluations[kernel.pk] = (previous, None)
+            continue
+        evaluation = Evaluation(kernel=kernel, hardware=hardware, origin=Origin.IMPORTED, finished_at=now, **values)
+        created.append(evaluation)
+        report.add(CREATED if previous is None else UPDATED)
+        evaluations[kernel.pk] = (evaluation, previous.pk if previous else None)
     Evaluation.objects.bulk_create(created, batch_size=BATCH_SIZE)
-    Evaluation.objects.bulk_update(updated, _EVALUATION_VALUES, batch_size=BATCH_SIZE)
     return evaluations
 
 
-def _link_latest(stored: list[tuple[Key, Kernel]], evaluations: dict[int, Evaluation]) -> int:
-    """Make the imported evaluation the latest of each kernel that has none yet, in one bulk
-    update; how many were linked."""
-    linked = []
+def _link_latest(
+    stored: list[tuple[Key, Kernel]], evaluations: dict[int, tuple[Evaluation, int | None]]
+) -> tuple[int, list[int]]:
+    """Make the imported evaluation the latest of each kernel that has none yet, or whose latest
+    is the imported one it supersedes (an evaluation measured here stays the latest), in one bulk
+    update. Returns how many were linked and the ids of those whose latest was another one."""
+    linked, relinked = [], []
     for _, kernel in stored:
-        evaluation = evaluations.get(kernel.pk)
-        if kernel.latest_evaluation_id is None and evaluation is not None:
-            kernel.latest_evaluation = evaluation
-            linked.append(kernel)
+        evaluation, superseded = evaluations.get(kernel.pk, (None, None))
+        if evaluation is None or kernel.latest_evaluation_id == evaluation.pk:
+            continue
+        if kernel.latest_evaluation_id is not None and kernel.latest_evaluation_id == superseded:
+            relinked.append(kernel.pk)
+        elif kernel.latest_evaluation_id is not None:
+            continue
+        kernel.latest_evaluation = evaluation
+        linked.append(kernel)
     Kernel.objects.bulk_update(linked, ["latest_evaluation"], batch_size=BATCH_SIZE)
-    return len(linked)
+    return len(linked), relinked
 
 
 @transaction.atomic
@@ -486,3 +576,13 @@ def verify_run(run: Run) -> tuple[list[Evaluation], int]:
             continue
         queued.append(request_evaluation(kernel, run.hardware))
     return queued, skipped
+
+
+@transaction.atomic
+def rescore_run(run: Run, rules: ScoringRules) -> tuple[list[Evaluation], int]:
+    """Score `run` again under `rules`: the run records them and every kernel is queued for a new
+    evaluation under them (verify_run's skips apply). Earlier evaluations and their verdicts stay as
+    history; each kernel's place on the boards moves to the new rules as its evaluation finishes."""
+    Run.objects.filter(pk=run.pk).update(rules=rules)
+    run.rules = rules
+    return verify_run(run)

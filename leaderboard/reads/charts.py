@@ -27,6 +27,11 @@ DEMO_COLOUR = "#9a9a9a"
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 
 
+# Colour names for captions that describe marks (marks_caption): every colour a figure's marks use
+# in such a chart must be named here.
+COLOUR_NAMES = {MEASURED_COLOUR: "red", DEMO_COLOUR: "grey", REPORTED_COLOUR: "blue"}
+
+
 def label(text: object) -> str:
     """User text made inert for plotly's pseudo-HTML labels."""
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -241,8 +246,8 @@ def scores_over_time(
 
 
 def launch_timeline(posts: Iterable[LaunchPost]) -> Figure | None:
-    """Launch posts per lab over time: posts that list KernelBench tall and coloured, the
-    others short and grey."""
+    """Launch posts per lab over time: posts that list KernelBench tall and red, the others
+    short and grey (the caption, marks_caption, is read from these traces)."""
     posts = list(posts)
     if not posts:
         return None
@@ -251,17 +256,20 @@ def launch_timeline(posts: Iterable[LaunchPost]) -> Figure | None:
         chosen = [p for p in posts if p.lists_kernelbench == lists]
         if not chosen:
             continue
+        colour = MEASURED_COLOUR if lists else DEMO_COLOUR
         traces.append(
             {
                 "type": "scatter",
                 "mode": "markers",
-                "name": "lists KernelBench" if lists else "does not list KernelBench",
+                "name": "posts that list KernelBench" if lists else "posts that do not",
                 "x": [p.published_on.isoformat() for p in chosen],
                 "y": [label(p.lab.name) for p in chosen],
+                # An open symbol is stroked in marker.color (plotly ignores marker.line.color for it).
                 "marker": {
                     "symbol": "line-ns-open",
                     "size": 34 if lists else 12,
-                    "line": {"width": 4 if lists else 2, "color": MEASURED_COLOUR if lists else DEMO_COLOUR},
+                    "color": colour,
+                    "line": {"width": 4 if lists else 2, "color": colour},
                 },
                 "hovertext": [
                     label(
@@ -286,6 +294,25 @@ def launch_timeline(posts: Iterable[LaunchPost]) -> Figure | None:
             ),
         }
     )
+
+
+def marks_caption(figure: Figure | None) -> str:
+    """What each trace's marks look like, read from the figure itself ("Tall red marks: posts that
+    list KernelBench; short grey marks: posts that do not."): the colour each mark is drawn in
+    (marker.color), and tall or short only where the traces' mark sizes differ. A colour without a
+    name in COLOUR_NAMES is left out rather than guessed."""
+    if not figure:
+        return ""
+    markers = [(trace.get("marker") or {}, trace.get("name", "")) for trace in figure["data"]]
+    sizes = {marker.get("size") for marker, _ in markers}
+    tallest = max((size for size in sizes if size is not None), default=None)
+    parts = []
+    for marker, name in markers:
+        height = ("tall" if marker.get("size") == tallest else "short") if len(sizes) > 1 else ""
+        colour = COLOUR_NAMES.get(str(marker.get("color", "")).lower(), "")
+        parts.append(" ".join(word for word in (height, colour, "marks") if word) + f": {name}")
+    text = "; ".join(parts)
+    return text[:1].upper() + text[1:] + "." if text else ""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ source it is given (`&`, `<`, `>`, `"`, `'`) and adds nothing but its own span t
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
 from django.utils.safestring import SafeString, mark_safe
@@ -15,8 +14,13 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+from leaderboard.reads.line_diff import Opcode, diff_lines, grouped
+
 # Beyond this many lines a diff is not worth computing for a page (sources are capped at 1 MB).
 MAX_DIFF_LINES = 4000
+# The work one diff may cost (line_diff's steps; about 0.1 s of CPU here). Pages are public, so a
+# pair of sources too different to align within it is shown side by side instead, unaligned.
+MAX_DIFF_STEPS = 500_000
 CONTEXT_LINES = 3
 
 
@@ -55,6 +59,7 @@ class Diff:
     added: int
     removed: int
     too_large: bool = False
+    too_different: bool = False  # over MAX_DIFF_STEPS: the rows hold both sources, unaligned
 
     @property
     def identical(self) -> bool:
@@ -63,15 +68,26 @@ class Diff:
 
 def compute_diff(left: str, right: str, left_label: str, right_label: str) -> Diff:
     """Line diff of `left` -> `right`, both as side-by-side rows and unified lines, with
-    CONTEXT_LINES of context around each change."""
+    CONTEXT_LINES of context around each change. Costs at most MAX_DIFF_STEPS of line_diff's work
+    on top of the linear reading and rendering of at most MAX_DIFF_LINES lines a side."""
     a, b = left.splitlines(), right.splitlines()
     if len(a) > MAX_DIFF_LINES or len(b) > MAX_DIFF_LINES:
         return Diff(left_label, right_label, [], [], 0, 0, too_large=True)
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    opcodes = diff_lines(a, b, MAX_DIFF_STEPS).opcodes
+    if opcodes is None:
+        rows, lines = _rows(a, b, [[("replace", 0, len(a), 0, len(b))]])
+        return Diff(left_label, right_label, rows, lines, len(b), len(a), too_different=True)
+    rows, lines = _rows(a, b, grouped(opcodes, CONTEXT_LINES))
+    added = sum(j2 - j1 for tag, _i1, _i2, j1, j2 in opcodes if tag != "equal")
+    removed = sum(i2 - i1 for tag, i1, i2, _j1, _j2 in opcodes if tag != "equal")
+    return Diff(left_label, right_label, rows, lines, added, removed)
+
+
+def _rows(a: list[str], b: list[str], groups: list[list[Opcode]]) -> tuple[list[SideBySideRow], list[UnifiedLine]]:
+    """The side-by-side rows and unified lines of hunks of opcodes."""
     rows: list[SideBySideRow] = []
     lines: list[UnifiedLine] = []
-    added = removed = 0
-    for group in matcher.get_grouped_opcodes(CONTEXT_LINES):
+    for group in groups:
         first, last = group[0], group[-1]
         if rows:
             rows.append(SideBySideRow("skip", None, "", None, ""))
@@ -87,8 +103,6 @@ def compute_diff(left: str, right: str, left_label: str, right_label: str) -> Di
                     rows.append(SideBySideRow("equal", i + 1, a[i], j + 1, b[j]))
                     lines.append(UnifiedLine("equal", i + 1, j + 1, a[i]))
                 continue
-            removed += i2 - i1
-            added += j2 - j1
             for offset in range(max(i2 - i1, j2 - j1)):
                 i, j = i1 + offset, j1 + offset
                 left_here, right_here = i < i2, j < j2
@@ -104,4 +118,4 @@ def compute_diff(left: str, right: str, left_label: str, right_label: str) -> Di
                 )
             lines.extend(UnifiedLine("delete", i + 1, None, a[i]) for i in range(i1, i2))
             lines.extend(UnifiedLine("insert", None, j + 1, b[j]) for j in range(j1, j2))
-    return Diff(left_label, right_label, rows, lines, added, removed)
+    return rows, lines

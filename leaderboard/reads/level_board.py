@@ -9,16 +9,17 @@ from dataclasses import dataclass
 
 from django.http import QueryDict
 
+from evaluation.metrics import fast_p_key
 from leaderboard.models import Origin, Precision
 from leaderboard.reads import queries
 from leaderboard.reads.scoring import RULE_SAMPLE0, RULES
 from leaderboard.reads.standings import StandingRow, level_standings
-from problems.models import LEVELS, Hardware, ProblemSet
+from problems.models import LEVELS, Hardware, ProblemSet, named_by
 
 LEVEL_SLUGS = ("all", *(str(level) for level in LEVELS))  # what /levels/<level>/ accepts
-DEFAULT_PICKED_P = 1.2
+# KernelBench's headline, fast_1: the p field's default, the board's first number and its order.
+DEFAULT_PICKED_P = 1.0
 MAX_P = 1000.0
-DEFAULT_SORT = "fast_1"  # ranked by fast_1 unless the visitor sorts by another column
 
 
 def parse_p(text: str | None) -> tuple[float | None, str]:
@@ -85,7 +86,7 @@ class LevelBoard:
                 precision=self.precision,
                 rule=self.rule,
             )
-        return queries.sort_rows(rows, self.sort, self.descending)
+        return queries.sort_rows(rows, self.sort, self.descending, interval_p=self.p)
 
 
 def read_level_board(level: str, params: QueryDict) -> LevelBoard:
@@ -93,7 +94,7 @@ def read_level_board(level: str, params: QueryDict) -> LevelBoard:
     set shown first, any hardware, any origin)."""
     p, p_error = parse_p(params.get("p"))
     problem_sets = queries.problem_sets_with_counts()
-    problem_set = next((s for s in problem_sets if s.slug == params.get("set")), None)
+    problem_set = named_by(problem_sets, params.get("set", ""), ProblemSet.SLUG_LENGTH)
     if problem_set is None:
         featured = queries.featured_problem_set()
         problem_set = next((s for s in problem_sets if featured and s.pk == featured.pk), None)
@@ -105,12 +106,13 @@ def read_level_board(level: str, params: QueryDict) -> LevelBoard:
         problem_sets=problem_sets,
         problem_set=problem_set,
         hardware_list=hardware_list,
-        hardware=next((h for h in hardware_list if h.slug == params.get("hardware")), None),
+        hardware=named_by(hardware_list, params.get("hardware", ""), Hardware.SLUG_LENGTH),
         setting=params.get("setting") or None,
         origin=params.get("origin") if params.get("origin") in Origin.values else None,
         precision=params.get("precision") if params.get("precision") in Precision.values else None,
         include_excluded=params.get("exclusions") == "include",
         rule=params.get("rule") if params.get("rule") in RULES else RULE_SAMPLE0,
-        sort=params.get("sort") or DEFAULT_SORT,
+        # Ranked by the picked p's fast_p (the headline column) unless the visitor sorts by another.
+        sort=params.get("sort") or fast_p_key(DEFAULT_PICKED_P if p is None else p),
         descending=params.get("dir", "desc") != "asc",
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
@@ -40,8 +41,16 @@ def problem_sets_with_counts() -> list[ProblemSet]:
 
 
 def featured_problem_set() -> ProblemSet | None:
-    """The set with the most runs (ties by name): what the leaderboard shows first."""
-    return ProblemSet.objects.annotate(n_runs=Count("runs")).order_by("-n_runs", "name").first()
+    """What the boards open on: the set FEATURED_PROBLEM_SET names (slug or name), else the set with
+    the most measured or imported runs, so that the demo's set never hides a real one; with no
+    such run anywhere, the set with the most runs (ties by name)."""
+    if settings.FEATURED_PROBLEM_SET:
+        named = ProblemSet.objects.resolve(settings.FEATURED_PROBLEM_SET)
+        if named is not None:
+            return named
+    real = Count("runs", filter=Q(runs__origin__in=(Origin.MEASURED, Origin.IMPORTED), runs__is_demo=False))
+    ranked = ProblemSet.objects.annotate(n_real=real, n_runs=Count("runs"))
+    return ranked.order_by("-n_real", "-n_runs", "name").first()
 
 
 def run_settings() -> list[str]:
@@ -169,10 +178,13 @@ SORT_KEYS = {
 }
 
 
-def sort_rows(rows: list[StandingRow], sort: str, descending: bool) -> list[StandingRow]:
+def sort_rows(
+    rows: list[StandingRow], sort: str, descending: bool, interval_p: float | None = None
+) -> list[StandingRow]:
     """Rows sorted by a column: one of SORT_KEYS, or 'fast_<p>' (a key of the summary). Each row's
-    interval is that of the sorted fast_p (fast_1 for other columns); ties only mean something
-    in a fast_p order, so only there are rows marked tied with the row above."""
+    interval is that of fast_p at `interval_p` (the level page's picked p, whose column leads the
+    board), else of the sorted fast_p (fast_1 for other columns); ties only mean something in the
+    order of that same fast_p, so only there are rows marked tied with the row above."""
     p = _p_of(sort)
     if sort in SORT_KEYS:
         key = SORT_KEYS[sort]
@@ -183,8 +195,9 @@ def sort_rows(rows: list[StandingRow], sort: str, descending: bool) -> list[Stan
     else:
         return rows
     rows = sorted(rows, key=key, reverse=descending)
-    annotate_intervals(rows, 1.0 if p is None else p)
-    if p is None:
+    shown_p = interval_p if interval_p is not None else (1.0 if p is None else p)
+    annotate_intervals(rows, shown_p)
+    if p != shown_p:
         for row in rows:
             row.tied = False
     return rows

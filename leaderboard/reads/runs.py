@@ -96,7 +96,7 @@ class ProblemLine:
 
 
 def run_for_page(pk: int) -> QuerySet[Run]:
-    return Run.objects.filter(pk=pk).select_related("model__lab", "hardware", "problem_set", "created_by")
+    return Run.objects.filter(pk=pk).select_related("model__lab", "hardware", "problem_set__rules", "rules", "created_by")
 
 
 def _newest(field_name: str) -> Subquery:

@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from leaderboard.models import Kernel
+from leaderboard.ops import sign_in_limit
 from leaderboard.reviews import services as reviews
 from leaderboard.reviews.forms import QueueFilterForm, ReportForm, VerdictForm
 
@@ -105,6 +106,13 @@ class SignInView(auth_views.LoginView):
     template_name = "reviews/sign_in.html"
     redirect_authenticated_user = True
     next_page = "overview"  # when no ?next= is given (settings.LOGIN_REDIRECT_URL is the admin's)
+
+    def form_invalid(self, form):
+        # A locked username gets a 429 that says so (the form itself says only "did not match").
+        if sign_in_limit.is_locked(form.data.get("username", "")):
+            context = self.get_context_data(form=form, locked=sign_in_limit.locked_message())
+            return self.render_to_response(context, status=429)
+        return super().form_invalid(form)
 
 
 class SignOutView(auth_views.LogoutView):

@@ -3,6 +3,7 @@
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from leaderboard.models import Evaluation, LaunchPost, ReportedScore
+from problems.models import ScoringRules
 
 SCORES = (
     "model,organization,variant,metric,value,unit,setting,hardware,date,source_url\n"
@@ -56,3 +57,16 @@ def test_the_run_action_queues_every_kernel_on_the_runs_hardware(admin_client, r
     )
     assert "Queued 2 evaluations" in response.content.decode()
     assert Evaluation.objects.filter(state="queued", hardware=run.hardware).count() == 2
+
+
+def test_the_rescore_action_asks_for_rules_then_queues_under_them(admin_client, run):
+    asked = admin_client.post("/admin/leaderboard/run/", {"action": "rescore_runs", "_selected_action": [run.pk]})
+    assert asked.status_code == 200 and "Re-score runs under other rules" in asked.content.decode()
+    rules = ScoringRules.objects.for_version("v0.1")
+    done = admin_client.post(
+        "/admin/leaderboard/run/", {"action": "rescore_runs", "_selected_action": [run.pk], "rules": rules.pk}, follow=True
+    )
+    assert "Runs now scored under KernelBench v0.1" in done.content.decode()
+    run.refresh_from_db()
+    assert run.rules == rules
+    assert Evaluation.objects.filter(state="queued", rules=rules).count() == 2

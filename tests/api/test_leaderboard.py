@@ -39,11 +39,12 @@ def test_bad_parameters_are_400(client, run):
     assert client.get(URL + "?set=nope").status_code == 400
 
 
-def test_with_several_sets_the_set_must_be_named(client, run):
+def test_with_several_sets_it_answers_on_the_featured_set_unless_named(client, run):
     ProblemSet.objects.create(slug="other", name="Other")
-    response = client.get(URL)
-    assert response.status_code == 400 and "set" in response.json()
+    assert client.get(URL).json()["problem_set"] == run.problem_set.slug  # the set with runs
     assert client.get(URL + "?set=other").json()["results"] == []
+    assert client.get(URL + "?set=OTHER").json()["problem_set"] == "other"  # slug or name, any case
+    assert "other (Other)" in client.get(URL + "?set=nope").json()["set"]  # the error lists the sets
 
 
 def test_it_costs_a_fixed_number_of_queries(client, run, django_assert_max_num_queries):

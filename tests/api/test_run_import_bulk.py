@@ -100,21 +100,36 @@ def test_a_bulk_import_stores_what_a_full_rebuild_computes(big_set, hardware, in
     assert kernels.filter(latest_speedup=10.0).count() == kernels.filter(review_pending=True).count()
 
 
-def test_a_changed_reimport_updates_in_bulk_and_a_same_one_marks_nothing(big_set, hardware):
+def test_changed_results_add_evaluations_in_bulk_and_a_same_import_marks_nothing(big_set, hardware):
     first = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS))
     first_evaluations = set(Evaluation.objects.values_list("pk", flat=True))
-    changed = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, source=KERNEL + "# v2\n", runtime=2.0))
+    changed = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, runtime=2.0))
     assert changed.run == first.run
     correct = sum(1 for p in range(1, PROBLEMS + 1) if p % 3)  # the others have no runtime to change
-    assert changed.kernels.counts[UPDATED] == PROBLEMS and changed.evaluations.counts[UPDATED] == correct
-    assert set(Evaluation.objects.values_list("pk", flat=True)) == first_evaluations
-    assert set(Kernel.objects.values_list("source_hash", flat=True)) == {source_sha256(KERNEL + "# v2\n")}
-    assert set(Evaluation.objects.exclude(speedup=None).values_list("speedup", flat=True)) == {5.0}
+    assert changed.kernels.counts[UNCHANGED] == PROBLEMS and changed.evaluations.counts[UPDATED] == correct
+    # The old results stay in the history; each kernel's latest is its new imported result.
+    assert first_evaluations < set(Evaluation.objects.values_list("pk", flat=True))
+    latest = Evaluation.objects.filter(pk__in=Kernel.objects.values("latest_evaluation"))
+    assert set(latest.exclude(speedup=None).values_list("speedup", flat=True)) == {5.0}
     board_store.refresh_dirty()
     assert board_store.verify_all() == []
-    again = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, source=KERNEL + "# v2\n", runtime=2.0))
+    again = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, runtime=2.0))
     assert again.kernels.changed == 0 and again.evaluations.changed == 0
     assert not DirtyRun.objects.exists()
+
+
+def test_a_changed_source_is_a_new_run_in_bulk(big_set, hardware):
+    first = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS))
+    before = list(Kernel.objects.order_by("pk").values_list("pk", "source_hash", "latest_evaluation"))
+    changed = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, source=KERNEL + "# v2\n"))
+    assert changed.run != first.run and changed.run.name == "run (revision 2)"
+    assert changed.kernels.counts[CREATED] == PROBLEMS and "never changes" in changed.warnings[0]
+    assert list(first.run.kernels.order_by("pk").values_list("pk", "source_hash", "latest_evaluation")) == before
+    assert set(changed.run.kernels.values_list("source_hash", flat=True)) == {source_sha256(KERNEL + "# v2\n")}
+    board_store.refresh_dirty()
+    assert board_store.verify_all() == []
+    again = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, source=KERNEL + "# v2\n"))
+    assert again.run == changed.run and again.kernels.changed == 0
 
 
 def test_a_failure_while_writing_leaves_nothing(big_set, hardware, monkeypatch):

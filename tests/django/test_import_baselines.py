@@ -76,5 +76,5 @@ def test_a_bad_level_key_is_an_error(imported_checkout, tmp_path):
 
 
 def test_an_unknown_problem_set_is_an_error(imported_checkout, tmp_path):
-    with pytest.raises(CommandError, match="no problem set named 'Nope'"):
+    with pytest.raises(CommandError, match="no problem set 'Nope' .the sets: kernelbench-v01 .KernelBench v0.1.."):
         run(str(timing_file(tmp_path)), "--hardware", "h100", "--set", "Nope")

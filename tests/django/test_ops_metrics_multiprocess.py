@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from gunicorn.config import Config
 
 from tests.integration.conftest import free_port
 from tests.integration.test_ops import metric
@@ -58,11 +59,15 @@ def test_without_the_directory_the_view_shows_its_own_process(client, settings, 
 def test_gunicorn_config_sets_a_fresh_directory_and_marks_dead_workers(tmp_path, monkeypatch):
     directory = tmp_path / "prometheus"
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(directory))
+    monkeypatch.setenv("KB_VAR_DIR", str(tmp_path / "var"))
     config = runpy.run_path(str(ROOT / "site" / "gunicorn.conf.py"))
     directory.mkdir()
     (directory / "counter_1.db").write_bytes(b"left by an earlier start")
 
-    class Server:  # the two things the hooks use of gunicorn's Arbiter and Worker
+    class Server:  # what the hooks use of gunicorn's Arbiter and Worker
+        cfg = Config()
+        cfg.set("bind", ["127.0.0.1:8123"])
+
         class log:
             @staticmethod
             def info(*args):
@@ -77,11 +82,23 @@ def test_gunicorn_config_sets_a_fresh_directory_and_marks_dead_workers(tmp_path,
     (directory / "counter_4242.db").write_bytes(b"")
     config["child_exit"](Server, Worker)
     assert [p.name for p in directory.iterdir()] == ["counter_4242.db"]  # counts of the dead worker stay
+    assert Server.cfg.control_socket == str(tmp_path / "var" / "run" / "gunicorn-127.0.0.1-8123.ctl")
+
+
+def test_a_control_socket_path_too_long_for_unix_sockets_is_hashed(monkeypatch, tmp_path):
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))  # the config sets it by default; undone after
+    monkeypatch.setenv("KB_VAR_DIR", "/tmp/" + "v" * 60)
+    config = runpy.run_path(str(ROOT / "site" / "gunicorn.conf.py"))
+    path = config["control_socket_path"]("unix-" + "s" * 80 + ".sock")
+    assert path is not None and len(path) <= 107 and path.startswith("/tmp/" + "v" * 60 + "/run/g-")
+    monkeypatch.setenv("KB_VAR_DIR", "/tmp/" + "v" * 120)
+    assert runpy.run_path(str(ROOT / "site" / "gunicorn.conf.py"))["control_socket_path"]("x") is None
 
 
 def test_gunicorn_config_defaults_to_a_directory_under_var(monkeypatch):
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", "")  # so that the undo removes what the config sets
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR")
+    monkeypatch.delenv("KB_VAR_DIR", raising=False)
     runpy.run_path(str(ROOT / "site" / "gunicorn.conf.py"))
     assert os.environ["PROMETHEUS_MULTIPROC_DIR"] == str(ROOT / "var" / "prometheus")
 

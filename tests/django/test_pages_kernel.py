@@ -1,6 +1,8 @@
 import pytest
 
 from leaderboard.models import Kernel
+from leaderboard.reads import kernel_page
+from tests.budgets import within_lines
 from tests.pagekit import count_queries, evaluate, make_model, make_run, make_set, plain_static  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -42,9 +44,8 @@ def test_it_shows_unified_view_when_asked(client, kernels):
 
 
 def test_it_shows_hostile_source_as_text(client, kernels):
-    kernel = kernels[0]
-    kernel.source = HOSTILE
-    kernel.save()
+    # A stored source never changes: the hostile one is a kernel of its own.
+    kernel = Kernel.objects.create(run=kernels[0].run, problem=kernels[0].problem, sample_index=99, source=HOSTILE)
     html = client.get(kernel.get_absolute_url()).content.decode()
     assert "<script>alert" not in html and "</textarea><script>" not in html
     assert "&lt;/textarea&gt;" in html or "&lt;/textarea" in html
@@ -91,3 +92,20 @@ def test_it_shows_the_reason_of_a_failed_evaluation(client, kernels):
     )
     html = client.get(kernel.get_absolute_url()).content.decode()
     assert "failed: worker lost 3 times &lt;b&gt;" in html
+
+
+def test_a_diff_of_the_issue_payload_costs_a_bounded_number_of_lines(client, kernels):
+    """Issue 19, case 2: two 800-line kernels of one problem, `/kernels/A/?against=B`, took 20.9 s
+    with difflib. The diff now stays within its step budget (Python lines executed, counted) and the
+    page says the sources are too different to line up, showing both."""
+    # A stored source never changes: the payload's two sources are kernels of their own.
+    run, problem = kernels[0].run, kernels[0].problem
+    first = Kernel.objects.create(run=run, problem=problem, sample_index=98, source="import torch\n" + "x = 1\n" * 800)
+    second = Kernel.objects.create(
+        run=run, problem=problem, sample_index=99, source="import torch\n" + "x = 1\ny = 2\n" * 400
+    )
+    # About 3.3 lines a step of line_diff, MAX_DIFF_STEPS (500,000) of them, and the rows' rendering.
+    diff, _lines = within_lines(lambda: kernel_page.against_diff(first, second), budget=2_200_000)
+    assert diff.too_different and (diff.removed, diff.added) == (801, 801)
+    html = client.get(f"{first.get_absolute_url()}?against={second.pk}").content.decode()
+    assert "differ in too many places to line up here" in html

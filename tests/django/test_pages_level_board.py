@@ -35,7 +35,7 @@ def test_it_computes_fast_p_against_the_level(client, board):
 
 def test_it_adds_the_picked_p_column(client, board):
     html = client.get("/levels/1/?p=2").content.decode()
-    assert "fast_2 (picked)" in html
+    assert re.search(r'<th scope="col" class="num picked" data-key="fast_2"', html)
     rows = client.get("/levels/1/?p=0.95&export=json").json()["rows"]
     assert next(r for r in rows if r["model"] == "Fast")["fast_0.95"] == 0.5
 
@@ -69,8 +69,8 @@ def test_it_exports_what_the_table_shows(client, board):
     html = client.get("/levels/1/?p=1.3").content.decode()
     exported = client.get("/levels/1/?p=1.3&export=csv").content.decode()
     for row in csv.DictReader(io.StringIO(exported)):
-        shown = f"{float(row['fast_1.3 (picked)']) * 100:.1f}%"
-        assert f'<td data-key="fast_1.3" class="num picked">{shown}</td>' in html
+        shown = f"{float(row['fast_1.3']) * 100:.1f}%"
+        assert f'<td data-key="fast_1.3" class="num sorted picked">{shown}</td>' in html
 
 
 def test_its_csv_holds_numbers_and_the_precision(client, board):
@@ -184,3 +184,17 @@ def test_every_sortable_column_has_a_sort_key():
 
     keys = {c.key for c in columns_for(1.2) if c.sortable and not c.key.startswith("fast_")}
     assert keys <= set(SORT_KEYS)
+
+
+def test_it_leads_with_the_picked_p_and_its_interval_and_the_p_field_agrees(client, board):
+    # issue 21.3: rank, model, then fast_p at the picked p (default 1) and its interval; the p
+    # field says the p of the highlighted column, and the board is ranked by it.
+    html = client.get("/levels/1/").content.decode()
+    head = html[html.index('id="level-table"') : html.index("</thead>")]
+    assert re.findall(r'data-key="([^"]+)"', head)[:3] == ["model", "fast_1", "interval"]
+    assert re.search(r'class="num picked" data-key="fast_1"[^>]*aria-sort="descending"', head)
+    assert re.search(r'id="p-input"[^>]*value="1"', html)
+    html = client.get("/levels/1/?p=1.5").content.decode()
+    head = html[html.index('id="level-table"') : html.index("</thead>")]
+    assert re.findall(r'data-key="([^"]+)"', head)[:3] == ["model", "fast_1.5", "interval"]
+    assert "fast_1.5" in re.search(r'data-key="interval" title="([^"]+)"', head).group(1)

@@ -27,14 +27,24 @@ def test_debug_is_off_by_default():
 
 
 def test_deploy_check_reports_nothing_under_production_settings():
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings_production", "SECRET_KEY": "x" * 60 + "-Z9q!",
-           "REDIS_URL": "redis://127.0.0.1:6379/0"}  # production shares its cache (the write limit) through Redis
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120,
-    )
+    # Production shares its cache (the write limit) through a Redis of its own, apart from the queue's.
+    result = _deploy_check(REDIS_URL="redis://127.0.0.1:6379/0", CACHE_REDIS_URL="redis://127.0.0.1:6380/0")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_deploy_check_warns_when_the_cache_shares_the_queues_redis():
+    result = _deploy_check(REDIS_URL="redis://127.0.0.1:6379/0")
+    assert result.returncode != 0 and "kb.W012" in result.stdout + result.stderr
+
+
+def _deploy_check(**variables: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CACHE_REDIS_URL")}
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings_production", "SECRET_KEY": "x" * 60 + "-Z9q!", **variables})
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
 
 
 def test_production_settings_refuse_to_start_without_secret_key():
@@ -45,3 +55,11 @@ def test_production_settings_refuse_to_start_without_secret_key():
     )
     assert result.returncode != 0
     assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_the_cache_lives_in_cache_redis_url_apart_from_the_queue():
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "REDIS_URL": "redis://queue:6379/0",
+           "CACHE_REDIS_URL": "redis://cache:6379/0"}  # fmt: skip
+    code = "import django; django.setup(); from django.conf import settings as s; print(s.CACHES['default']['LOCATION'], s.RQ_QUEUES['eval-cpu']['URL'])"
+    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["redis://cache:6379/0", "redis://queue:6379/0"], result.stderr

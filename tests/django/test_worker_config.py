@@ -9,14 +9,17 @@ from leaderboard.evaluations.jobs import load_inputs as _load
 from leaderboard.evaluations.queue import eval_queue, request_evaluation
 from leaderboard.evaluations.rq_worker import EvalWorker
 from leaderboard.models import Kernel, LanguageModel, Run
-from problems.models import Hardware, Problem, ProblemSet
+from problems.models import Hardware, Problem, ProblemSet, ScoringRules
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def evaluation():
-    problem_set = ProblemSet.objects.create(name="S", slug="s", atol=1e-2, rtol=1e-3)
+    rules = ScoringRules.objects.create(
+        slug="loose", name="Loose", kernelbench_version="v0", fp32_tolerance=2e-2, fp16_tolerance=3e-2, bf16_tolerance=4e-2
+    )
+    problem_set = ProblemSet.objects.create(name="S", slug="s", rules=rules)
     problem = Problem.objects.create(problem_set=problem_set, level=1, number=1, name="P", source="# reference")
     hardware = Hardware.objects.create(slug="h200", name="H200", kind=Hardware.Kind.GPU)
     run = Run.objects.create(model=LanguageModel.objects.create(name="M"), problem_set=problem_set, hardware=hardware)
@@ -29,10 +32,12 @@ def test_the_worker_hides_the_sites_private_files_from_kernels(evaluation):
     assert str(settings.VAR_DIR) in config.hide_paths
 
 
-def test_the_worker_passes_device_and_the_sets_tolerances(evaluation):
+def test_the_worker_passes_device_and_the_rules_tolerance_for_the_runs_precision(evaluation):
     problem_source, kernel_source, config = _load(evaluation.pk)
     assert (problem_source, kernel_source) == ("# reference", "# kernel")
-    assert (config.device, config.atol, config.rtol) == ("cuda", 1e-2, 1e-3)
+    assert (config.device, config.atol, config.rtol) == ("cuda", 2e-2, 2e-2)
+    Run.objects.filter(pk=evaluation.kernel.run_id).update(precision="bf16")
+    assert (_load(evaluation.pk)[2].atol, _load(evaluation.pk)[2].rtol) == (4e-2, 4e-2)
 
 
 def test_the_worker_passes_the_trial_settings_only_when_set(evaluation, settings):

@@ -64,11 +64,14 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """A throwaway redis-server without persistence: a restart loses everything, as a crash would."""
+    """A throwaway redis-server. Without persistence a restart loses everything, as a crash would;
+    `persistent=True` keeps an append-only file synced on every write (site/compose.yaml's Redis
+    persists too), so a restart keeps every job."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, persistent: bool = False) -> None:
         self.port = free_port()
         self.workdir = workdir
+        self.persistent = persistent
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = f"redis://127.0.0.1:{self.port}/0"
 
@@ -83,7 +86,9 @@ class RedisServer:
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                "yes" if self.persistent else "no",
+                "--appendfsync",
+                "always",
                 "--dir",
                 str(self.workdir),
             ],

@@ -10,6 +10,7 @@ The kernel source steers the fake with comment lines:
     # fake: sleep=<seconds>      sleeps that long
     # fake: sleep_first=<s>      sleeps that long on the first call for this marker only
     # fake: raise                raises (an infrastructure failure, as a broken library would)
+    # fake: raise_first          raises on the first call for this marker only
     # fake: status=<status>      the verdict to return (default: correct)
 """
 
@@ -52,7 +53,7 @@ def evaluate(problem_source: str, kernel_source: str, config: Any = None) -> dic
         time.sleep(float(d["sleep"]))
     if "sleep_first" in d and first:
         time.sleep(float(d["sleep_first"]))
-    if "raise" in d:
+    if "raise" in d or ("raise_first" in d and first):
         raise RuntimeError("fake infrastructure failure")
     status = d.get("status", "correct")
     correct = status == "correct"

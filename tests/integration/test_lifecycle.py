@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from leaderboard.evaluations import queue as jobs
 from leaderboard.evaluations.attempts import claim, release, store_result
 from leaderboard.evaluations.progress import progress, progress_many, queue_position
-from leaderboard.evaluations.sweep import sweep_evaluations
+from leaderboard.evaluations.sweep import next_due_in, sweep_evaluations
 from leaderboard.models import Evaluation
 
 from .conftest import fake_source, submit
@@ -63,7 +64,7 @@ def test_a_result_from_an_attempt_given_up_on_is_dropped(env, make_kernels, cpu)
     assert evaluation.kernel.latest_evaluation_id == evaluation.pk
 
 
-def test_retries_back_off_in_redis_and_keep_the_reason(env, make_kernels, cpu, settings):
+def test_retries_wait_in_the_database_until_due_and_keep_the_reason(env, make_kernels, cpu, settings):
     settings.EVAL_RETRY_BACKOFF_S = 30
     (evaluation,) = submit(make_kernels([fake_source("b")]), cpu)
     jobs.redis_connection().flushall()
@@ -73,10 +74,16 @@ def test_retries_back_off_in_redis_and_keep_the_reason(env, make_kernels, cpu, s
     evaluation.refresh_from_db()
     assert evaluation.state == "queued" and evaluation.job_id == f"evaluation-{evaluation.pk}-2"
     assert "database is locked; retry in 30 s" in evaluation.failure_reason
-    assert progress(evaluation).label.endswith(", retry 2")
-    scheduled = jobs.eval_queue("eval-cpu").scheduled_job_registry.get_job_ids()
-    assert scheduled == [evaluation.job_id]
-    assert sweep_evaluations().reenqueued == 0  # a scheduled retry counts as held
+    assert 29 <= (evaluation.not_before - timezone.now()).total_seconds() <= 30
+    assert ", retry 2 at " in progress(evaluation).label
+    assert jobs.eval_queue("eval-cpu").scheduled_job_registry.get_job_ids() == []  # not RQ's scheduler
+    assert claim(evaluation.pk, "early.1") is None  # a copy of the job delivered early claims nothing
+    assert sweep_evaluations().reenqueued == 0  # not due yet
+    assert next_due_in(timezone.now()) == pytest.approx(30, abs=1.5)
+
+    due = evaluation.not_before + timedelta(seconds=0.1)
+    assert sweep_evaluations(now=due).reenqueued == 1
+    assert jobs.eval_queue("eval-cpu").job_ids == [evaluation.job_id]
 
 
 def test_the_sweep_releases_silent_attempts_and_fails_them_after_the_limit(env, make_kernels, cpu):

@@ -176,7 +176,7 @@ class Command(BaseCommand):
         worker = get_worker_class()(queues, connection=conn, name=name)
         worker.work(
             burst=options["burst"],
-            with_scheduler=True,
+            with_scheduler=False,  # retries wait in the database; the sweep enqueues them when due
             max_jobs=options["max_jobs"],
             logging_level=settings.LOGGING.get("root", {}).get("level", "INFO"),
         )

@@ -6,7 +6,7 @@ from leaderboard.ingest.archives import Bundle
 from leaderboard.ingest.generation_config import CONFIG_NAME, with_defaults
 from leaderboard.ingest.run_import import (
     RunSpec,
-    default_problem_set,
+    choose_problem_set,
     read_folder,
     read_json_upload,
     read_zip,
@@ -34,7 +34,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--hardware", required=True, help="Hardware slug or name, e.g. h200 or H100_Modal (case-insensitive)."
         )
-        parser.add_argument("--set", dest="problem_set", help="Problem set slug (needed when there are several).")
+        parser.add_argument(
+            "--set",
+            dest="problem_set",
+            help="Problem set slug or name (case-insensitive); default: the only set holding every problem named.",
+        )
         parser.add_argument("--setting", help="Default: generation_config.yaml's prompt_option, else one-shot.")
         parser.add_argument(
             "--name", help="Run label (default: generation_config.yaml's run_name, else the file name)."
@@ -52,13 +56,8 @@ class Command(BaseCommand):
         if hardware is None:
             raise CommandError(f"no hardware {options['hardware']!r}")
         try:
-            if options["problem_set"]:
-                problem_set = ProblemSet.objects.filter(slug=options["problem_set"]).first()
-                if problem_set is None:
-                    raise CommandError(f"no problem set {options['problem_set']!r}")
-            else:
-                problem_set = default_problem_set()
             bundle = self._read(path)
+            problem_set = choose_problem_set(options["problem_set"], bundle.kernels)
             self.stdout.write(f"Importing {len(bundle.kernels)} kernels from {path}")
             if bundle.config:
                 self.stdout.write(f"  {CONFIG_NAME}: " + ", ".join(f"{k} {v}" for k, v in bundle.config.items()))

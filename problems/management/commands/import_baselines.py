@@ -17,7 +17,7 @@ class Command(BaseCommand):
         parser.add_argument("file", type=Path)
         parser.add_argument("--hardware", required=True, help="Hardware slug or name, e.g. h100 or H100_Modal (case-insensitive; created if new).")
         parser.add_argument("--mode", choices=["eager", "compile"], help="Default: compile if the file name says so.")
-        parser.add_argument("--set", dest="set_name", default=DEFAULT_SET, help=f"Problem set (default: {DEFAULT_SET!r}).")
+        parser.add_argument("--set", dest="set_name", default=DEFAULT_SET, help=f"Problem set slug or name, case-insensitive (default: {DEFAULT_SET!r}).")
 
     def handle(self, file: Path, hardware: str, mode: str | None, set_name: str, **options):
         if not file.is_file():
@@ -26,9 +26,11 @@ class Command(BaseCommand):
             entries = read_baseline_file(file)
         except MalformedInput as exc:
             raise CommandError(str(exc)) from None
-        problem_set = ProblemSet.objects.filter(name=set_name).first()
+        problem_set = ProblemSet.objects.resolve(set_name)
         if problem_set is None:
-            raise CommandError(f"no problem set named {set_name!r}: run import_problems first")
+            raise CommandError(
+                f"no problem set {set_name!r} (the sets: {ProblemSet.objects.listing()}): run import_problems first"
+            )
         variant = compile_variant_from_name(file)
         mode = mode or ("compile" if variant else "eager")
         if mode == "eager":

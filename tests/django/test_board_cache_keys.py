@@ -1,0 +1,115 @@
+"""Issue 19, case 10: boards are cached per URL, so junk query parameters made new cache entries
+(1,500 anonymous requests grew Redis from 2.6 MB to 144 MB). A board's URL is now cut to the
+parameters it reads, each spelled one way (leaderboard.reads.board_query), before the cache sees
+it: junk names, their order, and values that select the same board share one entry.
+
+Counted as builds of the board (the view's render function), not as cache internals."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+from django.core.cache import cache
+from django.test import RequestFactory
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from leaderboard import views
+from leaderboard.api.leaderboard import LeaderboardView
+from leaderboard.models import Kernel, LanguageModel
+from leaderboard.reads import board_query
+from leaderboard.reads.level_board import read_level_board
+from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def builds(client, target, attribute: str, urls: list[str]) -> int:
+    """How many times the board was built while every URL was fetched (anonymously)."""
+    real = getattr(target, attribute)
+    with mock.patch.object(target, attribute, autospec=True, side_effect=real) as build:
+        for url in urls:
+            assert client.get(url).status_code == 200, url
+    return build.call_count
+
+
+def test_junk_parameters_hit_the_level_boards_one_entry(client, world):
+    world.kernel(world.problems[0], speedup=2.5)
+    urls = ["/levels/1/", "/levels/1/?junk=1", "/levels/1/?junk=2&utm_source=x", "/levels/1/?cb=123456"]
+    assert builds(client, views, "_level_board", urls) == 1
+    html = client.get("/levels/1/?junk=evil-marker").content.decode()
+    assert "evil-marker" not in html  # the page's links carry only what it read
+
+
+def test_values_that_select_the_same_board_share_an_entry(client, world):
+    world.kernel(world.problems[0], speedup=2.5)
+    same_p = ["/levels/1/?p=1.5", "/levels/1/?p=1.50&junk=1", "/levels/1/?p=%201.5%20"]
+    assert builds(client, views, "_level_board", same_p) == 1
+    unknown = ["/levels/1/?origin=nonsense", "/levels/1/?origin=other", "/levels/1/", "/levels/1/?hardware=nowhere"]
+    assert builds(client, views, "_level_board", unknown) == 1
+    no_such = ["/levels/1/?setting=a", "/levels/1/?setting=b", "/levels/1/?sort=x", "/levels/1/?sort=y&sort=z"]
+    assert builds(client, views, "_level_board", no_such) == 2  # one for no setting, one for no sort
+
+
+def test_junk_parameters_hit_the_overview_and_the_api_boards_one_entry(client, world):
+    world.kernel(world.problems[0], speedup=2.5)
+    assert builds(client, views, "_overview", ["/", "/?junk=1", "/?x=y&z=w"]) == 1
+    api = ["/api/v1/leaderboard/?level=1", "/api/v1/leaderboard/?level=1&junk=1", "/api/v1/leaderboard/?junk=2&level=1"]
+    assert builds(client, LeaderboardView, "_page", api) == 1
+
+
+NAMES = ["p", "set", "hardware", "setting", "origin", "precision", "exclusions", "rule", "sort", "dir", "page", "junk"]
+VALUES = [
+    "",
+    "1",
+    "1.0",
+    "0.5",
+    "abc",
+    "-3",
+    "h200",
+    "measured",
+    "fp16",
+    "include",
+    "best",
+    "asc",
+    "fast_1",
+    "fast_0.5",
+    "model",
+    "one-shot",
+    "2",
+    "x" * 300,
+]
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from(VALUES)), max_size=8))
+def test_the_canonical_query_selects_the_same_board_and_is_its_own_canonical_form(world, pairs):
+    """Random query strings: the board the canonical query selects shows the same runs in the same
+    order with the same choices, and canonicalising again changes nothing."""
+    if not Kernel.objects.exists():  # the world lives across examples
+        world.kernel(world.problems[0], speedup=2.5)
+        world.kernel(world.problems[1], run=world.new_run(LanguageModel.objects.create(name="Other")), speedup=0.5)
+    request = RequestFactory().get("/levels/1/", pairs)
+    board = read_level_board("1", request.GET)
+    query = board_query.level_board_query(request, board)
+    board_query.use_query(request, query)
+    again = read_level_board("1", request.GET)
+    assert [row.run.pk for row in again.rows()] == [row.run.pk for row in board.rows()]
+    assert (again.p, again.problem_set, again.hardware, again.rule, again.include_excluded) == (
+        board.p,
+        board.problem_set,
+        board.hardware,
+        board.rule,
+        board.include_excluded,
+    )
+    assert (again.origin, again.precision, again.descending) == (board.origin, board.precision, board.descending)
+    assert board_query.level_board_query(request, again) == query
