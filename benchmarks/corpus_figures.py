@@ -66,7 +66,7 @@ def project(n: int, gpus: int, cores: int, held_mean_s: float, builds_per_core_m
 
 def main() -> None:
     results = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "results", "h200_corpus")
-    runs = {os.path.basename(p): describe(p) for p in sorted(glob.glob(os.path.join(results, "*.jsonl")))}
+    runs = {os.path.basename(p): describe(p) for p in sorted(glob.glob(os.path.join(results, "*_*.jsonl")))}
     for d in runs.values():
         print(json.dumps(d))
     new = [runs[k] for k in runs if k.endswith("_new.jsonl")]
