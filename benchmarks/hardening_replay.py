@@ -1,5 +1,7 @@
-"""Replay issue 12's numbered repros against a live site and print, for each, the statuses and
-whether the row counts stayed the same.
+"""Replay issue 12's numbered repros, and issue 19's cases 1, 6 and 8 and issue 20's cases 3 and 4
+(re-import of a verified kernel, writes into others' runs, per-user quotas, concurrent verifies,
+concurrent imports naming a new model), against a live site and print, for each, the statuses and
+whether the row counts stayed the same (for the later cases: that nothing was written that must not be).
 
 The site: gunicorn with 4 worker processes, redis-server as the cache (the write limit shared by
 every worker), API_WRITE_RATE=10/min, on a database of its own (SQLite in a temporary folder, or
@@ -41,6 +43,9 @@ def main() -> int:
         "KB_VAR_DIR": str(workdir / "var"),
         "API_WRITE_RATE": "10/min",
         "DJANGO_SETTINGS_MODULE": "config.settings",
+        # Issue 19 case 8's quotas, low enough to replay (tests/integration/live_integrity.py).
+        "EVAL_MAX_PENDING_PER_USER": "40",
+        "KERNEL_SOURCE_MAX_BYTES_PER_USER": "300000",
     }
     os.environ.update(env)
     os.environ.pop("REDIS_URL", None)
@@ -49,14 +54,19 @@ def main() -> int:
     django.setup()
     from django.core.management import call_command
 
+    from tests.integration.live_integrity import replay_integrity, seed_integrity
     from tests.integration.live_site import LiveSite, replay, seed
 
     call_command("migrate", verbosity=0)
     data = seed()
+    data["integrity"] = seed_integrity()
     # --no-redis: local-memory cache, one count per worker (what issue 12 found: the limit leaks).
     site = LiveSite(workdir, env, workers=4, redis="--no-redis" not in sys.argv).start()
     try:
         outcomes = replay(site, data)
+        # Issue 19 cases 1, 6, 8 and issue 20 cases 3, 4: "rows same" is each case's own check
+        # that nothing was written that must not be (see live_integrity.py).
+        outcomes += replay_integrity(site, data["integrity"])
     finally:
         site.stop()
     cache = "redis" if site.redis else "local memory (per worker)"

@@ -2,7 +2,7 @@
 again (their second evaluation must reuse the build). Prints jobs per minute and where the time
 goes: queue wait, worker start, process start, build, correctness, timing, database.
 
-    python benchmarks/worker_throughput.py [--kernels 6] [--device cpu|cuda] [--fake]
+    python benchmarks/worker_throughput.py [--kernels 6] [--workers N] [--device cpu|cuda] [--fake]
 
 Starts its own redis-server on a free port and uses a throwaway SQLite database unless REDIS_URL /
 DATABASE_URL are set. `--fake` replaces the scoring with tests/integration/fake_evaluation.py to
@@ -92,6 +92,7 @@ def main() -> int:
     parser.add_argument("--no-cpp", action="store_true", help="torch-only kernels (no C++ build)")
     parser.add_argument("--redis-server", default=shutil.which("redis-server") or "/usr/bin/redis-server")
     parser.add_argument("--timing-trials", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=1, help="worker processes of the one evalworker")
     args = parser.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="kb-bench-")
@@ -162,6 +163,8 @@ def run(args: argparse.Namespace, tmp: str) -> int:
                 args.device,
                 "--queue",
                 hardware.queue_name,
+                "--workers",
+                str(args.workers),
             ],
             cwd=REPO,
             capture_output=True,
@@ -180,7 +183,7 @@ def run(args: argparse.Namespace, tmp: str) -> int:
     rounds = [round_of("first evaluation"), round_of("second evaluation (same sources)")]
 
     print(
-        f"# worker throughput: {args.kernels} kernels, device {args.device}, scale {args.scale}"
+        f"# worker throughput: {args.kernels} kernels, {args.workers} worker(s), device {args.device}, scale {args.scale}"
         f"{', FAKE scoring' if args.fake else ''}; host {socket.gethostname()}, {os.cpu_count()} CPUs"
     )
     print(f"(database migrate: {migrate_s:.1f} s, not counted)")

@@ -71,44 +71,45 @@ def _mount(libc: ctypes.CDLL, src: str | None, target: str, fstype: str | None, 
         raise OSError(err, f"mount {src} -> {target}: {os.strerror(err)}")
 
 
-def _apply_masks(masks: list[list[Any]], stash_root: str) -> None:
-    """Hide each masked directory behind an empty tmpfs, re-exposing only the listed paths below it.
+def _apply_masks(masks: list[list[Any]]) -> None:
+    """Cover each masked directory, re-exposing only the listed paths below it.
 
-    Each mask is [directory, [exposed paths...]]. Exposed paths are first bind-mounted to a stash,
-    then the directory is covered with a tmpfs (mode 0755), the exposed paths are re-created in it
-    and the stash bind-mounted back. Only this process's private mount namespace is affected.
+    Each mask is [directory, [exposed paths...], source]: source None covers the directory with an
+    empty tmpfs (mode 0755, root's: the sandbox's uid cannot write it); a source path is bind-mounted
+    over it instead (the process's own /tmp). Exposed paths are opened (O_PATH) before the directory
+    is covered and bind-mounted back from those descriptors, so they are reachable even when they
+    live below a covered directory. Only this process's private mount namespace is affected.
     """
     libc = _libc()
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)
-    for i, (directory, exposed) in enumerate(masks):
+    for directory, exposed, source in masks:
         if not os.path.isdir(directory):
             continue
-        stashes = []
-        for j, path in enumerate(exposed):
-            if not os.path.exists(path):
+        held = []
+        for path in exposed:
+            try:
+                held.append((path, os.open(path, os.O_PATH | os.O_CLOEXEC)))
+            except OSError:
                 continue
-            stash = os.path.join(stash_root, f"m{i}_{j}")
-            if os.path.isdir(path):
-                os.makedirs(stash, exist_ok=True)
-            else:
-                open(stash, "a").close()
-            _mount(libc, path, stash, None, MS_BIND | MS_REC, None)
-            stashes.append((path, stash))
-        _mount(libc, "tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
-        for path, stash in stashes:
-            if os.path.isdir(stash):
+        if source is None:
+            _mount(libc, "tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+        else:
+            _mount(libc, source, directory, None, MS_BIND | MS_REC, None)
+        for path, fd in held:
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
                 os.makedirs(path, exist_ok=True)
             else:
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 open(path, "a").close()
-            _mount(libc, stash, path, None, MS_BIND | MS_REC, None)
+            _mount(libc, f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
+            os.close(fd)
 
 
 def _confine(spec: dict[str, Any]) -> dict[str, Any]:
     done: dict[str, Any] = {"filesystem_isolated": False, "uid": os.getuid(), "no_new_privs": False}
     if spec.get("masks") and os.geteuid() == 0:
         try:
-            _apply_masks(spec["masks"], spec["stash_dir"])
+            _apply_masks(spec["masks"])
             done["filesystem_isolated"] = True
         except OSError as exc:
             done["mask_error"] = str(exc)

@@ -130,7 +130,8 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
     env = {**arch_env(cfg), "CUDA_VISIBLE_DEVICES": ""}
     sandbox = Sandbox(device="cpu", size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
                       hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
-                      disable=cfg.disable_defences, extra_env=env)
+                      disable=cfg.disable_defences, max_processes=cfg.max_processes,
+                      file_size_limit_mb=cfg.file_size_limit_mb, extra_env=env)
     reply: dict[str, Any] = {}
     try:
         if sandbox.switch_uid:

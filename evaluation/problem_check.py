@@ -40,7 +40,8 @@ def check_problem(problem_source: str, config: EvaluationConfig | None = None) -
     report: dict[str, Any] = {"ok": False, "flags": [], "outputs": [], "error": None, "timings_s": {}}
     t_begin = time.monotonic()
     with Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
-                 hide_paths=cfg.hide_paths, isolation=cfg.isolation, cpu_threads=cfg.cpu_threads) as sb:
+                 hide_paths=cfg.hide_paths, isolation=cfg.isolation, cpu_threads=cfg.cpu_threads,
+                 max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb) as sb:
         path = sb.write_source("problem.py", problem_source)
         proc = sb.spawn("reference", path)
         try:

@@ -57,7 +57,9 @@ def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | 
     build = build_dir_for(kernel_source, cfg)
     sandbox = Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
                       hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
-                      disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads, extra_env=arch_env(cfg))
+                      disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads,
+                      max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb,
+                      extra_env=arch_env(cfg))
     problem_path = sandbox.write_source("problem.py", problem_source)
     kernel_path = sandbox.write_source("kernel.py", kernel_source)
     t0 = time.monotonic()

@@ -21,6 +21,7 @@ import importlib.util
 import io
 import json
 import os
+import platform
 import secrets
 import select
 import shutil
@@ -34,6 +35,8 @@ import tempfile
 import threading
 import time
 from typing import Any
+
+from .limits import DEFAULT_MAX_PROCESSES, NPROC_HEADROOM, MemoryMeter, process_table
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -107,8 +110,10 @@ def _world_traversable(path: str) -> bool:
 
 
 def needed_paths(extra: list[str]) -> list[str]:
-    """Paths a sandboxed Python with torch must be able to reach."""
-    paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), PACKAGE_DIR}
+    """Paths a sandboxed Python with torch must be able to reach, each as written and resolved (a venv
+    reached through a symlink is re-exposed at both places)."""
+    paths = {sys.prefix, sys.base_prefix, os.path.dirname(sys.executable),
+             os.path.dirname(os.path.realpath(sys.executable)), PACKAGE_DIR}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         p = sysconfig.get_paths().get(key)
         if p:
@@ -117,33 +122,112 @@ def needed_paths(extra: list[str]) -> list[str]:
         for mod in ("torch", "triton", "numpy", "ninja"):
             spec = importlib.util.find_spec(mod)
             if spec and spec.origin:
-                paths.add(os.path.dirname(os.path.dirname(os.path.realpath(spec.origin))))
+                paths.add(os.path.dirname(os.path.dirname(spec.origin)))
     except (ImportError, ValueError):
         pass
     paths.update(extra)
-    return sorted({os.path.realpath(p) for p in paths if p and os.path.exists(p)})
+    found = {p for p in paths if p and os.path.exists(p)}
+    return sorted({os.path.abspath(p) for p in found} | {os.path.realpath(p) for p in found})
 
 
-def compute_masks(needed: list[str], hide: tuple[str, ...]) -> list[list[Any]]:
-    """Directories to cover with tmpfs, each with the needed paths to re-expose below it."""
-    targets: set[str] = set()
+def hidden_directories(hide: tuple[str, ...]) -> list[str]:
+    """What a sandbox hides, whatever a kernel needs: the homes (the worker's own too), the checkout
+    holding this package (the site's settings and code; the package itself is re-exposed), and
+    ``hide``."""
+    out = ["/home", "/root", os.path.expanduser("~"), os.path.dirname(PACKAGE_DIR), *hide]
+    return [d for d in out if d not in ("/", "") and os.path.isdir(d)]
+
+
+#: Directories every sandboxed process gets its own copy of (a folder of its work directory bind-mounted
+#: in their place, so whatever a kernel leaves there goes when the sandbox's tree is removed).
+PRIVATE_DIRECTORIES = {"/tmp": "tmp", "/var/tmp": "var-tmp", "/dev/shm": "dev-shm"}
+
+
+@functools.lru_cache(maxsize=1)
+def world_writable_directories() -> list[str]:
+    """Other directories anyone may write into (/run/lock, /var/crash, /dev/mqueue, ...), found once
+    under /var, /run and /dev two levels deep: covered by an empty tmpfs that the sandbox's uid
+    cannot write, so nothing is left there either."""
+    found: list[str] = []
+    private = {os.path.realpath(d) for d in PRIVATE_DIRECTORIES}
+    todo = [("/var", 1), ("/run", 1), ("/dev", 1)]
+    while todo:
+        top, depth = todo.pop()
+        try:
+            entries = list(os.scandir(top))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            real = os.path.realpath(entry.path)
+            if mode & stat.S_IWOTH and real not in private and not any(real.startswith(p + os.sep) for p in private):
+                found.append(real)
+            elif depth < 2:
+                todo.append((entry.path, depth + 1))
+    return sorted(found)
+
+
+def nproc_counts_sandbox_only(mode: str, switch_uid: bool) -> bool:
+    """Whether RLIMIT_NPROC would count the sandbox's own tasks only: as a uid of its own (root mode),
+    or in a user namespace of its own on Linux >= 5.14 (per-namespace counts). Elsewhere it counts
+    every process of the worker's user, so only the watchdog limits tasks."""
+    if mode == "root":
+        return switch_uid
+    if mode == "userns":
+        try:
+            major, minor = (int(x) for x in platform.release().split(".")[:2])
+        except ValueError:
+            return False
+        return (major, minor) >= (5, 14)
+    return False
+
+
+def remove_tree(path: str) -> None:
+    """Remove a sandbox's tree, also what a kernel made unreadable (a folder of mode 0 in its /tmp)."""
+
+    def retry_writable(func: Any, failed: str, _exc: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(failed), 0o700)
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                os.chmod(failed, 0o700)
+                shutil.rmtree(failed, onerror=retry_writable)
+            else:
+                func(failed)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=retry_writable)
+
+
+def compute_masks(needed: list[str], hide: tuple[str, ...],
+                  private: dict[str, str] | None = None) -> list[list[Any]]:
+    """What to mount over which directory: ``[directory, [needed paths re-exposed below it], source]``.
+
+    ``source`` None: an empty tmpfs (hidden directories, and ancestors of needed paths that others
+    cannot traverse); a path: that directory bind-mounted in its place (``private``: /tmp -> the
+    process's own temporary directory)."""
+    targets: dict[str, str | None] = {}
     for p in needed:
         parts = p.split(os.sep)
         for i in range(2, len(parts)):
             anc = os.sep.join(parts[:i])
             if not _world_traversable(anc):
-                targets.add(anc)
+                targets.setdefault(os.path.realpath(anc), None)
                 break
-    home = os.path.expanduser("~")
-    if home not in ("/", "") and os.path.isdir(home):
-        targets.add(os.path.realpath(home))
     for h in hide:
         if os.path.isdir(h):
-            targets.add(os.path.realpath(h))
+            targets.setdefault(os.path.realpath(h), None)
+    for directory, source in (private or {}).items():
+        if os.path.isdir(directory):
+            targets[os.path.realpath(directory)] = source
     # Outer masks first; drop a target nested in another target (the outer one hides it).
-    ordered = sorted(targets, key=len)
     kept: list[str] = []
-    for t in ordered:
+    for t in sorted(targets, key=len):
         if not any(t.startswith(k + os.sep) for k in kept):
             kept.append(t)
     masks = []
@@ -151,46 +235,19 @@ def compute_masks(needed: list[str], hide: tuple[str, ...]) -> list[list[Any]]:
         exposed = [p for p in needed if p == t or p.startswith(t + os.sep)]
         if t in exposed:  # a needed path is the masked directory itself: cannot hide it
             continue
-        masks.append([t, exposed])
+        masks.append([t, exposed, targets[t]])
     return masks
 
 
-def _proc_children_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        rparen = data.rfind(b")")
-        fields = data[rparen + 2:].split()
-        try:
-            ppid = int(fields[1])
-        except (IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    return children
-
-
-def process_tree(pid: int) -> list[int]:
-    children = _proc_children_map()
+def process_tree(pid: int, children: dict[int, list[int]] | None = None) -> list[int]:
+    if children is None:
+        children = process_table()[0]
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
         out.append(p)
         todo.extend(children.get(p, []))
     return out
-
-
-def _rss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -200,16 +257,19 @@ class SandboxProcess:
     """One sandboxed child (role 'reference' or 'kernel')."""
 
     def __init__(self, role: str, spec: dict[str, Any], env: dict[str, str], prefix: list[str], log_path: str,
-                 memory_limit_mb: int) -> None:
+                 memory_limit_mb: int, max_processes: int = DEFAULT_MAX_PROCESSES) -> None:
         self.role = role
         self.spec = spec
         self.env = env
         self.prefix = prefix
         self.log_path = log_path
         self.memory_limit_mb = memory_limit_mb
+        self.max_processes = max_processes
+        self.memory = MemoryMeter(memory_limit_mb)
         self.proc: subprocess.Popen[bytes] | None = None
         self.killed_reason: str | None = None
         self.peak_rss_mb = 0.0
+        self.peak_tasks = 0
         self._buf = b""
         self._nonce: str | None = None
         self.forged = 0
@@ -342,10 +402,22 @@ class SandboxProcess:
                 pass
         return total / _CLK_TCK
 
-    def rss_mb(self) -> float:
-        total = sum(_rss_kb(p) for p in self.tree()) / 1024.0
-        self.peak_rss_mb = max(self.peak_rss_mb, total)
-        return total
+    def limit_exceeded(self, children: dict[int, list[int]], threads: dict[int, int]) -> str | None:
+        """Why this process tree must end (too many tasks, too much memory), or None. The task count
+        comes first: it is cheap, and a fork bomb would otherwise be read as a memory hog."""
+        assert self.proc is not None
+        pids = process_tree(self.proc.pid, children)
+        tasks = sum(threads.get(p, 1) for p in pids)
+        self.peak_tasks = max(self.peak_tasks, tasks)
+        if tasks > self.max_processes:
+            return (f"the {self.role} process started too many processes ({tasks} processes and threads > "
+                    f"{self.max_processes})")
+        over, rss_mb, pss_mb = self.memory.over_limit(pids)
+        self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
+        if over:
+            return (f"the {self.role} process exceeded the memory limit ({pss_mb:.0f} MB proportional set size > "
+                    f"{self.memory_limit_mb} MB)")
+        return None
 
     def kill(self, reason: str | None = None) -> None:
         if reason and not self.killed_reason:
@@ -401,7 +473,8 @@ class SandboxProcess:
 
 
 class Watchdog(threading.Thread):
-    """Polls the resident memory of each sandbox's whole process tree; kills trees over the limit."""
+    """Polls each sandbox's whole process tree (one pass over /proc for all of them) and kills a tree
+    over its task or memory limit."""
 
     def __init__(self, interval: float = 0.1) -> None:
         super().__init__(daemon=True, name="kb-eval-watchdog")
@@ -414,13 +487,14 @@ class Watchdog(threading.Thread):
 
     def run(self) -> None:
         while not self._stop_event.wait(self.interval):
-            for p in list(self.procs):
-                if p.proc is None or p.proc.poll() is not None or p.killed_reason:
-                    continue
-                rss = p.rss_mb()
-                if rss > p.memory_limit_mb:
-                    p.kill(f"the {p.role} process exceeded the memory limit ({rss:.0f} MB resident > "
-                           f"{p.memory_limit_mb} MB)")
+            live = [p for p in self.procs if p.proc is not None and p.proc.poll() is None and not p.killed_reason]
+            if not live:
+                continue
+            children, threads = process_table()
+            for p in live:
+                reason = p.limit_exceeded(children, threads)
+                if reason:
+                    p.kill(reason)
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -431,10 +505,13 @@ class Sandbox:
 
     def __init__(self, *, device: str, size_scale: int, memory_limit_mb: int, hide_paths: tuple[str, ...] = (),
                  isolation: str = "auto", build_dir: str | None = None, disable: frozenset[str] = frozenset(),
-                 cpu_threads: int | None = None, extra_env: dict[str, str] | None = None) -> None:
+                 cpu_threads: int | None = None, max_processes: int = DEFAULT_MAX_PROCESSES,
+                 file_size_limit_mb: int | None = None, extra_env: dict[str, str] | None = None) -> None:
         self.device = device
         self.size_scale = size_scale
         self.memory_limit_mb = memory_limit_mb
+        self.max_processes = max_processes
+        self.file_size_limit_mb = file_size_limit_mb or memory_limit_mb
         self.disable = disable
         self.cpu_threads = cpu_threads
         # Set last in every child's environment (the build stage hides the GPUs and names the target
@@ -459,8 +536,11 @@ class Sandbox:
                 extra.append(os.environ[var])
         if os.path.isdir("/usr/local/cuda"):
             extra.append("/usr/local/cuda")
-        self.masks = compute_masks(needed_paths(extra), hide_paths) if self.mode in ("root", "userns") else []
+        self.needed = needed_paths(extra)
+        self.hidden = hidden_directories(hide_paths) + world_writable_directories()
+        self.masks: list[list[Any]] = []  # those of the last process started (the kernel's, in an evaluation)
         self.switch_uid = self.mode == "root" and os.environ.get("KB_SANDBOX_SWITCH_UID", "1") != "0"
+        self.nproc_limited = nproc_counts_sandbox_only(self.mode, self.switch_uid)
         base = int(os.environ.get("KB_SANDBOX_UID_BASE", 0)) or (200000 + 2 * secrets.randbelow(400000))
         self.uids = {"reference": base, "kernel": base + 1, "build": base + 1}
         self.procs: list[SandboxProcess] = []
@@ -484,7 +564,10 @@ class Sandbox:
         env = {
             "PATH": ":".join(dict.fromkeys(path)),
             "HOME": workdir,
+            # Also where /tmp is (its own) in isolated modes; in mode 'none' the only private temp folder.
             "TMPDIR": os.path.join(workdir, "tmp"),
+            "TMP": os.path.join(workdir, "tmp"),
+            "TEMP": os.path.join(workdir, "tmp"),
             "LANG": "C.UTF-8",
             "KB_SCALE": str(self.size_scale),
             "PYTHONDONTWRITEBYTECODE": "1",
@@ -512,32 +595,37 @@ class Sandbox:
 
     def spawn(self, role: str, problem_path: str, kernel_path: str | None = None) -> SandboxProcess:
         workdir = os.path.join(self.root, role)
-        os.mkdir(workdir, 0o700)
-        os.mkdir(os.path.join(workdir, "tmp"), 0o700)
-        stash = os.path.join(self.root, f"stash_{role}")
-        os.mkdir(stash, 0o700)
         uid = self.uids["reference" if role.startswith("reference") else role] if self.switch_uid else None
-        if uid is not None:
-            for d in (workdir, os.path.join(workdir, "tmp")):
+        private = {target: os.path.join(workdir, name) for target, name in PRIVATE_DIRECTORIES.items()}
+        for d in (workdir, *private.values()):
+            os.mkdir(d, 0o700)
+            if uid is not None:
                 os.chown(d, uid, uid)
-        rlimits: dict[str, int] = {"RLIMIT_CORE": 0}
-        if self.device == "cpu":
-            # Address-space cap as a backstop behind the RSS watchdog (it breaks CUDA, so CPU only).
-            rlimits["RLIMIT_AS"] = (self.memory_limit_mb + 6144) * 2**20
+        masks = compute_masks(self.needed, tuple(self.hidden), private) if self.mode in ("root", "userns") else []
+        self.masks = masks
         spec = {
             "role": role, "device": self.device, "workdir": workdir, "problem_path": problem_path,
-            "kernel_path": kernel_path, "uid": uid, "gid": uid, "masks": self.masks, "stash_dir": stash,
-            "rlimits": rlimits, "disable": sorted(self.disable),
+            "kernel_path": kernel_path, "uid": uid, "gid": uid, "masks": masks, "rlimits": self._rlimits(),
+            "disable": sorted(self.disable),
         }
         prefix = list(self.iso.get("prefix", [])) if self.mode != "none" else []
         if prefix:
             prefix.append("--")
         p = SandboxProcess(role, spec, self._env(workdir, role), prefix, os.path.join(self.root, f"{role}.log"),
-                           self.memory_limit_mb)
+                           self.memory_limit_mb, self.max_processes)
         p.start(self.pylib)
         self.procs.append(p)
         self.watchdog.add(p)
         return p
+
+    def _rlimits(self) -> dict[str, int]:
+        rlimits: dict[str, int] = {"RLIMIT_CORE": 0, "RLIMIT_FSIZE": self.file_size_limit_mb * 2**20}
+        if self.device == "cpu":
+            # Address-space cap as a backstop behind the memory watchdog (it breaks CUDA, so CPU only).
+            rlimits["RLIMIT_AS"] = (self.memory_limit_mb + 6144) * 2**20
+        if self.nproc_limited:
+            rlimits["RLIMIT_NPROC"] = self.max_processes + NPROC_HEADROOM
+        return rlimits
 
     def hand_over(self, src: SandboxProcess, dst: SandboxProcess, name: str, new_name: str) -> str:
         """Move an output file from one child's directory into another's (refusing links and
@@ -577,15 +665,22 @@ class Sandbox:
 
     def environment(self) -> dict[str, Any]:
         first = next((p for p in self.procs if p.role == "kernel"), None)
+        isolated = self.mode in ("root", "userns")
         return {
             "isolation_mode": self.mode,
-            "network_isolated": self.mode in ("root", "userns"),
-            "pid_namespace": self.mode in ("root", "userns"),
+            "network_isolated": isolated,
+            "pid_namespace": isolated,
+            "private_tmp": isolated,  # /tmp, /var/tmp, /dev/shm: the process's own, removed afterwards
             "uid": self.uids["kernel"] if self.switch_uid else os.getuid(),
             "reference_uid": self.uids["reference"] if self.switch_uid else os.getuid(),
-            "hidden_paths": [m[0] for m in self.masks],
-            "memory_limit": ("rlimit_as+rss_watchdog" if self.device == "cpu" else "rss_watchdog"),
+            "hidden_paths": [m[0] for m in self.masks if m[2] is None],
+            "memory_limit": ("rlimit_as+pss_watchdog" if self.device == "cpu" else "pss_watchdog"),
+            "memory_limit_mb": self.memory_limit_mb,
+            "process_limit": "rlimit_nproc+watchdog" if self.nproc_limited else "watchdog",
+            "max_processes": self.max_processes,
+            "file_size_limit_mb": self.file_size_limit_mb,
             "kernel_peak_rss_mb": round(first.peak_rss_mb, 1) if first else None,
+            "kernel_peak_tasks": first.peak_tasks if first else None,
         }
 
     def close(self) -> None:
@@ -595,7 +690,7 @@ class Sandbox:
                 p.close(graceful=False)
             except Exception:  # noqa: BLE001
                 pass
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_tree(self.root)
 
     def __enter__(self) -> Sandbox:
         return self

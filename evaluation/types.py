@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .limits import DEFAULT_MAX_PROCESSES, default_memory_limit_mb
+
 STATUSES: tuple[str, ...] = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed")
 
 #: Every flag / note code the library emits, with the meaning documented in docs/evaluation.md.
@@ -73,7 +75,14 @@ class EvaluationConfig:
     timing_trials: int = 20  # timed rounds per side (each round = several calls)
     seed: int | None = None  # None: a random secret seed
     timeout_s: float = 300.0  # budget for the whole evaluation of one kernel (build included)
-    memory_limit_mb: int = 16384  # host memory (RSS) for each sandboxed process tree
+    # Host memory (proportional set size) of each sandboxed process tree; default $EVAL_MEMORY_LIMIT_MB,
+    # else from the host's memory and worker count (evaluation.limits.default_memory_limit_mb).
+    memory_limit_mb: int = field(default_factory=default_memory_limit_mb)
+    # Tasks (processes and threads) of each sandboxed process tree (watchdog; RLIMIT_NPROC where it
+    # counts only the sandbox's own tasks).
+    max_processes: int = DEFAULT_MAX_PROCESSES
+    # Largest file a sandboxed process may write (RLIMIT_FSIZE); None: memory_limit_mb.
+    file_size_limit_mb: int | None = None
     atol: float | None = None  # None: by output dtype
     rtol: float | None = None
     speedup_flag_threshold: float = 10.0
@@ -120,6 +129,10 @@ class EvaluationConfig:
             raise ValueError("timeout_s must be > 0")
         if self.memory_limit_mb < 64:
             raise ValueError("memory_limit_mb must be >= 64")
+        if self.max_processes < 16:
+            raise ValueError("max_processes must be >= 16")
+        if self.file_size_limit_mb is not None and self.file_size_limit_mb < 1:
+            raise ValueError("file_size_limit_mb must be >= 1")
         if self.size_scale < 1:
             raise ValueError("size_scale must be >= 1")
         if self.precision not in PRECISIONS:

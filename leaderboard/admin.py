@@ -40,7 +40,7 @@ class LanguageModelAdmin(admin.ModelAdmin):
 @admin.register(Run)
 class RunAdmin(VerifyRunsMixin, admin.ModelAdmin):
     list_display = ["__str__", "model", "problem_set", "hardware", "setting", "origin", "is_demo", "created_at"]
-    list_filter = ["origin", "hardware", "problem_set", "setting", "is_demo"]
+    list_filter = ["origin", "hardware", "problem_set", "setting", "is_demo", "published_source"]
     search_fields = ["name", "model__name", "setting", "notes"]
     list_select_related = ["model", "problem_set", "hardware"]
     date_hierarchy = "created_at"

@@ -12,15 +12,17 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from leaderboard.evaluations.quotas import QuotaExceeded
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
 from leaderboard.models import LanguageModel, Origin, Precision
-from leaderboard.reads import board_cache, board_query, charts, kernel_page, level_table, queries
+from leaderboard.reads import board_cache, board_query, charts, kernel_page, level_table, published, queries
 from leaderboard.reads import overview as almanac
 from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
 from leaderboard.reads.scoring import RULE_BEST, RULES
 from leaderboard.reads.standings import fast_p_curves
+from leaderboard.reviews.services import can_read_raw_output
 from problems.models import LEVELS, Problem, ProblemSet, named_by
 
 PER_PAGE = 50
@@ -133,6 +135,9 @@ def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpRes
         "precision": board.precision or "",
         "columns": columns,
         "table": table,
+        # Rows from a published leaderboard: its own figures' fast_p, shown apart from the row's numbers.
+        "published": published.board_fast_p([row.standing.run for row in table], board.level_number, board.p or 1.0,
+                                            board.n_problems),
         "page": page,
         "sort": board.sort,
         "descending": board.descending,
@@ -223,20 +228,25 @@ def _problem_for_submitter(request: HttpRequest, pk: int) -> Problem:
 def problem_submit(request: HttpRequest, pk: int) -> HttpResponse:
     """The problem page's "submit a kernel": the form, and on a valid POST the kernel saved and queued."""
     problem = _problem_for_submitter(request, pk)
-    form = SubmissionForm(request.POST or None, request.FILES or None, problem=problem)
+    form = SubmissionForm(request.POST or None, request.FILES or None, problem=problem, user=request.user)
+    status = 400 if request.method == "POST" else 200
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        evaluation = submit_kernel(
-            problem=problem,
-            source=data["source"],
-            hardware=data["hardware"],
-            model=data.get("model"),
-            run=data.get("run"),
-            user=request.user,
-        )
-        messages.success(request, f"Kernel {evaluation.kernel_id} saved; evaluation {evaluation.pk} is queued.")
-        return redirect("kernel-detail", evaluation.kernel_id)
-    status = 400 if request.method == "POST" else 200
+        try:
+            evaluation = submit_kernel(
+                problem=problem,
+                source=data["source"],
+                hardware=data["hardware"],
+                model=data.get("model"),
+                run=data.get("run"),
+                user=request.user,
+            )
+        except QuotaExceeded as exc:
+            form.add_error(None, str(exc))
+            status = exc.status
+        else:
+            messages.success(request, f"Kernel {evaluation.kernel_id} saved; evaluation {evaluation.pk} is queued.")
+            return redirect("kernel-detail", evaluation.kernel_id)
     return render(request, "leaderboard/submit_kernel.html", {"problem": problem, "form": form}, status=status)
 
 
@@ -248,7 +258,8 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
     siblings = queries.sibling_kernels(kernel)
     against = kernel_page.pick_against(request.GET.get("against"), siblings)
     history = _page(request, queries.kernel_evaluations(kernel), per_page=20)
-    pending = kernel_page.attach_progress(history.object_list)
+    raw_output = can_read_raw_output(request.user, kernel)  # logs, errors, worker details
+    pending = kernel_page.attach_progress(history.object_list, raw_output)
     evaluation = kernel_page.described_evaluation(kernel, history.object_list)
     context = {
         "kernel": kernel,
@@ -262,6 +273,8 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "view": "unified" if request.GET.get("view") == "unified" else "split",
         "evaluation": evaluation,
         "evaluation_demo": kernel_page.is_demo(evaluation),
+        "raw_output": raw_output,
+        "shown": kernel_page.shown_details(evaluation, raw_output),
         "history": history,
         "pending": pending,
         "charts": {"timing": charts.timing_distributions(evaluation)},

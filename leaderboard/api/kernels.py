@@ -4,7 +4,7 @@ evaluation of the kernel."""
 from __future__ import annotations
 
 from django.db.models import Prefetch
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers
 
 from leaderboard.api.base import ReadOnly, query_param
@@ -22,6 +22,10 @@ class KernelSerializer(serializers.ModelSerializer):
     problem_name = serializers.CharField(source="problem.name", read_only=True)
     model = serializers.SlugRelatedField(source="run.model", slug_field="slug", read_only=True)
     latest_evaluation = EvaluationBriefSerializer(read_only=True)
+    published = serializers.SerializerMethodField(
+        help_text="A figure someone else published for this kernel (e.g. KernelBench's leaderboard, L40S), apart "
+        "from the evaluations here and never counted in scores; null when none."
+    )
 
     class Meta:
         model = Kernel
@@ -38,8 +42,17 @@ class KernelSerializer(serializers.ModelSerializer):
             "backend",
             "source_hash",
             "latest_evaluation",
+            "published",
             "created_at",
         ]
+
+    @extend_schema_field(
+        inline_serializer("PublishedFigure", {"speedup": serializers.FloatField(), "label": serializers.CharField()})
+    )
+    def get_published(self, kernel: Kernel) -> dict | None:
+        if kernel.published_speedup is None:
+            return None
+        return {"speedup": kernel.published_speedup, "label": kernel.published_label}
 
 
 class KernelDetailSerializer(KernelSerializer):

@@ -7,7 +7,7 @@ from pathlib import PurePath
 
 from django.conf import settings
 from django.db.models import F
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -20,6 +20,7 @@ from leaderboard.api.imports import ImportResultSerializer, RowErrorsSerializer,
 from leaderboard.api.parsers import BoundedMultiPartParser, StrictJSONParser
 from leaderboard.api.permissions import CanImportRun, CanRequestEvaluation
 from leaderboard.api.problems import ScoringRulesSerializer
+from leaderboard.api.refusals import REFUSALS, refusal
 from leaderboard.ingest.archives import Bundle
 from leaderboard.ingest.generation_config import with_defaults
 from leaderboard.ingest.run_import import (
@@ -62,6 +63,7 @@ class RunSerializer(serializers.ModelSerializer):
             "precision",
             "rules",
             "origin",
+            "published_source",
             "notes",
             "kernel_count",
             "created_at",
@@ -222,7 +224,12 @@ class RunViewSet(ReadOnly):
             "as 'imported, unverified'. All or nothing: any problem gives 400 with every error listed."
         ),
         request={"multipart/form-data": RunUploadSerializer, "application/json": RunJsonSerializer},
-        responses={201: RunImportResultSerializer, 200: RunImportResultSerializer, 400: RowErrorsSerializer},
+        responses={
+            201: RunImportResultSerializer,
+            200: RunImportResultSerializer,
+            400: RowErrorsSerializer,
+            409: OpenApiResponse(description="Past the user's quota of stored kernel source."),
+        },
     )
     @action(
         detail=False,
@@ -242,6 +249,8 @@ class RunViewSet(ReadOnly):
             result = store_run(run_spec(spec.validated_data, bundle), bundle, user=request.user)
         except RowErrors as exc:
             return Response(row_errors_reply(exc.errors, "upload"), status=status.HTTP_400_BAD_REQUEST)
+        except REFUSALS as exc:
+            return refusal(exc)
         body = {
             "run": RunSerializer(self.get_queryset().get(pk=result.run.pk), context={"request": request}).data,
             "kernels": import_counts(result.kernels),
@@ -254,12 +263,19 @@ class RunViewSet(ReadOnly):
     @extend_schema(
         summary="Queue every kernel of the run for evaluation here",
         request=None,
-        responses={202: VerifyResultSerializer},
+        responses={
+            202: VerifyResultSerializer,
+            403: OpenApiResponse(description="The run is another user's."),
+            429: OpenApiResponse(description="Past the user's quota of queued-or-running evaluations."),
+        },
     )
     @action(detail=True, methods=["post"], permission_classes=[CanRequestEvaluation])
     def verify(self, request, pk=None):
         run = get_object_or_404(Run.objects.select_related("hardware"), pk=pk)
-        queued, skipped = verify_run(run)
+        try:
+            queued, skipped = verify_run(run, request.user)  # PermissionDenied (403) unless the run is theirs
+        except REFUSALS as exc:
+            return refusal(exc)
         return Response(
             {"queued": len(queued), "skipped": skipped, "evaluations": [evaluation.pk for evaluation in queued]},
             status=status.HTTP_202_ACCEPTED,

@@ -12,15 +12,17 @@ serialised, retried, or run by another worker on another host.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import django_rq
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from redis import Redis
 from rq import Queue
 
-from leaderboard.models import Evaluation, Kernel
+from leaderboard.evaluations.quotas import check_pending_evaluations
+from leaderboard.models import Evaluation, Kernel, Run
 from problems.models import Hardware
 
 log = logging.getLogger(__name__)
@@ -33,15 +35,84 @@ RESULT_TTL = 3600
 JOB_FUNCTION = "leaderboard.evaluations.jobs.run_evaluation_job"
 
 
-def request_evaluation(kernel: Kernel, hardware: Hardware) -> Evaluation:
-    """Create a queued Evaluation of `kernel` on `hardware`, under its run's scoring rules, and
-    enqueue its job once the surrounding transaction commits. Returns the evaluation (state QUEUED).
+class EvaluationRefused(ValueError):
+    """An evaluation that may not be asked for; the message says why (a 4xx for the caller)."""
 
-    Earlier evaluations of the kernel are kept (history); the new one becomes the kernel's
-    `latest_evaluation` when it finishes."""
-    evaluation = Evaluation.objects.create(
-        kernel=kernel, hardware=hardware, rules_id=kernel.run.rules_id, state=Evaluation.State.QUEUED
+
+@dataclass
+class Requested:
+    queued: list[Evaluation] = field(default_factory=list)  # new evaluations, state QUEUED
+    skipped: list[int] = field(default_factory=list)  # kernels that already had one pending there
+
+
+def request_evaluation(kernel: Kernel, hardware: Hardware, user=None) -> Evaluation:
+    """Queue an evaluation of `kernel` on `hardware` (see request_evaluations). Returns the new
+    evaluation, or the one already queued or running for that kernel and hardware."""
+    requested = request_evaluations([kernel], hardware, user)
+    if requested.queued:
+        return requested.queued[0]
+    return Evaluation.objects.pending().get(kernel=kernel, hardware=hardware)
+
+
+@transaction.atomic
+def request_evaluations(kernels: list[Kernel], hardware: Hardware, user=None) -> Requested:
+    """Create a QUEUED Evaluation of each kernel on `hardware`, asked for by `user`, and enqueue
+    each job once the surrounding transaction commits. Earlier evaluations are kept (history); a
+    new one becomes the kernel's `latest_evaluation` when it finishes.
+
+    Refused whole (EvaluationRefused, nothing written) when a kernel's run is on other hardware;
+    QuotaExceeded when the user's queued-or-running evaluations would pass their quota. A kernel
+    that already has an evaluation queued or running on `hardware` is skipped: the database holds at
+    most one (constraint evaluation_one_pending), and a concurrent request that loses the race on
+    the constraint skips it too."""
+    _check_hardware(kernels, hardware)
+    busy = set(
+        Evaluation.objects.pending()
+        .filter(hardware=hardware, kernel__run_id__in={kernel.run_id for kernel in kernels})
+        .values_list("kernel_id", flat=True)
     )
+    wanted = [kernel for kernel in kernels if kernel.pk not in busy]
+    check_pending_evaluations(user, len(wanted))
+    requested = Requested(skipped=[kernel.pk for kernel in kernels if kernel.pk in busy])
+    for kernel in wanted:
+        evaluation = _create_queued(kernel, hardware, user)
+        if evaluation is None:
+            requested.skipped.append(kernel.pk)
+        else:
+            requested.queued.append(evaluation)
+    return requested
+
+
+def _check_hardware(kernels: list[Kernel], hardware: Hardware) -> None:
+    """EvaluationRefused unless every kernel's run is on `hardware`: a run's scores are measured on
+    its own hardware, so an evaluation elsewhere would rank on a board it was never measured for."""
+    runs = dict(
+        Run.objects.filter(pk__in={kernel.run_id for kernel in kernels}).values_list("pk", "hardware__slug")
+    )
+    for run_id, slug in runs.items():
+        if slug != hardware.slug:
+            raise EvaluationRefused(
+                f"run {run_id} is on {slug}: its kernels are evaluated there, not on {hardware.slug}"
+            )
+
+
+def _create_queued(kernel: Kernel, hardware: Hardware, user) -> Evaluation | None:
+    """The new QUEUED evaluation, its job enqueued on commit; None when one is already pending
+    (the unique constraint answered, in a savepoint so the caller's transaction goes on)."""
+    requester = user if getattr(user, "is_authenticated", False) else None
+    try:
+        with transaction.atomic():
+            evaluation = Evaluation.objects.create(
+                kernel=kernel,
+                hardware=hardware,
+                rules_id=kernel.run.rules_id,  # scored under its run's rules
+                state=Evaluation.State.QUEUED,
+                requested_by=requester,
+            )
+    except IntegrityError:
+        if Evaluation.objects.pending().filter(kernel=kernel, hardware=hardware).exists():
+            return None
+        raise
     evaluation.job_id = job_id_for(evaluation.pk, 1)
     Evaluation.objects.filter(pk=evaluation.pk).update(job_id=evaluation.job_id)
     transaction.on_commit(lambda: enqueue_evaluation(evaluation.pk))

@@ -1,6 +1,7 @@
 """/healthz: can this web process reach the database and Redis? JSON, 200 when both answer, 503
-otherwise, with what each check found and how long it took. For load balancers and uptime checks;
-public, cheap (one `SELECT 1`, one PING), never cached."""
+otherwise, with what each check found. For load balancers and uptime checks; public, cheap (one
+`SELECT 1`, one PING), never cached. How long each check took and its error text (host names,
+addresses) go to operators only (leaderboard.ops.clients.is_operator); others get ok or not."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from redis import Redis
 from redis.exceptions import RedisError
+
+from leaderboard.ops.clients import is_operator
 
 CHECK_TIMEOUT_S = 2
 
@@ -51,6 +54,8 @@ def _ms(start: float) -> float:
 def healthz(request: HttpRequest) -> JsonResponse:
     checks = {name: _run(check) for name, check in CHECKS.items()}
     healthy = all(result["ok"] for result in checks.values())
+    if not is_operator(request):
+        checks = {name: {"ok": result["ok"]} for name, result in checks.items()}
     return JsonResponse(
         {"status": "ok" if healthy else "unavailable", "checks": checks}, status=200 if healthy else 503
     )

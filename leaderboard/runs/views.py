@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from leaderboard.models import Run
-from leaderboard.reads import charts
+from leaderboard.reads import charts, published
 from leaderboard.reads import runs as reads
 
 
@@ -18,6 +18,19 @@ def _other_run(request: HttpRequest, run: Run) -> Run | None:
     if not text.isdigit() or int(text) == run.pk:
         return None
     return reads.run_for_page(int(text)).first()
+
+
+def _published(run: Run, scores) -> dict | None:
+    """A run from a published leaderboard: its figures, and their fast_1 per level over the level's
+    problems (unlisted ones failed), shown apart from the run's scores."""
+    if not run.published_source:
+        return None
+    figures = published.run_figures(run)
+    levels = [
+        (score.level, published.published_fast_p([f for f in figures if f.level == score.level], score.n_problems, 1.0))
+        for score in scores
+    ]
+    return {"figures": figures, "levels": levels, "label": figures[0].label if figures else "published"}
 
 
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
@@ -38,5 +51,6 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "comparison": comparison,
         "comparison_summary": reads.compare_summary(comparison) if comparison else None,
         "charts": {"fast_p": charts.run_fast_p_chart(scores)},
+        "published": _published(run, scores),
     }
     return render(request, "leaderboard/run_detail.html", context)

@@ -8,6 +8,7 @@ from evaluation import EvaluationConfig
 from leaderboard.evaluations.jobs import load_inputs as _load
 from leaderboard.evaluations.queue import eval_queue, request_evaluation
 from leaderboard.evaluations.rq_worker import EvalWorker
+from leaderboard.evaluations.worker_pool import default_worker_count, worker_commands
 from leaderboard.models import Kernel, LanguageModel, Run
 from problems.models import Hardware, Problem, ProblemSet, ScoringRules
 
@@ -48,6 +49,14 @@ def test_the_worker_passes_the_trial_settings_only_when_set(evaluation, settings
     assert config.correctness_trials == EvaluationConfig().correctness_trials
 
 
+def test_the_worker_passes_the_memory_limit_setting_through(evaluation, settings, monkeypatch):
+    monkeypatch.delenv("EVAL_MEMORY_LIMIT_MB", raising=False)
+    settings.EVAL_MEMORY_LIMIT_MB = None
+    assert _load(evaluation.pk)[2].memory_limit_mb == EvaluationConfig().memory_limit_mb  # the host's default
+    settings.EVAL_MEMORY_LIMIT_MB = 2500
+    assert _load(evaluation.pk)[2].memory_limit_mb == 2500
+
+
 def test_the_worker_pins_evaluations_to_the_cores_it_is_given(evaluation, settings):
     assert _load(evaluation.pk)[2].cpus == ()
     settings.EVAL_CPUS = (3,)
@@ -69,3 +78,20 @@ def test_the_listed_queues_are_the_ones_django_rq_shows(settings):
 
 def test_evalworker_runs_the_worker_class_named_in_the_rq_settings():
     assert get_worker_class() is EvalWorker
+
+
+def test_each_gpu_worker_of_an_evalworker_gets_a_gpu_of_its_own(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    commands = worker_commands(2, "cuda", ["eval-h200"], "gpu3", {"burst": True, "max_jobs": None})
+    assert [c.env["CUDA_VISIBLE_DEVICES"] for c in commands] == ["2", "5"]
+    argv = commands[1].argv
+    assert argv[argv.index("--name") + 1] == "gpu3.w1" and argv[argv.index("--queue") + 1] == "eval-h200"
+    assert {"--no-sweep", "--no-probe", "--burst"} <= set(argv) and argv[argv.index("--workers") + 1] == "1"
+
+
+def test_the_worker_count_is_the_setting_or_what_the_host_runs_well(settings, monkeypatch):
+    monkeypatch.setattr("evaluation.limits.host_cpu_count", lambda: 8)
+    settings.EVAL_WORKERS = None
+    assert default_worker_count("cpu") == 2
+    settings.EVAL_WORKERS = 3
+    assert default_worker_count("cpu") == 3

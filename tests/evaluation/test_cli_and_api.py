@@ -88,7 +88,9 @@ def test_probe_hardware_api():
 
 
 def test_self_and_double_work_speedups():
-    """The reference as its own kernel is ~1x; a kernel doing the work twice is ~0.5x."""
+    """The reference as its own kernel is ~1x; a kernel doing the work twice is ~0.5x. On a busy host
+    both figures drift with the load, so the double work is judged against the self kernel measured
+    in the same test, not against a fixed bound."""
     src = read(MATMUL)
     same = run(MATMUL, self_kernel(src), timing_trials=12, round_target_s=0.03)
     assert same.status == "correct"
@@ -99,5 +101,4 @@ def test_self_and_double_work_speedups():
     assert twice != self_kernel(src)
     slow = run(MATMUL, twice, timing_trials=12, round_target_s=0.03)
     assert slow.status == "correct"
-    assert 0.3 < slow.speedup < 0.8, slow.to_dict()
-    assert slow.speedup < same.speedup
+    assert 0.3 < slow.speedup < 0.9 * same.speedup, (slow.speedup, same.speedup)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import socket
+import subprocess
 import tempfile
 import time
 
@@ -133,14 +135,94 @@ def test_environment_scrubbed(probe_env):
 
 
 @needs_root
-def test_temporary_directories_removed():
-    from evaluation.sandbox import work_root
-
-    root = work_root() or tempfile.gettempdir()
-    before = {d for d in os.listdir(root) if d.startswith("kb-eval-")}
+def test_temporary_directories_removed(monkeypatch):
+    """Counts only this evaluation's folders: its work root is a folder of its own (other suites on a
+    busy host make and remove their own kb-eval-* folders meanwhile)."""
+    root = tempfile.mkdtemp(prefix="kb-work-root-", dir="/tmp")
+    os.chmod(root, 0o755)
+    monkeypatch.setenv("KB_WORK_DIR", root)
     src = "import torch, torch.nn as nn\nopen('scratch.bin', 'wb').write(b'x' * 1000)\n" \
           "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x + 1.0\n"
-    res = run(ADD_ONE, src, correctness_trials=1, timing_trials=0)
-    assert res.status == "correct", res.error
-    after = {d for d in os.listdir(root) if d.startswith("kb-eval-")}
-    assert after <= before
+    try:
+        res = run(ADD_ONE, src, correctness_trials=1, timing_trials=0)
+        assert res.status == "correct", res.error
+        assert os.listdir(root) == []
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- Nothing left behind, nothing of the checkout readable (issue 19, case 7) -----------------------
+
+LEFTOVERS = '''
+import os
+import torch.nn as nn
+
+seen = []
+for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+    path = os.path.join(folder, {name!r})
+    with open(path, "w") as fh:
+        fh.write("left behind")
+    with open(path) as fh:
+        assert fh.read() == "left behind"
+    os.makedirs(path + ".d/locked", exist_ok=True)
+    os.chmod(path + ".d", 0)  # a folder its owner cannot list any more: removal must cope
+    seen += [folder + "/" + entry for entry in os.listdir(folder) if entry.startswith("kb-host-")]
+try:
+    with open({settings!r}) as fh:
+        seen.append("settings:" + fh.read(40))
+except OSError as exc:
+    seen.append("settings refused: " + type(exc).__name__)
+raise RuntimeError("SEEN " + " | ".join(seen))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x + 1.0
+'''
+
+
+def _isolated() -> bool:
+    from evaluation.sandbox import detect_isolation
+
+    return detect_isolation()["mode"] != "none"
+
+
+needs_mount_namespace = pytest.mark.skipif(not _isolated(), reason="private /tmp and hidden folders need a mount "
+                                           "namespace (root, or unprivileged user namespaces)")
+
+
+@pytest.fixture(scope="module")
+def leftovers_probe():
+    """One evaluation of a kernel that writes into /tmp, /var/tmp and /dev/shm, lists them, reads the
+    checkout's settings and reports all of it in its error."""
+    name = f"kb-leftover-{secrets.token_hex(6)}"
+    host_file = os.path.join("/tmp", f"kb-host-{secrets.token_hex(6)}")
+    with open(host_file, "w") as fh:
+        fh.write("a world-readable file of the host")
+    os.chmod(host_file, 0o644)
+    settings = str(EVAL_PROBLEMS.parents[2] / "config" / "settings.py")
+    res = run(ADD_ONE, LEFTOVERS.format(name=name, settings=settings), correctness_trials=1, timing_trials=0)
+    yield res, name
+    os.unlink(host_file)
+    for folder in ("/tmp", "/var/tmp", "/dev/shm"):
+        path = os.path.join(folder, name)
+        if os.path.isdir(path + ".d"):
+            os.chmod(path + ".d", 0o700)
+        subprocess.run(["rm", "-rf", path, path + ".d"], check=False)
+
+
+@needs_mount_namespace
+def test_a_kernel_leaves_nothing_in_tmp_var_tmp_or_dev_shm(leftovers_probe):
+    res, name = leftovers_probe
+    assert "SEEN" in (res.error or ""), (res.status, res.error, res.log[-2000:])  # its writes succeeded
+    left = [f for f in ("/tmp", "/var/tmp", "/dev/shm") for f in (f"{f}/{name}", f"{f}/{name}.d") if os.path.exists(f)]
+    assert left == []
+    assert "kb-host-" not in res.error  # its /tmp is its own: the host's files are not in it
+    assert res.environment.get("private_tmp") is True
+
+
+@needs_mount_namespace
+def test_a_kernel_cannot_read_the_checkouts_settings(leftovers_probe):
+    res, _ = leftovers_probe
+    assert "settings refused: FileNotFoundError" in (res.error or ""), res.error
+    assert "settings:" not in res.error

@@ -156,9 +156,12 @@ def test_masks():
         os.makedirs(os.path.join(secret, "venv"))
         os.chmod(secret, 0o700)
         masks = compute_masks([os.path.join(secret, "venv")], ())
-        assert [secret, [os.path.join(secret, "venv")]] in masks
+        assert [secret, [os.path.join(secret, "venv")], None] in masks
         masks = compute_masks([], (base,))
-        assert [base, []] in masks
+        assert [base, [], None] in masks
+        # A private /tmp is bound over the real one; needed paths below it are re-exposed.
+        masks = compute_masks([os.path.join(base, "work")], (), {"/tmp": "/private/tmp"})
+        assert masks == [["/tmp", [os.path.join(base, "work")], "/private/tmp"]]
     finally:
         shutil.rmtree(base)
 

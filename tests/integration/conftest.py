@@ -145,6 +145,7 @@ FAST_KNOBS = {
     "EVAL_RETRY_BACKOFF_S": 0,
     "EVAL_QUEUED_GRACE_S": 0,
     "EVAL_MAX_ATTEMPTS": 3,
+    "EVAL_WORKERS": 1,  # one worker per evalworker whatever the host (tests that need more say so)
 }
 
 

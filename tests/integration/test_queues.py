@@ -10,7 +10,7 @@ from rq.utils import now
 
 from leaderboard.evaluations import queue as jobs
 from leaderboard.evaluations.sweep import sweep_evaluations
-from leaderboard.models import Evaluation
+from leaderboard.models import Evaluation, Run
 from problems.models import Hardware
 
 from .conftest import fake_calls, fake_source, submit
@@ -38,6 +38,7 @@ def test_a_hardware_missing_from_eval_queues_still_gets_its_queue_and_worker(env
     assert "eval-a100" not in settings.EVAL_QUEUES
     a100 = Hardware.objects.create(slug="a100", name="A100", kind=Hardware.Kind.CPU)
     (kernel,) = make_kernels([fake_source("a100")])
+    Run.objects.filter(pk=kernel.run_id).update(hardware=a100)  # a run's kernels are evaluated on its hardware
     (evaluation,) = submit([kernel], a100)
     assert jobs.eval_queue(a100.queue_name).job_ids == [evaluation.job_id]
 
@@ -71,3 +72,18 @@ def test_the_sweep_leaves_a_job_rq_started_recently_alone(env, make_kernels, cpu
     job.save()
 
     assert sweep_evaluations().reenqueued == 0
+
+
+def test_evalworker_with_two_workers_drains_the_queue_through_both(env, workers, make_kernels, cpu):
+    kernels = make_kernels([fake_source(f"pool-{i}", "sleep=1") for i in range(6)])
+    evaluations = submit(kernels, cpu)
+
+    out = workers.run_burst("--workers", "2", "--name", "pool", fake=True)
+
+    assert "starting 2 workers" in out
+    names = set()
+    for evaluation in evaluations:
+        evaluation.refresh_from_db()
+        assert (evaluation.state, evaluation.attempts) == ("done", 1)
+        names.add(evaluation.worker_name)
+    assert names == {"pool.w0", "pool.w1"}  # each took some: six one-second jobs, two at a time

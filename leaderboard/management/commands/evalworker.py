@@ -2,7 +2,9 @@
 
 Phases (Command.handle): probe the hardware (or take it from the options) -> register the Hardware
 row -> check Redis -> sweep once and start the sweeper child -> work the queues until SIGTERM (or
-until empty, with --burst) -> release what a cold shutdown interrupted and stop the sweeper.
+until empty, with --burst), or with several workers (`--workers`, default from the host) start them
+and wait (leaderboard.evaluations.worker_pool) -> release what a cold shutdown interrupted and stop
+the sweeper.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ from django_rq.workers import get_worker_class
 from redis import Redis
 
 from evaluation import probe_hardware
+from evaluation.build_stage import default_build_workers
+from evaluation.sweep import host_gpu_count
 from leaderboard.evaluations.attempts import release_running_on
 from leaderboard.evaluations.queue import redis_connection
 from leaderboard.evaluations.rq_worker import default_worker_name
 from leaderboard.evaluations.sweep import sweep_evaluations
+from leaderboard.evaluations.worker_pool import default_worker_count, run_workers, worker_commands
 from problems.models import Hardware
 
 log = logging.getLogger(__name__)
@@ -68,6 +73,11 @@ def register_hardware(info: dict[str, Any]) -> Hardware:
                 setattr(hardware, key, value)
         hardware.save()
     return hardware
+
+
+def device_of(info: dict[str, Any], hardware: Hardware) -> str:
+    """'cpu' or 'cuda': what the probe found, else what the Hardware row is."""
+    return info.get("device") or ("cpu" if hardware.kind == Hardware.Kind.CPU else "cuda")
 
 
 def _slug_from(queues: list[str] | None) -> str:
@@ -114,6 +124,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--max-jobs", type=int, default=None, help="stop after this many jobs")
         parser.add_argument(
+            "--workers",
+            type=int,
+            default=None,
+            help="worker processes to run (default: EVAL_WORKERS, else what the host runs well: one per GPU, "
+            "one per 4 CPU cores; docs/workers.md)",
+        )
+        parser.add_argument(
             "--no-prebuild",
             action="store_true",
             help="do not run the builder child that compiles upcoming kernels ahead of the GPU",
@@ -136,13 +153,20 @@ class Command(BaseCommand):
         )
         conn = self.connect()
         self.startup_sweep()
+        count = options["workers"] or default_worker_count(device_of(info, hardware))
         sweeper = builder = None
         if not options["burst"] and not options["no_sweep"]:
             sweeper = start_sweeper(hardware.slug)
         if hardware.kind == Hardware.Kind.GPU and not options["no_prebuild"] and settings.EVAL_BUILD_WORKERS != 0:
-            builder = start_builder(queues, info)
+            builder = start_builder(queues, info, host_wide=count > 1)
         try:
-            self.work(queues, conn, name, options)
+            if count > 1:
+                self.stdout.write(f"worker {name}: starting {count} workers")
+                commands = worker_commands(count, device_of(info, hardware), queues, name, options)
+                if run_workers(commands):
+                    raise CommandError(f"worker {name}: a worker exited with an error")
+            else:
+                self.work(queues, conn, name, options)
         finally:
             # After a cold shutdown (second SIGTERM) the horse was killed mid-job: retry it now.
             with contextlib.suppress(Exception):
@@ -189,15 +213,18 @@ def start_sweeper(slug: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(command, preexec_fn=_die_with_parent)
 
 
-def start_builder(queues: list[str], info: dict[str, Any]) -> subprocess.Popen[bytes]:
+def start_builder(queues: list[str], info: dict[str, Any], host_wide: bool) -> subprocess.Popen[bytes]:
     """The builder child (`prebuild_evaluations`): compiles the next queued kernels on the CPU. The
     worker's jobs and the builder build for the GPU's architecture (the probe's), so one build serves
-    every GPU of the host."""
+    every GPU of the host. ``host_wide``: this evalworker runs all of the host's GPU workers, so its
+    builder gets the host's whole build share (else each per-GPU worker's builder gets its part)."""
     if info.get("capability") and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
         os.environ["TORCH_CUDA_ARCH_LIST"] = str(info["capability"])
     command = [sys.executable, sys.argv[0], "prebuild_evaluations"]
     for queue in queues:
         command += ["--queue", queue]
+    if host_wide and settings.EVAL_BUILD_WORKERS is None:
+        command += ["--workers", str(default_build_workers(max(1, host_gpu_count())))]
     return subprocess.Popen(command, preexec_fn=_die_with_parent)
 
 

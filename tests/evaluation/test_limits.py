@@ -1,0 +1,141 @@
+"""Sandbox limits that measure the right thing (issue 20, case 6): memory counted proportionally
+(children sharing pages are not charged once each), a process-count limit, a file-size limit, and
+the memory limit's default from the host."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from evaluation import EvaluationConfig
+from evaluation.limits import MemoryMeter, default_memory_limit_mb, host_memory_mb, host_worker_count, workers_for
+from tests.evaluation.helpers import EVAL_PROBLEMS, run
+
+ADD_ONE = EVAL_PROBLEMS / "add_one.py"
+
+FORK_200 = '''
+import os, time
+import torch, torch.nn as nn
+
+_DONE = []
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if not _DONE:  # once: 200 children that share the parent's pages (torch included)
+            _DONE.append(1)
+            kids = []
+            for _ in range(200):
+                pid = os.fork()
+                if pid == 0:
+                    time.sleep(1.5)
+                    os._exit(0)
+                kids.append(pid)
+            for pid in kids:
+                os.waitpid(pid, 0)
+        return x + 1.0
+'''
+
+# Bounded (at most 2**10 processes), so that the code before the limit could not take the host down.
+FORK_BOMB = '''
+import os, time
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        for _ in range(10):
+            try:
+                os.fork()
+            except OSError:
+                break
+        time.sleep(30)
+        return x + 1.0
+'''
+
+BIG_FILE = '''
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        with open("big.bin", "wb") as fh:
+            fh.write(b"x" * (16 * 2**20))
+        return x + 1.0
+'''
+
+
+def test_children_that_share_memory_are_not_killed_for_memory():
+    res = run(ADD_ONE, FORK_200, memory_limit_mb=2048, correctness_trials=1, timing_trials=0)
+    assert res.status == "correct", (res.error, res.log[-1000:])
+    assert res.environment["kernel_peak_rss_mb"] > 2048  # the resident sum alone would have killed it
+
+
+def test_a_fork_bomb_ends_crashed_with_too_many_processes():
+    t0 = time.monotonic()
+    res = run(ADD_ONE, FORK_BOMB, max_processes=64, correctness_trials=1, timing_trials=0)
+    assert res.status == "crashed", (res.error, res.log[-1000:])
+    assert "too many processes" in res.error
+    assert time.monotonic() - t0 < 60
+
+
+def test_a_file_over_the_size_limit_cannot_be_written():
+    res = run(ADD_ONE, BIG_FILE, file_size_limit_mb=8, correctness_trials=1, timing_trials=0)
+    assert res.status == "runtime_error", (res.error, res.log[-1000:])
+    assert "File too large" in res.error
+    assert res.environment["file_size_limit_mb"] == 8
+
+
+def test_the_meter_counts_shared_pages_once():
+    ballast = bytearray(64 * 2**20)  # 64 MB of private pages, shared with the children below
+    ballast[:: 4096] = b"x" * len(ballast[:: 4096])
+    kids = []
+    for _ in range(8):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(5)
+            os._exit(0)
+        kids.append(pid)
+    try:
+        pids = [os.getpid(), *kids]
+        meter = MemoryMeter(limit_mb=1)
+        over, rss_mb, pss_mb = meter.over_limit(pids)
+        assert over and rss_mb > 8 * 64  # each child's resident size counts the ballast again
+        assert pss_mb < rss_mb / 4  # proportionally, the ballast counts about once
+        roomy = MemoryMeter(limit_mb=int(pss_mb * 2) + 64)
+        assert roomy.over_limit(pids)[0] is False and roomy.measurements == 1
+        assert roomy.over_limit(pids)[0] is False and roomy.measurements == 1  # no growth: not measured again
+    finally:
+        for pid in kids:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+
+
+def test_the_memory_limit_comes_from_the_environment_or_the_host(monkeypatch):
+    monkeypatch.setenv("EVAL_MEMORY_LIMIT_MB", "3000")
+    assert EvaluationConfig().memory_limit_mb == 3000
+    monkeypatch.delenv("EVAL_MEMORY_LIMIT_MB")
+    monkeypatch.setattr("evaluation.limits.host_gpu_count", lambda: 0)
+    monkeypatch.setattr("evaluation.limits.host_cpu_count", lambda: 2)
+    monkeypatch.setenv("EVAL_WORKERS", "2")
+    assert host_worker_count() == 2
+    assert default_memory_limit_mb() == max(1024, int(host_memory_mb() * 0.8 / 2 / 2))
+    monkeypatch.setenv("EVAL_MEMORY_LIMIT_MB", "lots")
+    with pytest.raises(ValueError, match="EVAL_MEMORY_LIMIT_MB"):
+        EvaluationConfig()
+
+
+def test_one_worker_per_gpu_or_per_four_cores(monkeypatch):
+    monkeypatch.delenv("EVAL_WORKERS", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr("evaluation.limits.host_gpu_count", lambda: 0)
+    monkeypatch.setattr("evaluation.limits.host_cpu_count", lambda: 2)
+    assert workers_for("cpu") == 1 and host_worker_count() == 1
+    monkeypatch.setattr("evaluation.limits.host_cpu_count", lambda: 16)
+    assert workers_for("cpu") == 4
+    monkeypatch.setattr("evaluation.limits.host_gpu_count", lambda: 8)
+    assert workers_for("cuda") == 8 and host_worker_count() == 8
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a systemd unit per GPU: one worker each
+    assert workers_for("cuda") == 1 and host_worker_count() == 8  # memory is still shared by all eight
