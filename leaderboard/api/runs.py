@@ -14,7 +14,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 
-from leaderboard.api.base import HardwareField, ReadOnly, query_param
+from leaderboard.api.base import HardwareField, PlainText, ReadOnly, query_param
 from leaderboard.api.common import query_choice, query_text, run_upload_max_bytes
 from leaderboard.api.imports import ImportResultSerializer, RowErrorsSerializer, import_counts, row_errors_reply
 from leaderboard.api.parsers import BoundedMultiPartParser, StrictJSONParser
@@ -73,14 +73,14 @@ class RunSerializer(serializers.ModelSerializer):
 class RunImportSerializer(serializers.Serializer):
     """How an uploaded run is described; the kernels come as a zip `file` or a JSON `kernels` map."""
 
-    model = serializers.CharField(
+    model = PlainText(
         max_length=120,
         required=False,
         help_text="Matched case-insensitively, or created. Default: the upload's generation_config.yaml model_name.",
     )
-    organization = serializers.CharField(max_length=120, required=False, allow_blank=True)
+    organization = PlainText(max_length=120, required=False, allow_blank=True)
     hardware = HardwareField(help_text="Slug or name, case-insensitive.")
-    problem_set = serializers.CharField(
+    problem_set = PlainText(
         max_length=120,
         required=False,
         allow_blank=True,
@@ -89,8 +89,8 @@ class RunImportSerializer(serializers.Serializer):
             "when several do (or none), the error lists the candidates with their slugs."
         ),
     )
-    setting = serializers.CharField(max_length=120, required=False, default="one-shot")
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    setting = PlainText(max_length=120, required=False, default="one-shot")
+    name = PlainText(max_length=200, required=False, allow_blank=True, default="")
     level = serializers.IntegerField(
         min_value=1,
         max_value=4,
@@ -98,7 +98,7 @@ class RunImportSerializer(serializers.Serializer):
         allow_null=True,
         help_text="The level that bare problem ids in eval_results refer to, when the kernels span levels.",
     )
-    notes = serializers.CharField(required=False, allow_blank=True, default="")
+    notes = PlainText(multiline=True, required=False, allow_blank=True, default="")
     precision = serializers.ChoiceField(choices=Precision.choices, required=False, default=Precision.FP32)
     samples = serializers.IntegerField(
         min_value=1, max_value=10_000, required=False, allow_null=True, help_text="Samples per problem asked for."

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from leaderboard.api.base import HardwareField, SlugField
+from leaderboard.api.base import HardwareField, PlainText, SlugField
 from leaderboard.api.common import submission_max_bytes
 from leaderboard.api.parsers import BoundedMultiPartParser, StrictJSONParser
 from leaderboard.api.permissions import CanSubmitKernel
@@ -31,7 +31,7 @@ class SubmissionSerializer(serializers.Serializer):
     run = serializers.PrimaryKeyRelatedField(
         queryset=Run.objects.select_related("problem_set", "hardware", "model"), required=False
     )
-    setting = serializers.CharField(max_length=120, required=False, default="submitted")
+    setting = PlainText(max_length=120, required=False, default="submitted")
 
     def validate_source(self, source: str) -> str:
         try:
