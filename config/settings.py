@@ -153,6 +153,9 @@ EVAL_TIMING_TRIALS = env_optional_int("EVAL_TIMING_TRIALS")
 # GPU worker on a GPU host, e.g. EVAL_CPUS=4 for the worker of GPU 0. Empty: no pinning.
 EVAL_CPUS = tuple(int(core) for core in env_list("EVAL_CPUS", []))
 EVAL_SIZE_SCALE = env_optional_int("EVAL_SIZE_SCALE")  # problem sizes (KB_SCALE of the catalogue): 16 on an H200
+# A worker starts no evaluation while its scratch folder or build cache has less free than this (MB);
+# the evaluation waits, and /healthz and queue_status say why (leaderboard/evaluations/host_space.py).
+EVAL_MIN_FREE_MB = env_int("EVAL_MIN_FREE_MB", 1024)
 # Memory of each sandboxed process tree (proportional set size). Unset: the library's default, from the
 # host's memory and worker count (evaluation.limits.default_memory_limit_mb reads the same variable).
 EVAL_MEMORY_LIMIT_MB = env_optional_int("EVAL_MEMORY_LIMIT_MB")
@@ -259,6 +262,12 @@ if CACHE_REDIS_URL:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Boards (docs/performance.md, "Boards under writes"): requests are served the last complete build of
+# a board; a new result shows within BOARD_FRESHNESS_SECONDS (the window shared caches may keep a
+# board too), and a board is rebuilt in the background at most once every BOARD_REBUILD_SECONDS.
+BOARD_FRESHNESS_SECONDS = env_int("BOARD_FRESHNESS_SECONDS", 5)
+BOARD_REBUILD_SECONDS = env_int("BOARD_REBUILD_SECONDS", 2)
 
 LOGIN_URL = "review-sign-in"
 # Where a sign-in lands when `next` is missing or unsafe (Django's default, /accounts/profile/, is a 404).

@@ -8,6 +8,7 @@ import sys
 from typing import Any, NoReturn
 
 from .hardware import probe_hardware
+from .host_errors import INFRASTRUCTURE_ERROR
 from .kernelbench_format import to_kernelbench
 from .problem_check import check_problem
 from .runner import evaluate
@@ -152,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(to_kernelbench(d), default=str))
     else:
         print(json.dumps(d, default=str) if (args.json or args.json_format) else _summary(d))
+    if result.status == INFRASTRUCTURE_ERROR:  # no verdict: the host failed (evaluation.host_errors)
+        sys.stderr.write(f"infrastructure error, no verdict: {result.error}\n")
+        return 3
     return 0
 
 

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from .compare import Comparison, spots_match
+from .host_errors import INFRASTRUCTURE_ERROR, host_error
 from .protocol import CompareReply, CorrectReply, LoadReply
 from .sandbox import ChildError, Sandbox
 from .seeds import derive_seed
@@ -124,8 +125,8 @@ def _compare(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int) -> Compa
     if r_cmp is None:
         r_cmp = _compare_file(pair, sandbox, r_ker, i, msg)
     if not r_cmp.ok:
-        raise Abort("incorrect" if r_cmp.kind == "incorrect" else "runtime_error",
-                    f"trial {i + 1}: {r_cmp.error}", r_cmp.traceback)
+        kind = r_cmp.kind if r_cmp.kind in ("incorrect", INFRASTRUCTURE_ERROR) else "runtime_error"
+        raise Abort(kind, f"trial {i + 1}: {r_cmp.error}", r_cmp.traceback)
     try:
         return Comparison(**r_cmp.comparison)
     except TypeError as exc:
@@ -153,7 +154,8 @@ def _compare_file(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int, msg
     try:
         name = sandbox.hand_over(pair.ker, pair.ref, r_ker.file, f"kernel_out_{i}.pt")
     except (ChildError, OSError) as exc:
-        raise Abort("runtime_error", f"could not take the kernel's outputs: {exc}") from exc
+        kind = INFRASTRUCTURE_ERROR if host_error(exc) else "runtime_error"
+        raise Abort(kind, f"could not take the kernel's outputs: {exc}") from exc
     return pair.request(pair.ref, {**msg, "file": name}, CompareReply, extra_s=30.0)
 
 

@@ -21,6 +21,7 @@ from .build import BuildDir, needs_build
 from .build_stage import arch_env, build_dir_for, build_locked
 from .correctness import check_correctness, load_models
 from .hardware import hardware_slug
+from .host_errors import INFRASTRUCTURE_ERROR, confirm, host_error
 from .protocol import EstimateReply, MalformedReply, ReadyReply, parse
 from .sandbox import ChildError, Sandbox, SandboxProcess
 from .seeds import derive_seed
@@ -47,8 +48,16 @@ class Prepared:
 
 
 def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> EvaluationResult:
-    """Evaluate one kernel against its reference problem; never raises for a bad kernel."""
-    return evaluate_prepared(prepare(problem_source, kernel_source, config))
+    """Evaluate one kernel against its reference problem; never raises for a bad kernel. A host that
+    cannot even set the sandbox up (a full scratch disk) gives an INFRASTRUCTURE_ERROR result."""
+    try:
+        prep = prepare(problem_source, kernel_source, config)
+    except OSError as exc:
+        reason = host_error(exc)
+        if not reason:
+            raise
+        return EvaluationResult(status=INFRASTRUCTURE_ERROR, error=f"could not set up the sandbox: {reason}")
+    return evaluate_prepared(prep)
 
 
 def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> Prepared:
@@ -60,12 +69,16 @@ def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | 
                       disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads,
                       max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb,
                       extra_env=arch_env(cfg))
-    problem_path = sandbox.write_source("problem.py", problem_source)
-    kernel_path = sandbox.write_source("kernel.py", kernel_source)
-    t0 = time.monotonic()
-    procs = [sandbox.spawn("reference", problem_path), sandbox.spawn("kernel", problem_path, kernel_path)]
-    if cfg.n_reference_processes == 2:
-        procs.append(sandbox.spawn("reference2", problem_path))
+    try:
+        problem_path = sandbox.write_source("problem.py", problem_source)
+        kernel_path = sandbox.write_source("kernel.py", kernel_source)
+        t0 = time.monotonic()
+        procs = [sandbox.spawn("reference", problem_path), sandbox.spawn("kernel", problem_path, kernel_path)]
+        if cfg.n_reference_processes == 2:
+            procs.append(sandbox.spawn("reference2", problem_path))
+    except BaseException:
+        sandbox.close()  # its folder and watchdog thread, and any process already started
+        raise
     return Prepared(cfg, problem_source, kernel_source, build, sandbox, procs, t0)
 
 
@@ -145,6 +158,8 @@ def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: fl
         if cfg.timing_trials > 0:
             measure(pair, out_dtypes)
     except Abort as ab:
+        if ab.status == INFRASTRUCTURE_ERROR:
+            ab = _host_or_kernel(prep, ab)
         res.status, res.error = ab.status, ab.error
         if ab.status != "correct":
             res.correct = False
@@ -152,6 +167,18 @@ def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: fl
             res.speedup_interval = None
         if ab.log:
             log_parts.append(ab.log)
+
+
+def _host_or_kernel(prep: Prepared, ab: Abort) -> Abort:
+    """A failure of the host (``evaluation.host_errors``) gives no verdict. The kernel's process
+    could raise one itself to dodge its verdict, so the host must confirm it: its scratch or build
+    folder short of space or failing a write. Unconfirmed, it is the kernel's runtime error."""
+    if not ab.kernel_side:
+        return ab  # the reference's process and the parent are trusted
+    confirmed = confirm([prep.sandbox.root, prep.build.path or ""])
+    if confirmed:
+        return Abort(INFRASTRUCTURE_ERROR, f"{ab.error} (the host: {confirmed})", ab.log)
+    return Abort("runtime_error", f"{ab.error} (the host had room: the kernel's own error)", ab.log)
 
 
 def _preflight_modules(prep: Prepared) -> None:
@@ -216,15 +243,17 @@ def _start(prep: Prepared, deadline: float,
     t0 = max(prep.t_started, time.monotonic())  # prepared ahead: only the wait on the critical path counts
     ready: dict[str, ReadyReply] = {}
     for p in prep.procs:
+        # None of the kernel's code has run yet (it is imported at 'load'): a process that cannot
+        # start is the host's failure (a sandbox that cannot be set up, torch that cannot load).
         try:
             ready[p.role] = parse(ReadyReply, p.recv(deadline))
         except ChildError as exc:
-            raise Abort(exc.kind, f"{p.role} process failed to start: {exc.message}") from exc
+            raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process failed to start: {exc.message}") from exc
         except MalformedReply as exc:
-            raise Abort("crashed", f"{p.role} process failed to start: malformed reply: {exc}") from exc
+            raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process failed to start: malformed reply: {exc}") from exc
         r = ready[p.role]
         if not r.ok:
-            raise Abort(r.kind or "crashed", f"{p.role} process: {r.error}", r.traceback)
+            raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process failed to start: {r.error}", r.traceback)
     res.timings_s["process_start"] = round(time.monotonic() - t0, 4)
     res.environment["kernel_confinement"] = ready["kernel"].confinement
     by_role = {p.role: p for p in prep.procs}

@@ -12,6 +12,7 @@ from django.db import IntegrityError, connection, transaction
 
 from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
 from leaderboard.reads import runs as reads
+from problems.importing import find_or_create
 
 from .conftest import KERNEL
 
@@ -40,6 +41,18 @@ def test_a_second_verify_skips_and_progress_counts_kernels_and_evaluations(
     assert client.post(f"/api/v1/runs/{run_id}/verify/").json() == {"queued": 0, "skipped": 10, "evaluations": []}
     progress = reads.run_progress(Run.objects.get(pk=run_id))
     assert progress.label == "0 of 10 kernels evaluated, 10 queued" and progress.evaluations["queued"] == 10
+
+
+def test_find_or_create_finds_the_row_a_concurrent_request_made_first(db):
+    """The race, played in one thread: the lookup misses, another request inserts the row, our
+    insert hits the unique constraint, and the row is found on the retry."""
+    LanguageModel.objects.create(name="Raced")
+    looks = iter([None])
+    model, created = find_or_create(
+        lambda: next(looks, None) or LanguageModel.objects.filter(name="Raced").first(),
+        lambda: LanguageModel.objects.create(name="Raced"),
+    )
+    assert (model.name, created) == ("Raced", False) and LanguageModel.objects.filter(name="Raced").count() == 1
 
 
 def _at_once(n: int, call) -> list:

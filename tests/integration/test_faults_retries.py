@@ -25,6 +25,7 @@ from leaderboard.models import Evaluation
 from leaderboard.reads.runs import run_progress
 
 from .conftest import RedisServer, fake_source, submit, wait_for
+from .fault_report import record
 
 BACKOFF_S = 6
 # What a retry may lag behind its time: one sweep interval (1 s here), plus the fork of a work
@@ -82,6 +83,8 @@ def test_a_retry_runs_on_time_after_the_worker_holding_rqs_scheduler_lock_is_kil
 
     evaluation = finished_retry(evaluation)
     lag = (evaluation.started_at - max(due, ready)).total_seconds()
+    record("2. worker holding RQ's scheduler lock killed", backoff_s=BACKOFF_S, retry_late_s=round(lag, 2),
+           bound_s=LAG_S, final=f"{evaluation.status} after {evaluation.attempts} attempts")
     assert lag <= LAG_S, f"the retry started {lag:.1f} s after it was due"
     assert run_progress(kernel.run).as_dict()["done"] is True
 
@@ -116,6 +119,8 @@ def test_a_retry_runs_on_time_after_redis_restarts_with_persistence(
 
         evaluation = finished_retry(evaluation)
         lag = (evaluation.started_at - max(due, ready)).total_seconds()
+        record("2. Redis restarted (append-only file)", backoff_s=BACKOFF_S, retry_late_s=round(lag, 2),
+               bound_s=LAG_S, final=f"{evaluation.status} after {evaluation.attempts} attempts")
         assert lag <= LAG_S, f"the retry started {lag:.1f} s after it was due"
         assert worker.poll() is None  # the worker lived through the restart
         assert run_progress(kernel.run).as_dict()["done"] is True
