@@ -10,6 +10,7 @@ import threading
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from leaderboard.evaluations import queue
 from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
 from leaderboard.reads import runs as reads
 from problems.importing import find_or_create
@@ -28,6 +29,20 @@ def test_the_database_holds_one_pending_evaluation_per_kernel_and_hardware(run):
         Evaluation.objects.create(kernel=kernel, hardware=run.hardware, state="running")
     # Finished ones are history: any number of them beside one pending.
     Evaluation.objects.create(kernel=kernel, hardware=run.hardware, state="failed")
+
+
+def test_a_request_that_loses_the_race_on_the_constraint_skips_that_kernel(run, monkeypatch):
+    """Another request queues kernel A between this request's look for busy kernels and its insert:
+    the bulk insert is refused whole, then one by one A is skipped and B queued."""
+    first, second = run.kernels.order_by("pk")
+
+    def concurrent_request(user, adding):
+        Evaluation.objects.create(kernel=first, hardware=run.hardware, state="queued")
+
+    monkeypatch.setattr(queue, "check_pending_evaluations", concurrent_request)
+    requested = queue.request_evaluations([first, second], run.hardware)
+    assert requested.skipped == [first.pk] and [e.kernel_id for e in requested.queued] == [second.pk]
+    assert Evaluation.objects.filter(state="queued").count() == 2
 
 
 def test_a_second_verify_skips_and_progress_counts_kernels_and_evaluations(
