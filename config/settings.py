@@ -162,6 +162,11 @@ EVAL_MEMORY_LIMIT_MB = env_optional_int("EVAL_MEMORY_LIMIT_MB")
 # Worker processes one `evalworker` runs. Unset: what the host runs well (one per GPU it may use, one
 # per 4 CPU cores: evaluation.limits.workers_for; two CPU workers on 2 cores were slower than one).
 EVAL_WORKERS = env_optional_int("EVAL_WORKERS")
+# Look-ahead builds on a GPU host (docs/workers.md, "Builds ahead of the GPUs"): each GPU worker's
+# builder compiles the kernels of the next EVAL_BUILD_AHEAD queued evaluations in EVAL_BUILD_WORKERS
+# sandboxed CPU processes (None: from the host's cores and GPUs; 0: no builder, each job builds its own).
+EVAL_BUILD_WORKERS = env_optional_int("EVAL_BUILD_WORKERS")
+EVAL_BUILD_AHEAD = env_int("EVAL_BUILD_AHEAD", 8)
 
 # Cap on one kernel's source, in bytes (uploads, API and forms all use it).
 KERNEL_SOURCE_MAX_BYTES = env_int("KERNEL_SOURCE_MAX_BYTES", 1_000_000)
