@@ -51,8 +51,9 @@ def released(evaluation: Evaluation) -> datetime:
 
 
 def up_since(workers, proc) -> datetime:
-    """Wait until the worker has swept once (it works its queue from then on); return that time."""
-    wait_for(lambda: "startup sweep" in workers.output(proc), timeout=90, message="the worker to start")
+    """Wait until the worker's sweeper child is looping (the bound holds while a sweeper runs; the
+    child boots Django for seconds on a busy box); return that time."""
+    wait_for(lambda: "sweeping every" in workers.output(proc), timeout=90, message="the worker's sweeper to start")
     return timezone.now()
 
 
