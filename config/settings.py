@@ -162,6 +162,11 @@ EVAL_MEMORY_LIMIT_MB = env_optional_int("EVAL_MEMORY_LIMIT_MB")
 # Worker processes one `evalworker` runs. Unset: what the host runs well (one per GPU it may use, one
 # per 4 CPU cores: evaluation.limits.workers_for; two CPU workers on 2 cores were slower than one).
 EVAL_WORKERS = env_optional_int("EVAL_WORKERS")
+# Look-ahead builds on a GPU host (docs/workers.md, "Builds ahead of the GPUs"): each GPU worker's
+# builder compiles the kernels of the next EVAL_BUILD_AHEAD queued evaluations in EVAL_BUILD_WORKERS
+# sandboxed CPU processes (None: from the host's cores and GPUs; 0: no builder, each job builds its own).
+EVAL_BUILD_WORKERS = env_optional_int("EVAL_BUILD_WORKERS")
+EVAL_BUILD_AHEAD = env_int("EVAL_BUILD_AHEAD", 8)
 
 # Cap on one kernel's source, in bytes (uploads, API and forms all use it).
 KERNEL_SOURCE_MAX_BYTES = env_int("KERNEL_SOURCE_MAX_BYTES", 1_000_000)
@@ -257,6 +262,12 @@ if CACHE_REDIS_URL:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Boards (docs/performance.md, "Boards under writes"): requests are served the last complete build of
+# a board; a new result shows within BOARD_FRESHNESS_SECONDS (the window shared caches may keep a
+# board too), and a board is rebuilt in the background at most once every BOARD_REBUILD_SECONDS.
+BOARD_FRESHNESS_SECONDS = env_int("BOARD_FRESHNESS_SECONDS", 5)
+BOARD_REBUILD_SECONDS = env_int("BOARD_REBUILD_SECONDS", 2)
 
 LOGIN_URL = "review-sign-in"
 # Where a sign-in lands when `next` is missing or unsafe (Django's default, /accounts/profile/, is a 404).

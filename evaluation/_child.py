@@ -426,6 +426,23 @@ class Harness:
             info["environment"] = self.environment()
         return info
 
+    def build(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Build role (no GPU visible): import the kernel module, which compiles what it loads with
+        ``torch.utils.cpp_extension``. A failure inside that module is the compiler's (``compile_error``);
+        any other (e.g. the module touches the GPU at import) leaves the rest to the GPU phase."""
+        t0 = _perf_counter_ns()
+        try:
+            self._exec_module("kb_kernel", self.spec["kernel_path"])
+        except BaseException as exc:  # noqa: BLE001 - untrusted code
+            tb = exc.__traceback__
+            in_compiler = False
+            while tb is not None:
+                in_compiler = in_compiler or "cpp_extension" in tb.tb_frame.f_code.co_filename
+                tb = tb.tb_next
+            return {"ok": False, "kind": "compile_error" if in_compiler else "deferred", "error": _one_line(exc),
+                    "traceback": traceback.format_exc(), "import_s": (_perf_counter_ns() - t0) / 1e9}
+        return {"ok": True, "import_s": (_perf_counter_ns() - t0) / 1e9}
+
     def environment(self) -> dict[str, Any]:
         torch = self.torch
         env: dict[str, Any] = {
@@ -758,7 +775,8 @@ def main() -> None:
     chan.send({"ok": True, "ready": True, "confinement": confinement, "torch_import_s": (_perf_counter_ns() - t0) / 1e9,
                "pid": os.getpid()})
     handlers = {"load": harness.load, "correct": harness.correctness, "time": harness.time_calls,
-                "compare": harness.compare, "export_file": harness.export_file, "estimate": harness.estimate}
+                "compare": harness.compare, "export_file": harness.export_file, "estimate": harness.estimate,
+                "build": harness.build}
     while True:
         req = chan.recv()
         if req is None or req.get("op") == "exit":

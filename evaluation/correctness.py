@@ -11,7 +11,6 @@ import os
 import time
 from typing import Any
 
-from .build import BuildDir
 from .compare import Comparison, spots_match
 from .host_errors import INFRASTRUCTURE_ERROR, host_error
 from .protocol import CompareReply, CorrectReply, LoadReply
@@ -21,7 +20,7 @@ from .session import Abort, Pair
 from .types import PRECISIONS
 
 
-def load_models(pair: Pair, build: BuildDir) -> None:
+def load_models(pair: Pair) -> None:
     """Build the reference and the kernel model under the same seed (kernel build time: ``build``)."""
     res = pair.res
     init_seed = derive_seed(pair.master, "init")
@@ -38,7 +37,6 @@ def load_models(pair: Pair, build: BuildDir) -> None:
     res.compiled = True
     res.timings_s["build"] = round(r_ker.import_s + r_ker.init_s, 4)
     pair.merge_flags(r_ker)
-    build.mark_built()
 
 
 def _load_pinned(pair: Pair, msg: dict[str, Any]) -> tuple[LoadReply, LoadReply]:

@@ -17,7 +17,8 @@ import time
 from dataclasses import dataclass
 
 from .backends import kernel_backend, missing_library
-from .build import BuildDir
+from .build import BuildDir, needs_build
+from .build_stage import arch_env, build_dir_for, build_locked
 from .correctness import check_correctness, load_models
 from .hardware import hardware_slug
 from .host_errors import INFRASTRUCTURE_ERROR, confirm, host_error
@@ -62,11 +63,12 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
 def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> Prepared:
     """Create the sandbox and start its processes (reference, kernel[, second reference])."""
     cfg = config or EvaluationConfig()
-    build = BuildDir(cfg.build_cache_dir, kernel_source, cfg.device)
+    build = build_dir_for(kernel_source, cfg)
     sandbox = Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
                       hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
                       disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads,
-                      max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb)
+                      max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb,
+                      extra_env=arch_env(cfg))
     try:
         problem_path = sandbox.write_source("problem.py", problem_source)
         kernel_path = sandbox.write_source("kernel.py", kernel_source)
@@ -85,12 +87,15 @@ def evaluate_prepared(prep: Prepared) -> EvaluationResult:
 
     Phases:
     1. static checks on the kernel's source (``_static_checks``);
-    2. the build directory: per-source lock, handed to the kernel's uid (``evaluation.build``);
-    3. pre-flight: modules the problem needs, processes ready, memory its inputs need (``_start``);
-    4. build the models (``correctness.load_models``);
-    5. correctness trials (``correctness.check_correctness``);
-    6. timing rounds and their cross-checks (``timing.measure``);
-    7. collect logs and environment, close the sandbox, release the build directory (``_finish``).
+    2. the build cache entry: per-source lock (``evaluation.build``);
+    3. pre-flight: modules the problem and the kernel need (``_preflight_modules``);
+    4. the build stage, off the GPU, unless the entry is built (``_build_stage``), then the entry is
+       handed to the kernel's uid; processes ready (``_start``), memory the inputs need;
+    5. load the models: the kernel's module only loads what was built (``correctness.load_models``);
+    6. correctness trials (``correctness.check_correctness``);
+    7. timing rounds and their cross-checks (``timing.measure``);
+    8. collect logs and environment, close the sandbox, publish or drop what the GPU phase built and
+       release the entry (``_release_build``, ``_finish``).
     """
     cfg, sandbox, build = prep.cfg, prep.sandbox, prep.build
     res = EvaluationResult(trials_total=cfg.correctness_trials)
@@ -100,19 +105,18 @@ def evaluate_prepared(prep: Prepared) -> EvaluationResult:
     if cfg.seed is not None:
         res.seed = cfg.seed
     _static_checks(cfg, res, prep.problem_source, prep.kernel_source)
+    # Waits while another process builds or uses this source; a dead owner's lock is already gone.
+    t_wait = time.monotonic()
     build.lock(deadline)
+    res.timings_s["build_wait"] = round(time.monotonic() - t_wait, 4)
     res.build_cached = build.built
     log_parts: list[str] = []
     try:
-        if sandbox.switch_uid:
-            build.give_to(sandbox.uids["kernel"])
         _run_phases(prep, res, master, deadline, log_parts)
         _collect(res, sandbox, log_parts)
     finally:
         sandbox.close()
-        if sandbox.switch_uid:
-            build.give_to(0)
-        build.unlock()
+        _release_build(prep, res)
     _finish(cfg, res, sandbox, log_parts, t_begin)
     return res
 
@@ -145,10 +149,11 @@ def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: fl
     cfg = prep.cfg
     try:
         _preflight_modules(prep)
+        _build_stage(prep, res, deadline)
         ref, ker, ref2 = _start(prep, deadline, res)
         pair = Pair(cfg, res, ref, ker, master, deadline, ref2)
         _check_memory(pair)
-        load_models(pair, prep.build)
+        load_models(pair)
         out_dtypes = check_correctness(pair, prep.sandbox)
         if cfg.timing_trials > 0:
             measure(pair, out_dtypes)
@@ -195,6 +200,41 @@ def _preflight_modules(prep: Prepared) -> None:
     missing = missing_modules(prep.kernel_source)
     if missing:
         raise Abort("compile_error", "the kernel needs module(s) not installed on this host: " + ", ".join(missing))
+
+
+def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> None:
+    """Compile off the GPU (no GPU visible to the build process) unless the entry is built; a compiler
+    error, recorded or new, ends the evaluation as ``compile_error`` before the GPU phase. Then the
+    entry (or a private folder, for what the GPU phase itself builds: Triton, lazy builds) goes to
+    the kernel's uid."""
+    build = prep.build
+    if build.locked:
+        failure = build.failure
+        if failure is not None:
+            raise Abort("compile_error", failure.get("error") or "the kernel failed to build", failure.get("log", ""))
+        if not build.built and needs_build(prep.kernel_source):
+            out = build_locked(build, prep.kernel_source, prep.cfg, deadline)
+            res.timings_s["compile"] = round(out.seconds, 4)
+            res.environment["build_steps_s"] = out.steps_s
+            if out.status in ("compile_error", "timeout", "crashed"):
+                raise Abort(out.status, out.error or "the kernel failed to build", out.log)
+        if not build.built:
+            build.begin()
+    if prep.sandbox.switch_uid:
+        build.give_to(prep.sandbox.uids["kernel"])
+
+
+def _release_build(prep: Prepared, res: EvaluationResult) -> None:
+    """Back to root; what the GPU phase built is published if the kernel loaded, else dropped."""
+    build = prep.build
+    if prep.sandbox.switch_uid:
+        build.give_to(0)
+    if build.private:
+        if res.compiled:
+            build.publish()
+        else:
+            build.abandon()
+    build.unlock()
 
 
 def _start(prep: Prepared, deadline: float,

@@ -4,6 +4,9 @@ diffs); a view picks those reads and renders its template."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -43,10 +46,10 @@ def _measured_points(rows):
 def overview(request: HttpRequest) -> HttpResponse:
     board_query.keep_only(request, ())  # the overview reads no parameter: one cache entry
     problem_set = queries.featured_problem_set()
-    return board_cache.cached_board(request, problem_set, lambda: _overview(request, problem_set))
+    return board_cache.cached_board(request, problem_set, lambda as_of: _overview(request, problem_set, as_of))
 
 
-def _overview(request: HttpRequest, problem_set: ProblemSet | None) -> HttpResponse:
+def _overview(request: HttpRequest, problem_set: ProblemSet | None, as_of: datetime) -> HttpResponse:
     measured = queries.measured_standings(problem_set)
     all_reported = list(queries.reported_scores())
     groups = queries.best_reported_by_variant(all_reported)
@@ -75,6 +78,8 @@ def _overview(request: HttpRequest, problem_set: ProblemSet | None) -> HttpRespo
         "levels": LEVELS,
         "counts": almanac.counts(),
         "almanac": almanac.ALMANAC,  # release, the authors' words, version notes
+        "as_of": as_of,
+        "board_freshness": settings.BOARD_FRESHNESS_SECONDS,
     }
     return render(request, "leaderboard/overview.html", context)
 
@@ -100,10 +105,12 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
     board = read_level_board(level, request.GET)
     if board_query.use_query(request, board_query.level_board_query(request, board)):
         board = read_level_board(level, request.GET)  # as the cache key has it
-    return board_cache.cached_board(request, board.problem_set, lambda: _level_board(request, level, board))
+    return board_cache.cached_board(
+        request, board.problem_set, lambda as_of: _level_board(request, level, board, as_of)
+    )
 
 
-def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpResponse:
+def _level_board(request: HttpRequest, level: str, board: LevelBoard, as_of: datetime) -> HttpResponse:
     page = _page(request, board.rows())
     shown = list(page.object_list)
     columns = level_table.columns_for(board.p)
@@ -114,7 +121,8 @@ def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpRes
     if export == "json":
         set_name = board.problem_set.name if board.problem_set else ""
         body = level_table.to_json(table, columns, board.label, set_name, board.p)
-        return JsonResponse(body | {"include_excluded": board.include_excluded, "rule": board.rule})
+        extra = {"include_excluded": board.include_excluded, "rule": board.rule, "as_of": as_of.isoformat()}
+        return JsonResponse(body | extra)
     context = {
         "level": level,
         "level_number": board.level_number,
@@ -147,6 +155,8 @@ def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpRes
         "rule": board.rule,
         "rule_label": RULES[board.rule],
         "rule_best": RULE_BEST,
+        "as_of": as_of,
+        "board_freshness": settings.BOARD_FRESHNESS_SECONDS,
     }
     return render(request, "leaderboard/level_board.html", context)
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import re
 
+from django.core.exceptions import ValidationError
+from django.db import models
+
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 ONE_LINE_FORBIDDEN = re.compile(f"[\x00-\x1f\x7f-\x9f{_BIDI}\u2028\u2029]")
 MULTI_LINE_FORBIDDEN = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}\u2028\u2029]")
@@ -27,3 +30,13 @@ def control_character_problem(text: str, multiline: bool = False) -> str | None:
     """"contains a control character (U+001B)", or None: the message every refusal uses."""
     found = control_character(text, multiline)
     return f"contains a control character ({found})" if found else None
+
+
+def one_line_text(value: str) -> None:
+    """A Django validator: the admin's forms use it for every one-line field (PLAIN_TEXT_FIELDS)."""
+    if isinstance(value, str) and (problem := control_character_problem(value)):
+        raise ValidationError(problem[0].upper() + problem[1:] + ".", code="control_character")
+
+
+# ModelAdmin.formfield_overrides for the admins where names and settings are typed in.
+PLAIN_TEXT_FIELDS = {models.CharField: {"validators": [one_line_text]}}

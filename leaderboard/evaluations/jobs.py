@@ -41,7 +41,7 @@ def run_evaluation_job(evaluation_id: int) -> str:
     claimed elsewhere), 'done', 'dropped' (the attempt was given up meanwhile) or 'retrying'.
 
     Phases: check this host's free space (_refused_for_space) -> claim the attempt -> load the
-    sources and options (_load) -> score them (EVAL_FUNCTION) -> store the verdict, all under a
+    sources and options (load_inputs) -> score them (EVAL_FUNCTION) -> store the verdict, all under a
     heartbeat. A failure of our side after the claim (an exception, or the library's
     `infrastructure_error`: no space, I/O error, a sandbox that cannot start) releases the attempt:
     retried after a backoff, or failed with the host's reason; it never becomes a verdict."""
@@ -93,7 +93,7 @@ def _refused_for_space(evaluation_id: int, worker_name: str) -> bool:
 
 def _evaluate_and_store(c: Claim, worker_stages: dict[str, float]) -> bool:
     t1 = time.monotonic()
-    problem_source, kernel_source, config = _load(c.evaluation_id)
+    problem_source, kernel_source, config = load_inputs(c.evaluation_id)
     worker_stages["db_load"] = time.monotonic() - t1
     t2 = time.monotonic()
     result = evaluation_function()(problem_source, kernel_source, config)
@@ -110,7 +110,8 @@ def evaluation_function() -> Callable[..., Any]:
     return import_string(settings.EVAL_FUNCTION)
 
 
-def _load(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
+def load_inputs(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
+    """The problem's and the kernel's sources and the scoring options of an evaluation."""
     ev = Evaluation.objects.select_related("kernel__problem", "kernel__run__rules", "hardware", "rules").get(
         pk=evaluation_id
     )
@@ -139,3 +140,6 @@ def _load(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
     }
     options.update({key: int(value) for key, value in optional.items() if value is not None})
     return problem.source, ev.kernel.source, EvaluationConfig(**options)
+
+
+_load = load_inputs  # the name tests used before the builder needed it (leaderboard/evaluations/prebuild.py)

@@ -10,8 +10,10 @@ import threading
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from leaderboard.evaluations import queue
 from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
 from leaderboard.reads import runs as reads
+from problems.importing import find_or_create
 
 from .conftest import KERNEL
 
@@ -29,6 +31,20 @@ def test_the_database_holds_one_pending_evaluation_per_kernel_and_hardware(run):
     Evaluation.objects.create(kernel=kernel, hardware=run.hardware, state="failed")
 
 
+def test_a_request_that_loses_the_race_on_the_constraint_skips_that_kernel(run, monkeypatch):
+    """Another request queues kernel A between this request's look for busy kernels and its insert:
+    the bulk insert is refused whole, then one by one A is skipped and B queued."""
+    first, second = run.kernels.order_by("pk")
+
+    def concurrent_request(user, adding):
+        Evaluation.objects.create(kernel=first, hardware=run.hardware, state="queued")
+
+    monkeypatch.setattr(queue, "check_pending_evaluations", concurrent_request)
+    requested = queue.request_evaluations([first, second], run.hardware)
+    assert requested.skipped == [first.pk] and [e.kernel_id for e in requested.queued] == [second.pk]
+    assert Evaluation.objects.filter(state="queued").count() == 2
+
+
 def test_a_second_verify_skips_and_progress_counts_kernels_and_evaluations(
     token_client, ingestor, hardware, problem_set
 ):
@@ -40,6 +56,18 @@ def test_a_second_verify_skips_and_progress_counts_kernels_and_evaluations(
     assert client.post(f"/api/v1/runs/{run_id}/verify/").json() == {"queued": 0, "skipped": 10, "evaluations": []}
     progress = reads.run_progress(Run.objects.get(pk=run_id))
     assert progress.label == "0 of 10 kernels evaluated, 10 queued" and progress.evaluations["queued"] == 10
+
+
+def test_find_or_create_finds_the_row_a_concurrent_request_made_first(db):
+    """The race, played in one thread: the lookup misses, another request inserts the row, our
+    insert hits the unique constraint, and the row is found on the retry."""
+    LanguageModel.objects.create(name="Raced")
+    looks = iter([None])
+    model, created = find_or_create(
+        lambda: next(looks, None) or LanguageModel.objects.filter(name="Raced").first(),
+        lambda: LanguageModel.objects.create(name="Raced"),
+    )
+    assert (model.name, created) == ("Raced", False) and LanguageModel.objects.filter(name="Raced").count() == 1
 
 
 def _at_once(n: int, call) -> list:

@@ -53,3 +53,15 @@ def test_any_forbidden_character_anywhere_is_found(before, bad, after):
 @given(text=st.text(st.characters(blacklist_categories=["Cc", "Cf", "Zl", "Zp", "Cs"]), max_size=40))
 def test_printable_names_pass(text):
     assert control_character(text) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "form"),
+    [("/admin/leaderboard/lab/add/", {"name": "Lab\x1b[2J", "slug": "lab"}),
+     ("/admin/problems/hardware/add/", {"slug": "h1", "name": "H\u202e1", "kind": "gpu"})],
+)  # fmt: skip
+def test_the_admin_refuses_them_too(admin_client, url, form, settings):
+    settings.STORAGES = {**settings.STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    response = admin_client.post(url, form)
+    errors = response.context["adminform"].form.errors
+    assert response.status_code == 200 and "Contains a control character (U+" in str(errors.get("name")), errors

@@ -3,11 +3,8 @@ folder, what it prints."""
 
 from __future__ import annotations
 
-import contextlib
-import http.server
 import io
 import json
-import threading
 import zipfile
 
 import pytest
@@ -18,6 +15,7 @@ from kbl.cli import main
 from kbl.config import settings
 from kbl.errors import UsageError
 from kbl.http import Api, multipart, origin
+from tests.hostile_site import hostile_site
 
 
 def test_flags_beat_the_environment_which_beats_the_config_file(tmp_path, monkeypatch):
@@ -75,65 +73,18 @@ def test_the_progress_bar_fills_with_finished_evaluations():
 # --- replies from a hostile or broken site (issue 19 cases 12 and 13) -------------------------
 
 
-class _Site(http.server.BaseHTTPRequestHandler):
-    """Answers by path: /redirect-away and /redirect-home redirect; /got says which Authorization it
-    was sent (recorded per server in `seen`); anything else answers `reply` with status 200."""
-
-    seen: list[str | None]
-    reply: bytes = b"{}"
-    elsewhere: str = ""
-
-    def do_GET(self):  # noqa: N802 - http.server's name
-        self.seen.append(self.headers.get("Authorization"))
-        if self.path.startswith("/redirect-away"):
-            self._answer(302, b"", location=self.elsewhere + "/got")
-        elif self.path.startswith("/redirect-home"):
-            self._answer(302, b"", location="/got")
-        else:
-            self._answer(200, self.reply)
-
-    def do_POST(self):  # noqa: N802
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.do_GET()
-
-    def _answer(self, status: int, body: bytes, location: str = "") -> None:
-        self.send_response(status)
-        if location:
-            self.send_header("Location", location)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-@contextlib.contextmanager
-def _site(reply: bytes = b"{}", elsewhere: str = ""):
-    handler = type("Handler", (_Site,), {"seen": [], "reply": reply, "elsewhere": elsewhere})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler.seen
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def _api(url: str) -> Api:
     return Api(settings(url=url, token="s3cret"))
 
 
 def test_the_token_does_not_follow_a_redirect_to_another_origin():
-    with _site() as (other, other_seen), _site(elsewhere=other) as (home, home_seen):
+    with hostile_site() as (other, other_seen), hostile_site(elsewhere=other) as (home, home_seen):
         _api(home).get("/redirect-away")
     assert home_seen == ["Token s3cret"] and other_seen == [None]
 
 
 def test_the_token_follows_a_redirect_within_the_origin():
-    with _site() as (home, seen):
+    with hostile_site() as (home, seen):
         _api(home).get("/redirect-home")
     assert seen == ["Token s3cret", "Token s3cret"]
 
@@ -160,7 +111,7 @@ def test_an_unexpected_reply_is_exit_3_with_a_message_not_a_traceback(reply, tmp
     run = tmp_path / "run.zip"
     with zipfile.ZipFile(run, "w") as archive:
         archive.writestr("level_1_problem_1_sample_0_kernel.py", "x")
-    with _site(reply) as (home, _seen):
+    with hostile_site(reply) as (home, _seen):
         code = main(["submit", str(run), "--hardware", "cpu", "--url", home, "--token", "t"])
     err = capsys.readouterr().err
     assert code == 3 and "unexpected reply from" in err and "Traceback" not in err, err
@@ -170,7 +121,7 @@ def test_scores_of_the_wrong_shape_are_exit_3(capsys):
     scores = {"run": {"id": 1, "model": "M", "setting": "s", "precision": "fp32", "hardware": "h"},
               "progress": {"total": 1, "evaluated": 1, "failed": 0, "pending": 0, "label": "1 of 1"},
               "levels": [{"level": 1, "n_problems": 1, "fast_p": {"fast_1": "lots"}}]}  # fmt: skip
-    with _site(json.dumps(scores).encode()) as (home, _seen):
+    with hostile_site(json.dumps(scores).encode()) as (home, _seen):
         code = main(["status", "1", "--url", home])
     err = capsys.readouterr().err
     assert code == 3 and "fast_p.fast_1 is not int or float" in err, err
@@ -181,7 +132,7 @@ def test_server_text_is_printed_with_control_characters_escaped(capsys):
     scores = {"run": {"id": 1, "model": hostile, "setting": "s\r\nfake: ok", "precision": "fp32", "hardware": "h"},
               "progress": {"total": 1, "evaluated": 1, "failed": 0, "pending": 0, "label": "done\x1b[1A"},
               "levels": []}  # fmt: skip
-    with _site(json.dumps(scores).encode()) as (home, _seen):
+    with hostile_site(json.dumps(scores).encode()) as (home, _seen):
         assert main(["status", "1", "--url", home]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\u202e" not in out and "\x9b" not in out and "\r" not in out
