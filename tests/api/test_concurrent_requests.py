@@ -14,6 +14,7 @@ from leaderboard.evaluations import queue
 from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
 from leaderboard.reads import runs as reads
 from problems.importing import find_or_create
+from tests.integration.fault_report import record
 
 from .conftest import KERNEL
 
@@ -102,9 +103,12 @@ def test_two_concurrent_verifies_queue_one_set_of_evaluations(token_client, admi
     replies = _at_once(2, lambda _: token_client(admin_user).post(f"/api/v1/runs/{run_id}/verify/"))
     assert [reply.status_code for reply in replies] == [202, 202], replies
     bodies = sorted((r.json()["queued"], r.json()["skipped"]) for r in replies)
+    rows = Evaluation.objects.filter(kernel__run_id=run_id, state="queued").count()
+    label = reads.run_progress(Run.objects.get(pk=run_id)).label
+    record("3. two concurrent verifies of a 10-kernel run", replies=bodies, evaluations=rows, progress=label)
     assert bodies == [(0, 10), (10, 0)]
-    assert Evaluation.objects.filter(kernel__run_id=run_id, state="queued").count() == 10
-    assert "0 of 10 kernels evaluated, 10 queued" == reads.run_progress(Run.objects.get(pk=run_id)).label
+    assert rows == 10
+    assert label == "0 of 10 kernels evaluated, 10 queued"
 
 
 @postgres_only
@@ -112,6 +116,12 @@ def test_two_concurrent_verifies_queue_one_set_of_evaluations(token_client, admi
 def test_five_concurrent_imports_naming_a_new_model_all_answer_2xx(token_client, admin_user, hardware, problem_set):
     body = {**BODY, "model": "Brand New Model", "organization": "New Lab", "kernels": FILES}
     replies = _at_once(5, lambda _: token_client(admin_user).post("/api/v1/runs/import/", body, format="json"))
+    record(
+        "4. five concurrent imports naming a new model",
+        statuses=sorted(r.status_code for r in replies),
+        models=LanguageModel.objects.filter(name="Brand New Model").count(),
+        runs=Run.objects.count(),
+    )
     assert sorted(reply.status_code for reply in replies) == [200, 200, 200, 200, 201], replies
     assert LanguageModel.objects.filter(name="Brand New Model").count() == 1
     assert Run.objects.count() == 1 and Kernel.objects.count() == 10
