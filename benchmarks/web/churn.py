@@ -51,6 +51,7 @@ def write(
     runs = list(Run.objects.values_list("pk", "hardware_id"))
     rng.shuffle(runs)
     took: list[float] = []
+    out("writing")  # the first line: ready (benchmarks/web/churn_bench.py waits for it)
     started = time.monotonic()
     try:
         for n, (run_id, hardware_id) in enumerate(cycle(runs)):
@@ -66,11 +67,10 @@ def write(
     except KeyboardInterrupt:
         pass
     elapsed = time.monotonic() - started
-    if took:
-        out(
-            f"writer: {len(took)} evaluations stored in {elapsed:.1f} s ({len(took) / elapsed:.2f}/s); "
-            f"store + re-score p50 {statistics.median(took) * 1000:.0f} ms, max {max(took) * 1000:.0f} ms"
-        )
+    timing = (
+        f"; store + re-score p50 {statistics.median(took) * 1000:.0f} ms, max {max(took) * 1000:.0f} ms" if took else ""
+    )
+    out(f"writer: {len(took)} evaluations stored in {elapsed:.1f} s ({len(took) / elapsed:.2f}/s){timing}")
 
 
 def _get_json(url: str) -> dict:

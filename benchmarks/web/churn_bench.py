@@ -91,7 +91,8 @@ class Writer:
 
     def __enter__(self) -> Writer:
         self.processes = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for command in self.commands]
-        time.sleep(3)  # Django starting: the phase is timed with writes landing
+        for process in self.processes:  # the phase is timed once every writer is writing
+            process.stdout.readline()
         return self
 
     def __exit__(self, *exc: object) -> None:

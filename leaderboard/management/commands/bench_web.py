@@ -111,8 +111,13 @@ class Command(BaseCommand):
 
     def writer(self, options):
         churn.write(
-            options["rate"], options["seconds"], options["count"], options["seed"], self.stdout.write, options["stop_file"]
+            options["rate"], options["seconds"], options["count"], options["seed"], self._say, options["stop_file"]
         )
+
+    def _say(self, line: str) -> None:
+        """A line at once, through a pipe too (churn_bench waits for the writer's first)."""
+        self.stdout.write(line)
+        self.stdout.flush()
 
     def visible(self, options):
         seconds = churn.visible(options["base"], options["trials"], limit=30.0, out=self.stdout.write)
