@@ -1,4 +1,5 @@
-"""Replay issue 20's cases 1, 2 and 5 (faults of the host) and print what each did.
+"""Replay issue 20's cases 1, 2 and 5 (faults of the host), 3 and 4 (concurrent requests) and print
+what each did.
 
 It runs the fault suite, whose tests are the replays (real Redis, real workers, real PostgreSQL for
 case 5, a small tmpfs for case 1), with $KB_FAULTS_REPORT set so that each records what it measured,
@@ -13,6 +14,12 @@ then prints one line per case and the suite's verdict:
    restarts with an append-only file (tests/integration/test_faults_retries.py);
 5. PostgreSQL gone for 5 s under a live gunicorn: 503 with Retry-After, then 200
    (tests/integration/test_faults_database.py; PostgreSQL only).
+
+and its cases 3 and 4 (concurrent requests; PostgreSQL only, SQLite serialises every writer):
+
+3. two concurrent `verify` requests of one run: one set of evaluations (the second answers
+   `skipped`), progress counting kernels (tests/api/test_concurrent_requests.py);
+4. five concurrent imports naming a new model: all 2xx, one model, one run (same file).
 
     .venv/bin/python benchmarks/faults_replay.py                                   # case 5 skipped
     PY=.venv/bin/python bash tests/with-postgres.sh .venv/bin/python benchmarks/faults_replay.py
@@ -34,6 +41,7 @@ SUITE = [
     "tests/integration/test_faults_disk.py",
     "tests/integration/test_faults_retries.py",
     "tests/integration/test_faults_database.py",
+    "tests/api/test_concurrent_requests.py",
 ]
 
 
@@ -41,7 +49,7 @@ def main() -> int:
     report = Path(tempfile.mkdtemp(prefix="kb-faults-")) / "report.jsonl"
     env = {**os.environ, "KB_FAULTS_REPORT": str(report)}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", *SUITE, "-q", "-rs", "-p", "no:cacheprovider"],
+    done = subprocess.run([sys.executable, "-m", "pytest", *SUITE, "-q", "-rfEs", "-p", "no:cacheprovider"],
                           cwd=REPO, env=env, capture_output=True, text=True)
     elapsed = time.monotonic() - started
     database = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"

@@ -439,7 +439,10 @@ class Harness:
             while tb is not None:
                 in_compiler = in_compiler or "cpp_extension" in tb.tb_frame.f_code.co_filename
                 tb = tb.tb_next
-            return {"ok": False, "kind": "compile_error" if in_compiler else "deferred", "error": _one_line(exc),
+            # A compiler that met a full disk is the host's failure: never recorded as the kernel's
+            # compile error; the GPU phase imports the module again and judges (evaluation.host_errors).
+            kind = "compile_error" if in_compiler and not host_error(exc) else "deferred"
+            return {"ok": False, "kind": kind, "error": _one_line(exc),
                     "traceback": traceback.format_exc(), "import_s": (_perf_counter_ns() - t0) / 1e9}
         return {"ok": True, "import_s": (_perf_counter_ns() - t0) / 1e9}
 

@@ -67,6 +67,6 @@ def run_builder(pool: BuildPool, queue_names: list[str], depth: int, interval_s:
                 n = submit_upcoming(pool, queue_names, depth, seen)
                 if n:
                     log.info("prebuild: %s build(s) submitted ahead of the GPU", n)
-        except Exception:  # Redis or the database briefly away: try again next time
-            log.warning("prebuild: could not read the queues", exc_info=True)
+        except Exception as exc:  # Redis or the database briefly away: try again next time
+            log.warning("prebuild: could not read the queues (%s: %s)", type(exc).__name__, exc)
         time.sleep(interval_s)

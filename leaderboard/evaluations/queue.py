@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import django_rq
 from django.conf import settings
@@ -74,12 +74,17 @@ def request_evaluations(kernels: list[Kernel], hardware: Hardware, user=None) ->
     wanted = [kernel for kernel in kernels if kernel.pk not in busy]
     check_pending_evaluations(user, len(wanted))
     requested = Requested(skipped=[kernel.pk for kernel in kernels if kernel.pk in busy])
-    for kernel in wanted:
-        evaluation = _create_queued(kernel, hardware, user)
-        if evaluation is None:
-            requested.skipped.append(kernel.pk)
-        else:
-            requested.queued.append(evaluation)
+    requester = user if getattr(user, "is_authenticated", False) else None
+    created = _create_all(wanted, hardware, requester)
+    if created is None:  # a concurrent request asked for some of them first: one by one, skipping those
+        created = []
+        for kernel in wanted:
+            evaluation = _create_one(kernel, hardware, requester)
+            if evaluation is None:
+                requested.skipped.append(kernel.pk)
+            else:
+                created.append(evaluation)
+    requested.queued = _enqueue_on_commit(created)
     return requested
 
 
@@ -96,27 +101,47 @@ def _check_hardware(kernels: list[Kernel], hardware: Hardware) -> None:
             )
 
 
-def _create_queued(kernel: Kernel, hardware: Hardware, user) -> Evaluation | None:
-    """The new QUEUED evaluation, its job enqueued on commit; None when one is already pending
-    (the unique constraint answered, in a savepoint so the caller's transaction goes on)."""
-    requester = user if getattr(user, "is_authenticated", False) else None
+def _queued(kernel: Kernel, hardware: Hardware, requester) -> Evaluation:
+    return Evaluation(
+        kernel=kernel,
+        hardware=hardware,
+        rules_id=kernel.run.rules_id,  # scored under its run's rules
+        state=Evaluation.State.QUEUED,
+        requested_by=requester,
+    )
+
+
+def _create_all(kernels: list[Kernel], hardware: Hardware, requester) -> list[Evaluation] | None:
+    """The new QUEUED evaluations, in bulk; None (nothing written) when the unique constraint
+    refused one: the caller goes on one by one (in a savepoint, so its transaction goes on)."""
     try:
         with transaction.atomic():
-            evaluation = Evaluation.objects.create(
-                kernel=kernel,
-                hardware=hardware,
-                rules_id=kernel.run.rules_id,  # scored under its run's rules
-                state=Evaluation.State.QUEUED,
-                requested_by=requester,
-            )
+            return Evaluation.objects.bulk_create([_queued(k, hardware, requester) for k in kernels], batch_size=500)
+    except IntegrityError:
+        return None
+
+
+def _create_one(kernel: Kernel, hardware: Hardware, requester) -> Evaluation | None:
+    """The new QUEUED evaluation; None when one is already pending (the unique constraint answered)."""
+    evaluation = _queued(kernel, hardware, requester)
+    try:
+        with transaction.atomic():
+            evaluation.save(force_insert=True)
+            return evaluation
     except IntegrityError:
         if Evaluation.objects.pending().filter(kernel=kernel, hardware=hardware).exists():
             return None
         raise
-    evaluation.job_id = job_id_for(evaluation.pk, 1)
-    Evaluation.objects.filter(pk=evaluation.pk).update(job_id=evaluation.job_id)
-    transaction.on_commit(lambda: enqueue_evaluation(evaluation.pk))
-    return evaluation
+
+
+def _enqueue_on_commit(evaluations: list[Evaluation]) -> list[Evaluation]:
+    """Give each new evaluation its first job id (one bulk update), and enqueue its job once the
+    transaction commits."""
+    for evaluation in evaluations:
+        evaluation.job_id = job_id_for(evaluation.pk, 1)
+        transaction.on_commit(partial(enqueue_evaluation, evaluation.pk))
+    Evaluation.objects.bulk_update(evaluations, ["job_id"], batch_size=500)
+    return evaluations
 
 
 def job_id_for(evaluation_id: int, attempt: int) -> str:

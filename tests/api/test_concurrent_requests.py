@@ -10,9 +10,11 @@ import threading
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from leaderboard.evaluations import queue
 from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
 from leaderboard.reads import runs as reads
 from problems.importing import find_or_create
+from tests.integration.fault_report import record
 
 from .conftest import KERNEL
 
@@ -28,6 +30,20 @@ def test_the_database_holds_one_pending_evaluation_per_kernel_and_hardware(run):
         Evaluation.objects.create(kernel=kernel, hardware=run.hardware, state="running")
     # Finished ones are history: any number of them beside one pending.
     Evaluation.objects.create(kernel=kernel, hardware=run.hardware, state="failed")
+
+
+def test_a_request_that_loses_the_race_on_the_constraint_skips_that_kernel(run, monkeypatch):
+    """Another request queues kernel A between this request's look for busy kernels and its insert:
+    the bulk insert is refused whole, then one by one A is skipped and B queued."""
+    first, second = run.kernels.order_by("pk")
+
+    def concurrent_request(user, adding):
+        Evaluation.objects.create(kernel=first, hardware=run.hardware, state="queued")
+
+    monkeypatch.setattr(queue, "check_pending_evaluations", concurrent_request)
+    requested = queue.request_evaluations([first, second], run.hardware)
+    assert requested.skipped == [first.pk] and [e.kernel_id for e in requested.queued] == [second.pk]
+    assert Evaluation.objects.filter(state="queued").count() == 2
 
 
 def test_a_second_verify_skips_and_progress_counts_kernels_and_evaluations(
@@ -87,9 +103,12 @@ def test_two_concurrent_verifies_queue_one_set_of_evaluations(token_client, admi
     replies = _at_once(2, lambda _: token_client(admin_user).post(f"/api/v1/runs/{run_id}/verify/"))
     assert [reply.status_code for reply in replies] == [202, 202], replies
     bodies = sorted((r.json()["queued"], r.json()["skipped"]) for r in replies)
+    rows = Evaluation.objects.filter(kernel__run_id=run_id, state="queued").count()
+    label = reads.run_progress(Run.objects.get(pk=run_id)).label
+    record("3. two concurrent verifies of a 10-kernel run", replies=bodies, evaluations=rows, progress=label)
     assert bodies == [(0, 10), (10, 0)]
-    assert Evaluation.objects.filter(kernel__run_id=run_id, state="queued").count() == 10
-    assert "0 of 10 kernels evaluated, 10 queued" == reads.run_progress(Run.objects.get(pk=run_id)).label
+    assert rows == 10
+    assert label == "0 of 10 kernels evaluated, 10 queued"
 
 
 @postgres_only
@@ -97,6 +116,12 @@ def test_two_concurrent_verifies_queue_one_set_of_evaluations(token_client, admi
 def test_five_concurrent_imports_naming_a_new_model_all_answer_2xx(token_client, admin_user, hardware, problem_set):
     body = {**BODY, "model": "Brand New Model", "organization": "New Lab", "kernels": FILES}
     replies = _at_once(5, lambda _: token_client(admin_user).post("/api/v1/runs/import/", body, format="json"))
+    record(
+        "4. five concurrent imports naming a new model",
+        statuses=sorted(r.status_code for r in replies),
+        models=LanguageModel.objects.filter(name="Brand New Model").count(),
+        runs=Run.objects.count(),
+    )
     assert sorted(reply.status_code for reply in replies) == [200, 200, 200, 200, 201], replies
     assert LanguageModel.objects.filter(name="Brand New Model").count() == 1
     assert Run.objects.count() == 1 and Kernel.objects.count() == 10

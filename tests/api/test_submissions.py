@@ -1,5 +1,6 @@
 import pytest
 
+from leaderboard.evaluations.queue import enqueue_evaluation
 from leaderboard.models import Evaluation, Kernel, Run
 from problems.models import Hardware
 
@@ -28,7 +29,8 @@ def test_an_ingestor_submits_a_kernel_and_gets_a_url_to_poll(
     assert evaluation.kernel.submitted_by == ingestor and evaluation.hardware == hardware
     assert evaluation.kernel.run.name == "submissions" and evaluation.kernel.run.origin == "measured"
     # the job is enqueued once the transaction commits (beside it: the boards' re-scoring of the run)
-    assert [cb.__qualname__ for cb in callbacks if cb.__module__ != "leaderboard.reads.board_store"] == ["_create_queued.<locals>.<lambda>"]
+    jobs = [cb for cb in callbacks if getattr(cb, "func", None) is enqueue_evaluation]
+    assert [job.args for job in jobs] == [(evaluation.pk,)]
     assert token_client(None).get(body["url"]).json()["state"] == "queued"
 
 

@@ -1,6 +1,6 @@
 """The build stage with real C++ load_inline builds (gcc, on the CPU): a pool of two building two
 kernels at once, the evaluation then only loading the built module (on any device index), and a
-build killed midway that the next evaluation redoes."""
+build killed midway that the next evaluation redoes (and reports as a C++ kernel, compiled by it)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,38 @@ import pytest
 from evaluation.build_stage import BuildPool, build_dir_for
 from evaluation.types import EvaluationConfig
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
-from tests.evaluation.test_build_cpp import CPP_KERNEL
 
 ADD_ONE = EVAL_PROBLEMS / "add_one.py"
+
+CPP_KERNEL = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SRC = """
+#include <torch/extension.h>
+torch::Tensor add_one(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    const int64_t n = xc.numel();
+    for (int64_t i = 0; i < n; ++i) o[i] = in[i] + 1.0f;
+    return out;
+}
+"""
+
+ext = load_inline(name="kb_test_add_one", cpp_sources=SRC, functions=["add_one"], extra_cflags=["-O2"],
+                  verbose=False)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return ext.add_one(x)
+'''
 
 
 def kernel(name: str) -> str:
@@ -90,6 +119,7 @@ def test_a_build_killed_midway_is_redone_by_the_next_evaluation(tmp_path):
     again = run(ADD_ONE, source, build_cache_dir=cache, timing_trials=2, correctness_trials=2, timeout_s=600)
     assert again.status == "correct", (again.status, again.error, again.log[-2000:])
     assert not again.build_cached and again.timings_s["compile"] > 0
+    assert again.backend == "cpp" and "pytorch_only" not in {n["code"] for n in again.notes}
     assert build_dir_for(source, _cfg(cache)).built
     assert os.listdir(os.path.join(cache, ".building")) == []
     print(f"rebuilt after the kill in {time.monotonic() - t0:.1f} s")

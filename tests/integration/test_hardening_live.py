@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
+from tests.integration.budget_cases import BUDGET_CASES, seed_budgets
 from tests.integration.conftest import database_url
 from tests.integration.live_site import LiveSite, case_5_throttle_across_workers, replay, seed
 
@@ -26,9 +27,11 @@ def live(transactional_db, redis_server, tmp_path):
     site.stop()
 
 
-def test_every_repro_gets_a_4xx_and_writes_nothing(live):
+def test_every_repro_gets_a_4xx_or_a_bounded_answer_and_writes_nothing(live):
+    """Issue 12's repros, then issue 19's work budgets (tests/integration/budget_cases.py) on the
+    same site: one gunicorn start for both."""
     site, data = live
-    outcomes = replay(site, data)
+    outcomes = replay(site, data) + replay(site, seed_budgets(data), BUDGET_CASES)
     failed = [f"{o.case}: {o.statuses} (rows unchanged: {o.counts_unchanged}) {o.note} {o.bodies[:2]}"
               for o in outcomes if not (o.ok and o.counts_unchanged)]
     assert not failed, "\n".join(failed)
