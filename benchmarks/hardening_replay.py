@@ -1,5 +1,13 @@
-"""Replay issue 12's numbered repros against a live site and print, for each, the statuses and
-whether the row counts stayed the same.
+"""Replay issue 12's numbered repros, and issue 19's cases 1, 6 and 8 and issue 20's cases 3 and 4
+(re-import of a verified kernel, writes into others' runs, per-user quotas, concurrent verifies,
+concurrent imports naming a new model), and issue 19's cases 4, 5, 7, 10, 12, 13, 14 and 15 (the
+front: forged X-Forwarded-For, slow clients behind the shipped nginx and at gunicorn alone, what
+replies disclose, Redis apart, `kbl` against a hostile site, control characters, control sockets:
+tests/integration/live_front.py), and issue 19's work budgets, cases 2, 3, 9, 10 and 11 (the
+cubic diff, the quadratic JSON check, zip amplification, junk parameters in board cache keys, a
+hardware rename: tests/integration/budget_cases.py), against a live site and print, for each,
+the statuses and whether the row counts stayed the same (for the later cases: that nothing was
+written that must not be).
 
 The site: gunicorn with 4 worker processes, redis-server as the cache (the write limit shared by
 every worker), API_WRITE_RATE=10/min, on a database of its own (SQLite in a temporary folder, or
@@ -41,6 +49,11 @@ def main() -> int:
         "KB_VAR_DIR": str(workdir / "var"),
         "API_WRITE_RATE": "10/min",
         "DJANGO_SETTINGS_MODULE": "config.settings",
+        # Issue 19 case 8's quotas, low enough to replay (tests/integration/live_integrity.py).
+        "EVAL_MAX_PENDING_PER_USER": "40",
+        "KERNEL_SOURCE_MAX_BYTES_PER_USER": "300000",
+        # Issue 19 case 14: loopback is not private here, so /metrics and /healthz answer as to a visitor.
+        "PRIVATE_NETWORKS": "10.255.255.0/24",
     }
     os.environ.update(env)
     os.environ.pop("REDIS_URL", None)
@@ -49,14 +62,25 @@ def main() -> int:
     django.setup()
     from django.core.management import call_command
 
+    from tests.integration.budget_cases import BUDGET_CASES, seed_budgets
+    from tests.integration.live_front import replay_front, seed_front
+    from tests.integration.live_integrity import replay_integrity, seed_integrity
     from tests.integration.live_site import LiveSite, replay, seed
 
     call_command("migrate", verbosity=0)
     data = seed()
+    data["integrity"] = seed_integrity()
+    data["front"] = seed_front(data)
+    budgets = seed_budgets(data)
     # --no-redis: local-memory cache, one count per worker (what issue 12 found: the limit leaks).
     site = LiveSite(workdir, env, workers=4, redis="--no-redis" not in sys.argv).start()
     try:
         outcomes = replay(site, data)
+        # Issue 19 cases 1, 6, 8 and issue 20 cases 3, 4: "rows same" is each case's own check
+        # that nothing was written that must not be (see live_integrity.py).
+        outcomes += replay_integrity(site, data["integrity"])
+        outcomes += replay_front(site, data)  # issue 19 cases 4, 5, 7, 10, 12, 13, 14, 15
+        outcomes += replay(site, budgets, BUDGET_CASES)  # issue 19 cases 2, 3, 9, 10, 11
     finally:
         site.stop()
     cache = "redis" if site.redis else "local memory (per worker)"

@@ -138,6 +138,11 @@ EVAL_STALE_AFTER_S = env_int("EVAL_STALE_AFTER_S", 60)  # heartbeat age after wh
 EVAL_SWEEP_INTERVAL_S = env_int("EVAL_SWEEP_INTERVAL_S", 30)  # sweep period
 # The sweep leaves QUEUED rows younger than this alone (their on-commit enqueue may be in flight).
 EVAL_QUEUED_GRACE_S = env_int("EVAL_QUEUED_GRACE_S", 15)
+# Per-user quotas (leaderboard/evaluations/quotas.py; commands run by the server's admins are exempt):
+# evaluations one user may have queued or running at once (a verify asking for more is refused
+# whole, 429), and UTF-8 bytes of kernel source one user may have stored (409 beyond it).
+EVAL_MAX_PENDING_PER_USER = env_int("EVAL_MAX_PENDING_PER_USER", 2000)
+KERNEL_SOURCE_MAX_BYTES_PER_USER = env_int("KERNEL_SOURCE_MAX_BYTES_PER_USER", 500_000_000)
 # Dotted path of the function that scores a kernel (the integration tests inject a cheap fake).
 EVAL_FUNCTION = env_str("EVAL_FUNCTION") or "evaluation.evaluate"
 # Passed to the scoring library when set; None leaves the library's own default.
@@ -148,12 +153,20 @@ EVAL_TIMING_TRIALS = env_optional_int("EVAL_TIMING_TRIALS")
 # GPU worker on a GPU host, e.g. EVAL_CPUS=4 for the worker of GPU 0. Empty: no pinning.
 EVAL_CPUS = tuple(int(core) for core in env_list("EVAL_CPUS", []))
 EVAL_SIZE_SCALE = env_optional_int("EVAL_SIZE_SCALE")  # problem sizes (KB_SCALE of the catalogue): 16 on an H200
+# A worker starts no evaluation while its scratch folder or build cache has less free than this (MB);
+# the evaluation waits, and /healthz and queue_status say why (leaderboard/evaluations/host_space.py).
+EVAL_MIN_FREE_MB = env_int("EVAL_MIN_FREE_MB", 1024)
 # Memory of each sandboxed process tree (proportional set size). Unset: the library's default, from the
 # host's memory and worker count (evaluation.limits.default_memory_limit_mb reads the same variable).
 EVAL_MEMORY_LIMIT_MB = env_optional_int("EVAL_MEMORY_LIMIT_MB")
 # Worker processes one `evalworker` runs. Unset: what the host runs well (one per GPU it may use, one
 # per 4 CPU cores: evaluation.limits.workers_for; two CPU workers on 2 cores were slower than one).
 EVAL_WORKERS = env_optional_int("EVAL_WORKERS")
+# Look-ahead builds on a GPU host (docs/workers.md, "Builds ahead of the GPUs"): each GPU worker's
+# builder compiles the kernels of the next EVAL_BUILD_AHEAD queued evaluations in EVAL_BUILD_WORKERS
+# sandboxed CPU processes (None: from the host's cores and GPUs; 0: no builder, each job builds its own).
+EVAL_BUILD_WORKERS = env_optional_int("EVAL_BUILD_WORKERS")
+EVAL_BUILD_AHEAD = env_int("EVAL_BUILD_AHEAD", 8)
 
 # Cap on one kernel's source, in bytes (uploads, API and forms all use it).
 KERNEL_SOURCE_MAX_BYTES = env_int("KERNEL_SOURCE_MAX_BYTES", 1_000_000)
@@ -250,6 +263,12 @@ if CACHE_REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
+# Boards (docs/performance.md, "Boards under writes"): requests are served the last complete build of
+# a board; a new result shows within BOARD_FRESHNESS_SECONDS (the window shared caches may keep a
+# board too), and a board is rebuilt in the background at most once every BOARD_REBUILD_SECONDS.
+BOARD_FRESHNESS_SECONDS = env_int("BOARD_FRESHNESS_SECONDS", 5)
+BOARD_REBUILD_SECONDS = env_int("BOARD_REBUILD_SECONDS", 2)
+
 LOGIN_URL = "review-sign-in"
 # Where a sign-in lands when `next` is missing or unsafe (Django's default, /accounts/profile/, is a 404).
 LOGIN_REDIRECT_URL = "/"
@@ -260,6 +279,16 @@ CONTENT_SECURITY_POLICY = env_str("CONTENT_SECURITY_POLICY", "")
 # site/gunicorn.conf.py; prometheus_client itself reads the same variable). Empty: one process,
 # /metrics shows the process that answers.
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", "")
+# Who may read /metrics (per-view request counts show admin activity) and /healthz's timings and
+# errors (others get the status alone): a request with `Authorization: Bearer <METRICS_TOKEN>`
+# (when set), or, with METRICS_ALLOW_PRIVATE, one whose client address (leaderboard/ops/clients.py)
+# is in PRIVATE_NETWORKS. Behind a proxy set TRUSTED_PROXY_COUNT, else every request seems to come
+# from the proxy's private address.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+METRICS_ALLOW_PRIVATE = env_bool("METRICS_ALLOW_PRIVATE", True)
+PRIVATE_NETWORKS = env_list(
+    "PRIVATE_NETWORKS", ["127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
+)
 
 # "plain" (one line of text a record) or "json" (one JSON object a record, leaderboard/ops/logs.py).
 LOG_FORMAT = env_str("LOG_FORMAT", "plain")

@@ -11,9 +11,10 @@ never initialises CUDA in the calling process). It must never import Django.
 from __future__ import annotations
 
 from .hardware import probe_hardware
+from .host_errors import INFRASTRUCTURE_ERROR
 from .problem_check import check_problem
 from .runner import evaluate
 from .types import FLAG_CODES, NOTE_CODES, STATUSES, EvaluationConfig, EvaluationResult
 
 __all__ = ["evaluate", "EvaluationConfig", "EvaluationResult", "check_problem", "probe_hardware", "STATUSES",
-           "FLAG_CODES", "NOTE_CODES"]
+           "FLAG_CODES", "NOTE_CODES", "INFRASTRUCTURE_ERROR"]

@@ -33,6 +33,7 @@ from evaluation import cuda_ipc
 from evaluation.child_utils import cpu_name
 from evaluation.compare import compare_outputs
 from evaluation.hardware import _nvidia_driver
+from evaluation.host_errors import INFRASTRUCTURE_ERROR, host_error
 
 # Captured before anything untrusted can run (the kernel is imported much later).
 _perf_counter_ns = time.perf_counter_ns
@@ -183,6 +184,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _classify_exception(exc: BaseException) -> str:
+    if host_error(exc):  # no space, quota, I/O error: the host's, not the code's (evaluation.host_errors)
+        return INFRASTRUCTURE_ERROR
     text = f"{type(exc).__name__} {exc}"
     if isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text.lower():
         return "crashed"
@@ -385,7 +388,8 @@ class Harness:
             try:
                 kernel = self._exec_module("kb_kernel", self.spec["kernel_path"])
             except BaseException as exc:  # noqa: BLE001 - untrusted code
-                return {"ok": False, "kind": "compile_error", "error": _one_line(exc), "traceback": traceback.format_exc()}
+                kind = INFRASTRUCTURE_ERROR if host_error(exc) else "compile_error"  # a build on a full disk
+                return {"ok": False, "kind": kind, "error": _one_line(exc), "traceback": traceback.format_exc()}
             if not hasattr(kernel, "ModelNew"):
                 return {"ok": False, "kind": "compile_error", "error": "kernel file defines no class ModelNew",
                         "traceback": ""}
@@ -406,8 +410,8 @@ class Harness:
             self._sync()
         except BaseException as exc:  # noqa: BLE001
             kind = "compile_error" if self.role == "kernel" else "runtime_error"
-            if _classify_exception(exc) == "crashed":
-                kind = "crashed"
+            if _classify_exception(exc) in ("crashed", INFRASTRUCTURE_ERROR):
+                kind = _classify_exception(exc)
             return {"ok": False, "kind": kind, "error": _one_line(exc), "traceback": traceback.format_exc()}
         t_init = _perf_counter_ns()
         self.check_patches()
@@ -421,6 +425,26 @@ class Harness:
         if self.role == "reference":
             info["environment"] = self.environment()
         return info
+
+    def build(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Build role (no GPU visible): import the kernel module, which compiles what it loads with
+        ``torch.utils.cpp_extension``. A failure inside that module is the compiler's (``compile_error``);
+        any other (e.g. the module touches the GPU at import) leaves the rest to the GPU phase."""
+        t0 = _perf_counter_ns()
+        try:
+            self._exec_module("kb_kernel", self.spec["kernel_path"])
+        except BaseException as exc:  # noqa: BLE001 - untrusted code
+            tb = exc.__traceback__
+            in_compiler = False
+            while tb is not None:
+                in_compiler = in_compiler or "cpp_extension" in tb.tb_frame.f_code.co_filename
+                tb = tb.tb_next
+            # A compiler that met a full disk is the host's failure: never recorded as the kernel's
+            # compile error; the GPU phase imports the module again and judges (evaluation.host_errors).
+            kind = "compile_error" if in_compiler and not host_error(exc) else "deferred"
+            return {"ok": False, "kind": kind, "error": _one_line(exc),
+                    "traceback": traceback.format_exc(), "import_s": (_perf_counter_ns() - t0) / 1e9}
+        return {"ok": True, "import_s": (_perf_counter_ns() - t0) / 1e9}
 
     def environment(self) -> dict[str, Any]:
         torch = self.torch
@@ -754,7 +778,8 @@ def main() -> None:
     chan.send({"ok": True, "ready": True, "confinement": confinement, "torch_import_s": (_perf_counter_ns() - t0) / 1e9,
                "pid": os.getpid()})
     handlers = {"load": harness.load, "correct": harness.correctness, "time": harness.time_calls,
-                "compare": harness.compare, "export_file": harness.export_file, "estimate": harness.estimate}
+                "compare": harness.compare, "export_file": harness.export_file, "estimate": harness.estimate,
+                "build": harness.build}
     while True:
         req = chan.recv()
         if req is None or req.get("op") == "exit":

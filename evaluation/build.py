@@ -1,21 +1,55 @@
-"""The per-source build directory: cache location, lock, ownership.
+"""The build cache: one published directory per build key, built in private folders.
 
-Each kernel source gets ``<build_cache_dir>/<build_key>/`` with ``torch_extensions/`` and ``triton/``
-(the kernel process's TORCH_EXTENSIONS_DIR and TRITON_CACHE_DIR). While an evaluation runs, the
-directory belongs to the kernel's uid; afterwards it goes back to root. Evaluations of the same
-source on one host are serialised by a lock in a root-owned directory beside the cache entries.
+Layout under ``build_cache_dir``:
+
+* ``<key>/``: a published entry (``torch_extensions/``, ``triton/``, ``.kb_built``). It only ever
+  appears complete, by ``rename`` of the private folder it was built in.
+* ``.building/<key>.<pid>.<random>/``: a build in progress. While it runs, ``<key>`` is a symbolic
+  link to it, so that the build sees the very paths the published entry will have: torch's
+  ``load_inline`` writes absolute paths into ``build.ninja``, and ninja rebuilds everything when a
+  command changes, so a build made under another path would be rebuilt on first use.
+* ``.locks/<key>.lock``: a ``flock`` held by whoever builds or uses ``<key>``. The kernel dies, the
+  parent dies, the lock goes with it: nobody ever waits on a dead owner. A ``<key>`` that is still
+  a link (its owner died before publishing) is removed with its private folder and built again,
+  and torch's own ``lock`` files (``FileBaton``) and ninja's ``.ninja_lock`` left in an entry by a
+  process killed midway are removed before the entry is used (we hold the flock: they are stale).
+
+The key is the source, the device kind, torch (its version names the CUDA build, e.g.
+``2.11.0+cu130``), the CUDA toolkit, Python, the target architecture and the compiler settings;
+never a device index, so one build serves every GPU of a host (and every host sharing the folder).
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
+import json
 import os
+import re
+import secrets
+import shutil
+import subprocess
 import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 
 BUILT_MARKER = ".kb_built"
+#: A build that failed in the compiler: its message, so that the source is not compiled again.
+FAILED_MARKER = ".kb_compile_error.json"
+#: Files a killed ``load_inline`` leaves behind that make the next one wait forever.
+STALE_LOCKS = ("lock", ".ninja_lock")
+#: Environment variables that change what the compiler produces (part of the key).
+COMPILER_ENV = ("CC", "CXX", "CUDA_HOME", "CUDA_PATH")
+#: Bumped when the harness changes how kernels are built.
+BUILD_FORMAT = "2"
+
+_NEEDS_BUILD = re.compile(r"cpp_extension|load_inline")
+
+
+def needs_build(kernel_source: str) -> bool:
+    """Whether importing the kernel compiles native code through ``torch.utils.cpp_extension``."""
+    return bool(_NEEDS_BUILD.search(kernel_source))
 
 
 def _torch_version() -> str:
@@ -25,10 +59,30 @@ def _torch_version() -> str:
         return "unknown"
 
 
-def build_key(kernel_source: str, device: str) -> str:
-    blob = "\0".join([kernel_source, device, _torch_version(), sys.version.split()[0],
-                      os.environ.get("TORCH_CUDA_ARCH_LIST", ""), os.environ.get("CUDA_VISIBLE_DEVICES", "")])
-    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+@functools.lru_cache(maxsize=1)
+def cuda_toolkit_version() -> str:
+    """The CUDA toolkit's version (``version.json`` of CUDA_HOME, else ``nvcc --version``); "" without one."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    try:
+        with open(os.path.join(home, "version.json"), encoding="utf-8") as fh:
+            return str(json.load(fh).get("cuda", {}).get("version", ""))
+    except (OSError, ValueError, AttributeError):
+        pass
+    nvcc = shutil.which("nvcc") or os.path.join(home, "bin", "nvcc")
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    m = re.search(r"release ([\d.]+)", out)
+    return m.group(1) if m else ""
+
+
+def build_key(kernel_source: str, device: str, arch: str = "") -> str:
+    """The cache key of a kernel source; ``arch`` is the target architecture (TORCH_CUDA_ARCH_LIST)."""
+    parts = [BUILD_FORMAT, kernel_source, device, _torch_version(), sys.version.split()[0],
+             cuda_toolkit_version() if device == "cuda" else "", arch]
+    parts += [f"{k}={os.environ.get(k, '')}" for k in COMPILER_ENV]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
 def _chown_tree(path: str, uid: int, gid: int) -> None:
@@ -40,65 +94,158 @@ def _chown_tree(path: str, uid: int, gid: int) -> None:
                 pass
 
 
-class BuildDir:
-    """The build directory of one kernel source (``path`` is None when the cache is unusable)."""
+def _remove(path: str) -> None:
+    """Remove a file, a link or a tree, whatever is there."""
+    if os.path.islink(path) or os.path.isfile(path):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    elif os.path.isdir(path):
+        shutil.rmtree(path, ignore_errors=True)
 
-    def __init__(self, cache_root: str, kernel_source: str, device: str) -> None:
+
+class BuildDir:
+    """The cache entry of one kernel source (``path`` is None when the cache is unusable).
+
+    Use: ``lock()``; then ``built`` (published), ``failure`` (a compiler error recorded), or
+    ``begin()`` a build in a private folder and ``publish()`` or ``abandon()`` it; ``unlock()``.
+    """
+
+    def __init__(self, cache_root: str, kernel_source: str, device: str, arch: str = "") -> None:
         self.path: str | None = None
+        self.key = build_key(kernel_source, device, arch)
+        self.root = cache_root
+        self.private: str | None = None  # the folder being built in, while a build runs
         self._lock_fd: int | None = None
         try:
-            os.makedirs(cache_root, mode=0o755, exist_ok=True)
+            for sub in ("", ".building", ".locks"):
+                os.makedirs(os.path.join(cache_root, sub), mode=0o755, exist_ok=True)
             if os.geteuid() == 0:
                 os.chmod(cache_root, 0o755)
-            path = os.path.join(cache_root, build_key(kernel_source, device))
-            os.makedirs(path, mode=0o755, exist_ok=True)
-            for sub in ("torch_extensions", "triton"):
-                os.makedirs(os.path.join(path, sub), exist_ok=True)
-            self.path = path
+                os.chmod(os.path.join(cache_root, ".locks"), 0o700)
+            self.path = os.path.join(cache_root, self.key)
         except OSError:
             self.path = None
 
+    # -- state ---------------------------------------------------------------------------------
     @property
     def built(self) -> bool:
-        """Whether a kernel from this source was built and loaded here before."""
-        return self.path is not None and os.path.exists(os.path.join(self.path, BUILT_MARKER))
+        """Whether the entry is published (complete)."""
+        return (self.path is not None and not os.path.islink(self.path)
+                and os.path.exists(os.path.join(self.path, BUILT_MARKER)))
 
-    def lock(self, deadline: float) -> None:
-        """Take the per-source lock (waiting until ``deadline`` at most; then go on without it)."""
-        if not self.path:
-            return
-        locks = os.path.join(os.path.dirname(self.path), ".locks")
+    @property
+    def failure(self) -> dict[str, str] | None:
+        """The compiler error recorded for this source (``error``, ``log``), if its build failed."""
+        if not self.built:
+            return None
         try:
-            os.makedirs(locks, mode=0o700, exist_ok=True)
-            fd = os.open(os.path.join(locks, os.path.basename(self.path) + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+            with open(os.path.join(self.path or "", FAILED_MARKER), encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    @property
+    def work(self) -> str | None:
+        """The real directory the kernel's processes write in (the private folder during a build)."""
+        return self.private or (self.path if self.built else None)
+
+    @property
+    def locked(self) -> bool:
+        return self._lock_fd is not None
+
+    # -- lock ----------------------------------------------------------------------------------
+    def lock(self, deadline: float | None = None, wait: bool = True) -> bool:
+        """Take the per-key flock (waiting until ``deadline`` at most, or not at all); True if held."""
+        if not self.path:
+            return False
+        if self._lock_fd is not None:
+            return True
+        try:
+            fd = os.open(os.path.join(self.root, ".locks", self.key + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
         except OSError:
-            return
+            return False
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 self._lock_fd = fd
-                return
+                self._clean_stale()
+                return True
             except OSError:
-                if time.monotonic() > deadline:
+                if not wait or (deadline is not None and time.monotonic() > deadline):
                     os.close(fd)
-                    return
-                time.sleep(0.2)
-
-    def give_to(self, uid: int) -> None:
-        """Hand the directory tree to ``uid`` (0 = back to root)."""
-        if self.path:
-            _chown_tree(self.path, uid, uid)
-
-    def mark_built(self) -> None:
-        if not self.path:
-            return
-        try:
-            with open(os.path.join(self.path, BUILT_MARKER), "w") as fh:
-                fh.write(f"{time.time()}\n")
-        except OSError:
-            pass
+                    return False
+                time.sleep(0.1)
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
+
+    def _clean_stale(self) -> None:
+        """Under the lock: what an owner that died left behind (an unpublished link and its private
+        folder, torch's and ninja's lock files in a published entry)."""
+        assert self.path is not None
+        if os.path.islink(self.path):
+            target = os.path.join(os.path.dirname(self.path), os.readlink(self.path))
+            _remove(self.path)
+            _remove(target)
+        elif os.path.isdir(self.path) and not self.built:
+            _remove(self.path)  # a folder without its marker was not published by us
+        ext = os.path.join(self.path, "torch_extensions")
+        if os.path.isdir(ext):
+            for name in os.listdir(ext):
+                for stale in STALE_LOCKS:
+                    _remove(os.path.join(ext, name, stale))
+
+    # -- a build -------------------------------------------------------------------------------
+    def begin(self) -> str | None:
+        """Under the lock, for an unpublished key: make a private folder and point ``<key>`` at it."""
+        if not self.path or self._lock_fd is None or self.built:
+            return None
+        private = os.path.join(self.root, ".building", f"{self.key}.{os.getpid()}.{secrets.token_hex(4)}")
+        try:
+            for sub in ("torch_extensions", "triton"):
+                os.makedirs(os.path.join(private, sub), mode=0o755)
+            os.symlink(os.path.relpath(private, self.root), self.path)
+        except OSError:
+            _remove(private)
+            return None
+        self.private = private
+        return private
+
+    def publish(self, failure: dict[str, str] | None = None) -> bool:
+        """Mark the private folder complete and rename it into place (a compiler error is recorded
+        in it, so that the same source is never compiled again)."""
+        if not self.private or not self.path:
+            return False
+        private, self.private = self.private, None
+        try:
+            if failure is not None:
+                with open(os.path.join(private, FAILED_MARKER), "w", encoding="utf-8") as fh:
+                    json.dump(failure, fh)
+            with open(os.path.join(private, BUILT_MARKER), "w", encoding="utf-8") as fh:
+                fh.write(f"{time.time()}\n")
+            if os.geteuid() == 0:
+                _chown_tree(private, 0, 0)
+            os.unlink(self.path)
+            os.rename(private, self.path)
+            return True
+        except OSError:
+            _remove(private)
+            _remove(self.path)
+            return False
+
+    def abandon(self) -> None:
+        """Drop a build that did not finish (nothing is published)."""
+        if self.private and self.path:
+            _remove(self.path)
+            _remove(self.private)
+        self.private = None
+
+    def give_to(self, uid: int) -> None:
+        """Hand the real directory tree to ``uid`` (0 = back to root)."""
+        if self.work:
+            _chown_tree(self.work, uid, uid)

@@ -8,6 +8,7 @@ import sys
 from typing import Any, NoReturn
 
 from .hardware import probe_hardware
+from .host_errors import INFRASTRUCTURE_ERROR
 from .kernelbench_format import to_kernelbench
 from .problem_check import check_problem
 from .runner import evaluate
@@ -56,6 +57,11 @@ def _sweep_parser(sub: Any) -> None:
     s.add_argument("--problems", nargs="+", default=["*"], help="globs on problem names, e.g. '19_*' 'level3/*ResNet*'")
     s.add_argument("--out", default=None, help="JSONL file, one line per evaluation")
     s.add_argument("--no-pin", action="store_true", help="do not pin the sandboxed processes to CPU cores")
+    s.add_argument("--build-workers", type=int, default=None,
+                   help="build processes compiling kernels ahead of the GPUs (default: $KB_BUILD_WORKERS, else "
+                        "from the cores; 0: each evaluation builds its own)")
+    s.add_argument("--cuda-arch", default=None, help="architecture CUDA kernels are built for, e.g. 9.0 "
+                                                       "(default: $TORCH_CUDA_ARCH_LIST, else the GPU's)")
     _common(s)
     s.add_argument("--correctness-trials", type=int, default=None)
     s.add_argument("--timing-trials", type=int, default=None)
@@ -85,6 +91,8 @@ def _config(args: argparse.Namespace) -> EvaluationConfig:
     kw: dict[str, Any] = {"device": args.device, "seed": args.seed, "atol": args.atol, "rtol": args.rtol}
     if getattr(args, "precision", None):
         kw["precision"] = args.precision
+    if getattr(args, "cuda_arch", None):
+        kw["cuda_arch"] = args.cuda_arch
     for attr, key in (("timeout", "timeout_s"), ("memory_limit_mb", "memory_limit_mb"),
                       ("size_scale", "size_scale"), ("correctness_trials", "correctness_trials"),
                       ("timing_trials", "timing_trials"), ("speedup_flag_threshold", "speedup_flag_threshold")):
@@ -145,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(to_kernelbench(d), default=str))
     else:
         print(json.dumps(d, default=str) if (args.json or args.json_format) else _summary(d))
+    if result.status == INFRASTRUCTURE_ERROR:  # no verdict: the host failed (evaluation.host_errors)
+        sys.stderr.write(f"infrastructure error, no verdict: {result.error}\n")
+        return 3
     return 0
 
 
@@ -161,7 +172,7 @@ def _sweep(args: argparse.Namespace) -> int:
     sys.stderr.write(f"sweep: {len(tasks)} evaluations on {len(gpus)} {'GPU(s)' if cfg.device == 'cuda' else 'worker(s)'}\n")
     out = open(args.out, "w", encoding="utf-8") if args.out else None
     try:
-        summary = run_sweep(tasks, cfg, gpus, out, pin=not args.no_pin)
+        summary = run_sweep(tasks, cfg, gpus, out, pin=not args.no_pin, build_workers=args.build_workers)
     finally:
         if out is not None:
             out.close()

@@ -11,8 +11,8 @@ import os
 import time
 from typing import Any
 
-from .build import BuildDir
 from .compare import Comparison, spots_match
+from .host_errors import INFRASTRUCTURE_ERROR, host_error
 from .protocol import CompareReply, CorrectReply, LoadReply
 from .sandbox import ChildError, Sandbox
 from .seeds import derive_seed
@@ -20,7 +20,7 @@ from .session import Abort, Pair
 from .types import PRECISIONS
 
 
-def load_models(pair: Pair, build: BuildDir) -> None:
+def load_models(pair: Pair) -> None:
     """Build the reference and the kernel model under the same seed (kernel build time: ``build``)."""
     res = pair.res
     init_seed = derive_seed(pair.master, "init")
@@ -37,7 +37,6 @@ def load_models(pair: Pair, build: BuildDir) -> None:
     res.compiled = True
     res.timings_s["build"] = round(r_ker.import_s + r_ker.init_s, 4)
     pair.merge_flags(r_ker)
-    build.mark_built()
 
 
 def _load_pinned(pair: Pair, msg: dict[str, Any]) -> tuple[LoadReply, LoadReply]:
@@ -126,8 +125,8 @@ def _compare(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int) -> Compa
     if r_cmp is None:
         r_cmp = _compare_file(pair, sandbox, r_ker, i, msg)
     if not r_cmp.ok:
-        raise Abort("incorrect" if r_cmp.kind == "incorrect" else "runtime_error",
-                    f"trial {i + 1}: {r_cmp.error}", r_cmp.traceback)
+        kind = r_cmp.kind if r_cmp.kind in ("incorrect", INFRASTRUCTURE_ERROR) else "runtime_error"
+        raise Abort(kind, f"trial {i + 1}: {r_cmp.error}", r_cmp.traceback)
     try:
         return Comparison(**r_cmp.comparison)
     except TypeError as exc:
@@ -155,7 +154,8 @@ def _compare_file(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int, msg
     try:
         name = sandbox.hand_over(pair.ker, pair.ref, r_ker.file, f"kernel_out_{i}.pt")
     except (ChildError, OSError) as exc:
-        raise Abort("runtime_error", f"could not take the kernel's outputs: {exc}") from exc
+        kind = INFRASTRUCTURE_ERROR if host_error(exc) else "runtime_error"
+        raise Abort(kind, f"could not take the kernel's outputs: {exc}") from exc
     return pair.request(pair.ref, {**msg, "file": name}, CompareReply, extra_s=30.0)
 
 

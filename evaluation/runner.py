@@ -17,9 +17,11 @@ import time
 from dataclasses import dataclass
 
 from .backends import kernel_backend, missing_library
-from .build import BuildDir
+from .build import BuildDir, needs_build
+from .build_stage import arch_env, build_dir_for, build_locked
 from .correctness import check_correctness, load_models
 from .hardware import hardware_slug
+from .host_errors import INFRASTRUCTURE_ERROR, confirm, host_error
 from .protocol import EstimateReply, MalformedReply, ReadyReply, parse
 from .sandbox import ChildError, Sandbox, SandboxProcess
 from .seeds import derive_seed
@@ -46,24 +48,37 @@ class Prepared:
 
 
 def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> EvaluationResult:
-    """Evaluate one kernel against its reference problem; never raises for a bad kernel."""
-    return evaluate_prepared(prepare(problem_source, kernel_source, config))
+    """Evaluate one kernel against its reference problem; never raises for a bad kernel. A host that
+    cannot even set the sandbox up (a full scratch disk) gives an INFRASTRUCTURE_ERROR result."""
+    try:
+        prep = prepare(problem_source, kernel_source, config)
+    except OSError as exc:
+        reason = host_error(exc)
+        if not reason:
+            raise
+        return EvaluationResult(status=INFRASTRUCTURE_ERROR, error=f"could not set up the sandbox: {reason}")
+    return evaluate_prepared(prep)
 
 
 def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> Prepared:
     """Create the sandbox and start its processes (reference, kernel[, second reference])."""
     cfg = config or EvaluationConfig()
-    build = BuildDir(cfg.build_cache_dir, kernel_source, cfg.device)
+    build = build_dir_for(kernel_source, cfg)
     sandbox = Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
                       hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
                       disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads,
-                      max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb)
-    problem_path = sandbox.write_source("problem.py", problem_source)
-    kernel_path = sandbox.write_source("kernel.py", kernel_source)
-    t0 = time.monotonic()
-    procs = [sandbox.spawn("reference", problem_path), sandbox.spawn("kernel", problem_path, kernel_path)]
-    if cfg.n_reference_processes == 2:
-        procs.append(sandbox.spawn("reference2", problem_path))
+                      max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb,
+                      extra_env=arch_env(cfg))
+    try:
+        problem_path = sandbox.write_source("problem.py", problem_source)
+        kernel_path = sandbox.write_source("kernel.py", kernel_source)
+        t0 = time.monotonic()
+        procs = [sandbox.spawn("reference", problem_path), sandbox.spawn("kernel", problem_path, kernel_path)]
+        if cfg.n_reference_processes == 2:
+            procs.append(sandbox.spawn("reference2", problem_path))
+    except BaseException:
+        sandbox.close()  # its folder and watchdog thread, and any process already started
+        raise
     return Prepared(cfg, problem_source, kernel_source, build, sandbox, procs, t0)
 
 
@@ -72,12 +87,15 @@ def evaluate_prepared(prep: Prepared) -> EvaluationResult:
 
     Phases:
     1. static checks on the kernel's source (``_static_checks``);
-    2. the build directory: per-source lock, handed to the kernel's uid (``evaluation.build``);
-    3. pre-flight: modules the problem needs, processes ready, memory its inputs need (``_start``);
-    4. build the models (``correctness.load_models``);
-    5. correctness trials (``correctness.check_correctness``);
-    6. timing rounds and their cross-checks (``timing.measure``);
-    7. collect logs and environment, close the sandbox, release the build directory (``_finish``).
+    2. the build cache entry: per-source lock (``evaluation.build``);
+    3. pre-flight: modules the problem and the kernel need (``_preflight_modules``);
+    4. the build stage, off the GPU, unless the entry is built (``_build_stage``), then the entry is
+       handed to the kernel's uid; processes ready (``_start``), memory the inputs need;
+    5. load the models: the kernel's module only loads what was built (``correctness.load_models``);
+    6. correctness trials (``correctness.check_correctness``);
+    7. timing rounds and their cross-checks (``timing.measure``);
+    8. collect logs and environment, close the sandbox, publish or drop what the GPU phase built and
+       release the entry (``_release_build``, ``_finish``).
     """
     cfg, sandbox, build = prep.cfg, prep.sandbox, prep.build
     res = EvaluationResult(trials_total=cfg.correctness_trials)
@@ -87,19 +105,18 @@ def evaluate_prepared(prep: Prepared) -> EvaluationResult:
     if cfg.seed is not None:
         res.seed = cfg.seed
     _static_checks(cfg, res, prep.problem_source, prep.kernel_source)
+    # Waits while another process builds or uses this source; a dead owner's lock is already gone.
+    t_wait = time.monotonic()
     build.lock(deadline)
+    res.timings_s["build_wait"] = round(time.monotonic() - t_wait, 4)
     res.build_cached = build.built
     log_parts: list[str] = []
     try:
-        if sandbox.switch_uid:
-            build.give_to(sandbox.uids["kernel"])
         _run_phases(prep, res, master, deadline, log_parts)
         _collect(res, sandbox, log_parts)
     finally:
         sandbox.close()
-        if sandbox.switch_uid:
-            build.give_to(0)
-        build.unlock()
+        _release_build(prep, res)
     _finish(cfg, res, sandbox, log_parts, t_begin)
     return res
 
@@ -132,14 +149,17 @@ def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: fl
     cfg = prep.cfg
     try:
         _preflight_modules(prep)
+        _build_stage(prep, res, deadline)
         ref, ker, ref2 = _start(prep, deadline, res)
         pair = Pair(cfg, res, ref, ker, master, deadline, ref2)
         _check_memory(pair)
-        load_models(pair, prep.build)
+        load_models(pair)
         out_dtypes = check_correctness(pair, prep.sandbox)
         if cfg.timing_trials > 0:
             measure(pair, out_dtypes)
     except Abort as ab:
+        if ab.status == INFRASTRUCTURE_ERROR:
+            ab = _host_or_kernel(prep, ab)
         res.status, res.error = ab.status, ab.error
         if ab.status != "correct":
             res.correct = False
@@ -147,6 +167,18 @@ def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: fl
             res.speedup_interval = None
         if ab.log:
             log_parts.append(ab.log)
+
+
+def _host_or_kernel(prep: Prepared, ab: Abort) -> Abort:
+    """A failure of the host (``evaluation.host_errors``) gives no verdict. The kernel's process
+    could raise one itself to dodge its verdict, so the host must confirm it: its scratch or build
+    folder short of space or failing a write. Unconfirmed, it is the kernel's runtime error."""
+    if not ab.kernel_side:
+        return ab  # the reference's process and the parent are trusted
+    confirmed = confirm([prep.sandbox.root, prep.build.path or ""])
+    if confirmed:
+        return Abort(INFRASTRUCTURE_ERROR, f"{ab.error} (the host: {confirmed})", ab.log)
+    return Abort("runtime_error", f"{ab.error} (the host had room: the kernel's own error)", ab.log)
 
 
 def _preflight_modules(prep: Prepared) -> None:
@@ -170,21 +202,58 @@ def _preflight_modules(prep: Prepared) -> None:
         raise Abort("compile_error", "the kernel needs module(s) not installed on this host: " + ", ".join(missing))
 
 
+def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> None:
+    """Compile off the GPU (no GPU visible to the build process) unless the entry is built; a compiler
+    error, recorded or new, ends the evaluation as ``compile_error`` before the GPU phase. Then the
+    entry (or a private folder, for what the GPU phase itself builds: Triton, lazy builds) goes to
+    the kernel's uid."""
+    build = prep.build
+    if build.locked:
+        failure = build.failure
+        if failure is not None:
+            raise Abort("compile_error", failure.get("error") or "the kernel failed to build", failure.get("log", ""))
+        if not build.built and needs_build(prep.kernel_source):
+            out = build_locked(build, prep.kernel_source, prep.cfg, deadline)
+            res.timings_s["compile"] = round(out.seconds, 4)
+            res.environment["build_steps_s"] = out.steps_s
+            if out.status in ("compile_error", "timeout", "crashed"):
+                raise Abort(out.status, out.error or "the kernel failed to build", out.log)
+        if not build.built:
+            build.begin()
+    if prep.sandbox.switch_uid:
+        build.give_to(prep.sandbox.uids["kernel"])
+
+
+def _release_build(prep: Prepared, res: EvaluationResult) -> None:
+    """Back to root; what the GPU phase built is published if the kernel loaded, else dropped."""
+    build = prep.build
+    if prep.sandbox.switch_uid:
+        build.give_to(0)
+    if build.private:
+        if res.compiled:
+            build.publish()
+        else:
+            build.abandon()
+    build.unlock()
+
+
 def _start(prep: Prepared, deadline: float,
            res: EvaluationResult) -> tuple[SandboxProcess, SandboxProcess, SandboxProcess | None]:
     """Wait until each started process has imported torch."""
     t0 = max(prep.t_started, time.monotonic())  # prepared ahead: only the wait on the critical path counts
     ready: dict[str, ReadyReply] = {}
     for p in prep.procs:
+        # None of the kernel's code has run yet (it is imported at 'load'): a process that cannot
+        # start is the host's failure (a sandbox that cannot be set up, torch that cannot load).
         try:
             ready[p.role] = parse(ReadyReply, p.recv(deadline))
         except ChildError as exc:
-            raise Abort(exc.kind, f"{p.role} process failed to start: {exc.message}") from exc
+            raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process failed to start: {exc.message}") from exc
         except MalformedReply as exc:
-            raise Abort("crashed", f"{p.role} process failed to start: malformed reply: {exc}") from exc
+            raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process failed to start: malformed reply: {exc}") from exc
         r = ready[p.role]
         if not r.ok:
-            raise Abort(r.kind or "crashed", f"{p.role} process: {r.error}", r.traceback)
+            raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process failed to start: {r.error}", r.traceback)
     res.timings_s["process_start"] = round(time.monotonic() - t0, 4)
     res.environment["kernel_confinement"] = ready["kernel"].confinement
     by_role = {p.role: p for p in prep.procs}

@@ -506,7 +506,7 @@ class Sandbox:
     def __init__(self, *, device: str, size_scale: int, memory_limit_mb: int, hide_paths: tuple[str, ...] = (),
                  isolation: str = "auto", build_dir: str | None = None, disable: frozenset[str] = frozenset(),
                  cpu_threads: int | None = None, max_processes: int = DEFAULT_MAX_PROCESSES,
-                 file_size_limit_mb: int | None = None) -> None:
+                 file_size_limit_mb: int | None = None, extra_env: dict[str, str] | None = None) -> None:
         self.device = device
         self.size_scale = size_scale
         self.memory_limit_mb = memory_limit_mb
@@ -514,6 +514,9 @@ class Sandbox:
         self.file_size_limit_mb = file_size_limit_mb or memory_limit_mb
         self.disable = disable
         self.cpu_threads = cpu_threads
+        # Set last in every child's environment (the build stage hides the GPUs and names the target
+        # architecture; the GPU phase names the same architecture, so that the build is up to date).
+        self.extra_env = dict(extra_env or {})
         self.iso = detect_isolation() if isolation == "auto" else {"mode": "none", "reason": "isolation='none'"}
         self.mode = self.iso["mode"]
         self.root = tempfile.mkdtemp(prefix="kb-eval-", dir=work_root())
@@ -526,7 +529,8 @@ class Sandbox:
         os.mkdir(self.src)
         os.chmod(self.src, 0o755)
         self.build_dir = build_dir
-        extra = [self.root] + ([build_dir] if build_dir else [])
+        # The cache root too: the entry itself may appear only later (built by the build stage).
+        extra = [self.root] + ([build_dir, os.path.dirname(build_dir)] if build_dir else [])
         for var in ("CUDA_HOME", "CUDA_PATH"):
             if os.environ.get(var):
                 extra.append(os.environ[var])
@@ -538,7 +542,7 @@ class Sandbox:
         self.switch_uid = self.mode == "root" and os.environ.get("KB_SANDBOX_SWITCH_UID", "1") != "0"
         self.nproc_limited = nproc_counts_sandbox_only(self.mode, self.switch_uid)
         base = int(os.environ.get("KB_SANDBOX_UID_BASE", 0)) or (200000 + 2 * secrets.randbelow(400000))
-        self.uids = {"reference": base, "kernel": base + 1}
+        self.uids = {"reference": base, "kernel": base + 1, "build": base + 1}
         self.procs: list[SandboxProcess] = []
         self.watchdog = Watchdog()
         self.watchdog.start()
@@ -583,9 +587,10 @@ class Sandbox:
             env["OMP_NUM_THREADS"] = str(self.cpu_threads)
         if "env_scrub" in self.disable:  # test-only switch: show what an unscrubbed environment leaks
             env = {**os.environ, **env}
-        if role == "kernel" and self.build_dir:
+        if role in ("kernel", "build") and self.build_dir:
             env["TORCH_EXTENSIONS_DIR"] = os.path.join(self.build_dir, "torch_extensions")
             env["TRITON_CACHE_DIR"] = os.path.join(self.build_dir, "triton")
+        env.update(self.extra_env)
         return env
 
     def spawn(self, role: str, problem_path: str, kernel_path: str | None = None) -> SandboxProcess:

@@ -19,11 +19,12 @@ from .types import EvaluationConfig, EvaluationResult
 class Abort(Exception):
     """Ends an evaluation early with ``status`` (and an error line, and a log excerpt)."""
 
-    def __init__(self, status: str, error: str, log: str = "") -> None:
+    def __init__(self, status: str, error: str, log: str = "", kernel_side: bool = False) -> None:
         super().__init__(error)
         self.status = status
         self.error = error
         self.log = log
+        self.kernel_side = kernel_side  # reported by the kernel's process (untrusted)
 
 
 #: Extra seconds the (trusted) reference process gets beyond the kernel's deadline.
@@ -90,7 +91,7 @@ class Pair:
 
     def kernel_failed(self, reply: Reply, prefix: str = "") -> Abort:
         self.merge_flags(reply)
-        return Abort(reply.kind or "runtime_error", f"{prefix}{reply.error}", reply.traceback)
+        return Abort(reply.kind or "runtime_error", f"{prefix}{reply.error}", reply.traceback, kernel_side=True)
 
     @staticmethod
     def reference_failed(reply: Reply, prefix: str = "reference failed: ") -> Abort:

@@ -3,8 +3,10 @@
 Every problem of the chosen levels is evaluated against itself (its ``Model`` renamed ``ModelNew``),
 or against the kernels of a folder. One worker process per GPU (``CUDA_VISIBLE_DEVICES`` set per
 worker) takes problems from a shared queue, one evaluation at a time, and starts the sandboxes
-of its next evaluation while the current one runs (evaluation.runner.prepare). The parent shows
-progress, writes one JSON line per evaluation and ends with a summary.
+of its next evaluation while the current one runs (evaluation.runner.prepare). Meanwhile a pool of
+CPU build processes in the parent (evaluation.build_stage.BuildPool) compiles the kernels in queue
+order, ahead of the GPUs, so that a GPU worker finds its kernel built and only loads it. The parent
+shows progress, writes one JSON line per evaluation and ends with a summary.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from .build import needs_build
+from .build_stage import BuildOutcome, BuildPool, default_build_workers, target_arch
 from .runner import Prepared, evaluate_prepared, prepare
 from .stats import median
 from .types import EvaluationConfig
@@ -147,13 +151,14 @@ def visible_gpus(spec: str) -> list[str]:
     if env is not None:
         ids = [g.strip() for g in env.split(",") if g.strip()]
     else:
-        ids = [str(i) for i in range(_gpu_count())]
+        ids = [str(i) for i in range(host_gpu_count())]
     if spec != "all":
         ids = ids[:max(1, int(spec))]
     return ids
 
 
-def _gpu_count() -> int:
+def host_gpu_count() -> int:
+    """GPUs of this host (whatever CUDA_VISIBLE_DEVICES says), from the NVIDIA driver."""
     try:
         return len([e for e in os.listdir("/proc/driver/nvidia/gpus")])
     except OSError:
@@ -170,8 +175,11 @@ def _cpu_slices(n: int) -> list[list[int]]:
 
 
 def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: TextIO | None,
-              progress: TextIO = sys.stderr, pin: bool = True) -> dict[str, Any]:
-    """Evaluate ``tasks`` over ``gpus`` (["cpu"] for the CPU); return the summary."""
+              progress: TextIO = sys.stderr, pin: bool = True, build_workers: int | None = None) -> dict[str, Any]:
+    """Evaluate ``tasks`` over ``gpus`` (["cpu"] for the CPU), with ``build_workers`` build processes
+    ahead of them (None: from the cores; 0: none, each evaluation builds its own); return the summary."""
+    if cfg.device == "cuda" and not cfg.cuda_arch:  # found once here, not in every worker
+        cfg = dataclasses.replace(cfg, cuda_arch=target_arch(cfg) or None)
     ctx = mp.get_context("spawn")
     queue: Any = ctx.Queue()
     results: Any = ctx.Queue()
@@ -184,13 +192,33 @@ def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: Te
     t0 = time.monotonic()
     for p in procs:
         p.start()
-    outcomes = _collect(results, procs, len(tasks), out, progress)
+    timing_cores = {s[0] for s in slices if s}
+    pool, builds = _start_builds(tasks, cfg, build_workers, len(gpus), timing_cores)
+    try:
+        outcomes = _collect(results, procs, len(tasks), out, progress, builds)
+    finally:
+        if pool is not None:
+            pool.close(wait=False)
     for p in procs:
         p.join(timeout=60)
-    return summarise(outcomes, (time.monotonic() - t0) / 60.0, len(gpus))
+    return summarise(outcomes, (time.monotonic() - t0) / 60.0, len(gpus), pool.workers if pool else 0)
 
 
-def _collect(results: Any, procs: list[Any], n: int, out: TextIO | None, progress: TextIO) -> list[Outcome]:
+def _start_builds(tasks: list[Task], cfg: EvaluationConfig, workers: int | None, n_gpus: int,
+                  timing_cores: set[int]) -> tuple[BuildPool | None, dict[tuple[int, str], Any]]:
+    """Submit every kernel that compiles to a build pool, in queue order (the GPUs take them in the same order)."""
+    sources = {(t.level, t.problem): _sources(t)[1] for t in tasks if t.kernel_path}
+    sources = {k: v for k, v in sources.items() if needs_build(v)}
+    n = default_build_workers(n_gpus) if workers is None else workers
+    if not sources or n <= 0:
+        return None, {}
+    cpus = [c for c in sorted(os.sched_getaffinity(0)) if c not in timing_cores]
+    pool = BuildPool(n, cfg, cpus)
+    return pool, {key: pool.submit(src) for key, src in sources.items()}
+
+
+def _collect(results: Any, procs: list[Any], n: int, out: TextIO | None, progress: TextIO,
+             builds: dict[tuple[int, str], Any] | None = None) -> list[Outcome]:
     """Outcomes as they come; stops early (saying so) if every worker died with work left."""
     outcomes: list[Outcome] = []
     while len(outcomes) < n:
@@ -201,6 +229,10 @@ def _collect(results: Any, procs: list[Any], n: int, out: TextIO | None, progres
                 progress.write(f"sweep: every worker stopped with {n - len(outcomes)} evaluation(s) left\n")
                 break
             continue
+        fut = (builds or {}).get((o.task.level, o.task.problem))
+        if fut is not None and fut.done():
+            built: BuildOutcome = fut.result()
+            o.result["prebuild"] = built.to_dict()
         outcomes.append(o)
         _show(progress, len(outcomes), n, o)
         if out is not None:
@@ -232,8 +264,25 @@ def _pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
 
 
-def summarise(outcomes: list[Outcome], minutes: float, n_gpus: int) -> dict[str, Any]:
-    """Status counts; self-speedup error, interval coverage of 1.0, wall times, throughput."""
+def build_figures(rs: list[dict[str, Any]], minutes: float, n_gpus: int) -> dict[str, Any]:
+    """Builds (from the pool's records) and how long each evaluation held its GPU (its wall time in
+    the worker, waiting for a build included); the GPUs' busy share of the sweep's wall time."""
+    # A GPU worker waiting for the pool to finish its kernel's build holds the GPU idle: counted apart.
+    waits = [float((r.get("timings_s") or {}).get("build_wait", 0.0)) for r in rs]
+    held = [float((r.get("timings_s") or {}).get("total", 0.0)) - w for r, w in zip(rs, waits, strict=True)]
+    built = [float(r["prebuild"]["seconds"]) for r in rs if (r.get("prebuild") or {}).get("status") == "built"]
+    inline = [float((r.get("timings_s") or {}).get("compile", 0.0)) for r in rs if "compile" in (r.get("timings_s") or {})]
+    return {
+        "gpu_held_median_s": median(held) if held else None, "gpu_held_p90_s": _pct(held, 0.9),
+        "build_wait_total_s": sum(waits),
+        "gpu_busy_share": sum(held) / (minutes * 60.0 * max(1, n_gpus)) if minutes > 0 else None,
+        "builds": len(built), "build_median_s": median(built) if built else None, "build_p90_s": _pct(built, 0.9),
+        "builds_in_evaluation": len(inline), "build_cached": sum(bool(r.get("build_cached")) for r in rs),
+    }
+
+
+def summarise(outcomes: list[Outcome], minutes: float, n_gpus: int, build_workers: int = 0) -> dict[str, Any]:
+    """Status counts; self-speedup error, interval coverage of 1.0, wall times, throughput, builds."""
     rs = [o.result for o in outcomes]
     statuses: dict[str, int] = {}
     for r in rs:
@@ -255,6 +304,7 @@ def summarise(outcomes: list[Outcome], minutes: float, n_gpus: int) -> dict[str,
         "wall_max_s": max(walls) if walls else None, "minutes": minutes, "gpus": n_gpus,
         "device": str(outcomes[0].gpu == "cpu" and "cpu" or "cuda") if outcomes else "cpu",
         "evals_per_min_per_gpu": len(rs) / minutes / max(1, n_gpus) if minutes > 0 else None,
+        "build_workers": build_workers, **build_figures(rs, minutes, n_gpus),
     }
 
 
@@ -270,5 +320,10 @@ def format_summary(s: dict[str, Any]) -> str:
              f"wall per evaluation: median {f(s['wall_median_s'], '.1f')} s, p90 {f(s['wall_p90_s'], '.1f')} s, "
              f"max {f(s['wall_max_s'], '.1f')} s",
              f"{f(s['minutes'], '.2f')} min on {s['gpus']} {'worker' if s['device'] == 'cpu' else 'GPU'}(s): "
-             f"{f(s['evals_per_min_per_gpu'], '.1f')} evaluations per minute per {'worker' if s['device'] == 'cpu' else 'GPU'}"]
+             f"{f(s['evals_per_min_per_gpu'], '.1f')} evaluations per minute per {'worker' if s['device'] == 'cpu' else 'GPU'}",
+             f"held per evaluation: median {f(s['gpu_held_median_s'], '.1f')} s, p90 {f(s['gpu_held_p90_s'], '.1f')} s; "
+             f"busy {f(s['gpu_busy_share'], '.0%')} of the wall time; {f(s['build_wait_total_s'], '.0f')} s waiting for builds",
+             f"builds: {s['builds']} by {s['build_workers']} build process(es), median {f(s['build_median_s'], '.1f')} s, "
+             f"p90 {f(s['build_p90_s'], '.1f')} s; {s['builds_in_evaluation']} built inside an evaluation; "
+             f"{s['build_cached']} found built"]
     return "\n".join(lines)

@@ -43,6 +43,7 @@ def measure(pair: Pair, out_dtypes: list[str]) -> None:
     t0 = time.monotonic()
     calls, n_rounds, null_host = _warm_up(pair)
     rounds = _run_rounds(pair, calls, n_rounds, null_host, out_dtypes)
+    pair.res.environment["timing_rounds"] = len(rounds.ker)
     if rounds.spot_mismatch is not None:
         _mark_mismatch(pair, rounds.spot_mismatch)
     else:
@@ -123,7 +124,27 @@ def _run_rounds(pair: Pair, calls: int, n_rounds: int, null_host: float, out_dty
         if check_spots and rounds.spot_mismatch is None and not spots_match(rr.spot, kr.spot, out_dtypes,
                                                                            cfg.atol, cfg.rtol):
             rounds.spot_mismatch = r
+        if narrow_enough(rounds, cfg.timing_target_halfwidth, cfg.min_timing_rounds):
+            break
     return rounds
+
+
+def narrow_enough(rounds: Rounds, target: float | None, floor: int) -> bool:
+    """Adaptive stop: at least ``floor`` rounds, and the 95 % half-width of the mean log speedup per
+    round (1.96 standard errors) at most ``target`` (relative). The rule looks at the width only,
+    never at where the estimate lies (a fixed-width sequential interval), so stopping does not pull
+    the speedup one way; the reported interval is still the bootstrap over every round taken, widened
+    by the process term."""
+    n = len(rounds.ker)
+    if target is None or n < max(2, floor):
+        return False
+    refs = [(a + b) / 2 for a, b in zip(rounds.ref, rounds.ref2, strict=True)] if rounds.ref2 else rounds.ref
+    logs = [math.log(r / k) for r, k in zip(refs, rounds.ker, strict=False) if r > 0 and k > 0]
+    if len(logs) < n:
+        return False
+    mean = sum(logs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    return 1.96 * sd / math.sqrt(n) <= target
 
 
 def _watched_call(pair: Pair, p: SandboxProcess, msg: dict[str, object], rounds: Rounds) -> tuple[TimeReply, int]:

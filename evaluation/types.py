@@ -88,6 +88,9 @@ class EvaluationConfig:
     speedup_flag_threshold: float = 10.0
     size_scale: int = 1  # passed to the children as KB_SCALE
     build_cache_dir: str = field(default_factory=default_build_cache_dir)
+    # CUDA: the architecture kernels are built for (TORCH_CUDA_ARCH_LIST, e.g. "9.0"); None = the
+    # environment's TORCH_CUDA_ARCH_LIST, else the GPU's own (probed once). Part of the build key.
+    cuda_arch: str | None = None
     cpu_threads: int | None = None  # torch intra-op threads in the children (None: torch's default)
     warmup_calls: int = 3
     round_target_s: float = 0.02  # aim for this much kernel time per timed round
@@ -101,6 +104,11 @@ class EvaluationConfig:
     reference_processes: int | None = None
     # Timing rounds are cut down (to 6 at least) so that timing takes about this long; None = no cap.
     timing_budget_s: float | None = 4.0
+    # Adaptive stop: timing ends once the 95 % half-width of the per-round log speedup is at most this
+    # (relative; None = always the full count), after min_timing_rounds at least; timing_trials (and
+    # timing_budget_s) stay the ceiling.
+    timing_target_halfwidth: float | None = 0.01
+    min_timing_rounds: int = 6
     # KernelBench's precision (PRECISIONS): models and floating-point inputs are cast to it; the
     # tolerances follow the outputs' dtype (1e-4 for fp32, 1e-2 for fp16 and bf16, as KernelBench's).
     precision: str = "fp32"
@@ -129,6 +137,8 @@ class EvaluationConfig:
             raise ValueError("size_scale must be >= 1")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+        if self.min_timing_rounds < 2:
+            raise ValueError("min_timing_rounds must be >= 2")
         if self.reference_processes is not None and self.reference_processes not in (1, 2):
             raise ValueError("reference_processes must be 1 or 2")
         self.disable_defences = frozenset(self.disable_defences)

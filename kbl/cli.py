@@ -1,5 +1,6 @@
 """kbl's commands. Exit status: 0 done; 1 something failed (an evaluation failed, a kernel was not
-correct, waiting timed out); 2 bad usage; 3 the site refused or could not be reached."""
+correct, waiting timed out); 2 bad usage; 3 the site refused, could not be reached, or answered
+with something other than what the command reads (kbl/replies.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kbl import __version__, display
+from kbl import __version__, display, replies
 from kbl.bundle import read_upload
 from kbl.config import settings
 from kbl.errors import ApiError, UsageError
 from kbl.http import Api
 
 FAILED, USAGE, API = 1, 2, 3
+PENDING = ("queued", "running")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,21 +70,21 @@ def wait_for_run(api: Api, run: int, interval: float, timeout: float) -> dict[st
     """Poll the run's progress with a progress bar until nothing is queued or running."""
     deadline = time.monotonic() + timeout
     while True:
-        progress = api.get(f"/api/v1/runs/{run}/progress/")
+        progress = api.get(f"/api/v1/runs/{run}/progress/", replies.RUN_PROGRESS)
         display.progress_bar(progress)
         if progress["pending"] == 0:
             sys.stderr.write("\n")
             return progress
         if time.monotonic() > deadline:
-            raise TimeoutError(f"run {run}: still {progress['label']} after {timeout:g} s")
+            raise TimeoutError(f"run {run}: still {display.printable(progress['label'])} after {timeout:g} s")
         time.sleep(interval)
 
 
 def report_run(api: Api, run: int) -> int:
-    scores = api.get(f"/api/v1/runs/{run}/scores/")
+    scores = api.get(f"/api/v1/runs/{run}/scores/", replies.SCORES)
     print(display.fast_p_table(scores))
     progress = scores["progress"]
-    print(f"{progress['label']} · {api.settings.url}/runs/{run}/")
+    print(f"{display.printable(progress['label'])} · {api.settings.url}/runs/{run}/")
     return FAILED if progress["failed"] else 0
 
 
@@ -90,16 +92,18 @@ def submit(api: Api, args: argparse.Namespace) -> int:
     filename, data = read_upload(args.path)
     fields = {"hardware": args.hardware, "model": args.model, "problem_set": args.set, "setting": args.setting,
               "name": args.name, "precision": args.precision, "organization": args.organization}  # fmt: skip
-    reply = api.upload("/api/v1/runs/import/", {k: v for k, v in fields.items() if v}, {"file": (filename, data)})
+    reply = api.upload(
+        "/api/v1/runs/import/", {k: v for k, v in fields.items() if v}, {"file": (filename, data)}, replies.IMPORTED
+    )
     run = reply["run"]["id"]
     kernels = reply["kernels"]
     print(
         f"run {run}: {kernels['created']} kernels created, {kernels['unchanged']} unchanged · {api.settings.url}/runs/{run}/"
     )
-    for warning in reply.get("warnings", []):
-        print(f"  warning: {warning}", file=sys.stderr)
+    for warning in reply.get("warnings") or []:
+        print(f"  warning: {display.printable(warning)}", file=sys.stderr)
     if args.verify:
-        queued = api.post(f"/api/v1/runs/{run}/verify/")
+        queued = api.post(f"/api/v1/runs/{run}/verify/", shape=replies.VERIFIED)
         print(f"queued {queued['queued']} evaluations ({queued['skipped']} already waiting)")
     if args.wait:
         wait_for_run(api, run, args.interval, args.timeout)
@@ -122,22 +126,25 @@ def kernel(api: Api, args: argparse.Namespace) -> int:
         body["run"] = args.run
     elif model := args.model or os.environ.get("KBL_MODEL"):
         body["model"] = model
-    reply = api.post("/api/v1/submissions/", body)
+    reply = api.post("/api/v1/submissions/", body, replies.SUBMITTED)
     print(
-        f"evaluation {reply['id']} of kernel {reply['kernel']}: {reply['status']} · {api.settings.url}/kernels/{reply['kernel']}/"
+        f"evaluation {reply['id']} of kernel {reply['kernel']}: {display.printable(reply['status'])}"
+        f" · {api.settings.url}/kernels/{reply['kernel']}/"
     )
     if not args.wait:
         return 0
     deadline = time.monotonic() + args.timeout
-    while (evaluation := api.get(f"/api/v1/evaluations/{reply['id']}/"))["state"] in ("queued", "running"):
+    while (evaluation := api.get(f"/api/v1/evaluations/{reply['id']}/", replies.EVALUATION))["state"] in PENDING:
         display.progress_bar({"total": 1, "evaluated": 0, "failed": 0, "label": evaluation["progress"]["label"]})
         if time.monotonic() > deadline:
-            raise TimeoutError(f"evaluation {reply['id']}: still {evaluation['state']} after {args.timeout:g} s")
+            raise TimeoutError(
+                f"evaluation {reply['id']}: still {display.printable(evaluation['state'])} after {args.timeout:g} s"
+            )
         time.sleep(args.interval)
     sys.stderr.write("\n")
     speedup = evaluation.get("speedup")
-    print(f"{evaluation['state']}: {evaluation.get('status') or evaluation['progress']['label']}"
-          + (f", speedup {speedup:.2f}x" if speedup else ""))  # fmt: skip
+    outcome = display.printable(evaluation.get("status") or evaluation["progress"]["label"])
+    print(f"{display.printable(evaluation['state'])}: {outcome}" + (f", speedup {speedup:.2f}x" if speedup else ""))
     return 0 if evaluation.get("correct") else FAILED
 
 

@@ -18,10 +18,12 @@ from leaderboard.models import (
     RunScore,
 )
 from leaderboard.reviews.services import record_verdict
+from problems.text import PLAIN_TEXT_FIELDS
 
 
 @admin.register(Lab)
 class LabAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_TEXT_FIELDS  # no control characters in names and settings
     list_display = ["name", "slug", "website", "is_demo"]
     list_filter = ["is_demo"]
     search_fields = ["name"]
@@ -30,6 +32,7 @@ class LabAdmin(admin.ModelAdmin):
 
 @admin.register(LanguageModel)
 class LanguageModelAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_TEXT_FIELDS  # no control characters in names and settings
     list_display = ["name", "lab", "release_date", "open_weights", "is_demo", "added_at"]
     list_filter = ["lab", "open_weights", "is_demo"]
     search_fields = ["name", "lab__name"]
@@ -39,6 +42,7 @@ class LanguageModelAdmin(admin.ModelAdmin):
 
 @admin.register(Run)
 class RunAdmin(VerifyRunsMixin, admin.ModelAdmin):
+    formfield_overrides = PLAIN_TEXT_FIELDS  # no control characters in names and settings
     list_display = ["__str__", "model", "problem_set", "hardware", "setting", "origin", "is_demo", "created_at"]
     list_filter = ["origin", "hardware", "problem_set", "setting", "is_demo", "published_source"]
     search_fields = ["name", "model__name", "setting", "notes"]

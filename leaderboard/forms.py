@@ -12,7 +12,8 @@ from problems.models import Hardware, Problem
 
 
 class SubmissionForm(forms.Form):
-    """`SubmissionForm(problem=...)`; post it to `{% url 'problem-submit' problem.pk %}`."""
+    """`SubmissionForm(problem=..., user=...)` (its "one of your runs" lists that user's runs);
+    post it to `{% url 'problem-submit' problem.pk %}`."""
 
     source = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false", "class": "code"}),
@@ -27,12 +28,16 @@ class SubmissionForm(forms.Form):
     )
     run = forms.ModelChoiceField(queryset=Run.objects.none(), required=False, help_text="Or add to one of your runs.")
 
-    def __init__(self, *args, problem: Problem, **kwargs):
+    def __init__(self, *args, problem: Problem, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.problem = problem
-        self.fields["run"].queryset = Run.objects.filter(
-            problem_set=problem.problem_set_id, origin=Origin.MEASURED
-        ).select_related("model", "hardware")
+        self.user = user
+        # "One of your runs": only the runs this user made (writes into a run are its creator's).
+        self.fields["run"].queryset = (
+            Run.objects.created_by(user)
+            .filter(problem_set=problem.problem_set_id, origin=Origin.MEASURED)
+            .select_related("model", "hardware")
+        )
 
     def clean(self) -> dict:
         data = super().clean()
@@ -47,7 +52,9 @@ class SubmissionForm(forms.Form):
                 raise forms.ValidationError("The file is not UTF-8 text.") from None
         try:
             check_source(data.get("source") or "")
-            data["hardware"] = check_target(self.problem, data.get("hardware"), data.get("model"), data.get("run"))
+            data["hardware"] = check_target(
+                self.problem, data.get("hardware"), data.get("model"), data.get("run"), self.user
+            )
         except SubmissionError as exc:
             if exc.field in self.fields:
                 self.add_error(exc.field, str(exc))

@@ -67,6 +67,11 @@ class LanguageModel(models.Model):
             self.slug = unique_slug(LanguageModel, self.name)
         super().save(*args, **kwargs)
 
+    def lock(self) -> None:
+        """Lock this model's row until the transaction ends: concurrent requests that find or make a
+        run of this model (imports, submissions) take turns, so they agree on one run."""
+        list(LanguageModel.objects.select_for_update().filter(pk=self.pk).values_list("pk"))
+
     def get_absolute_url(self) -> str:
         return reverse("model-detail", args=[self.slug])
 
@@ -78,6 +83,10 @@ class Origin(models.TextChoices):
 
 
 class RunQuerySet(models.QuerySet):
+    def created_by(self, user) -> RunQuerySet:
+        """The runs `user` made (the problem page's "one of your runs")."""
+        return self.filter(created_by=user) if user is not None and user.is_authenticated else self.none()
+
     def for_leaderboard(self, problem_set: ProblemSet, hardware: Hardware | None = None) -> RunQuerySet:
         runs = self.filter(problem_set=problem_set).select_related("model__lab", "hardware", "problem_set")
         return runs.filter(hardware=hardware) if hardware else runs
@@ -130,6 +139,9 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # Writes into a run (importing into it, adding kernels, verify) are its creator's, or of a
+        # user with this permission (superusers have it). Run.writable_by says who may.
+        permissions = [("write_any_run", "Can import into, add kernels to and verify any run")]
         constraints = [
             models.CheckConstraint(condition=models.Q(samples_per_problem__gte=1), name="run_samples_positive")
         ]
@@ -148,6 +160,18 @@ class Run(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("run-detail", args=[self.pk])
+
+    def writable_by(self, user) -> bool:
+        """Whether `user` may write into this run: its creator, or a holder of write_any_run.
+        `None` is the server's own command line (import_run), which may."""
+        if user is None:
+            return True
+        if not user.is_authenticated:
+            return False
+        return (self.created_by_id is not None and self.created_by_id == user.pk) or user.has_perm(WRITE_ANY_RUN)
+
+
+WRITE_ANY_RUN = "leaderboard.write_any_run"
 
 
 class KernelQuerySet(models.QuerySet):
@@ -213,7 +237,7 @@ class ImmutableSourceError(ValueError):
     """Raised on any attempt to change a stored kernel's source: new source, new kernel."""
 
 
-IMMUTABLE_KERNEL_FIELDS = frozenset({"source", "source_hash"})
+IMMUTABLE_KERNEL_FIELDS = frozenset({"source", "source_hash", "source_bytes"})
 
 
 def _refuse_source_write(fields) -> None:
@@ -264,6 +288,8 @@ class Kernel(models.Model):
     # The latest evaluation's speedup, stored beside the review state: the problem and kernel
     # pages sort a problem's thousands of kernels by it from an index, not through a join.
     latest_speedup = models.FloatField(null=True, blank=True, editable=False)
+    # The source's size in UTF-8 bytes: what the per-user storage quota sums (leaderboard/quotas.py).
+    source_bytes = models.PositiveIntegerField(default=0, editable=False)
     # A figure someone else published for this kernel (KernelBench's leaderboard: its speedup over
     # PyTorch eager on their GPU), kept beside ours and never mixed with it: no fast_p, ranking or
     # stored score reads it; pages show it apart, labelled "published, <published_hardware>".
@@ -315,6 +341,7 @@ class Kernel(models.Model):
             if stored is not None and stored != new_hash:
                 raise ImmutableSourceError(f"kernel {self.pk}'s source never changes: store a new kernel instead")
             self.source_hash = new_hash
+            self.source_bytes = utf8_size(self.source)
         if self.backend == self.Backend.OTHER and "source" in self.__dict__:
             self.backend = guess_backend(self.source)
         super().save(*args, **kwargs)
@@ -335,6 +362,10 @@ class Kernel(models.Model):
     def published_label(self) -> str:
         """How a published figure is labelled wherever it is shown: "published, L40S"."""
         return f"published, {self.published_hardware}" if self.published_hardware else "published"
+
+
+def utf8_size(source: str) -> int:
+    return len(source.encode("utf-8", errors="surrogatepass"))
 
 
 def guess_backend(source: str) -> str:
@@ -374,6 +405,10 @@ class Evaluation(models.Model):
 
     kernel = models.ForeignKey(Kernel, on_delete=models.CASCADE, related_name="evaluations")
     hardware = models.ForeignKey(Hardware, on_delete=models.PROTECT, related_name="evaluations")
+    # Who asked for it: the per-user quota of queued-or-running evaluations counts these.
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     # The rules this evaluation was asked to apply (its run's at the time); empty for evaluations
     # imported from elsewhere, which were scored under whatever rules their source used.
     rules = models.ForeignKey(ScoringRules, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
@@ -432,6 +467,13 @@ class Evaluation(models.Model):
                 condition=models.Q(speedup__isnull=True) | models.Q(correct=True),
                 name="evaluation_speedup_only_if_correct",
             ),
+            # At most one pending evaluation per kernel and hardware: a second request for the same
+            # work is answered "skipped" (leaderboard/evaluations/queue.py catches this constraint).
+            models.UniqueConstraint(
+                fields=["kernel", "hardware"],
+                condition=models.Q(state__in=["queued", "running"]),
+                name="evaluation_one_pending",
+            ),
         ]
         indexes = [
             # Kernel page history and the worker's sweep of unfinished evaluations.
@@ -439,6 +481,10 @@ class Evaluation(models.Model):
             models.Index(fields=["state", "hardware"], name="evaluation_state_idx"),
             # /api/v1/evaluations/: newest first.
             models.Index(fields=["-queued_at", "-id"], name="evaluation_queued_idx"),
+            # The per-user quota: a user's queued or running evaluations.
+            models.Index(
+                fields=["requested_by"], condition=Q(state__in=["queued", "running"]), name="evaluation_pending_user_idx"
+            ),
         ]
 
     def __str__(self) -> str:

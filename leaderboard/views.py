@@ -4,6 +4,9 @@ diffs); a view picks those reads and renders its template."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -12,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from leaderboard.evaluations.quotas import QuotaExceeded
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
 from leaderboard.models import LanguageModel, Origin, Precision
@@ -21,6 +25,7 @@ from leaderboard.reads.diffs import highlight_python
 from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
 from leaderboard.reads.scoring import RULE_BEST, RULES
 from leaderboard.reads.standings import fast_p_curves
+from leaderboard.reviews.services import can_read_raw_output
 from problems.models import LEVELS, Problem, ProblemSet, named_by
 
 PER_PAGE = 50
@@ -41,10 +46,10 @@ def _measured_points(rows):
 def overview(request: HttpRequest) -> HttpResponse:
     board_query.keep_only(request, ())  # the overview reads no parameter: one cache entry
     problem_set = queries.featured_problem_set()
-    return board_cache.cached_board(request, problem_set, lambda: _overview(request, problem_set))
+    return board_cache.cached_board(request, problem_set, lambda as_of: _overview(request, problem_set, as_of))
 
 
-def _overview(request: HttpRequest, problem_set: ProblemSet | None) -> HttpResponse:
+def _overview(request: HttpRequest, problem_set: ProblemSet | None, as_of: datetime) -> HttpResponse:
     measured = queries.measured_standings(problem_set)
     all_reported = list(queries.reported_scores())
     groups = queries.best_reported_by_variant(all_reported)
@@ -73,6 +78,8 @@ def _overview(request: HttpRequest, problem_set: ProblemSet | None) -> HttpRespo
         "levels": LEVELS,
         "counts": almanac.counts(),
         "almanac": almanac.ALMANAC,  # release, the authors' words, version notes
+        "as_of": as_of,
+        "board_freshness": settings.BOARD_FRESHNESS_SECONDS,
     }
     return render(request, "leaderboard/overview.html", context)
 
@@ -98,10 +105,12 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
     board = read_level_board(level, request.GET)
     if board_query.use_query(request, board_query.level_board_query(request, board)):
         board = read_level_board(level, request.GET)  # as the cache key has it
-    return board_cache.cached_board(request, board.problem_set, lambda: _level_board(request, level, board))
+    return board_cache.cached_board(
+        request, board.problem_set, lambda as_of: _level_board(request, level, board, as_of)
+    )
 
 
-def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpResponse:
+def _level_board(request: HttpRequest, level: str, board: LevelBoard, as_of: datetime) -> HttpResponse:
     page = _page(request, board.rows())
     shown = list(page.object_list)
     columns = level_table.columns_for(board.p)
@@ -112,7 +121,8 @@ def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpRes
     if export == "json":
         set_name = board.problem_set.name if board.problem_set else ""
         body = level_table.to_json(table, columns, board.label, set_name, board.p)
-        return JsonResponse(body | {"include_excluded": board.include_excluded, "rule": board.rule})
+        extra = {"include_excluded": board.include_excluded, "rule": board.rule, "as_of": as_of.isoformat()}
+        return JsonResponse(body | extra)
     context = {
         "level": level,
         "level_number": board.level_number,
@@ -145,6 +155,8 @@ def _level_board(request: HttpRequest, level: str, board: LevelBoard) -> HttpRes
         "rule": board.rule,
         "rule_label": RULES[board.rule],
         "rule_best": RULE_BEST,
+        "as_of": as_of,
+        "board_freshness": settings.BOARD_FRESHNESS_SECONDS,
     }
     return render(request, "leaderboard/level_board.html", context)
 
@@ -226,20 +238,25 @@ def _problem_for_submitter(request: HttpRequest, pk: int) -> Problem:
 def problem_submit(request: HttpRequest, pk: int) -> HttpResponse:
     """The problem page's "submit a kernel": the form, and on a valid POST the kernel saved and queued."""
     problem = _problem_for_submitter(request, pk)
-    form = SubmissionForm(request.POST or None, request.FILES or None, problem=problem)
+    form = SubmissionForm(request.POST or None, request.FILES or None, problem=problem, user=request.user)
+    status = 400 if request.method == "POST" else 200
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        evaluation = submit_kernel(
-            problem=problem,
-            source=data["source"],
-            hardware=data["hardware"],
-            model=data.get("model"),
-            run=data.get("run"),
-            user=request.user,
-        )
-        messages.success(request, f"Kernel {evaluation.kernel_id} saved; evaluation {evaluation.pk} is queued.")
-        return redirect("kernel-detail", evaluation.kernel_id)
-    status = 400 if request.method == "POST" else 200
+        try:
+            evaluation = submit_kernel(
+                problem=problem,
+                source=data["source"],
+                hardware=data["hardware"],
+                model=data.get("model"),
+                run=data.get("run"),
+                user=request.user,
+            )
+        except QuotaExceeded as exc:
+            form.add_error(None, str(exc))
+            status = exc.status
+        else:
+            messages.success(request, f"Kernel {evaluation.kernel_id} saved; evaluation {evaluation.pk} is queued.")
+            return redirect("kernel-detail", evaluation.kernel_id)
     return render(request, "leaderboard/submit_kernel.html", {"problem": problem, "form": form}, status=status)
 
 
@@ -251,7 +268,8 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
     siblings = queries.sibling_kernels(kernel)
     against = kernel_page.pick_against(request.GET.get("against"), siblings)
     history = _page(request, queries.kernel_evaluations(kernel), per_page=20)
-    pending = kernel_page.attach_progress(history.object_list)
+    raw_output = can_read_raw_output(request.user, kernel)  # logs, errors, worker details
+    pending = kernel_page.attach_progress(history.object_list, raw_output)
     evaluation = kernel_page.described_evaluation(kernel, history.object_list)
     context = {
         "kernel": kernel,
@@ -265,6 +283,8 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "view": "unified" if request.GET.get("view") == "unified" else "split",
         "evaluation": evaluation,
         "evaluation_demo": kernel_page.is_demo(evaluation),
+        "raw_output": raw_output,
+        "shown": kernel_page.shown_details(evaluation, raw_output),
         "history": history,
         "pending": pending,
         "charts": {"timing": charts.timing_distributions(evaluation)},

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.db.models import Count
 
 from problems.models import Baseline, Hardware, Problem, ProblemSet, ScoringRules
+from problems.text import PLAIN_TEXT_FIELDS
 
 
 @admin.register(ProblemSet)
@@ -42,6 +43,7 @@ class ProblemAdmin(admin.ModelAdmin):
 
 @admin.register(Hardware)
 class HardwareAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_TEXT_FIELDS  # no control characters in names
     list_display = ["slug", "name", "kind", "device_name", "driver_version", "cuda_version", "torch_version", "last_seen_at"]
     list_filter = ["kind"]
     search_fields = ["slug", "name", "device_name"]

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
-from django.db import models
+from django.db import IntegrityError, models, transaction
 
 from problems.models import DB_INT_MAX
 
@@ -70,14 +70,39 @@ def checked_int(value: object, model: type[models.Model], field_name: str) -> in
     return value
 
 
+# Tries of find_or_create: each lost race means another request has just made the row.
+CREATE_TRIES = 3
+
+
+def find_or_create(find: Callable[[], T | None], create: Callable[[], T]) -> tuple[T, bool]:
+    """`find()`'s row, else `create()`'s, safe against a concurrent request making it first: the
+    create runs in a savepoint, and on its unique-constraint error (the other request won) the row
+    is found again. Returns (row, created). The IntegrityError goes on when nothing is found after
+    CREATE_TRIES tries (then it was not a race)."""
+    for attempt in range(1, CREATE_TRIES + 1):
+        row = find()
+        if row is not None:
+            return row, False
+        try:
+            with transaction.atomic():
+                return create(), True
+        except IntegrityError:
+            if attempt == CREATE_TRIES:
+                raise
+    raise AssertionError("unreachable")
+
+
 def upsert(model: type[models.Model], lookup: dict, values: dict) -> tuple[models.Model, str]:
-    """Create or update one row so that a second import of the same data changes nothing.
+    """Create or update one row so that a second import of the same data changes nothing (a
+    concurrent import creating the same row first is found, not an error: find_or_create).
 
     Returns the row and CREATED, UPDATED or UNCHANGED; a row is saved only when a value differs.
     """
-    row = model.objects.filter(**lookup).first()
-    if row is None:
-        return model.objects.create(**lookup, **values), CREATED
+    row, created = find_or_create(
+        lambda: model.objects.filter(**lookup).first(), lambda: model.objects.create(**lookup, **values)
+    )
+    if created:
+        return row, CREATED
     changed = [name for name, value in values.items() if getattr(row, name) != value]
     if not changed:
         return row, UNCHANGED

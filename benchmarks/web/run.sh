@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The web benchmark of issue 13 (`make bench-web SCALE=1.3M`): a throwaway PostgreSQL, the
 # field-sized dataset generated through the project's models, gunicorn with 2 workers and the
-# production settings, then p50/p95 per page and API endpoint, query counts and write timings.
+# production settings, then p50/p95 per page and API endpoint, query counts and write timings;
+# then the boards while a writer stores results at 1 and 5 per second (issue 22), and a check
+# that every stored board equals a fresh computation. CHURN_ONLY=1: the churn phases alone.
 set -euo pipefail
 SCALE=${SCALE:-20k}
 PY=${PY:-.venv/bin/python}
@@ -16,18 +18,26 @@ else
   runuser -u postgres -- createdb -h 127.0.0.1 -p "$pg_port" kernelbench
 fi
 work=$(mktemp -d /tmp/kb-bench-web.XXXXXX)
-trap 'kill $gunicorn_pid 2>/dev/null || true; rm -rf "$work"' EXIT
+gunicorn_pid="" redis_pid=""
+trap 'kill $gunicorn_pid $redis_pid 2>/dev/null || true; rm -rf "$work"' EXIT
 export DJANGO_SETTINGS_MODULE=config.settings_production SECRET_KEY=bench-only SECURE_SSL_REDIRECT=0
 export STATIC_ROOT="$work/static" KB_VAR_DIR="$work/var" LOG_LEVEL=WARNING
 mkdir -p "$work/var"
+# The cache every gunicorn worker shares, as in production (REDIS_URL set: settings.CACHES).
+redis_port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no >"$work/redis.log" 2>&1 &
+redis_pid=$!
+export REDIS_URL="redis://127.0.0.1:$redis_port/0"
 echo "== dataset (${BENCH_DATABASE_URL:+already generated at }${BENCH_DATABASE_URL:-SCALE=$SCALE})"
 $PY manage.py migrate -v0
 if [ -z "${BENCH_DATABASE_URL:-}" ]; then
   $PY manage.py bench_web generate --scale "$SCALE" | grep -v "kernels and evaluations:\|re-scored\|verified"
 fi
 $PY manage.py collectstatic --noinput -v0
-echo "== SQL queries per page (after one warm-up request)"
-$PY manage.py bench_web queries
+if [ -z "${CHURN_ONLY:-}" ]; then
+  echo "== SQL queries per page (after one warm-up request)"
+  $PY manage.py bench_web queries
+fi
 $PY manage.py bench_web urls >"$work/urls.txt"
 cookie=$($PY manage.py bench_web session)
 web_port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -35,8 +45,16 @@ $PY -m gunicorn -c site/gunicorn.conf.py --workers 2 --threads 1 --access-logfil
   --bind "127.0.0.1:$web_port" config.wsgi >"$work/gunicorn.log" 2>&1 &
 gunicorn_pid=$!
 for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$web_port/" && break; sleep 0.2; done
-echo "== HTTP: gunicorn, 2 workers, production settings; $REPEAT sequential requests per URL after warm-up"
-$PY benchmarks/web/http_bench.py --base "http://127.0.0.1:$web_port" --urls "$work/urls.txt" --cookie "$cookie" --repeat "$REPEAT"
+if [ -z "${CHURN_ONLY:-}" ]; then
+  echo "== HTTP: gunicorn, 2 workers, production settings; $REPEAT sequential requests per URL after warm-up"
+  $PY benchmarks/web/http_bench.py --base "http://127.0.0.1:$web_port" --urls "$work/urls.txt" --cookie "$cookie" --repeat "$REPEAT"
+fi
+echo "== boards while results land: at rest, 1 and 5 evaluations stored per second (attempts.claim + store_result)"
+$PY benchmarks/web/churn_bench.py --base "http://127.0.0.1:$web_port" --py "$PY" --repeat "$REPEAT"
 kill $gunicorn_pid
-echo "== writes"
-$PY manage.py bench_web writes
+if [ -z "${CHURN_ONLY:-}" ]; then
+  echo "== writes"
+  $PY manage.py bench_web writes
+fi
+echo "== the stored boards after the run, against a fresh computation"
+$PY manage.py rebuild_boards --verify-only | tail -1

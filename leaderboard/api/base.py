@@ -9,6 +9,7 @@ from rest_framework.renderers import BrowsableAPIRenderer
 
 from leaderboard.api.renderers import AsciiJSONRenderer
 from problems.models import Hardware
+from problems.text import control_character_problem
 
 
 def query_param(name: str, type_=str, description: str = "", enum=None) -> OpenApiParameter:
@@ -29,6 +30,24 @@ class ReadOnly(viewsets.ReadOnlyModelViewSet):
         if self.action == "retrieve" and self.detail_serializer_class is not None:
             return self.detail_serializer_class
         return super().get_serializer_class()
+
+
+class PlainText(serializers.CharField):
+    """Text that names or describes something (a model, a lab, a run's name or setting): no
+    control characters (problems/text.py), a 400 naming the field and the character. `multiline`
+    lets tab and line breaks through (notes)."""
+
+    default_error_messages = {"control": "{problem}"}
+
+    def __init__(self, multiline: bool = False, **kwargs):
+        self.multiline = multiline
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        text = super().to_internal_value(data)
+        if problem := control_character_problem(text, self.multiline):
+            self.fail("control", problem=problem)
+        return text
 
 
 class SlugField(serializers.SlugRelatedField):

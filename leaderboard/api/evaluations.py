@@ -1,5 +1,7 @@
 """/api/v1/evaluations/: evaluations of kernels, measured here or imported, read only; where a
-queued or running one stands (its progress) on the detail."""
+queued or running one stands (its progress) on the detail. The log and error text, worker details
+and the sandbox's private environment go to reviewers, admins and the kernel's submitter only
+(leaderboard/reads/disclosure.py); others get them withheld, named in `withheld`."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from leaderboard.api.base import ReadOnly, query_param
 from leaderboard.api.common import query_choice, query_int, query_text
 from leaderboard.evaluations import progress as lifecycle
 from leaderboard.models import Evaluation, Origin
+from leaderboard.reads import disclosure
 from leaderboard.reads.counts import CachedCountPagination
+from leaderboard.reviews.services import can_read_raw_output
 from problems.models import Hardware
 
 
@@ -23,6 +27,10 @@ class EvaluationBriefSerializer(serializers.ModelSerializer):
 
 class EvaluationSerializer(serializers.ModelSerializer):
     url = serializers.HyperlinkedIdentityField(view_name="api:evaluation-detail")
+    withheld = serializers.SerializerMethodField(
+        help_text="Fields left out (null) for this caller: the log and error text are shown to reviewers, admins "
+        "and the kernel's submitter only."
+    )
     hardware = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     run = serializers.IntegerField(source="kernel.run_id", read_only=True)
     problem = serializers.IntegerField(source="kernel.problem_id", read_only=True)
@@ -60,7 +68,18 @@ class EvaluationSerializer(serializers.ModelSerializer):
             "queued_at",
             "started_at",
             "finished_at",
+            "withheld",
         ]
+
+    def get_withheld(self, evaluation: Evaluation) -> list[str]:
+        return []  # filled in by to_representation for callers who may not read them
+
+    def to_representation(self, evaluation: Evaluation) -> dict:
+        data = super().to_representation(evaluation)
+        request = self.context.get("request")
+        if can_read_raw_output(getattr(request, "user", None), evaluation.kernel):
+            return data
+        return disclosure.public_evaluation_data(data, evaluation.worker_name)
 
 
 class ProgressSerializer(serializers.Serializer):
@@ -107,7 +126,8 @@ class EvaluationViewSet(ReadOnly):
     pagination_class = CachedCountPagination  # a million rows: the total is cached, not counted per page
 
     def get_queryset(self):
-        evaluations = Evaluation.objects.select_related("hardware", "kernel").order_by("-queued_at", "-pk")
+        # kernel__run: who created the run may read the log (can_read_raw_output).
+        evaluations = Evaluation.objects.select_related("hardware", "kernel__run").order_by("-queued_at", "-pk")
         if self.action != "list":
             return evaluations
         if (kernel := query_int(self.request, "kernel", low=1)) is not None:
@@ -123,4 +143,4 @@ class EvaluationViewSet(ReadOnly):
         if origin := query_choice(self.request, "origin", Origin.choices):
             evaluations = evaluations.filter(origin=origin)
         # The list shows the kernel's id, run and problem, never its source.
-        return evaluations.defer("log", "environment", "kernel__source")
+        return evaluations.defer("log", "environment", "kernel__source", "kernel__run__notes")

@@ -35,6 +35,9 @@ LEADERBOARD_REPLY = inline_serializer(
         "p": serializers.FloatField(),
         "hardware": serializers.CharField(allow_null=True),
         "count": serializers.IntegerField(help_text="Rows in all pages."),
+        "as_of": serializers.DateTimeField(
+            help_text="Every result stored before this time is counted; newer ones within BOARD_FRESHNESS_SECONDS."
+        ),
         "next": serializers.URLField(allow_null=True),
         "previous": serializers.URLField(allow_null=True),
         "results": inline_serializer(
@@ -146,14 +149,12 @@ class LeaderboardView(APIView):
         }
         page = query_int(request, "page", low=1) or 1
         page_size = query_int(request, "page_size", low=1, high=MAX_PAGE_SIZE) or PAGE_SIZE
-        data, etag, modified, not_modified = board_cache.cached_data(
-            request, problem_set, lambda: self._page(request, problem_set, filters, page, page_size)
+        served = board_cache.serve(
+            request, problem_set, "data", lambda as_of: self._page(request, problem_set, filters, page, page_size, as_of)
         )
-        if not_modified is not None:
-            return not_modified
-        return board_cache.stamp(Response(data), etag, modified)
+        return served.not_modified(request) or served.stamp(Response(served.body))
 
-    def _page(self, request, problem_set: ProblemSet, filters: dict, page: int, page_size: int) -> dict:
+    def _page(self, request, problem_set: ProblemSet, filters: dict, page: int, page_size: int, as_of) -> dict:
         level, hardware, p = filters["level"], filters["hardware"], filters["p"]
         rows = level_standings(problem_set, **filters)
         shown_p = 1.0 if p is None else p
@@ -168,4 +169,5 @@ class LeaderboardView(APIView):
             "next": replace_query_param(url, "page", page + 1) if first + page_size < len(rows) else None,
             "previous": replace_query_param(url, "page", page - 1) if page > 1 else None,
             "results": _results(request, rows[first : first + page_size], shown_p, first + 1),
+            "as_of": as_of.isoformat(),
         }

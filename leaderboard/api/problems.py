@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db.models import Count
+from django.http import Http404
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 
@@ -79,14 +80,27 @@ class HardwareSerializer(serializers.ModelSerializer):
         ]
 
 
-class ProblemSetViewSet(ReadOnly):
+class NamedDetail(ReadOnly):
+    # A detail route /<slug or name>/: the row the text names, as every command and filter reads it
+    # (problems.models.named_by: slug or name, case-insensitively); 404 when none.
+
+    lookup_field = "slug"
+    lookup_value_regex = r"[^/]+"
+
+    def get_object(self):
+        row = self.get_queryset().resolve(self.kwargs[self.lookup_field])
+        if row is None:
+            raise Http404(f"no {self.get_queryset().model._meta.verbose_name} {self.kwargs[self.lookup_field]!r}")
+        self.check_object_permissions(self.request, row)
+        return row
+
+
+class ProblemSetViewSet(NamedDetail):
     """Problem sets (versions of KernelBench); fast_p is always computed against one set."""
 
     queryset = ProblemSet.objects.select_related("rules").annotate(problem_count=Count("problems")).order_by("name")
     serializer_class = ProblemSetSerializer
     detail_serializer_class = ProblemSetDetailSerializer
-    lookup_field = "slug"
-    lookup_value_regex = r"[-\w]+"
 
 
 @extend_schema(
@@ -118,10 +132,8 @@ class ProblemViewSet(ReadOnly):
         return problems.defer("source")
 
 
-class HardwareViewSet(ReadOnly):
+class HardwareViewSet(NamedDetail):
     """Hardware classes that evaluations run on, and what workers report about them."""
 
     queryset = Hardware.objects.order_by("slug")
     serializer_class = HardwareSerializer
-    lookup_field = "slug"
-    lookup_value_regex = r"[-\w]+"

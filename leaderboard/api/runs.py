@@ -7,19 +7,20 @@ from pathlib import PurePath
 
 from django.conf import settings
 from django.db.models import F
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 
-from leaderboard.api.base import HardwareField, ReadOnly, query_param
+from leaderboard.api.base import HardwareField, PlainText, ReadOnly, query_param
 from leaderboard.api.common import query_choice, query_text, run_upload_max_bytes
 from leaderboard.api.imports import ImportResultSerializer, RowErrorsSerializer, import_counts, row_errors_reply
 from leaderboard.api.parsers import BoundedMultiPartParser, StrictJSONParser
 from leaderboard.api.permissions import CanImportRun, CanRequestEvaluation
 from leaderboard.api.problems import ScoringRulesSerializer
+from leaderboard.api.refusals import REFUSALS, refusal
 from leaderboard.ingest.archives import Bundle
 from leaderboard.ingest.generation_config import with_defaults
 from leaderboard.ingest.run_import import (
@@ -72,14 +73,14 @@ class RunSerializer(serializers.ModelSerializer):
 class RunImportSerializer(serializers.Serializer):
     """How an uploaded run is described; the kernels come as a zip `file` or a JSON `kernels` map."""
 
-    model = serializers.CharField(
+    model = PlainText(
         max_length=120,
         required=False,
         help_text="Matched case-insensitively, or created. Default: the upload's generation_config.yaml model_name.",
     )
-    organization = serializers.CharField(max_length=120, required=False, allow_blank=True)
+    organization = PlainText(max_length=120, required=False, allow_blank=True)
     hardware = HardwareField(help_text="Slug or name, case-insensitive.")
-    problem_set = serializers.CharField(
+    problem_set = PlainText(
         max_length=120,
         required=False,
         allow_blank=True,
@@ -88,8 +89,8 @@ class RunImportSerializer(serializers.Serializer):
             "when several do (or none), the error lists the candidates with their slugs."
         ),
     )
-    setting = serializers.CharField(max_length=120, required=False, default="one-shot")
-    name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    setting = PlainText(max_length=120, required=False, default="one-shot")
+    name = PlainText(max_length=200, required=False, allow_blank=True, default="")
     level = serializers.IntegerField(
         min_value=1,
         max_value=4,
@@ -97,7 +98,7 @@ class RunImportSerializer(serializers.Serializer):
         allow_null=True,
         help_text="The level that bare problem ids in eval_results refer to, when the kernels span levels.",
     )
-    notes = serializers.CharField(required=False, allow_blank=True, default="")
+    notes = PlainText(multiline=True, required=False, allow_blank=True, default="")
     precision = serializers.ChoiceField(choices=Precision.choices, required=False, default=Precision.FP32)
     samples = serializers.IntegerField(
         min_value=1, max_value=10_000, required=False, allow_null=True, help_text="Samples per problem asked for."
@@ -223,7 +224,12 @@ class RunViewSet(ReadOnly):
             "as 'imported, unverified'. All or nothing: any problem gives 400 with every error listed."
         ),
         request={"multipart/form-data": RunUploadSerializer, "application/json": RunJsonSerializer},
-        responses={201: RunImportResultSerializer, 200: RunImportResultSerializer, 400: RowErrorsSerializer},
+        responses={
+            201: RunImportResultSerializer,
+            200: RunImportResultSerializer,
+            400: RowErrorsSerializer,
+            409: OpenApiResponse(description="Past the user's quota of stored kernel source."),
+        },
     )
     @action(
         detail=False,
@@ -243,6 +249,8 @@ class RunViewSet(ReadOnly):
             result = store_run(run_spec(spec.validated_data, bundle), bundle, user=request.user)
         except RowErrors as exc:
             return Response(row_errors_reply(exc.errors, "upload"), status=status.HTTP_400_BAD_REQUEST)
+        except REFUSALS as exc:
+            return refusal(exc)
         body = {
             "run": RunSerializer(self.get_queryset().get(pk=result.run.pk), context={"request": request}).data,
             "kernels": import_counts(result.kernels),
@@ -255,12 +263,19 @@ class RunViewSet(ReadOnly):
     @extend_schema(
         summary="Queue every kernel of the run for evaluation here",
         request=None,
-        responses={202: VerifyResultSerializer},
+        responses={
+            202: VerifyResultSerializer,
+            403: OpenApiResponse(description="The run is another user's."),
+            429: OpenApiResponse(description="Past the user's quota of queued-or-running evaluations."),
+        },
     )
     @action(detail=True, methods=["post"], permission_classes=[CanRequestEvaluation])
     def verify(self, request, pk=None):
         run = get_object_or_404(Run.objects.select_related("hardware"), pk=pk)
-        queued, skipped = verify_run(run)
+        try:
+            queued, skipped = verify_run(run, request.user)  # PermissionDenied (403) unless the run is theirs
+        except REFUSALS as exc:
+            return refusal(exc)
         return Response(
             {"queued": len(queued), "skipped": skipped, "evaluations": [evaluation.pk for evaluation in queued]},
             status=status.HTTP_202_ACCEPTED,

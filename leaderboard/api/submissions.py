@@ -9,10 +9,11 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from leaderboard.api.base import HardwareField, SlugField
+from leaderboard.api.base import HardwareField, PlainText, SlugField
 from leaderboard.api.common import submission_max_bytes
 from leaderboard.api.parsers import BoundedMultiPartParser, StrictJSONParser
 from leaderboard.api.permissions import CanSubmitKernel
+from leaderboard.api.refusals import REFUSALS, refusal
 from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.ingest.submissions import SubmissionError, check_source, check_target, submit_kernel
 from leaderboard.models import LanguageModel, Run
@@ -30,7 +31,7 @@ class SubmissionSerializer(serializers.Serializer):
     run = serializers.PrimaryKeyRelatedField(
         queryset=Run.objects.select_related("problem_set", "hardware", "model"), required=False
     )
-    setting = serializers.CharField(max_length=120, required=False, default="submitted")
+    setting = PlainText(max_length=120, required=False, default="submitted")
 
     def validate_source(self, source: str) -> str:
         try:
@@ -40,8 +41,11 @@ class SubmissionSerializer(serializers.Serializer):
         return source
 
     def validate(self, data: dict) -> dict:
+        user = self.context["request"].user
         try:
-            data["hardware"] = check_target(data["problem"], data.get("hardware"), data.get("model"), data.get("run"))
+            data["hardware"] = check_target(
+                data["problem"], data.get("hardware"), data.get("model"), data.get("run"), user
+            )
         except SubmissionError as exc:
             raise serializers.ValidationError({exc.field or "non_field_errors": str(exc)}) from None
         return data
@@ -71,22 +75,27 @@ class SubmissionView(APIView):
         responses={
             202: SubmissionResultSerializer,
             400: OpenApiResponse(description="Bad input."),
+            409: OpenApiResponse(description="Past the user's quota of stored kernel source."),
             413: OpenApiResponse(description="Source too large."),
+            429: OpenApiResponse(description="Past the user's quota of queued-or-running evaluations."),
         },
     )
     def post(self, request):
-        serializer = SubmissionSerializer(data=request.data)
+        serializer = SubmissionSerializer(data=request.data, context={"request": request})
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        evaluation = submit_kernel(
-            problem=data["problem"],
-            source=data["source"],
-            hardware=data["hardware"],
-            model=data.get("model"),
-            run=data.get("run"),
-            setting=data["setting"],
-            user=request.user,
-        )
+        try:
+            evaluation = submit_kernel(
+                problem=data["problem"],
+                source=data["source"],
+                hardware=data["hardware"],
+                model=data.get("model"),
+                run=data.get("run"),
+                setting=data["setting"],
+                user=request.user,
+            )
+        except REFUSALS as exc:
+            return refusal(exc)
         url = reverse("api:evaluation-detail", args=[evaluation.pk], request=request)
         body = {
             "id": evaluation.pk,

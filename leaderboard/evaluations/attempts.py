@@ -93,6 +93,19 @@ def due(now: datetime) -> Q:
     return Q(not_before__isnull=True) | Q(not_before__lte=now)
 
 
+def defer(evaluation_id: int, reason: str, delay_s: float) -> bool:
+    """Leave a due QUEUED evaluation unclaimed for `delay_s` seconds (this host cannot run it now),
+    without using an attempt; the sweep enqueues it again when due, for any worker. False if it
+    was not queued and due."""
+    now = timezone.now()
+    deferred = (
+        Evaluation.objects.filter(pk=evaluation_id, state=Evaluation.State.QUEUED)
+        .filter(due(now))
+        .update(not_before=now + timedelta(seconds=delay_s), failure_reason=reason[:2000])
+    )
+    return bool(deferred)
+
+
 def _mine(c: Claim) -> Q:
     return Q(pk=c.evaluation_id, state=Evaluation.State.RUNNING, attempts=c.attempt, worker_name=c.worker_name)
 

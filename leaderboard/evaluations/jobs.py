@@ -17,12 +17,15 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
-from evaluation import EvaluationConfig
+from evaluation import INFRASTRUCTURE_ERROR, EvaluationConfig
+from evaluation.host_errors import host_error
+from leaderboard.evaluations import host_space
 from leaderboard.evaluations.attempts import (
     Claim,
     Heartbeat,
     claim,
     current_worker_name,
+    defer,
     release,
     store_result,
     with_db_retries,
@@ -34,14 +37,18 @@ log = logging.getLogger(__name__)
 
 def run_evaluation_job(evaluation_id: int) -> str:
     """The RQ job: one attempt at the evaluation, safe to run any number of times. Returns what
-    happened: 'skipped' (not queued, or claimed elsewhere), 'done', 'dropped' (the attempt was given
-    up meanwhile) or 'retrying'.
+    happened: 'deferred' (this host is short of disk space), 'skipped' (not queued, not due, or
+    claimed elsewhere), 'done', 'dropped' (the attempt was given up meanwhile) or 'retrying'.
 
-    Phases: claim the attempt -> load the sources and options (_load) -> score them
-    (EVAL_FUNCTION) -> store the verdict, all under a heartbeat. A failure of our side after the
-    claim releases the attempt (retried after a backoff, or failed)."""
+    Phases: check this host's free space (_refused_for_space) -> claim the attempt -> load the
+    sources and options (load_inputs) -> score them (EVAL_FUNCTION) -> store the verdict, all under a
+    heartbeat. A failure of our side after the claim (an exception, or the library's
+    `infrastructure_error`: no space, I/O error, a sandbox that cannot start) releases the attempt:
+    retried after a backoff, or failed with the host's reason; it never becomes a verdict."""
     close_old_connections()
     worker_name = current_worker_name()
+    if _refused_for_space(evaluation_id, worker_name):
+        return "deferred"
     t0 = time.monotonic()
     c = claim(evaluation_id, worker_name, os.environ.get("RQ_JOB_ID", ""))
     claim_s = time.monotonic() - t0
@@ -54,19 +61,46 @@ def run_evaluation_job(evaluation_id: int) -> str:
             stored = _evaluate_and_store(c, {"db_claim": claim_s})
     except Exception as exc:
         log.exception("evaluation %s: attempt %s failed on our side", evaluation_id, c.attempt)
-        release(c, f"{type(exc).__name__}: {exc}")
+        release(c, failure_reason(exc))
         return "retrying"
     return "done" if stored else "dropped"
 
 
+class InfrastructureFailure(Exception):
+    """The scoring library met a failure of the host (evaluation.host_errors): no verdict."""
+
+
+def failure_reason(exc: Exception) -> str:
+    """What `failure_reason` says about a failure of our side: the host's reason when it is one."""
+    if isinstance(exc, InfrastructureFailure):
+        return f"infrastructure error: {exc}"
+    host = host_error(exc)  # e.g. the sandbox's folder could not be made on a full disk
+    return f"infrastructure error: {host}" if host else f"{type(exc).__name__}: {exc}"
+
+
+def _refused_for_space(evaluation_id: int, worker_name: str) -> bool:
+    """Below EVAL_MIN_FREE_MB on the scratch or build folder this host starts nothing: the
+    evaluation waits (no attempt used) and the host says why where operators look."""
+    shortage = host_space.shortage()
+    if not shortage:
+        return False
+    host_space.report()
+    delay = max(1, settings.EVAL_RETRY_BACKOFF_S)
+    if defer(evaluation_id, f"not started on {worker_name}: {shortage}; tried again in {delay} s", delay):
+        log.warning("evaluation %s: not started on %s: %s", evaluation_id, worker_name, shortage)
+    return True
+
+
 def _evaluate_and_store(c: Claim, worker_stages: dict[str, float]) -> bool:
     t1 = time.monotonic()
-    problem_source, kernel_source, config = _load(c.evaluation_id)
+    problem_source, kernel_source, config = load_inputs(c.evaluation_id)
     worker_stages["db_load"] = time.monotonic() - t1
     t2 = time.monotonic()
     result = evaluation_function()(problem_source, kernel_source, config)
     worker_stages["evaluate"] = time.monotonic() - t2
     data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+    if data.get("status") == INFRASTRUCTURE_ERROR:  # retried like any failure of our side, never stored
+        raise InfrastructureFailure(data.get("error") or "the host failed")
     return with_db_retries(lambda: store_result(c, data, worker_stages))
 
 
@@ -76,7 +110,8 @@ def evaluation_function() -> Callable[..., Any]:
     return import_string(settings.EVAL_FUNCTION)
 
 
-def _load(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
+def load_inputs(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
+    """The problem's and the kernel's sources and the scoring options of an evaluation."""
     ev = Evaluation.objects.select_related("kernel__problem", "kernel__run__rules", "hardware", "rules").get(
         pk=evaluation_id
     )
@@ -105,3 +140,6 @@ def _load(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
     }
     options.update({key: int(value) for key, value in optional.items() if value is not None})
     return problem.source, ev.kernel.source, EvaluationConfig(**options)
+
+
+_load = load_inputs  # the name tests used before the builder needed it (leaderboard/evaluations/prebuild.py)

@@ -12,15 +12,17 @@ serialised, retried, or run by another worker on another host.
 from __future__ import annotations
 
 import logging
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
 
 import django_rq
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from redis import Redis
 from rq import Queue
 
-from leaderboard.models import Evaluation, Kernel
+from leaderboard.evaluations.quotas import check_pending_evaluations
+from leaderboard.models import Evaluation, Kernel, Run
 from problems.models import Hardware
 
 log = logging.getLogger(__name__)
@@ -33,19 +35,113 @@ RESULT_TTL = 3600
 JOB_FUNCTION = "leaderboard.evaluations.jobs.run_evaluation_job"
 
 
-def request_evaluation(kernel: Kernel, hardware: Hardware) -> Evaluation:
-    """Create a queued Evaluation of `kernel` on `hardware`, under its run's scoring rules, and
-    enqueue its job once the surrounding transaction commits. Returns the evaluation (state QUEUED).
+class EvaluationRefused(ValueError):
+    """An evaluation that may not be asked for; the message says why (a 4xx for the caller)."""
 
-    Earlier evaluations of the kernel are kept (history); the new one becomes the kernel's
-    `latest_evaluation` when it finishes."""
-    evaluation = Evaluation.objects.create(
-        kernel=kernel, hardware=hardware, rules_id=kernel.run.rules_id, state=Evaluation.State.QUEUED
+
+@dataclass
+class Requested:
+    queued: list[Evaluation] = field(default_factory=list)  # new evaluations, state QUEUED
+    skipped: list[int] = field(default_factory=list)  # kernels that already had one pending there
+
+
+def request_evaluation(kernel: Kernel, hardware: Hardware, user=None) -> Evaluation:
+    """Queue an evaluation of `kernel` on `hardware` (see request_evaluations). Returns the new
+    evaluation, or the one already queued or running for that kernel and hardware."""
+    requested = request_evaluations([kernel], hardware, user)
+    if requested.queued:
+        return requested.queued[0]
+    return Evaluation.objects.pending().get(kernel=kernel, hardware=hardware)
+
+
+@transaction.atomic
+def request_evaluations(kernels: list[Kernel], hardware: Hardware, user=None) -> Requested:
+    """Create a QUEUED Evaluation of each kernel on `hardware`, asked for by `user`, and enqueue
+    each job once the surrounding transaction commits. Earlier evaluations are kept (history); a
+    new one becomes the kernel's `latest_evaluation` when it finishes.
+
+    Refused whole (EvaluationRefused, nothing written) when a kernel's run is on other hardware;
+    QuotaExceeded when the user's queued-or-running evaluations would pass their quota. A kernel
+    that already has an evaluation queued or running on `hardware` is skipped: the database holds at
+    most one (constraint evaluation_one_pending), and a concurrent request that loses the race on
+    the constraint skips it too."""
+    _check_hardware(kernels, hardware)
+    busy = set(
+        Evaluation.objects.pending()
+        .filter(hardware=hardware, kernel__run_id__in={kernel.run_id for kernel in kernels})
+        .values_list("kernel_id", flat=True)
     )
-    evaluation.job_id = job_id_for(evaluation.pk, 1)
-    Evaluation.objects.filter(pk=evaluation.pk).update(job_id=evaluation.job_id)
-    transaction.on_commit(lambda: enqueue_evaluation(evaluation.pk))
-    return evaluation
+    wanted = [kernel for kernel in kernels if kernel.pk not in busy]
+    check_pending_evaluations(user, len(wanted))
+    requested = Requested(skipped=[kernel.pk for kernel in kernels if kernel.pk in busy])
+    requester = user if getattr(user, "is_authenticated", False) else None
+    created = _create_all(wanted, hardware, requester)
+    if created is None:  # a concurrent request asked for some of them first: one by one, skipping those
+        created = []
+        for kernel in wanted:
+            evaluation = _create_one(kernel, hardware, requester)
+            if evaluation is None:
+                requested.skipped.append(kernel.pk)
+            else:
+                created.append(evaluation)
+    requested.queued = _enqueue_on_commit(created)
+    return requested
+
+
+def _check_hardware(kernels: list[Kernel], hardware: Hardware) -> None:
+    """EvaluationRefused unless every kernel's run is on `hardware`: a run's scores are measured on
+    its own hardware, so an evaluation elsewhere would rank on a board it was never measured for."""
+    runs = dict(
+        Run.objects.filter(pk__in={kernel.run_id for kernel in kernels}).values_list("pk", "hardware__slug")
+    )
+    for run_id, slug in runs.items():
+        if slug != hardware.slug:
+            raise EvaluationRefused(
+                f"run {run_id} is on {slug}: its kernels are evaluated there, not on {hardware.slug}"
+            )
+
+
+def _queued(kernel: Kernel, hardware: Hardware, requester) -> Evaluation:
+    return Evaluation(
+        kernel=kernel,
+        hardware=hardware,
+        rules_id=kernel.run.rules_id,  # scored under its run's rules
+        state=Evaluation.State.QUEUED,
+        requested_by=requester,
+    )
+
+
+def _create_all(kernels: list[Kernel], hardware: Hardware, requester) -> list[Evaluation] | None:
+    """The new QUEUED evaluations, in bulk; None (nothing written) when the unique constraint
+    refused one: the caller goes on one by one (in a savepoint, so its transaction goes on)."""
+    try:
+        with transaction.atomic():
+            return Evaluation.objects.bulk_create([_queued(k, hardware, requester) for k in kernels], batch_size=500)
+    except IntegrityError:
+        return None
+
+
+def _create_one(kernel: Kernel, hardware: Hardware, requester) -> Evaluation | None:
+    """The new QUEUED evaluation; None when one is already pending (the unique constraint answered)."""
+    evaluation = _queued(kernel, hardware, requester)
+    try:
+        with transaction.atomic():
+            evaluation.save(force_insert=True)
+            return evaluation
+    except IntegrityError:
+        if Evaluation.objects.pending().filter(kernel=kernel, hardware=hardware).exists():
+            return None
+        raise
+
+
+def _enqueue_on_commit(evaluations: list[Evaluation]) -> list[Evaluation]:
+    """Give each new evaluation its first job id (one bulk update), and enqueue its job once the
+    transaction commits."""
+    for evaluation in evaluations:
+        evaluation.job_id = job_id_for(evaluation.pk, 1)
+        transaction.on_commit(partial(enqueue_evaluation, evaluation.pk))
+    Evaluation.objects.bulk_update(evaluations, ["job_id"], batch_size=500)
+    return evaluations
 
 
 def job_id_for(evaluation_id: int, attempt: int) -> str:

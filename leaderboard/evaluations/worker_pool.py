@@ -2,9 +2,9 @@
 
 `evalworker --workers N` (default `EVAL_WORKERS`, else `evaluation.limits.workers_for(device)`: one
 per GPU it may use, one per 4 cores on the CPU) with N > 1 starts N worker processes, each
-`evalworker --workers 1 --no-probe --no-sweep` on the same queues (on a GPU host each with one GPU
+`evalworker --workers 1 --no-probe --no-sweep --no-prebuild` on the same queues (on a GPU host each with one GPU
 of its own in `CUDA_VISIBLE_DEVICES`), passes SIGTERM and SIGINT on to them, and waits for all.
-The parent keeps the one sweeper child and does no work itself.
+The parent keeps the one sweeper child (and, on a GPU host, the one builder) and does no work itself.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def worker_commands(
             "1",
             "--no-probe",
             "--no-sweep",
+            "--no-prebuild",  # the parent runs the host's one builder
             "--device",
             device,
             "--name",

@@ -13,6 +13,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from leaderboard.evaluations.quotas import QuotaExceeded
 from leaderboard.ingest.run_import import rescore_run, verify_run
 from leaderboard.ingest.uploads import RowErrors, read_upload
 from problems.models import ScoringRules
@@ -70,7 +71,11 @@ class CsvUploadMixin:
 def verify_runs(modeladmin, request, queryset) -> None:
     total = waiting = 0
     for run in queryset.select_related("hardware"):
-        queued, skipped = verify_run(run)
+        try:
+            queued, skipped = verify_run(run, request.user)
+        except (PermissionDenied, QuotaExceeded) as exc:  # this run is left as it was; the others go on
+            modeladmin.message_user(request, f"Run {run.pk}: {exc}", messages.ERROR)
+            continue
         total += len(queued)
         waiting += skipped
     modeladmin.message_user(
@@ -99,7 +104,11 @@ def rescore_runs(modeladmin, request, queryset):
     rules = form.cleaned_data["rules"]
     total = waiting = 0
     for run in queryset.select_related("hardware"):
-        queued, skipped = rescore_run(run, rules)
+        try:
+            queued, skipped = rescore_run(run, rules, request.user)
+        except (PermissionDenied, QuotaExceeded) as exc:  # this run is left as it was; the others go on
+            modeladmin.message_user(request, f"Run {run.pk}: {exc}", messages.ERROR)
+            continue
         total += len(queued)
         waiting += skipped
     modeladmin.message_user(

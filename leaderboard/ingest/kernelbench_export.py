@@ -28,7 +28,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import yaml
@@ -41,6 +41,7 @@ RESULTS_NAME = "eval_results.json"
 BASELINE_NAME = "baseline_time.json"
 CONFIG_NAME = "generation_config.yaml"
 STATS_KEYS = ("mean", "std", "min", "max", "median")
+ErrorRule = Callable[[Kernel], bool]  # whether the export may carry a kernel's error text
 
 
 class ExportError(ValueError):
@@ -76,14 +77,15 @@ def scored_runtime(evaluation: Evaluation) -> float | None:
     return evaluation.reference_ms / evaluation.speedup if evaluation.reference_ms else 1.0
 
 
-def result_entry(kernel: Kernel, evaluation: Evaluation) -> dict[str, Any]:
-    """One sample's entry of eval_results.json, as eval_from_generations.py writes it."""
+def result_entry(kernel: Kernel, evaluation: Evaluation, with_error: bool = True) -> dict[str, Any]:
+    """One sample's entry of eval_results.json, as eval_from_generations.py writes it; the error
+    text (the kernel's own output) only `with_error` (leaderboard/reads/disclosure.py)."""
     runtime = scored_runtime(evaluation)
     metadata: dict[str, Any] = {"hardware": evaluation.hardware.name, "status": evaluation.status}
     metadata |= {"origin": evaluation.origin, "leaderboard_kernel_id": kernel.pk}
     if evaluation.flags:
         metadata["flags"] = [flag.get("code", "") for flag in evaluation.flags if isinstance(flag, dict)]
-    if evaluation.error:
+    if evaluation.error and with_error:
         metadata[f"{evaluation.status or 'error'}"] = evaluation.error[:2000]
     return {
         "sample_id": kernel.sample_index,
@@ -96,13 +98,13 @@ def result_entry(kernel: Kernel, evaluation: Evaluation) -> dict[str, Any]:
 
 
 def _kernels(run: Run, level: int | None) -> list[Kernel]:
-    kernels = Kernel.objects.filter(run=run).select_related("problem", "latest_evaluation__hardware")
+    kernels = Kernel.objects.filter(run=run).select_related("run", "problem", "latest_evaluation__hardware")
     if level is not None:
         kernels = kernels.filter(problem__level=level)
     return list(kernels.order_by("problem__level", "problem__number", "sample_index"))
 
 
-def _results(kernels: Iterable[Kernel], multi_level: bool) -> dict[str, list[dict[str, Any]]]:
+def _results(kernels: Iterable[Kernel], multi_level: bool, with_error: ErrorRule) -> dict[str, list[dict[str, Any]]]:
     results: dict[str, list[dict[str, Any]]] = {}
     for kernel in kernels:
         evaluation = kernel.latest_evaluation
@@ -110,7 +112,7 @@ def _results(kernels: Iterable[Kernel], multi_level: bool) -> dict[str, list[dic
             continue
         problem = kernel.problem
         key = f"level_{problem.level}_problem_{problem.number}" if multi_level else str(problem.number)
-        results.setdefault(key, []).append(result_entry(kernel, evaluation))
+        results.setdefault(key, []).append(result_entry(kernel, evaluation, with_error(kernel)))
     return results
 
 
@@ -166,8 +168,9 @@ def _sorted_results(results: dict[str, list[dict[str, Any]]]) -> dict[str, list[
     return {key: sorted(results[key], key=lambda e: e["sample_id"]) for key in sorted(results, key=order)}
 
 
-def export_run(run: Run, level: int | None = None) -> bytes:
-    """The run (or one level of it) as the bytes of a zip holding one KernelBench run folder."""
+def export_run(run: Run, level: int | None = None, with_error: ErrorRule = lambda kernel: True) -> bytes:
+    """The run (or one level of it) as the bytes of a zip holding one KernelBench run folder, with
+    the error text of the kernels `with_error` admits."""
     kernels = _kernels(run, level)
     levels = sorted({kernel.problem.level for kernel in kernels})
     if level is not None and not levels:
@@ -182,7 +185,7 @@ def export_run(run: Run, level: int | None = None) -> bytes:
                 f"level_{kernel.problem.level}_problem_{kernel.problem.number}_sample_{kernel.sample_index}_kernel.py"
             )
             archive.writestr(f"{folder}/{name}", kernel.source)
-        results = _sorted_results(_results(kernels, multi_level=level is None))
+        results = _sorted_results(_results(kernels, multi_level=level is None, with_error=with_error))
         archive.writestr(f"{folder}/{RESULTS_NAME}", json.dumps(results, indent=4))
         archive.writestr(f"{folder}/{BASELINE_NAME}", json.dumps(baseline_times(run, kernels, levels), indent=4))
         archive.writestr(f"{folder}/{CONFIG_NAME}", generation_config(run, level))

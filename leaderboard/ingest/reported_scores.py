@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from leaderboard.ingest.tables import RowErrors, check_texts, read_csv_rows, validate_rows
 from leaderboard.models import Lab, LanguageModel, ReportedScore
-from problems.importing import ImportReport, upsert
+from problems.importing import ImportReport, find_or_create, upsert
 
 COLUMNS = ("model", "organization", "variant", "metric", "value", "unit", "setting", "hardware", "date", "source_url")
 REQUIRED = ("model", "variant", "metric", "value", "unit", "date", "source_url")
@@ -148,16 +148,23 @@ def parse_json_rows(items) -> list[ScoreRow]:
 
 
 def match_lab(name: str) -> Lab | None:
+    """The lab of this name (case-insensitive), made on first use; concurrent first uses agree."""
     if not name:
         return None
-    return Lab.objects.filter(name__iexact=name).first() or Lab.objects.create(name=name)
+    lab, _ = find_or_create(
+        lambda: Lab.objects.filter(name__iexact=name).first(), lambda: Lab.objects.create(name=name)
+    )
+    return lab
 
 
 def match_model(name: str, lab: Lab | None) -> LanguageModel:
-    model = LanguageModel.objects.filter(name__iexact=name).first()
-    if model is None:
-        model = LanguageModel.objects.create(name=name, lab=lab)
-    elif model.lab is None and lab is not None:
+    """The model of this name (case-insensitive), made on first use; concurrent imports naming a
+    new model all get the one row (find_or_create)."""
+    model, created = find_or_create(
+        lambda: LanguageModel.objects.filter(name__iexact=name).first(),
+        lambda: LanguageModel.objects.create(name=name, lab=lab),
+    )
+    if not created and model.lab is None and lab is not None:
         model.lab = lab
         model.save(update_fields=["lab"])
     return model

@@ -35,11 +35,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from leaderboard.evaluations.queue import request_evaluation
+from leaderboard.evaluations.queue import request_evaluations
+from leaderboard.evaluations.quotas import check_source_bytes
 from leaderboard.ingest.archives import (
     RESULTS_NAME,
     Bundle,
@@ -51,7 +53,7 @@ from leaderboard.ingest.archives import (
 )
 from leaderboard.ingest.reported_scores import match_lab, match_model
 from leaderboard.ingest.uploads import RowErrors
-from leaderboard.models import Evaluation, Kernel, Origin, Precision, Run, guess_backend
+from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, Origin, Precision, Run, guess_backend, utf8_size
 from leaderboard.reads import board_store
 from problems.importing import CREATED, DIGITS, UNCHANGED, UPDATED, ImportReport, checked_int, whole_number
 from problems.models import Baseline, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
@@ -386,13 +388,14 @@ def _store_run_row(plan: _Plan) -> Run:
         "samples_per_problem": max(spec.samples or 1, max(kernel.sample for kernel in plan.kernels) + 1),
         "notes": spec.notes,
     }
+    identity["model"].lock()  # concurrent imports of this model agree on the run
     revisions = _revisions(identity, spec.name)
     conflicts = _source_conflicts(plan, revisions)
-    run = next((run for run in revisions if run.pk not in conflicts), None)
+    run = next((run for run in revisions if run.pk not in conflicts and run.writable_by(plan.user)), None)
     if run is None:
         run = Run.objects.create(**identity, **values, name=_revision_name(spec.name, revisions), created_by=plan.user)
         if revisions:
-            plan.notes.append(_revision_warning(run, revisions[0], conflicts[revisions[0].pk]))
+            plan.notes.append(_revision_warning(run, revisions[0], conflicts.get(revisions[0].pk, [])))
         return run
     changed = _differs(run, values)
     if changed:
@@ -440,6 +443,11 @@ def _source_conflicts(plan: _Plan, runs: list[Run]) -> dict[int, list[Kernel]]:
 
 
 def _revision_warning(run: Run, stored: Run, changed: list[Kernel]) -> str:
+    if not changed:
+        return (
+            f"run {stored.pk} of this description is another user's (only its creator or a user with the "
+            f"{WRITE_ANY_RUN} permission can import into it), so this upload is a new run, {run.pk} {run.name!r}"
+        )
     first = changed[0]
     return (
         f"{len(changed)} kernel(s) differ from those stored in run {stored.pk} (e.g. kernel {first.pk}, problem "
@@ -473,6 +481,7 @@ def _store_kernels(plan: _Plan, run: Run, report: ImportReport) -> list[tuple[Ke
                 submitted_by=plan.user,
                 source=file.source,
                 source_hash=plan.hashes[(file.level, file.problem, file.sample)],
+                source_bytes=utf8_size(file.source),
                 backend=guess_backend(file.source),
             )
             created.append(kernel)
@@ -480,6 +489,7 @@ def _store_kernels(plan: _Plan, run: Run, report: ImportReport) -> list[tuple[Ke
         else:
             report.add(UNCHANGED)
         stored.append(((file.level, file.problem, file.sample), kernel))
+    check_source_bytes(plan.user, sum(kernel.source_bytes for kernel in created))
     Kernel.objects.bulk_create(created, batch_size=BATCH_SIZE)
     return stored
 
@@ -563,26 +573,32 @@ def _link_latest(
 
 
 @transaction.atomic
-def verify_run(run: Run) -> tuple[list[Evaluation], int]:
-    """Queue every kernel of `run` for evaluation here on the run's hardware. Kernels that already
-    have an evaluation queued or running there are skipped. Returns (queued, skipped count)."""
-    busy = set(
-        Evaluation.objects.pending().filter(kernel__run=run, hardware=run.hardware).values_list("kernel_id", flat=True)
-    )
-    queued, skipped = [], 0
-    for kernel in run.kernels.order_by("problem__level", "problem__number", "sample_index"):
-        if kernel.pk in busy:
-            skipped += 1
-            continue
-        queued.append(request_evaluation(kernel, run.hardware))
-    return queued, skipped
+def verify_run(run: Run, user=None) -> tuple[list[Evaluation], int]:
+    """Queue every kernel of `run` for evaluation here on the run's hardware, for `user` (None: the
+    server's command line). Kernels that already have an evaluation queued or running there are
+    skipped. Returns (queued, skipped count).
+
+    PermissionDenied unless the user may write into the run (Run.writable_by); QuotaExceeded, with
+    nothing queued, past the user's quota of pending evaluations. The run's row is locked first, so
+    two concurrent verifies of one run take turns and the second finds the first's evaluations."""
+    if not run.writable_by(user):
+        raise PermissionDenied(
+            f"run {run.pk} is not yours: only its creator or a user with the {WRITE_ANY_RUN} permission "
+            "can verify it"
+        )
+    list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk"))
+    kernels = list(run.kernels.order_by("problem__level", "problem__number", "sample_index"))
+    requested = request_evaluations(kernels, run.hardware, user)
+    return requested.queued, len(requested.skipped)
 
 
 @transaction.atomic
-def rescore_run(run: Run, rules: ScoringRules) -> tuple[list[Evaluation], int]:
+def rescore_run(run: Run, rules: ScoringRules, user=None) -> tuple[list[Evaluation], int]:
     """Score `run` again under `rules`: the run records them and every kernel is queued for a new
     evaluation under them (verify_run's skips apply). Earlier evaluations and their verdicts stay as
-    history; each kernel's place on the boards moves to the new rules as its evaluation finishes."""
+    history; each kernel's place on the boards moves to the new rules as its evaluation finishes.
+    As verify_run: the run must be `user`'s to write into, and the user's quota applies (the
+    transaction then rolls the rules back too)."""
     Run.objects.filter(pk=run.pk).update(rules=rules)
     run.rules = rules
-    return verify_run(run)
+    return verify_run(run, user)

@@ -1,6 +1,7 @@
 """Submitting one kernel for evaluation here: the API's /submissions/ and the problem page's form.
 
-A kernel goes into a run: the one given, or the model's run of submissions for the problem's set on
+A kernel goes into a run: the one given (the submitter's own, or any for an admin; evaluated on the
+run's hardware only), or the submitter's run of submissions of the model for the problem's set on
 that hardware (made on first use). Then request_evaluation queues it on the hardware's queue.
 """
 
@@ -13,7 +14,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from leaderboard.evaluations.queue import request_evaluation
-from leaderboard.models import Evaluation, Kernel, LanguageModel, Origin, Run
+from leaderboard.evaluations.quotas import check_source_bytes
+from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, LanguageModel, Origin, Run, utf8_size
 from problems.models import Hardware, Problem
 
 MODEL_NEW = re.compile(r"^\s*class\s+ModelNew\b", re.MULTILINE)
@@ -30,7 +32,7 @@ class SubmissionError(ValueError):
 
 def check_source(source: str) -> None:
     """A kernel's source must fit the cap, be text, and define KernelBench's `class ModelNew`."""
-    size = len(source.encode("utf-8", errors="surrogatepass"))
+    size = utf8_size(source)
     limit = settings.KERNEL_SOURCE_MAX_BYTES
     if size > limit:
         raise SubmissionError(f"source is {size} bytes; the limit is {limit} bytes", "source")
@@ -46,9 +48,12 @@ def check_source(source: str) -> None:
         raise SubmissionError("source defines no `class ModelNew` (KernelBench's name for the solution)", "source")
 
 
-def check_target(problem: Problem, hardware: Hardware | None, model: LanguageModel | None, run: Run | None) -> Hardware:
-    """Exactly one of model or run; a run must belong to the problem's set and be measured here.
-    Returns the hardware to evaluate on."""
+def check_target(
+    problem: Problem, hardware: Hardware | None, model: LanguageModel | None, run: Run | None, user=None
+) -> Hardware:
+    """Exactly one of model or run; a run must belong to the problem's set, be measured here, be
+    `user`'s to write into (Run.writable_by), and its hardware is the only one its kernels are
+    evaluated on. Returns the hardware to evaluate on."""
     if (model is None) == (run is None):
         raise SubmissionError("give exactly one of model or run")
     if run is not None:
@@ -58,13 +63,27 @@ def check_target(problem: Problem, hardware: Hardware | None, model: LanguageMod
             )
         if run.origin != Origin.MEASURED:
             raise SubmissionError(f"run {run.pk} was imported; submit with a model instead", "run")
-        return hardware or run.hardware
+        if not run.writable_by(user):
+            raise SubmissionError(
+                f"run {run.pk} is not yours: only its creator or a user with the {WRITE_ANY_RUN} permission "
+                "can add kernels to it; submit with a model instead",
+                "run",
+            )
+        if hardware is not None and hardware.pk != run.hardware_id:
+            raise SubmissionError(
+                f"run {run.pk} is on {run.hardware.slug}: its kernels are evaluated there, not on {hardware.slug}",
+                "hardware",
+            )
+        return run.hardware
     if hardware is None:
         raise SubmissionError("hardware is required when no run is given", "hardware")
     return hardware
 
 
 def submissions_run(model: LanguageModel, problem: Problem, hardware: Hardware, setting: str, user=None) -> Run:
+    """`user`'s run of submissions of the model for the problem's set on `hardware`, made on first
+    use (each user writes into runs of their own)."""
+    model.lock()  # concurrent first submissions agree on one run
     run = (
         Run.objects.filter(
             model=model,
@@ -73,6 +92,7 @@ def submissions_run(model: LanguageModel, problem: Problem, hardware: Hardware, 
             setting=setting,
             origin=Origin.MEASURED,
             name=SUBMISSIONS_RUN_NAME,
+            created_by=user if getattr(user, "is_authenticated", False) else None,
         )
         .order_by("pk")
         .first()
@@ -119,11 +139,14 @@ def submit_kernel(
     setting: str = "submitted",
     user=None,
 ) -> Evaluation:
-    """Save the kernel and queue its evaluation (enqueued when the transaction commits)."""
+    """Save the kernel and queue its evaluation (enqueued when the transaction commits). Raises
+    SubmissionError for a bad source or target, QuotaExceeded past one of the user's quotas
+    (nothing is written then)."""
     check_source(source)
-    hardware = check_target(problem, hardware, model, run)
+    hardware = check_target(problem, hardware, model, run, user)
+    check_source_bytes(user, utf8_size(source))
     if run is None:
         assert model is not None  # check_target insists on one of the two
         run = submissions_run(model, problem, hardware, setting or "submitted", user)
     kernel = _new_kernel(run, problem, source, user)
-    return request_evaluation(kernel, hardware)
+    return request_evaluation(kernel, hardware, user)

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
 from leaderboard.ingest.uploads import BOM, RowErrors
+from problems.text import control_character_problem
 
 Row = TypeVar("Row")
 # No column of any table is longer than this (the longest is a 500-character URL): a larger cell
 # is refused with its line, and csv's own, larger field limit is never reached.
 MAX_CELL_CHARS = 10_000
-# Control characters (C0 and DEL) have no place in one-line cells: names, titles, URLs, dates.
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 __all__ = ["RowErrors", "check_texts", "csv_raws", "read_csv_rows", "validate_rows"]
 
@@ -27,8 +25,8 @@ def check_texts(values: dict[str, str], max_lengths: dict[str, int]) -> None:
     for name, text in values.items():
         if "\x00" in text:
             raise ValueError(f"{name} contains a NUL character")
-        if control := CONTROL.search(text):
-            raise ValueError(f"{name} contains a control character ({control.group()!r})")
+        if problem := control_character_problem(text):  # none in one-line cells: names, titles, URLs, dates
+            raise ValueError(f"{name} {problem}")
         if not text.isascii():
             try:
                 text.encode("utf-8")

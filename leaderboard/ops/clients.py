@@ -12,6 +12,7 @@ by the full address would be a limit per chosen address.
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 
 from django.conf import settings
@@ -58,3 +59,15 @@ def is_private_client(request: HttpRequest) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     return any(address in ipaddress.ip_network(network) for network in settings.PRIVATE_NETWORKS)
+
+
+def is_operator(request: HttpRequest) -> bool:
+    """Whether the request may read operations data (/metrics; /healthz's timings and errors): it
+    carries `Authorization: Bearer <METRICS_TOKEN>`, or (METRICS_ALLOW_PRIVATE) it comes from one
+    of PRIVATE_NETWORKS, as Prometheus inside the private network does."""
+    token = settings.METRICS_TOKEN
+    if token:
+        sent = request.META.get("HTTP_AUTHORIZATION", "")
+        if hmac.compare_digest(sent.encode("utf-8", "replace"), f"Bearer {token}".encode()):
+            return True
+    return settings.METRICS_ALLOW_PRIVATE and is_private_client(request)

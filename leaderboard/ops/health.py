@@ -1,6 +1,11 @@
 """/healthz: can this web process reach the database and Redis? JSON, 200 when both answer, 503
-otherwise, with what each check found and how long it took. For load balancers and uptime checks;
-public, cheap (one `SELECT 1`, one PING), never cached."""
+otherwise, with what each check found. For load balancers and uptime checks; public, cheap (one
+`SELECT 1`, one PING, one scan of the worker hosts' space reports), never cached. How long each
+check took and its error text (host names, addresses) go to operators only
+(leaderboard.ops.clients.is_operator); others get ok or not.
+
+`evaluation_hosts` says whether some worker host is short of disk space (status "degraded", still
+200: the site serves, but evaluations wait there); operators see which host and why."""
 
 from __future__ import annotations
 
@@ -13,6 +18,9 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from redis import Redis
 from redis.exceptions import RedisError
+
+from leaderboard.evaluations import host_space
+from leaderboard.ops.clients import is_operator
 
 CHECK_TIMEOUT_S = 2
 
@@ -47,10 +55,26 @@ def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 1)
 
 
+def evaluation_hosts() -> dict:
+    """Worker hosts short of disk space (they start no evaluation: leaderboard/evaluations/host_space.py).
+    Reported, not failed: the site itself still serves."""
+    try:
+        hosts = host_space.reports()
+    except Exception as exc:  # noqa: BLE001 - Redis trouble is the redis check's to report
+        return {"ok": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    low = [{"host": h.host, "reason": h.shortage, "at": h.at} for h in hosts if h.low]
+    return {"ok": not low, "hosts": len(hosts), "low_disk": low, "floor_mb": settings.EVAL_MIN_FREE_MB}
+
+
 @never_cache
 def healthz(request: HttpRequest) -> JsonResponse:
     checks = {name: _run(check) for name, check in CHECKS.items()}
     healthy = all(result["ok"] for result in checks.values())
+    hosts = evaluation_hosts() if checks["redis"]["ok"] else {"ok": None, "error": "Redis unreachable"}
+    status = "unavailable" if not healthy else "degraded" if hosts["ok"] is False else "ok"
+    if not is_operator(request):
+        checks = {name: {"ok": result["ok"]} for name, result in checks.items()}
+        hosts = {"ok": hosts["ok"]}
     return JsonResponse(
-        {"status": "ok" if healthy else "unavailable", "checks": checks}, status=200 if healthy else 503
+        {"status": status, "checks": checks, "evaluation_hosts": hosts}, status=200 if healthy else 503
     )

@@ -11,7 +11,9 @@
 - kb_evaluation_duration_seconds: a histogram of how long the last EVAL_DURATION_SAMPLE finished
   evaluations ran (started to finished), from the database.
 
-Scrapes cost a few cheap queries; the view is public and shows no user data.
+Scrapes cost a few cheap queries. Per-view counts show when admins are at work, so only operators
+read them (leaderboard.ops.clients.is_operator: METRICS_TOKEN, or the private network); others
+get a 403 that says how to get in.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from redis.exceptions import RedisError
 
 from leaderboard.evaluations.queue import eval_queue
 from leaderboard.models import Evaluation
+from leaderboard.ops.clients import is_operator
 
 EVAL_DURATION_SAMPLE = 1000
 DURATION_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800)
@@ -103,6 +106,13 @@ def _registry() -> CollectorRegistry:
 
 @never_cache
 def metrics(request: HttpRequest) -> HttpResponse:
+    if not is_operator(request):
+        return HttpResponse(
+            "/metrics is for operators: scrape it from the private network (PRIVATE_NETWORKS) or send "
+            "'Authorization: Bearer <METRICS_TOKEN>'.\n",
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
     return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
 
 

@@ -21,6 +21,7 @@ from leaderboard.models import (
     Run,
 )
 from leaderboard.reads import board_store
+from problems.models import Hardware, Problem, ProblemSet
 
 
 def _run_of_kernel(kernel_id: int | None, cached: Kernel | None) -> int | None:
@@ -83,6 +84,15 @@ def run_saved(sender, instance: Run, created: bool, **kwargs) -> None:
 @receiver(post_delete, sender=ReportedScore, dispatch_uid="boards-reported-deleted")
 @receiver(post_save, sender=LaunchPost, dispatch_uid="boards-post-saved")
 @receiver(post_delete, sender=LaunchPost, dispatch_uid="boards-post-deleted")
+@receiver(post_save, sender=Hardware, dispatch_uid="boards-hardware-saved")
+@receiver(post_delete, sender=Hardware, dispatch_uid="boards-hardware-deleted")
+@receiver(post_save, sender=ProblemSet, dispatch_uid="boards-problem-set-saved")
+@receiver(post_delete, sender=ProblemSet, dispatch_uid="boards-problem-set-deleted")
+@receiver(post_save, sender=Problem, dispatch_uid="boards-problem-saved")
+@receiver(post_delete, sender=Problem, dispatch_uid="boards-problem-deleted")
 def shown_beside_scores_changed(sender, **kwargs) -> None:
-    """Names and reported scores show on every board and the overview: every cached board is stale."""
+    """Names and reported scores show on every board and the overview, and so do hardware names
+    (a run's column and the filter), problem set names and their problem counts (the set picker;
+    fast_p's denominator): every cached board is stale (issue 19: a Hardware rename left 304s and
+    cached 200s with the old name)."""
     board_store.bump_all_versions()

@@ -10,8 +10,10 @@ How it stays current:
 2. `refresh_runs` re-scores whole runs, idempotently: one query reads the runs' kernels with the
    reference review rules (KernelQuerySet.with_review_state), and bulk writes store the kernels'
    review state, the RunScore rows, the runs' and problems' kernel counts and the board version.
-3. Readers call `refresh_dirty` first, so a refresh lost with a dying process (or never run, as
-   inside a test's transaction) is made up before anything stale is shown.
+3. Board builds call `refresh_dirty` first, so a refresh lost with a dying process (or never run,
+   as inside a test's transaction) is made up before anything stale is built. Requests do not:
+   they read `board_state` (one query) and are served the last complete build
+   (leaderboard/reads/board_cache.py).
 
 `rebuild_all` re-scores everything and `verify_all` compares stored rows with a fresh computation
 (`manage.py rebuild_boards [--verify]`).
@@ -24,9 +26,11 @@ from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Subquery
+from django.utils import timezone
 
 from leaderboard.models import (
     BoardVersion,
@@ -303,7 +307,10 @@ def bump_versions(problem_set_ids: set[int]) -> None:
     if not problem_set_ids:
         return
     BoardVersion.objects.bulk_create([BoardVersion(problem_set_id=pk) for pk in problem_set_ids], ignore_conflicts=True)
-    BoardVersion.objects.filter(problem_set_id__in=problem_set_ids).update(version=F("version") + 1)
+    # update() skips auto_now: the time is set here, or Last-Modified would never advance.
+    BoardVersion.objects.filter(problem_set_id__in=problem_set_ids).update(
+        version=F("version") + 1, updated_at=timezone.now()
+    )
 
 
 def bump_all_versions() -> None:
@@ -346,13 +353,35 @@ def scores_of_runs(run_ids: list[int], levels: list[int], include_excluded: bool
     return {(run_id, level): from_values(rest) for run_id, level, *rest in rows.values_list(*_SCORE_FIELDS)}
 
 
-def board_version(problem_set: ProblemSet | None) -> tuple[int, object]:
-    """(version, last modified) of a problem set's boards, after making them current."""
+@dataclass(frozen=True)
+class BoardState:
+    """Where a problem set's boards stand, read without re-scoring anything (the request path)."""
+
+    version: int
+    updated_at: datetime | None  # when the version last moved: None before the first re-scoring
+    dirty_since: datetime | None  # the oldest mark still waiting for its re-scoring, if any
+
+    @property
+    def key(self) -> tuple[int, str]:
+        """The version as a build records it: with its time, since a database rebuilt from scratch
+        restarts versions."""
+        return self.version, self.updated_at.isoformat() if self.updated_at else ""
+
+
+def board_state(problem_set: ProblemSet | None) -> BoardState:
+    """The version of a problem set's boards and its oldest dirty mark, in one query."""
     if problem_set is None:
-        return 0, None
-    refresh_dirty(problem_set)
-    row = BoardVersion.objects.filter(problem_set=problem_set).values_list("version", "updated_at").first()
-    return row if row else (0, None)
+        return BoardState(0, None, None)
+    of_set = Run.objects.filter(problem_set=problem_set).values("pk")
+    oldest_mark = DirtyRun.objects.filter(run_id__in=of_set).order_by("marked_at").values("marked_at")[:1]
+    row = (
+        BoardVersion.objects.filter(problem_set=problem_set)
+        .annotate(dirty_since=Subquery(oldest_mark))
+        .values_list("version", "updated_at", "dirty_since")
+        .first()
+    )
+    # No row: nothing was ever scored in the set, and nothing of it is kept built.
+    return BoardState(*row) if row else BoardState(0, None, None)
 
 
 # ---------------------------------------------------------------------------------------------

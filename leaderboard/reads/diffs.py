@@ -1,14 +1,19 @@
 """Highlighted source and diffs for the problem and kernel pages.
 
-Diffs are returned as plain data (line numbers, text, kind) and rendered by templates, which escape
-the text; only Pygments' output is marked safe, because Pygments escapes every character of the
-source it is given (`&`, `<`, `>`, `"`, `'`) and adds nothing but its own span tags.
+Diffs are returned as plain data (line numbers, text, kind), and their table rows are written here
+(`Diff.split_html`, `Diff.unified_html`) with every text escaped by django.utils.html.escape: a
+template loop over thousands of rows cost 2.2 s of CPU for two 800-line kernels on a busy host,
+this costs a few milliseconds. Pygments' output is marked safe too, because Pygments escapes every
+character of the source it is given (`&`, `<`, `>`, `"`, `'`) and adds nothing but its own span
+tags; a source over HIGHLIGHT_MAX_BYTES is shown escaped and unhighlighted, since Pygments costs
+seconds a megabyte and kernel pages are public (issue 19).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -18,15 +23,26 @@ from leaderboard.reads.line_diff import Opcode, diff_lines, grouped
 
 # Beyond this many lines a diff is not worth computing for a page (sources are capped at 1 MB).
 MAX_DIFF_LINES = 4000
-# The work one diff may cost (line_diff's steps; about 0.1 s of CPU here). Pages are public, so a
-# pair of sources too different to align within it is shown side by side instead, unaligned.
-MAX_DIFF_STEPS = 500_000
+# The work one diff may cost (line_diff's steps; about 0.05 s of CPU on an idle core; a kernel page
+# makes two). Pages are public, so a pair of sources too different to align within it is shown side
+# by side instead, unaligned. A 200-line kernel against a 40-line reference takes about 50,000.
+MAX_DIFF_STEPS = 200_000
 CONTEXT_LINES = 3
+# Beyond this a source is shown without highlighting (kernels are capped at 1 MB; real ones are
+# tens of kB).
+HIGHLIGHT_MAX_BYTES = 100_000
+UNIFIED_MARKS = {"delete": "-", "insert": "+", "equal": " ", "hunk": ""}
 
 
 def highlight_python(source: str, anchor: str = "L") -> SafeString:
     """`source` as highlighted HTML with line numbers. Pygments escapes the source text itself,
-    so the generated HTML is safe to mark as such even for untrusted kernels."""
+    so the generated HTML is safe to mark as such even for untrusted kernels. Over
+    HIGHLIGHT_MAX_BYTES, the source escaped, without highlighting or line numbers."""
+    if len(source) > HIGHLIGHT_MAX_BYTES:
+        return mark_safe(  # noqa: S308 — escaped
+            f'<p class="muted small">Too long to highlight here ({len(source)} characters).</p>'
+            f'<div class="highlight"><pre>{escape(source)}</pre></div>'
+        )
     formatter = HtmlFormatter(
         cssclass="highlight", linenos="table", lineanchors=anchor, anchorlinenos=True, wrapcode=True
     )
@@ -64,6 +80,37 @@ class Diff:
     @property
     def identical(self) -> bool:
         return not self.too_large and self.added == 0 and self.removed == 0
+
+    @property
+    def split_html(self) -> SafeString:
+        """The side-by-side table's rows; every text escaped."""
+        return mark_safe("".join(map(_split_row, self.side_by_side)))  # noqa: S308 — escaped
+
+    @property
+    def unified_html(self) -> SafeString:
+        """The unified table's rows; every text escaped."""
+        return mark_safe("".join(map(_unified_row, self.unified)))  # noqa: S308 — escaped
+
+
+def _number(line: int | None) -> str:
+    return "" if line is None else str(line)
+
+
+def _split_row(row: SideBySideRow) -> str:
+    if row.kind == "skip":
+        return '<tr class="diff-skip"><td colspan="4">⋯</td></tr>'
+    return (
+        f'<tr class="diff-{row.kind}"><td class="ln">{_number(row.left_no)}</td><td class="code left">'
+        f'{escape(row.left)}</td><td class="ln">{_number(row.right_no)}</td><td class="code right">'
+        f"{escape(row.right)}</td></tr>"
+    )
+
+
+def _unified_row(line: UnifiedLine) -> str:
+    return (
+        f'<tr class="diff-{line.kind}"><td class="ln">{_number(line.left_no)}</td><td class="ln">'
+        f'{_number(line.right_no)}</td><td class="code">{UNIFIED_MARKS[line.kind]}{escape(line.text)}</td></tr>'
+    )
 
 
 def compute_diff(left: str, right: str, left_label: str, right_label: str) -> Diff:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from leaderboard.evaluations import progress as lifecycle
 from leaderboard.models import Evaluation, Kernel
+from leaderboard.reads import disclosure
 from leaderboard.reads.diffs import Diff, compute_diff
 
 
@@ -31,12 +32,14 @@ def against_diff(kernel: Kernel, against: Kernel | None) -> Diff | None:
     return compute_diff(against.source, kernel.source, f"kernel {against.pk}", f"kernel {kernel.pk}")
 
 
-def attach_progress(history: Sequence[Evaluation]) -> list[lifecycle.Progress]:
+def attach_progress(history: Sequence[Evaluation], raw_output: bool = False) -> list[lifecycle.Progress]:
     """Set `.progress` on each evaluation of a history page (one query per hardware for queue
-    positions); returns the progress of those still queued or running."""
+    positions), without worker names unless `raw_output` (disclosure.py); returns the progress of
+    those still queued or running."""
     progress = lifecycle.progress_many(history)
     for item in history:
-        item.progress = progress[item.pk]
+        shown = progress[item.pk]
+        item.progress = shown if raw_output else disclosure.public_progress(shown, item.worker_name)
     return [item.progress for item in history if item.state in Evaluation.PENDING_STATES]
 
 
@@ -50,3 +53,17 @@ def described_evaluation(kernel: Kernel, history: Sequence[Evaluation]) -> Evalu
 def is_demo(evaluation: Evaluation | None) -> bool:
     """Whether the evaluation was made up by seed_demo (its environment says so)."""
     return bool(evaluation and isinstance(evaluation.environment, dict) and evaluation.environment.get("demo"))
+
+
+def shown_details(evaluation: Evaluation | None, raw_output: bool) -> dict:
+    """The environment and infrastructure failure the page shows: all of them to those who may
+    read raw output, the public part to others (disclosure.py)."""
+    shown = {"environment": {}, "failure_reason": "", "withheld_reason": disclosure.WITHHELD_REASON}
+    if evaluation is not None and raw_output:
+        shown.update(environment=evaluation.environment, failure_reason=evaluation.failure_reason)
+    elif evaluation is not None:
+        shown.update(
+            environment=disclosure.public_environment(evaluation.environment),
+            failure_reason=disclosure.hide_worker(evaluation.failure_reason, evaluation.worker_name),
+        )
+    return shown

@@ -1,4 +1,5 @@
-"""A line diff whose work is bounded: Myers' O((N+M)·D) greedy algorithm with a budget of steps.
+"""A line diff whose work is bounded: Myers' O((N+M)·D) greedy algorithm, kept to the diagonals
+that meet the grid, with a budget of steps.
 
 difflib.SequenceMatcher is cubic on repetitive inputs (issue 19: two 800-line kernels took 20.9 s,
 anonymous visitors can ask for any pair), so pages diff with this instead. Every unit of work is
@@ -45,22 +46,46 @@ def _common_ends(a: list[int], b: list[int]) -> tuple[int, int]:
     return head, tail
 
 
-def _forward(a: list[int], b: list[int], max_steps: int) -> tuple[list[list[int]] | None, int]:
-    """Myers' greedy forward pass. Returns (the furthest x on each diagonal before each round,
-    kept for the way back; None when the budget ran out) and the steps spent."""
+def _band(d: int, n: int, m: int) -> tuple[int, int]:
+    """The diagonals k = x - y that round d visits: those of d's parity from -d to d, and only
+    those that meet the grid (-m <= k <= n). Keeping to the grid halves the work of a short source
+    against a long one (a kernel against its reference: mostly insertions)."""
+    if d < 0:
+        return 1, 0  # before the first round: none
+    low = -d if d <= m else -m + (d - m) % 2
+    high = d if d <= n else n - (d - n) % 2
+    return low, high
+
+
+def _down(k: int, furthest: list[int], offset: int, previous: tuple[int, int]) -> bool:
+    """Whether diagonal k is best reached from k + 1 (down: an insertion from b) rather than from
+    k - 1 (right: a deletion from a), among the diagonals the previous round reached."""
+    low, high = previous
+    if k + 1 > high:
+        return False
+    return k - 1 < low or furthest[offset + k - 1] < furthest[offset + k + 1]
+
+
+def _forward(a: list[int], b: list[int], max_steps: int) -> tuple[list[tuple[int, list[int]]] | None, int]:
+    """Myers' greedy forward pass. Returns (for each round, the first diagonal kept and the furthest
+    x on the diagonals it reads, kept for the way back; None when the budget ran out) and the steps."""
     n, m = len(a), len(b)
-    offset = n + m + 1
+    offset = n + m + 2
     furthest = [0] * (2 * offset + 1)  # furthest[offset + k]: furthest x on diagonal k = x - y
-    trace: list[list[int]] = []
+    trace: list[tuple[int, list[int]]] = []
     steps = 0
     for d in range(n + m + 1):
-        trace.append(furthest[offset - d - 1 : offset + d + 2])
-        steps += 2 * d + 3
-        for k in range(-d, d + 1, 2):
-            if k == -d or (k != d and furthest[offset + k - 1] < furthest[offset + k + 1]):
-                x = furthest[offset + k + 1]  # down: an insertion from b
+        low, high = _band(d, n, m)
+        trace.append((low - 1, furthest[offset + low - 1 : offset + high + 2]))
+        steps += high - low + 3
+        previous = _band(d - 1, n, m)
+        for k in range(low, high + 1, 2):
+            if d == 0:
+                x = 0
+            elif _down(k, furthest, offset, previous):
+                x = furthest[offset + k + 1]
             else:
-                x = furthest[offset + k - 1] + 1  # right: a deletion from a
+                x = furthest[offset + k - 1] + 1
             y = x - k
             start = x
             while x < n and y < m and a[x] == b[y]:
@@ -74,24 +99,24 @@ def _forward(a: list[int], b: list[int], max_steps: int) -> tuple[list[list[int]
     raise AssertionError("unreachable: d = n + m always reaches the end")
 
 
-def _moves(trace: list[list[int]], n: int, m: int) -> list[tuple[int, int, int, int]]:
+def _moves(trace: list[tuple[int, list[int]]], n: int, m: int) -> list[tuple[int, int, int, int]]:
     """The shortest edit as moves (x0, y0, x1, y1) from (0, 0) to (n, m), walked back from the end."""
     moves: list[tuple[int, int, int, int]] = []
     x, y = n, m
-    for d in range(len(trace) - 1, -1, -1):
-        before, k = trace[d], x - y  # before[k + d + 1]: the furthest x on diagonal k before round d
-        if k == -d or (k != d and before[k - 1 + d + 1] < before[k + 1 + d + 1]):
-            previous_k = k + 1
-        else:
-            previous_k = k - 1
-        previous_x = before[previous_k + d + 1]
+    for d in range(len(trace) - 1, 0, -1):
+        first, kept = trace[d]  # kept[k - first]: the furthest x on diagonal k before round d
+        k, offset = x - y, -first
+        previous_k = k + 1 if _down(k, kept, offset, _band(d - 1, n, m)) else k - 1
+        previous_x = kept[offset + previous_k]
         previous_y = previous_x - previous_k
         while x > previous_x and y > previous_y:
             moves.append((x - 1, y - 1, x, y))
             x, y = x - 1, y - 1
-        if d > 0:
-            moves.append((previous_x, previous_y, x, y))
+        moves.append((previous_x, previous_y, x, y))
         x, y = previous_x, previous_y
+    while x > 0 and y > 0:  # round 0: the common start, a diagonal from (0, 0)
+        moves.append((x - 1, y - 1, x, y))
+        x, y = x - 1, y - 1
     moves.reverse()
     return moves
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Count, OuterRef, QuerySet, Subquery
 
 from evaluation.metrics import DEFAULT_PS, fast_p_curve, fast_p_key
 from leaderboard.models import Evaluation, Kernel, Origin, Run
@@ -157,7 +157,9 @@ def run_problems(run: Run) -> list[ProblemLine]:
 
 @dataclass(frozen=True)
 class RunProgress:
-    """Where the run's kernels stand, by the state of each kernel's newest evaluation."""
+    """Where the run's kernels stand, by the state of each kernel's newest evaluation (each count
+    is of kernels), and, apart, its evaluations measured here by state (counts of evaluations: a
+    kernel evaluated twice counts once above and twice there)."""
 
     total: int
     evaluated: int  # newest evaluation done here (measured)
@@ -167,6 +169,7 @@ class RunProgress:
     running: int
     failed: int  # the infrastructure gave up (no verdict)
     not_evaluated: int
+    evaluations: dict[str, int] = field(default_factory=dict)  # measured evaluations by state
 
     @property
     def pending(self) -> int:
@@ -174,7 +177,7 @@ class RunProgress:
 
     @property
     def label(self) -> str:
-        parts = [f"{self.evaluated} of {self.total} evaluated"]
+        parts = [f"{self.evaluated} of {self.total} kernels evaluated"]
         parts += [f"{n} {word}" for n, word in ((self.running, "running"), (self.queued, "queued")) if n]
         parts += [f"{self.failed} failed"] if self.failed else []
         parts += [f"{self.imported} imported, unverified"] if self.imported else []
@@ -192,7 +195,8 @@ class RunProgress:
 
 
 def run_progress(run: Run) -> RunProgress:
-    """One query: the newest evaluation's state and origin of every kernel of the run."""
+    """Two queries: the newest evaluation's state and origin of every kernel of the run, and the
+    run's measured evaluations by state."""
     rows = (
         Kernel.objects.filter(run=run)
         .annotate(newest_state=_newest("state"), newest_origin=_newest("origin"))
@@ -209,7 +213,20 @@ def run_progress(run: Run) -> RunProgress:
             counts[state] += 1
         counts["total"] += 1
     names = ("total", "evaluated", "imported", "demo", "queued", "running", "failed", "not_evaluated")
-    return RunProgress(**{name: counts[name] for name in names})
+    return RunProgress(**{name: counts[name] for name in names}, evaluations=_evaluation_counts(run))
+
+
+def _evaluation_counts(run: Run) -> dict[str, int]:
+    """The run's evaluations measured here, counted by state (one query)."""
+    states = (
+        Evaluation.objects.filter(kernel__run=run, origin=Origin.MEASURED)
+        .order_by()
+        .values_list("state")
+        .annotate(n=Count("pk"))
+    )
+    counts = dict.fromkeys(Evaluation.State.values, 0)
+    counts.update(dict(states))
+    return counts
 
 
 # ---------------------------------------------------------------------------------------------

@@ -53,6 +53,17 @@ def can_review(user: AbstractBaseUser | AnonymousUser | None) -> bool:
     return bool(user is not None and user.is_authenticated and user.has_perm(REVIEW_PERMISSION))
 
 
+def can_read_raw_output(user: AbstractBaseUser | AnonymousUser | None, kernel: Kernel) -> bool:
+    """Whether `user` may read a kernel's evaluation logs, error text and worker details
+    (leaderboard/reads/disclosure.py says why they are not public): reviewers, admins, and whoever
+    submitted the kernel or created its run."""
+    if user is None or not user.is_authenticated:
+        return False
+    if user.is_superuser or can_review(user):
+        return True
+    return user.pk in (kernel.submitted_by_id, kernel.run.created_by_id)
+
+
 def flag_choices() -> list[tuple[str, str]]:
     """Codes the queue filters by: every flag of the scoring library, then the review notes."""
     return [(code, text) for code, text in FLAG_CODES.items()] + [
@@ -126,9 +137,7 @@ class VerdictResult:
 
 
 def rerun_hardware(kernel: Kernel) -> Hardware:
-    """Where a rerun goes: the hardware of the latest evaluation, else the run's."""
-    if kernel.latest_evaluation_id is not None:
-        return kernel.latest_evaluation.hardware
+    """Where a rerun goes: the run's hardware, the only one its kernels are evaluated on."""
     return kernel.run.hardware
 
 
@@ -143,10 +152,8 @@ def record_verdict(kernel: Kernel, reviewer, verdict: str, note: str = "") -> Ve
     review = Review.objects.create(kernel=kernel, reviewer=reviewer, verdict=verdict, note=note.strip())
     evaluation = None
     if verdict == Review.Verdict.RERUN:
-        hardware = rerun_hardware(kernel)
-        evaluation = Evaluation.objects.pending().filter(kernel=kernel, hardware=hardware).order_by(
-            "-queued_at"
-        ).first() or request_evaluation(kernel, hardware)
+        # The one already waiting, if any; a reviewer's rerun counts against no quota (user None).
+        evaluation = request_evaluation(kernel, rerun_hardware(kernel))
     return VerdictResult(review, evaluation)
 
 

@@ -27,6 +27,7 @@ from rest_framework.views import APIView
 from leaderboard.ingest.kernelbench_export import ExportError, export_run, folder_name
 from leaderboard.models import Run
 from leaderboard.reads import runs as reads
+from leaderboard.reviews.services import can_read_raw_output
 from problems.models import LEVELS
 
 LEVEL_PARAM = OpenApiParameter("level", int, description="only this level (1-4)", enum=list(LEVELS))
@@ -134,7 +135,8 @@ class RunExportView(RunResource):
         run = _run(pk)
         level = _level(request)
         try:
-            data = export_run(run, level)
+            # Error text is the kernel's own output: for who may read it (disclosure.py).
+            data = export_run(run, level, with_error=lambda kernel: can_read_raw_output(request.user, kernel))
         except ExportError as exc:
             raise NotFound(str(exc)) from None
         suffix = f"_level_{level}" if level else ""

@@ -28,4 +28,11 @@
     select.addEventListener("change", function () { select.form.submit(); });
   });
   // The p box submits with Enter or the Apply button (a change handler would submit twice).
+
+  // A board's "as of" time, also as an age ("updated 3 s ago"): the page may come from a cache.
+  document.querySelectorAll("[data-as-of]").forEach(function (time) {
+    var age = Math.max(0, Math.round(Date.now() / 1000 - Number(time.getAttribute("data-as-of"))));
+    var out = time.parentNode.querySelector("[data-as-of-age]");
+    if (out && isFinite(age)) { out.textContent = " (updated " + age + " s ago)"; }
+  });
 })();

@@ -8,56 +8,28 @@ small, is held to RUN_MAX_COMPRESSION_RATIO. Each refusal is a 400 naming the li
 from __future__ import annotations
 
 import io
-import struct
 import zipfile
-import zlib
 
 import pytest
 
 from leaderboard.ingest.archives import Limits, read_zip
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import Evaluation, Kernel, Run
+from tests.budgets import PADDED_KERNEL, amplified_run_zip
 
 from .conftest import KERNEL
 from .test_run_import import FIELDS, RESULTS, errors_of, make_zip, run_zip, upload
 
-PADDED = "import torch\n" + " " * (999_000 - 13)
-
-
-def same_member_zip(names: list[str], text: str) -> bytes:
-    """A deflated zip of one text under many names, compressed once (zipfile would compress it
-    once per name: 200 MB of deflate, most of a minute on a busy machine)."""
-    data = text.encode()
-    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
-    packed = compressor.compress(data) + compressor.flush()
-    crc, out, directory = zlib.crc32(data), io.BytesIO(), []
-    for name in names:
-        encoded = name.encode()
-        sizes = struct.pack("<III", crc, len(packed), len(data))
-        directory.append(
-            struct.pack("<IHHHHHH", 0x02014B50, 20, 20, 0, 8, 0, 0)
-            + sizes
-            + struct.pack("<HHHHHII", len(encoded), 0, 0, 0, 0, 0o644 << 16, out.tell())
-            + encoded
-        )
-        out.write(struct.pack("<IHHHHH", 0x04034B50, 20, 0, 8, 0, 0) + sizes + struct.pack("<HH", len(encoded), 0))
-        out.write(encoded + packed)
-    start = out.tell()
-    out.write(b"".join(directory))
-    out.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(names), len(names), out.tell() - start, start, 0))
-    return out.getvalue()
-
 
 @pytest.fixture(scope="module")
 def issue_zip() -> bytes:
-    """The issue's payload: 200 kernels of 999 KB each, mostly spaces (about 250 KB zipped)."""
-    return same_member_zip([f"run/level_1_problem_1_sample_{i}_kernel.py" for i in range(200)], PADDED)
+    return amplified_run_zip()
 
 
 def test_the_payload_is_the_issues(issue_zip):
     with zipfile.ZipFile(io.BytesIO(issue_zip)) as archive:
         infos = archive.infolist()
-        assert len(infos) == 200 and archive.read(infos[-1]).decode() == PADDED
+        assert len(infos) == 200 and archive.read(infos[-1]).decode() == PADDED_KERNEL
     assert len(issue_zip) < 300_000
 
 

@@ -37,8 +37,8 @@ def test_without_trusted_proxies_the_key_is_the_socket_peer_whatever_the_headers
 @PROPERTY
 @given(forged=st.lists(ADDRESSES, max_size=6), peer=st.ip_addresses(v=4).map(str))
 def test_behind_one_proxy_the_key_is_the_entry_the_proxy_wrote(settings, forged, peer):
-    """nginx appends the peer it saw ($proxy_add_x_forwarded_for): whatever the client put in front
-    of it, the rightmost entry decides."""
+    """The proxy writes the peer it saw as the last entry (the shipped nginx replaces the header;
+    one that appends leaves the client's entries in front): the rightmost entry decides."""
     settings.TRUSTED_PROXY_COUNT = 1
     forwarded = ", ".join([*forged, peer])
     assert _ident("127.0.0.1", forwarded) == peer

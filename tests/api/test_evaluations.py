@@ -31,9 +31,9 @@ def test_evaluations_are_read_only(token_client, admin_user, run):
 
 
 def test_detail_says_where_a_queued_evaluation_stands(client, run):
-    kernel = run.kernels.first()
-    first = Evaluation.objects.create(kernel=kernel, hardware=run.hardware, state="queued")
-    second = Evaluation.objects.create(kernel=kernel, hardware=run.hardware, state="queued")
+    first_kernel, second_kernel = run.kernels.order_by("pk")[:2]  # one pending evaluation per kernel
+    first = Evaluation.objects.create(kernel=first_kernel, hardware=run.hardware, state="queued")
+    second = Evaluation.objects.create(kernel=second_kernel, hardware=run.hardware, state="queued")
     progress = client.get(f"/api/v1/evaluations/{second.pk}/").json()["progress"]
     assert progress["position"] == 2 and progress["label"].startswith("queued, 2nd in line")
     assert client.get(f"/api/v1/evaluations/{first.pk}/").json()["progress"]["position"] == 1

@@ -1,6 +1,8 @@
 import pytest
 
+from leaderboard.evaluations.queue import enqueue_evaluation
 from leaderboard.models import Evaluation, Kernel, Run
+from problems.models import Hardware
 
 from .conftest import KERNEL
 
@@ -27,7 +29,8 @@ def test_an_ingestor_submits_a_kernel_and_gets_a_url_to_poll(
     assert evaluation.kernel.submitted_by == ingestor and evaluation.hardware == hardware
     assert evaluation.kernel.run.name == "submissions" and evaluation.kernel.run.origin == "measured"
     # the job is enqueued once the transaction commits (beside it: the boards' re-scoring of the run)
-    assert [cb.__qualname__ for cb in callbacks if cb.__module__ != "leaderboard.reads.board_store"] == ["request_evaluation.<locals>.<lambda>"]
+    jobs = [cb for cb in callbacks if getattr(cb, "func", None) is enqueue_evaluation]
+    assert [job.args for job in jobs] == [(evaluation.pk,)]
     assert token_client(None).get(body["url"]).json()["state"] == "queued"
 
 
@@ -40,9 +43,31 @@ def test_a_second_submission_is_the_next_sample_of_the_same_run(token_client, in
 
 
 def test_submitting_into_a_measured_run_uses_its_hardware(token_client, ingestor, problem, run):
+    Run.objects.filter(pk=run.pk).update(created_by=ingestor)
     response = token_client(ingestor).post(URL, {"problem": problem.pk, "source": KERNEL, "run": run.pk}, format="json")
     assert response.status_code == 202 and response.json()["run"] == run.pk
     assert Kernel.objects.get(pk=response.json()["kernel"]).sample_index == 1
+
+
+def test_only_the_runs_creator_or_an_admin_adds_kernels_to_it(token_client, ingestor, admin_user, problem, run):
+    """Issue 19, case 6: an Ingestor added a kernel to an admin's measured run."""
+    data = {"problem": problem.pk, "source": KERNEL, "run": run.pk}
+    kernels = Kernel.objects.count()
+    response = token_client(ingestor).post(URL, data, format="json")
+    assert response.status_code == 400 and "is not yours" in response.json()["run"][0]
+    assert Kernel.objects.count() == kernels and not Evaluation.objects.filter(state="queued").exists()
+    assert token_client(admin_user).post(URL, data, format="json").status_code == 202
+
+
+def test_a_kernel_of_a_run_is_not_evaluated_on_other_hardware(token_client, ingestor, problem, run):
+    """Issue 19, case 6: a kernel evaluated on the CPU became sample 0 of an H200 run."""
+    Run.objects.filter(pk=run.pk).update(created_by=ingestor)
+    Hardware.objects.create(slug="h200", name="H200", kind=Hardware.Kind.GPU)
+    data = {"problem": problem.pk, "source": KERNEL, "run": run.pk, "hardware": "h200"}
+    kernels = Kernel.objects.count()
+    response = token_client(ingestor).post(URL, data, format="json")
+    assert response.status_code == 400 and "evaluated there, not on h200" in response.json()["hardware"][0]
+    assert Kernel.objects.count() == kernels
 
 
 @pytest.mark.parametrize(

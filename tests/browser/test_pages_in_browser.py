@@ -185,7 +185,7 @@ def test_the_launch_chart_draws_what_its_caption_says(site, page):
     import json
 
     page.goto(site + "/")
-    page.wait_for_selector("#chart-launch_posts[data-drawn='true']")
+    page.wait_for_selector("#chart-launch_posts[data-drawn='true']", timeout=60_000)  # four charts on a busy box
     figure = json.loads(page.inner_text("#chart-data-launch_posts"))
     def rgb(hex_colour: str) -> str:
         return "rgb({}, {}, {})".format(*(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)))

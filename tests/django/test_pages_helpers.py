@@ -50,3 +50,17 @@ def test_it_escapes_diff_text_in_templates():
     diff = compute_diff("<script>\n", "</textarea>\n", "a", "b")
     html = Template('{% include "leaderboard/includes/diff.html" %}').render(Context({"diff": diff, "view": "split"}))
     assert "<script>" not in html and "&lt;/textarea&gt;" in html
+
+
+def test_it_writes_diff_rows_escaped_with_their_numbers_and_marks():
+    diff = compute_diff("a\n<b>\n", "a\n'c' & d\n", "left", "right")
+    assert '<td class="code left">&lt;b&gt;</td>' in diff.split_html
+    assert "<td class=\"code right\">&#x27;c&#x27; &amp; d</td>" in diff.split_html
+    assert '<tr class="diff-delete"><td class="ln">2</td><td class="ln"></td><td class="code">-&lt;b&gt;</td></tr>' in (
+        diff.unified_html
+    )
+
+
+def test_it_shows_a_source_too_long_to_highlight_escaped(settings):
+    html = str(highlight_python("x = '<script>'\n" * 10_000))
+    assert "Too long to highlight" in html and "<script>" not in html and "&lt;script&gt;" in html

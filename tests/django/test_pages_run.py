@@ -59,11 +59,11 @@ def test_progress_counts_the_newest_evaluation_of_each_kernel(client):
     Evaluation.objects.create(kernel=kernels[1], hardware=run.hardware, state="running")
     Evaluation.objects.create(kernel=kernels[2], hardware=run.hardware, state="failed", failure_reason="gone")
     progress = reads.run_progress(run)
-    assert progress.label == "1 of 4 evaluated, 1 running, 1 queued, 1 failed"
+    assert progress.label == "1 of 4 kernels evaluated, 1 running, 1 queued, 1 failed"
     body = client.get(f"/api/v1/runs/{run.pk}/progress/").json()
     assert body["pending"] == 2 and body["done"] is False and body["label"] == progress.label
     html = client.get(f"/runs/{run.pk}/").content.decode()
-    assert "1 of 4 evaluated, 1 running, 1 queued, 1 failed" in html
+    assert "1 of 4 kernels evaluated, 1 running, 1 queued, 1 failed" in html
     assert 'data-pending="2"' in html and "run_progress.js" in html
 
 

@@ -111,3 +111,10 @@ def test_the_level_page_takes_the_name(client, two_sets):
     response = client.get("/levels/1/?set=Starter%20v1")
     assert response.context["problem_set"].slug == "starter-v1"
     assert client.get("/problems/?set=STARTER%20V1").context["problem_set"].slug == "starter-v1"
+
+
+def test_the_detail_routes_take_the_slug_or_the_name(client, two_sets):
+    assert client.get("/api/v1/problem-sets/KernelBench%20v0.1/").json()["slug"] == "kernelbench-v01"
+    assert client.get("/api/v1/problem-sets/kernelbench-v01/").json()["name"] == "KernelBench v0.1"
+    assert client.get("/api/v1/hardware/nvidia%20h100%2080gb%20hbm3/").json()["slug"] == "h100_modal"
+    assert client.get("/api/v1/problem-sets/nope/").status_code == 404

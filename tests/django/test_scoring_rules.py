@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from evaluation import evaluate
-from leaderboard.evaluations.jobs import _load
+from leaderboard.evaluations.jobs import load_inputs as _load
 from leaderboard.evaluations.queue import request_evaluation
 from leaderboard.models import Evaluation, Kernel
 from problems.models import Hardware, Problem, ProblemSet, ScoringRules

@@ -5,7 +5,7 @@ from django_rq.settings import get_queues_list
 from django_rq.workers import get_worker_class
 
 from evaluation import EvaluationConfig
-from leaderboard.evaluations.jobs import _load
+from leaderboard.evaluations.jobs import load_inputs as _load
 from leaderboard.evaluations.queue import eval_queue, request_evaluation
 from leaderboard.evaluations.rq_worker import EvalWorker
 from leaderboard.evaluations.worker_pool import default_worker_count, worker_commands

@@ -2,7 +2,7 @@
 
 import pytest
 
-from leaderboard.evaluations.jobs import _load
+from leaderboard.evaluations.jobs import load_inputs as _load
 from leaderboard.models import Evaluation, Kernel
 from tests.pagekit import REFERENCE, make_hardware, make_run, make_set
 

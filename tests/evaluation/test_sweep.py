@@ -100,3 +100,26 @@ def test_sweep_cli_on_cpu(tmp_path):
 def test_sweep_usage_errors(tmp_path):
     r = cli("sweep", str(tmp_path), "--levels", "1", "--device", "cpu")
     assert r.returncode == 2 and "no problems found" in r.stderr
+
+
+def test_sweep_builds_kernels_in_the_pool_ahead_of_the_workers(tmp_path, monkeypatch):
+    """Kernels that build (here: modules that name load_inline, so the build stage imports them in its
+    own sandboxed process) are built by the pool; the workers find them built."""
+    kb = kb_tree(tmp_path)
+    kernels = tmp_path / "kernels" / "level1"
+    kernels.mkdir(parents=True)
+    for name in ("1_add_one", "10_double_super"):
+        src = self_kernel(read(kb / "KernelBench" / "level1" / f"{name}.py"))
+        (kernels / f"{name}.py").write_text("from torch.utils.cpp_extension import load_inline  # noqa\n" + src)
+    out = tmp_path / "res.jsonl"
+    monkeypatch.setenv("KB_BUILD_CACHE", str(tmp_path / "cache"))
+    r = cli("sweep", str(kb), "--levels", "1", "--device", "cpu", "--kernels", str(tmp_path / "kernels"),
+            "--build-workers", "2", "--timing-trials", "2", "--correctness-trials", "1", "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(d["status"] == "correct" for d in rows), rows
+    assert all(d["prebuild"]["status"] == "built" and d["build_cached"] for d in rows), rows
+    assert all("compile" not in d["timings_s"] for d in rows)  # no evaluation built its own
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["build_workers"] == 2 and summary["builds_in_evaluation"] == 0
+    assert summary["builds"] == 2 and "builds: 2 by 2 build process(es)" in r.stdout

@@ -11,7 +11,7 @@ The kernel source steers the fake with comment lines:
     # fake: sleep_first=<s>      sleeps that long on the first call for this marker only
     # fake: raise                raises (an infrastructure failure, as a broken library would)
     # fake: raise_first          raises on the first call for this marker only
-    # fake: status=<status>      the verdict to return (default: correct)
+    # fake: status=<status>      the verdict to return (default: correct), or infrastructure_error
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ import os
 import re
 import time
 from typing import Any
+
+# What the fake says went wrong, by status (a host's failure names the host's reason).
+FAKE_ERRORS = {"infrastructure_error": "fake: No space left on device"}
 
 
 def _directives(source: str) -> dict[str, str]:
@@ -70,7 +73,7 @@ def evaluate(problem_source: str, kernel_source: str, config: Any = None) -> dic
         "trials_total": 5,
         "flags": [],
         "notes": [],
-        "error": None if correct else "fake failure",
+        "error": None if correct else FAKE_ERRORS.get(status, "fake failure"),
         "log": "",
         "timings_s": {"total": 0.0},
         "environment": {"fake": True},

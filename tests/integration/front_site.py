@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+from gunicorn.ctl.client import ControlClient
 
 from tests.integration.live_site import free_port, wait_for_port
 
@@ -181,3 +182,46 @@ def probe_healthz(url: str, probes: int = 5, timeout: float = 3.0) -> list[float
             seconds.append(None)
         time.sleep(max(0.0, 1.0 - (time.monotonic() - start)))
     return seconds
+
+
+def _gunicorn(var_dir: Path, port: int) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "KB_VAR_DIR": str(var_dir),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "WEB_CONCURRENCY": "1",
+    }
+    command = [sys.executable, "-m", "gunicorn", "config.wsgi", "--config", "site/gunicorn.conf.py",
+               "--bind", f"127.0.0.1:{port}"]  # fmt: skip
+    return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _answering_pid(path: Path, seconds: float = 30) -> int | None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists():
+            try:
+                with ControlClient(str(path), timeout=5) as client:
+                    return client.send_command("show stats")["pid"]
+            except Exception:  # noqa: BLE001 - not listening yet
+                pass
+        time.sleep(0.1)
+    return None
+
+
+def control_socket_owners() -> tuple[list[int], list[int | None]]:
+    """Two gunicorn instances with site/gunicorn.conf.py, one var folder, two binds (the site and
+    `make bench-web` side by side): (their pids, the pid each one's control socket answers with)."""
+    var_dir = Path(tempfile.mkdtemp(prefix="kb-ctl-"))  # short: a Unix socket's path holds 107 bytes
+    ports = [free_port(), free_port()]
+    procs = [_gunicorn(var_dir, port) for port in ports]
+    try:
+        for proc, port in zip(procs, ports, strict=True):
+            wait_for_port(port, proc)
+        answering = [_answering_pid(var_dir / "run" / f"gunicorn-127.0.0.1-{port}.ctl") for port in ports]
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=30)
+        shutil.rmtree(var_dir, ignore_errors=True)
+    return [proc.pid for proc in procs], answering

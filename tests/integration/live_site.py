@@ -216,7 +216,10 @@ def case_2_deep_json(site, data):
         api.post(f"{site.url}/api/v1/kernels/{data['kernel']}/reports/", data='{"a": ' * 5000 + "1" + "}" * 5000,
                  headers={"Content-Type": "application/json"}),
     ]
-    return responses, "400 'nested deeper than 64 levels'", lambda r: r.status_code == 400 and "nested deeper" in r.text
+    # The 200 KB body is over the route's body cap (issue 19): a 413 before parsing, naming the cap.
+    return responses, "400 'nested deeper than 64 levels', or 413 naming the body cap", lambda r: (
+        (r.status_code == 400 and "nested deeper" in r.text) or (r.status_code == 413 and "the limit here is" in r.text)
+    )
 
 
 def case_3_run_numbers(site, data):
@@ -331,11 +334,11 @@ CASES: list[Callable] = [
 ]
 
 
-def replay(site: LiveSite, data: dict) -> list[Outcome]:
-    """Every case: its statuses, whether each response is what it must be, and whether the row
-    counts stayed as they were. The site must answer after each case."""
+def replay(site: LiveSite, data: dict, cases: list[Callable] | None = None) -> list[Outcome]:
+    """Every case (issue 12's unless given): its statuses, whether each response is what it must be,
+    and whether the row counts stayed as they were. The site must answer after each case."""
     outcomes = []
-    for case in CASES:
+    for case in CASES if cases is None else cases:
         before = row_counts()
         result = case(site, data)
         responses, expected, check = result[:3]

@@ -65,7 +65,7 @@ def test_import_verify_watch_and_export_from_the_client(site, workers, tmp_path)
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr + workers.output(worker)[-3000:]
     run = Run.objects.get()
     assert "queued 2 evaluations" in submitted.stdout
-    assert "2 of 2 evaluated" in submitted.stderr  # the progress bar's last line
+    assert "2 of 2 kernels evaluated" in submitted.stderr  # the progress bar's last line
     assert "fast_1" in submitted.stdout and "sample 0" in submitted.stdout and f"/runs/{run.pk}/" in submitted.stdout
 
     (score,) = reads.run_scores(run, reads.run_problems(run))
@@ -126,4 +126,4 @@ def test_a_config_file_gives_the_site_and_token(site, tmp_path):
     submitted = kbl(environ, "submit", str(run_zip(tmp_path / "run.zip")), "--model", "M", "--hardware", "cpu")
     assert submitted.returncode == 0, submitted.stderr
     status = kbl(environ, "status", str(Run.objects.get().pk))
-    assert status.returncode == 0 and "0 of 2 evaluated, 2 not evaluated" in status.stdout
+    assert status.returncode == 0 and "0 of 2 kernels evaluated, 2 not evaluated" in status.stdout

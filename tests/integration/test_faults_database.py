@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import connection
 
 from tests.integration.conftest import database_url
+from tests.integration.fault_report import record
 from tests.integration.live_site import LiveSite, seed
 from tests.integration.tcp_proxy import TcpProxy
 
@@ -57,6 +58,8 @@ def test_a_database_outage_answers_503_with_retry_after_then_200(site_and_proxy)
         during += statuses(site)
     proxy.restore()
 
+    codes = [r.status_code for r in during]
+    record("5. PostgreSQL gone for 5 s", requests=len(during), statuses={c: codes.count(c) for c in set(codes)})
     assert {r.status_code for r in during} == {503}, [(r.url, r.status_code) for r in during if r.status_code != 503]
     assert all(r.headers["Retry-After"] == "5" for r in during)
     api = [r for r in during if "/api/" in r.url]
@@ -67,4 +70,5 @@ def test_a_database_outage_answers_503_with_retry_after_then_200(site_and_proxy)
     back = time.monotonic()
     while {r.status_code for r in statuses(site)} != {200}:
         assert time.monotonic() - back < 10, "still failing 10 s after the database came back"
+    record("5. PostgreSQL back", all_200_after_s=round(time.monotonic() - back, 2))
     assert [r.status_code for r in statuses(site) + statuses(site)] == [200] * 2 * len(PAGES)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
+from tests.integration.budget_cases import BUDGET_CASES, seed_budgets
 from tests.integration.conftest import database_url
 from tests.integration.live_site import LiveSite, case_5_throttle_across_workers, replay, seed
 
@@ -29,6 +30,14 @@ def live(transactional_db, redis_server, tmp_path):
 def test_every_repro_gets_a_4xx_and_writes_nothing(live):
     site, data = live
     outcomes = replay(site, data)
+    failed = [f"{o.case}: {o.statuses} (rows unchanged: {o.counts_unchanged}) {o.note} {o.bodies[:2]}"
+              for o in outcomes if not (o.ok and o.counts_unchanged)]
+    assert not failed, "\n".join(failed)
+
+
+def test_every_work_budget_repro_of_issue_19_is_bounded_and_writes_nothing(live):
+    site, data = live
+    outcomes = replay(site, seed_budgets(data), BUDGET_CASES)
     failed = [f"{o.case}: {o.statuses} (rows unchanged: {o.counts_unchanged}) {o.note} {o.bodies[:2]}"
               for o in outcomes if not (o.ok and o.counts_unchanged)]
     assert not failed, "\n".join(failed)

@@ -10,7 +10,7 @@ from rq.utils import now
 
 from leaderboard.evaluations import queue as jobs
 from leaderboard.evaluations.sweep import sweep_evaluations
-from leaderboard.models import Evaluation
+from leaderboard.models import Evaluation, Run
 from problems.models import Hardware
 
 from .conftest import fake_calls, fake_source, submit
@@ -38,6 +38,7 @@ def test_a_hardware_missing_from_eval_queues_still_gets_its_queue_and_worker(env
     assert "eval-a100" not in settings.EVAL_QUEUES
     a100 = Hardware.objects.create(slug="a100", name="A100", kind=Hardware.Kind.CPU)
     (kernel,) = make_kernels([fake_source("a100")])
+    Run.objects.filter(pk=kernel.run_id).update(hardware=a100)  # a run's kernels are evaluated on its hardware
     (evaluation,) = submit([kernel], a100)
     assert jobs.eval_queue(a100.queue_name).job_ids == [evaluation.job_id]
 

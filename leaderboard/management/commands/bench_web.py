@@ -7,6 +7,9 @@
   --check, fails when one exceeds its bound (the CI smoke test's assertion).
 - `writes`: the write paths' cost at this size: re-scoring one run after an evaluation finishes,
   and importing a 270-kernel KernelBench run folder (seconds and queries).
+- `writer --rate 5 [--seconds S | --count N]`: finished evaluations stored through the GPU worker's
+  own path, each into a different run (benchmarks/web/churn.py), until interrupted.
+- `visible --base URL`: seconds until a stored result shows on the level-1 boards over HTTP.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from benchmarks.web import dataset
+from benchmarks.web import churn, dataset
 from leaderboard.models import Kernel, LanguageModel, Run
 from leaderboard.reads import board_store
 from problems.models import Problem
@@ -37,10 +40,17 @@ class Command(BaseCommand):
     help = "Generate the web benchmark's dataset, list its URLs, count their queries, time the writes."
 
     def add_arguments(self, parser):
-        parser.add_argument("action", choices=["generate", "urls", "session", "queries", "writes"])
+        parser.add_argument(
+            "action", choices=["generate", "urls", "session", "queries", "writes", "writer", "visible"]
+        )
         parser.add_argument("--scale", default="20k", help="kernels (= evaluations): 20k, 1.3M, ...")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--check", action="store_true", help="fail when a URL exceeds the query bound")
+        parser.add_argument("--rate", type=float, default=1.0, help="writer: evaluations stored per second")
+        parser.add_argument("--seconds", type=float, help="writer: stop after this long")
+        parser.add_argument("--count", type=int, help="writer: stop after this many")
+        parser.add_argument("--base", help="visible: the served site, http://host:port")
+        parser.add_argument("--trials", type=int, default=3, help="visible: results stored and watched")
 
     def handle(self, *args, **options):
         getattr(self, options["action"])(options)
@@ -96,6 +106,14 @@ class Command(BaseCommand):
             started = time.monotonic()
             call_command("import_run", folder, "--model", "model-0", "--hardware", "h100", stdout=self.stdout)
             self.stdout.write(f"importing a 270-kernel run: {time.monotonic() - started:.2f} s, {len(queries)} queries")
+
+
+    def writer(self, options):
+        churn.write(options["rate"], options["seconds"], options["count"], options["seed"], self.stdout.write)
+
+    def visible(self, options):
+        seconds = churn.visible(options["base"], options["trials"], limit=30.0, out=self.stdout.write)
+        self.stdout.write(f"visible after: median {statistics.median(seconds):.2f} s, max {max(seconds):.2f} s")
 
 
 def reviewer() -> User:

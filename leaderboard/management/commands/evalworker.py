@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -25,6 +26,8 @@ from django_rq.workers import get_worker_class
 from redis import Redis
 
 from evaluation import probe_hardware
+from evaluation.build_stage import default_build_workers
+from evaluation.sweep import host_gpu_count
 from leaderboard.evaluations.attempts import release_running_on
 from leaderboard.evaluations.queue import redis_connection
 from leaderboard.evaluations.rq_worker import default_worker_name
@@ -127,6 +130,11 @@ class Command(BaseCommand):
             help="worker processes to run (default: EVAL_WORKERS, else what the host runs well: one per GPU, "
             "one per 4 CPU cores; docs/workers.md)",
         )
+        parser.add_argument(
+            "--no-prebuild",
+            action="store_true",
+            help="do not run the builder child that compiles upcoming kernels ahead of the GPU",
+        )
 
     def handle(self, *args, **options):
         info = self.hardware_info(options)
@@ -146,9 +154,11 @@ class Command(BaseCommand):
         conn = self.connect()
         self.startup_sweep()
         count = options["workers"] or default_worker_count(device_of(info, hardware))
-        sweeper = None
+        sweeper = builder = None
         if not options["burst"] and not options["no_sweep"]:
             sweeper = start_sweeper(hardware.slug)
+        if hardware.kind == Hardware.Kind.GPU and not options["no_prebuild"] and settings.EVAL_BUILD_WORKERS != 0:
+            builder = start_builder(queues, info, host_wide=count > 1)
         try:
             if count > 1:
                 self.stdout.write(f"worker {name}: starting {count} workers")
@@ -162,6 +172,7 @@ class Command(BaseCommand):
             with contextlib.suppress(Exception):
                 release_running_on(name, "worker shut down during the job")
             stop_sweeper(sweeper)
+            stop_sweeper(builder)
         self.stdout.write(f"worker {name}: stopped")
 
     def hardware_info(self, options: dict[str, Any]) -> dict[str, Any]:
@@ -199,6 +210,21 @@ def start_sweeper(slug: str) -> subprocess.Popen[bytes]:
     """The sweeper child (`sweep_evaluations --loop`), which also keeps the Hardware row's last_seen_at."""
     command = [sys.executable, sys.argv[0], "sweep_evaluations", "--loop", "--hardware", slug]
     command += ["--interval", str(settings.EVAL_SWEEP_INTERVAL_S)]
+    return subprocess.Popen(command, preexec_fn=_die_with_parent)
+
+
+def start_builder(queues: list[str], info: dict[str, Any], host_wide: bool) -> subprocess.Popen[bytes]:
+    """The builder child (`prebuild_evaluations`): compiles the next queued kernels on the CPU. The
+    worker's jobs and the builder build for the GPU's architecture (the probe's), so one build serves
+    every GPU of the host. ``host_wide``: this evalworker runs all of the host's GPU workers, so its
+    builder gets the host's whole build share (else each per-GPU worker's builder gets its part)."""
+    if info.get("capability") and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        os.environ["TORCH_CUDA_ARCH_LIST"] = str(info["capability"])
+    command = [sys.executable, sys.argv[0], "prebuild_evaluations"]
+    for queue in queues:
+        command += ["--queue", queue]
+    if host_wide and settings.EVAL_BUILD_WORKERS is None:
+        command += ["--workers", str(default_build_workers(max(1, host_gpu_count())))]
     return subprocess.Popen(command, preexec_fn=_die_with_parent)
 
 

@@ -1,7 +1,8 @@
 """What the evaluation queues hold, side by side with what the database says is pending.
 
 Sections: one line per queue (jobs in Redis by RQ registry beside queued / running evaluations in
-the database), the live workers, when each hardware was last seen, and the bound on a dead worker.
+the database), the live workers, the worker hosts' free disk space (a host below EVAL_MIN_FREE_MB
+starts nothing), when each hardware was last seen, and the bound on a dead worker.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from django.utils import timezone
 from redis import Redis
 from rq import Worker
 
+from leaderboard.evaluations import host_space
 from leaderboard.evaluations.queue import eval_queue, redis_connection
 from leaderboard.evaluations.sweep import dead_worker_bound_s
 from leaderboard.models import Evaluation
@@ -31,6 +33,7 @@ class Command(BaseCommand):
         self.show_queues(now, conn, hardware)
         if conn is not None:
             self.show_workers(conn)
+            self.show_space()
         self.stdout.write("\nhardware last seen:")
         for hw in hardware:
             seen = f"{(now - hw.last_seen_at).total_seconds():.0f} s ago" if hw.last_seen_at else "never"
@@ -71,6 +74,15 @@ class Command(BaseCommand):
             job = worker.get_current_job_id() or "idle"
             queues = ",".join(worker.queue_names())
             self.stdout.write(f"  {worker.name:<32} {worker.get_state():<10} {queues:<20} {job}")
+
+
+    def show_space(self) -> None:
+        """Free space each worker host reported (its sweeper, every sweep); below the floor it starts nothing."""
+        self.stdout.write(f"\ndisk space on worker hosts (floor EVAL_MIN_FREE_MB={settings.EVAL_MIN_FREE_MB}):")
+        for space in host_space.reports():
+            free = ", ".join(f"{label} {mb:.0f} MB free" for label, mb in space.free_mb.items())
+            verdict = f"STARTS NOTHING: {space.shortage}" if space.low else "ok"
+            self.stdout.write(f"  {space.host:<24} {free:<48} {verdict}")
 
 
 def redis_counts(name: str) -> list[int]:

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
+from leaderboard.evaluations import host_space
 from leaderboard.evaluations.sweep import dead_worker_bound_s, run_sweeper, sweep_evaluations
 from problems.models import Hardware
 
@@ -36,7 +37,8 @@ class Command(BaseCommand):
         slug = options["hardware"]
 
         def touch() -> None:
-            if slug:
+            if slug:  # the sweeper child of a worker: say the worker host is alive, and its free space
                 Hardware.objects.filter(slug=slug).update(last_seen_at=timezone.now())
+                host_space.report()
 
         run_sweeper(interval, stop, after_each=touch)

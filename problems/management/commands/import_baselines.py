@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from problems.baselines import compile_variant_from_name, read_baseline_file
-from problems.importing import ImportReport, upsert, with_progress
+from problems.importing import ImportReport, find_or_create, upsert, with_progress
 from problems.kernelbench_files import MalformedInput
 from problems.management.commands.import_problems import DEFAULT_SET
 from problems.models import Baseline, Hardware, Problem, ProblemSet, hardware_slug
@@ -44,10 +44,11 @@ class Command(BaseCommand):
     @transaction.atomic
     def _import(self, entries, problem_set, hardware_name, mode, variant, source_file) -> ImportReport:
         device_name = next((e.device_name for e in entries if e.device_name), "")
-        hardware = Hardware.objects.resolve(hardware_name)
-        if hardware is None:
-            slug = hardware_slug(hardware_name)
-            hardware = Hardware.objects.create(slug=slug, name=device_name or slug, device_name=device_name)
+        slug = hardware_slug(hardware_name)
+        hardware, _ = find_or_create(  # a concurrent import naming the same new hardware finds its row
+            lambda: Hardware.objects.resolve(hardware_name),
+            lambda: Hardware.objects.create(slug=slug, name=device_name or slug, device_name=device_name),
+        )
         problems = {(p.level, p.number): p for p in Problem.objects.filter(problem_set=problem_set)}
         report = ImportReport()
         for entry in with_progress(entries, len(entries), self.stdout.write, "baselines"):

@@ -1,0 +1,230 @@
+"""The build stage: compile a kernel off the GPU, in its own sandboxed process, into the build cache.
+
+``prebuild(kernel_source, config)`` imports the kernel module in a sandboxed ``build`` process (the
+same isolation as the kernel process: scrubbed environment, its own uid, time and memory limits, no
+network) with no GPU visible and ``TORCH_CUDA_ARCH_LIST`` set to the target architecture, so that
+``load_inline`` compiles; the result is published into the cache (``evaluation.build``). The GPU
+phase of the evaluation then only loads the built module. ``BuildPool`` runs builds side by side in
+a pool of such processes, ahead of the GPUs (the sweep and the site's workers use it).
+
+A compiler failure is recorded in the cache entry (``compile_error`` with the compiler's message, at
+once, for every later evaluation of that source); a module that fails at import for another reason
+(say it touches the GPU at import) is published if something was built, and the GPU phase does the
+rest.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from .build import BuildDir, needs_build
+from .sandbox import ChildError, Sandbox
+from .types import EvaluationConfig
+
+#: Statuses of a build: nothing to build, found in the cache (built, or a recorded compiler error),
+#: built now, the compiler failed, left to the GPU phase, or the build process timed out / crashed.
+BUILD_STATUSES = ("not_needed", "cached", "built", "compile_error", "deferred", "timeout", "crashed")
+
+
+@dataclass
+class BuildOutcome:
+    status: str
+    seconds: float = 0.0  # wall time of the build process (0 when nothing was built)
+    error: str | None = None
+    log: str = ""
+    steps_s: dict[str, float] = field(default_factory=dict)  # ninja's own record: seconds per output
+    started: float = 0.0  # time.monotonic() when the build began (after the lock)
+    finished: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "seconds": round(self.seconds, 3), "error": self.error,
+                "steps_s": self.steps_s}
+
+
+def default_build_workers(gpus: int = 1) -> int:
+    """Build processes for a host: $KB_BUILD_WORKERS, else the cores left after one timing core and
+    one worker core per GPU, two per build (a load_inline build compiles two files at once)."""
+    env = os.environ.get("KB_BUILD_WORKERS")
+    if env:
+        return max(1, int(env))
+    cores = len(os.sched_getaffinity(0))
+    return max(1, (cores - 2 * gpus) // 2)
+
+
+@functools.lru_cache(maxsize=1)
+def _probed_arch() -> str:
+    from .hardware import probe_hardware  # deferred: only when no architecture was named
+
+    return str(probe_hardware("cuda").get("capability") or "")
+
+
+def target_arch(cfg: EvaluationConfig) -> str:
+    """The architecture CUDA kernels are built for: the config's, $TORCH_CUDA_ARCH_LIST, else the GPU's."""
+    if cfg.device != "cuda":
+        return ""
+    return cfg.cuda_arch or os.environ.get("TORCH_CUDA_ARCH_LIST") or _probed_arch()
+
+
+def arch_env(cfg: EvaluationConfig) -> dict[str, str]:
+    """What every process touching the build cache must agree on (else ninja sees other flags and rebuilds)."""
+    arch = target_arch(cfg)
+    return {"TORCH_CUDA_ARCH_LIST": arch} if arch else {}
+
+
+def build_dir_for(kernel_source: str, cfg: EvaluationConfig) -> BuildDir:
+    return BuildDir(cfg.build_cache_dir, kernel_source, cfg.device, target_arch(cfg))
+
+
+def prebuild(kernel_source: str, cfg: EvaluationConfig, wait: bool = True) -> BuildOutcome:
+    """Build ``kernel_source`` into the cache unless it is there; ``wait`` False: give up at once
+    (status ``deferred``) if another process holds the entry."""
+    if not needs_build(kernel_source):
+        return BuildOutcome("not_needed")
+    build = build_dir_for(kernel_source, cfg)
+    deadline = time.monotonic() + cfg.timeout_s
+    if not build.lock(deadline, wait=wait):
+        return BuildOutcome("deferred", error="the cache entry is busy or unusable")
+    try:
+        return build_locked(build, kernel_source, cfg, deadline)
+    finally:
+        build.unlock()
+
+
+def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float) -> BuildOutcome:
+    """Under the entry's lock: the cached outcome, or a build in a private folder, then published."""
+    failure = build.failure
+    if failure is not None:
+        return BuildOutcome("compile_error", error=failure.get("error"), log=failure.get("log", ""))
+    if build.built:
+        return BuildOutcome("cached")
+    if build.begin() is None:
+        return BuildOutcome("deferred", error="the build cache is unusable")
+    out = BuildOutcome("deferred", started=time.monotonic())
+    try:
+        reply = _run_build_process(build, kernel_source, cfg, deadline, out)
+    finally:
+        out.finished = time.monotonic()
+        out.seconds = out.finished - out.started
+    out.steps_s = ninja_steps(build.private or "")
+    if reply.get("ok"):
+        out.status = "built"
+        build.publish()
+    elif reply.get("kind") == "compile_error":
+        out.status, out.error = "compile_error", reply.get("error")
+        build.publish({"error": out.error or "", "log": out.log})
+    elif reply.get("kind") == "deferred" and _has_library(build.private or ""):
+        build.publish()  # what was compiled is kept; the GPU phase imports the module again
+    else:
+        build.abandon()
+    return out
+
+
+def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
+                       out: BuildOutcome) -> dict[str, Any]:
+    env = {**arch_env(cfg), "CUDA_VISIBLE_DEVICES": ""}
+    sandbox = Sandbox(device="cpu", size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
+                      hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
+                      disable=cfg.disable_defences, max_processes=cfg.max_processes,
+                      file_size_limit_mb=cfg.file_size_limit_mb, extra_env=env)
+    reply: dict[str, Any] = {}
+    try:
+        if sandbox.switch_uid:
+            build.give_to(sandbox.uids["build"])
+        proc = sandbox.spawn("build", "", sandbox.write_source("kernel.py", kernel_source))
+        ready = proc.recv(deadline)
+        reply = proc.request({"op": "build"}, deadline) if ready.get("ok") else ready
+        out.error = reply.get("error") or None
+        out.log = (reply.get("traceback") or "") + proc.read_log()
+    except ChildError as exc:
+        out.status, out.error = exc.kind, f"build process: {exc.message}"
+        out.log = "".join(p.read_log() for p in sandbox.procs)
+    finally:
+        sandbox.close()
+        if sandbox.switch_uid:
+            build.give_to(0)
+    return reply
+
+
+def _has_library(private: str) -> bool:
+    for _dirpath, _dirs, files in os.walk(os.path.join(private, "torch_extensions")):
+        if any(f.endswith(".so") for f in files):
+            return True
+    return False
+
+
+def ninja_steps(entry: str) -> dict[str, float]:
+    """Seconds per output of the builds in an entry, from ninja's own log (``.ninja_log``: start and
+    end in ms per output): where a build's time went (the C++ wrapper, the .cu file, the link)."""
+    steps: dict[str, float] = {}
+    ext = os.path.join(entry, "torch_extensions")
+    for name in (os.listdir(ext) if os.path.isdir(ext) else []):
+        try:
+            with open(os.path.join(ext, name, ".ninja_log"), encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split("\t")
+            if len(parts) >= 4 and parts[0].isdigit():
+                steps[f"{name}/{parts[3]}"] = (int(parts[1]) - int(parts[0])) / 1000.0
+    return steps
+
+
+class BuildPool:
+    """Builds side by side in ``workers`` sandboxed build processes (one thread drives each).
+
+    ``submit(source)`` returns a future of the ``BuildOutcome``; sources are built in the order
+    submitted, so a pool fed the GPU queue's order builds N+1 ... N+k while the GPUs evaluate N.
+    The same source submitted twice is built once.
+    """
+
+    def __init__(self, workers: int, cfg: EvaluationConfig, cpus: list[int] | None = None) -> None:
+        self.workers = max(1, workers)
+        self.cfg = cfg
+        # Build processes inherit their thread's CPU mask: keep them off the cores timed processes use.
+        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kb-build",
+                                        initializer=_pin_thread, initargs=(cpus,))
+        self._futures: dict[str, Future[BuildOutcome]] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, kernel_source: str, cfg: EvaluationConfig | None = None) -> Future[BuildOutcome]:
+        """Build ``kernel_source`` (under ``cfg``, else the pool's) unless it was submitted before."""
+        with self._lock:
+            fut = self._futures.get(kernel_source)
+            if fut is None:
+                fut = self._pool.submit(_safe_prebuild, kernel_source, cfg or self.cfg)
+                self._futures[kernel_source] = fut
+            return fut
+
+    @property
+    def pending(self) -> int:
+        """Builds submitted and not finished."""
+        with self._lock:
+            return sum(not f.done() for f in self._futures.values())
+
+    def close(self, wait: bool = True) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    def __enter__(self) -> BuildPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _pin_thread(cpus: list[int] | None) -> None:
+    if cpus:
+        os.sched_setaffinity(0, cpus)  # 0 = this thread (Linux): its children start with this mask
+
+
+def _safe_prebuild(kernel_source: str, cfg: EvaluationConfig) -> BuildOutcome:
+    try:
+        return prebuild(kernel_source, cfg)
+    except Exception as exc:  # noqa: BLE001 - a failed build stage leaves the build to the GPU phase
+        return BuildOutcome("deferred", error=f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,81 @@
+"""What of an evaluation everyone may see; the rest only reviewers, admins and the kernel's
+submitter see (leaderboard.reviews.services.can_read_raw_output decides who).
+
+- The log and the error text are the kernel's own output: a kernel that prints /etc/passwd, or
+  raises an exception carrying a file's contents, would publish them (issue 19 case 7). Public
+  replies leave both out and say so.
+- Worker host details tell an attacker about the hosts (case 14): the worker's host name and pid
+  (its name, in the progress line and in failure reasons), and from the sandbox's environment the
+  uids it runs kernels as, the paths it hides, the build cache's paths. The environment is
+  published by an allow-list, so a key the scoring library adds later stays private until
+  someone adds it here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from leaderboard.evaluations.progress import Progress
+
+# What a visitor needs to judge a timing: the machine and software, and whether isolation held.
+PUBLIC_ENVIRONMENT_KEYS = frozenset(
+    {
+        "device", "device_name", "cpu", "torch", "python", "cuda", "driver", "sm_count", "capability",
+        "torch_threads", "hardware_slug", "isolation_mode", "network_isolated", "pid_namespace",
+        "filesystem_isolated", "memory_limit", "kernel_peak_rss_mb", "input_mb", "output_mb",
+        "output_transport", "demo", "note",
+    }
+)  # fmt: skip
+WITHHELD_FIELDS = ("log", "error")
+WITHHELD_REASON = "The log and error text of an evaluation are shown to reviewers, admins and the kernel's submitter."
+A_WORKER = "a worker"
+# leaderboard.evaluations.attempts writes "attempt 2 on <worker name>: <reason>".
+_ATTEMPT_ON = re.compile(r"\battempt (\d+) on [^\s:]+:")
+
+
+def public_environment(environment: Any) -> dict[str, Any]:
+    if not isinstance(environment, Mapping):
+        return {}
+    return {key: value for key, value in environment.items() if key in PUBLIC_ENVIRONMENT_KEYS}
+
+
+def hide_worker(text: str, worker_name: str) -> str:
+    """`text` without the worker's name: this attempt's worker, and those of earlier attempts
+    that failure reasons name."""
+    if not text:
+        return text
+    if worker_name:
+        text = text.replace(worker_name, A_WORKER)
+    return _ATTEMPT_ON.sub(r"attempt \1:", text)
+
+
+def public_progress(progress: Progress, worker_name: str) -> Progress:
+    return dataclasses.replace(
+        progress,
+        label=hide_worker(progress.label, worker_name),
+        worker="",
+        failure_reason=hide_worker(progress.failure_reason, worker_name),
+    )
+
+
+def public_evaluation_data(data: dict[str, Any], worker_name: str) -> dict[str, Any]:
+    """An evaluation as the API serialised it, made public: log and error withheld (None, and
+    named in `withheld`), the environment by the allow-list, no worker name."""
+    for name in WITHHELD_FIELDS:
+        if name in data:
+            data[name] = None
+    if "environment" in data:
+        data["environment"] = public_environment(data["environment"])
+    if "worker_name" in data:
+        data["worker_name"] = ""
+    if "failure_reason" in data:
+        data["failure_reason"] = hide_worker(data["failure_reason"], worker_name)
+    if isinstance(data.get("progress"), dict):
+        progress = data["progress"]
+        progress.update(worker="", label=hide_worker(progress.get("label", ""), worker_name),
+                        failure_reason=hide_worker(progress.get("failure_reason", ""), worker_name))  # fmt: skip
+    data["withheld"] = [name for name in WITHHELD_FIELDS if name in data]
+    return data

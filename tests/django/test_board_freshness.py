@@ -1,0 +1,95 @@
+"""Boards under writes (issue 22): a request is served the last complete build, a result stored by
+the GPU worker's own path (claim, then store_result) reaches the board within
+BOARD_FRESHNESS_SECONDS through a background rebuild, and Last-Modified and the ETag advance with
+it. Committed transactions (transaction=True): the rebuild runs in a thread of its own."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.core.cache import cache
+from django.utils.http import parse_http_date
+
+from leaderboard.evaluations import attempts
+from leaderboard.models import Evaluation, Kernel
+from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FRESHNESS = 5  # the default
+
+
+@pytest.fixture(autouse=True)
+def _bounds(settings):
+    settings.BOARD_FRESHNESS_SECONDS = FRESHNESS
+    settings.BOARD_REBUILD_SECONDS = 1
+    cache.clear()  # builds kept by other tests' databases
+    yield
+    cache.clear()
+
+
+def _kernel(world, problem) -> Kernel:
+    """A kernel waiting for its evaluation (its creation re-scores the run: one version)."""
+    return Kernel.objects.create(run=world.run, problem=problem, source=f"class ModelNew: pass  # {problem.pk}")
+
+
+def _store(world, kernel: Kernel, speedup: float) -> None:
+    """A finished evaluation stored as a GPU worker stores it: one version more."""
+    evaluation = kernel.evaluations.create(hardware=world.hardware)  # queued, as the enqueue leaves it
+    claim = attempts.claim(evaluation.pk, "test-worker")
+    data = {"status": Evaluation.Status.CORRECT, "compiled": True, "correct": True, "speedup": speedup}
+    assert attempts.store_result(claim, data)
+
+
+def _geomean(response) -> str:
+    """The run's geomean speedup as the board shows it."""
+    if response["Content-Type"].startswith("application/json"):
+        return f"{response.json()['results'][0]['summary']['geomean_speedup']:.2f}x"
+    return "2.96x" if "2.96x" in response.content.decode() else "2.50x" if "2.50x" in response.content.decode() else "?"
+
+
+def _wait_for(client, url: str, shown: str, limit: float):
+    """(the first response showing the geomean `shown`, seconds it took), polling every 50 ms."""
+    started = time.monotonic()
+    while True:
+        response = client.get(url)
+        if _geomean(response) == shown:
+            return response, time.monotonic() - started
+        assert time.monotonic() - started < limit, f"{shown} not on {url} within {limit} s"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("url", ["/levels/1/", "/api/v1/leaderboard/?level=1"])
+def test_a_stored_result_reaches_the_board_within_the_bound(client, world, url):
+    before, after = "2.50x", "2.96x"  # the geomean of 2.5, then of 2.5 and 3.5
+    _store(world, _kernel(world, world.problems[0]), 2.5)
+    waiting = _kernel(world, world.problems[1])
+    first = client.get(url)
+    assert _geomean(first) == before
+    assert "public" in first["Cache-Control"] and f"s-maxage={FRESHNESS}" in first["Cache-Control"]
+    time.sleep(1.1)  # Last-Modified counts whole seconds
+
+    _store(world, waiting, 3.5)
+    served = client.get(url)  # the kept build: no request waits for a rebuild
+    assert _geomean(served) == before and served["ETag"] == first["ETag"]
+    fresh, seconds = _wait_for(client, url, after, limit=FRESHNESS)
+
+    assert seconds < FRESHNESS
+    assert fresh["ETag"] != first["ETag"]
+    assert parse_http_date(fresh["Last-Modified"]) > parse_http_date(first["Last-Modified"])
+    assert client.get(url, HTTP_IF_NONE_MATCH=fresh["ETag"]).status_code == 304
+
+
+def test_a_build_lacking_a_write_older_than_the_bound_is_never_served(client, world, settings):
+    settings.BOARD_FRESHNESS_SECONDS = 0  # every write is "too old" at once: the request builds
+    _store(world, _kernel(world, world.problems[0]), 2.5)
+    assert "2.50x" in client.get("/levels/1/").content.decode()
+    _store(world, _kernel(world, world.problems[1]), 3.5)
+    assert "2.96x" in client.get("/levels/1/").content.decode()
+
+
+def test_the_page_says_how_current_it_is(client, world):
+    _store(world, _kernel(world, world.problems[0]), 2.5)
+    page = client.get("/levels/1/").content.decode()
+    assert 'id="board-as-of"' in page and f"shows within {FRESHNESS} s" in page

@@ -1,0 +1,42 @@
+"""The adaptive stop of the timing rounds: on the interval's width only, with a floor."""
+
+from __future__ import annotations
+
+import random
+
+from evaluation.timing import Rounds, narrow_enough
+
+
+def rounds(n: int, noise: float, ratio: float = 1.0, seed: int = 0) -> Rounds:
+    rng = random.Random(seed)
+    r = Rounds(calls=10)
+    for _ in range(n):
+        r.ref.append(ratio * (1 + rng.gauss(0, noise)))
+        r.ker.append(1 + rng.gauss(0, noise))
+    return r
+
+
+def test_quiet_rounds_stop_at_the_floor():
+    assert narrow_enough(rounds(6, 0.001), target=0.01, floor=6)
+    assert not narrow_enough(rounds(5, 0.001), target=0.01, floor=6)  # never below the floor
+
+
+def test_noisy_rounds_go_on():
+    assert not narrow_enough(rounds(6, 0.05), target=0.01, floor=6)
+    assert narrow_enough(rounds(500, 0.05), target=0.01, floor=6)
+
+
+def test_the_rule_ignores_where_the_speedup_lies():
+    for ratio in (0.5, 1.0, 3.0):  # same noise, other speedups: same decision
+        assert narrow_enough(rounds(8, 0.002, ratio), target=0.01, floor=6)
+        assert not narrow_enough(rounds(8, 0.05, ratio), target=0.01, floor=6)
+
+
+def test_off_means_the_full_count():
+    assert not narrow_enough(rounds(50, 0.0001), target=None, floor=6)
+
+
+def test_with_a_second_reference():
+    r = rounds(6, 0.001)
+    r.ref2 = list(r.ref)
+    assert narrow_enough(r, target=0.01, floor=6)
