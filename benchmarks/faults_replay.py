@@ -49,7 +49,7 @@ def main() -> int:
     report = Path(tempfile.mkdtemp(prefix="kb-faults-")) / "report.jsonl"
     env = {**os.environ, "KB_FAULTS_REPORT": str(report)}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", *SUITE, "-q", "-rs", "-p", "no:cacheprovider"],
+    done = subprocess.run([sys.executable, "-m", "pytest", *SUITE, "-q", "-rfEs", "-p", "no:cacheprovider"],
                           cwd=REPO, env=env, capture_output=True, text=True)
     elapsed = time.monotonic() - started
     database = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"

@@ -63,6 +63,21 @@ def _size_problems() -> list[Warning]:
                 id="kb.W001",
             )
         )
+    # The site-wide body cap (config.middleware.limit_request_body) runs before any route's own.
+    route_caps = {
+        "RUN_UPLOAD_MAX_BYTES": settings.RUN_UPLOAD_MAX_BYTES,
+        "API_TABLE_MAX_BYTES": settings.API_TABLE_MAX_BYTES,
+        "API_BODY_MAX_BYTES": settings.API_BODY_MAX_BYTES,
+    }
+    over = [name for name, cap in route_caps.items() if cap > settings.REQUEST_BODY_MAX_BYTES]
+    if over:
+        problems.append(
+            Warning(
+                f"REQUEST_BODY_MAX_BYTES is below {', '.join(over)}: such bodies get the site-wide 413 first.",
+                hint="Raise REQUEST_BODY_MAX_BYTES to at least the largest route cap.",
+                id="kb.W002",
+            )
+        )
     return problems
 
 

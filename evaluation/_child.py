@@ -77,14 +77,14 @@ def _apply_masks(masks: list[list[Any]]) -> None:
 
     Each mask is [directory, [exposed paths...], source]: source None covers the directory with an
     empty tmpfs (mode 0755, root's: the sandbox's uid cannot write it); a source path is bind-mounted
-    over it instead (the process's own /tmp). Exposed paths are opened (O_PATH) before the directory
+    over it instead (the process's own /tmp; a file over a file: /etc/passwd). Exposed paths are opened (O_PATH) before the directory
     is covered and bind-mounted back from those descriptors, so they are reachable even when they
     live below a covered directory. Only this process's private mount namespace is affected.
     """
     libc = _libc()
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)
     for directory, exposed, source in masks:
-        if not os.path.isdir(directory):
+        if not os.path.exists(directory):
             continue
         held = []
         for path in exposed:
@@ -439,7 +439,10 @@ class Harness:
             while tb is not None:
                 in_compiler = in_compiler or "cpp_extension" in tb.tb_frame.f_code.co_filename
                 tb = tb.tb_next
-            return {"ok": False, "kind": "compile_error" if in_compiler else "deferred", "error": _one_line(exc),
+            # A compiler that met a full disk is the host's failure: never recorded as the kernel's
+            # compile error; the GPU phase imports the module again and judges (evaluation.host_errors).
+            kind = "compile_error" if in_compiler and not host_error(exc) else "deferred"
+            return {"ok": False, "kind": kind, "error": _one_line(exc),
                     "traceback": traceback.format_exc(), "import_s": (_perf_counter_ns() - t0) / 1e9}
         return {"ok": True, "import_s": (_perf_counter_ns() - t0) / 1e9}
 

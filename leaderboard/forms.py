@@ -12,7 +12,8 @@ from problems.models import Hardware, Problem
 
 
 class SubmissionForm(forms.Form):
-    """`SubmissionForm(problem=...)`; post it to `{% url 'problem-submit' problem.pk %}`."""
+    """`SubmissionForm(problem=..., user=...)` (its "one of your runs" lists that user's runs);
+    post it to `{% url 'problem-submit' problem.pk %}`."""
 
     source = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false", "class": "code"}),

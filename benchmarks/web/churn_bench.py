@@ -10,6 +10,8 @@ writer and the freshness probe are `manage.py` subprocesses.
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import signal
 import statistics
 import subprocess
@@ -72,20 +74,32 @@ def first_after_a_write(base: str, manage: list[str]) -> dict[str, float]:
 
 
 class Writer:
-    """`manage.py bench_web writer --rate R` in the background for the length of a `with` block."""
+    """`manage.py bench_web writer` in the background for the length of a `with` block: one process
+    per write a second (GPU workers are separate processes; one process on a loaded machine
+    cannot store 5 a second), together at `rate`."""
 
     def __init__(self, manage: list[str], rate: float) -> None:
-        self.command = [*manage, "writer", "--rate", str(rate), "--seed", str(int(rate * 10))]
+        self.processes_n = max(1, math.ceil(rate))
+        each = rate / self.processes_n
+        self.commands = [
+            [*manage, "writer", "--rate", f"{each:g}", "--seed", str(int(rate * 10) + n)]
+            for n in range(self.processes_n)
+        ]
         self.summary = ""
 
     def __enter__(self) -> Writer:
-        self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE, text=True)
+        self.processes = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for command in self.commands]
         time.sleep(3)  # Django starting: the phase is timed with writes landing
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.process.send_signal(signal.SIGINT)
-        self.summary = (self.process.communicate(timeout=120)[0] or "").strip()
+        for process in self.processes:
+            process.send_signal(signal.SIGINT)
+        lines = [(process.communicate(timeout=120)[0] or "").strip() for process in self.processes]
+        achieved = sum(float(rate) for line in lines for rate in re.findall(r"\(([\d.]+)/s\)", line))
+        self.summary = f"{self.processes_n} writer process(es), together {achieved:.2f} evaluations/s:\n" + "\n".join(
+            f"  {line}" for line in lines
+        )
 
 
 def phase(base: str, args, manage: list[str], rate: float) -> dict:

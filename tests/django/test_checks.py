@@ -18,3 +18,8 @@ def test_a_non_redis_url_is_an_error():
 @override_settings(EVAL_QUEUES=["eval-h200", "gpu queue"])
 def test_a_badly_named_queue_is_an_error():
     assert "kb.E002" in check_ids()
+
+
+@override_settings(REQUEST_BODY_MAX_BYTES=1_000_000)
+def test_a_site_body_cap_below_a_route_cap_is_a_warning():
+    assert "kb.W002" in check_ids()

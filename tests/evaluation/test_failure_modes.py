@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from evaluation import INFRASTRUCTURE_ERROR
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
 
 ADD_ONE = EVAL_PROBLEMS / "add_one.py"
@@ -59,6 +60,10 @@ def test_status(case):
 def test_hang_times_out():
     t0 = time.monotonic()
     res = run(ADD_ONE, kernel("        while True:\n            pass"), timeout_s=15, timing_trials=0)
+    if res.status == INFRASTRUCTURE_ERROR and "failed to start" in (res.error or ""):
+        # The host took the whole budget to start the processes, before any of the kernel's code ran:
+        # no verdict (evaluation.host_errors), and nothing this test can say about a hang.
+        pytest.skip(f"the host was too slow to start the sandbox within 15 s: {res.error}")
     assert res.status == "timeout"
     assert time.monotonic() - t0 < 40
 
