@@ -77,14 +77,14 @@ def _apply_masks(masks: list[list[Any]]) -> None:
 
     Each mask is [directory, [exposed paths...], source]: source None covers the directory with an
     empty tmpfs (mode 0755, root's: the sandbox's uid cannot write it); a source path is bind-mounted
-    over it instead (the process's own /tmp). Exposed paths are opened (O_PATH) before the directory
+    over it instead (the process's own /tmp; a file over a file: /etc/passwd). Exposed paths are opened (O_PATH) before the directory
     is covered and bind-mounted back from those descriptors, so they are reachable even when they
     live below a covered directory. Only this process's private mount namespace is affected.
     """
     libc = _libc()
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE, None)
     for directory, exposed, source in masks:
-        if not os.path.isdir(directory):
+        if not os.path.exists(directory):
             continue
         held = []
         for path in exposed:

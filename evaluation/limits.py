@@ -15,6 +15,7 @@ Nothing here imports torch or touches CUDA (the worker process calls it).
 from __future__ import annotations
 
 import os
+import time
 
 #: A CPU evaluation runs a reference and a kernel process (torch threads in each) and times them in
 #: turns on quiet cores: two workers on a 2-core host ran slower than one (docs/workers.md).
@@ -166,14 +167,20 @@ class MemoryMeter:
 
     The sum of resident sizes is cheap (statm) and never below the proportional sum, so while it is
     under the limit nothing more is read. Above it, the proportional sum (smaps_rollup, a page-table
-    walk per process: ~20 ms for a process holding torch) is measured, and measured again only once
-    the resident sum has grown, since that measurement, by more than the room left under the limit.
+    walk per process: 1-20 ms for a process holding torch, more on a loaded host) is measured, and
+    measured again only once the resident sum has grown, since that measurement, by more than the
+    room left under the limit, and not sooner than ``COST_FACTOR`` times the last measurement's
+    cost: a tree of hundreds of forked torch processes must not keep the watchdog busy (its task
+    count is checked between measurements), at the price of a later verdict on such a tree.
     """
+
+    COST_FACTOR = 4.0
 
     def __init__(self, limit_mb: int) -> None:
         self.limit_kb = limit_mb * 1024
         self.pss_kb: int | None = None  # the last proportional measurement
         self.rss_floor_kb = 0  # the lowest resident sum seen since it
+        self.next_measure_at = 0.0
         self.measurements = 0
 
     def over_limit(self, pids: list[int]) -> tuple[bool, float, float]:
@@ -184,9 +191,11 @@ class MemoryMeter:
             return False, rss / 1024, -1.0
         if self.pss_kb is not None:
             self.rss_floor_kb = min(self.rss_floor_kb, rss)
-            if self.pss_kb + (rss - self.rss_floor_kb) <= self.limit_kb:
+            if self.pss_kb + (rss - self.rss_floor_kb) <= self.limit_kb or time.monotonic() < self.next_measure_at:
                 return False, rss / 1024, -1.0
+        started = time.monotonic()
         self.pss_kb = sum(pss_kb(p) for p in pids)
+        self.next_measure_at = time.monotonic() + self.COST_FACTOR * (time.monotonic() - started)
         self.rss_floor_kb = rss
         self.measurements += 1
         return self.pss_kb > self.limit_kb, rss / 1024, self.pss_kb / 1024

@@ -209,8 +209,8 @@ def compute_masks(needed: list[str], hide: tuple[str, ...],
     """What to mount over which directory: ``[directory, [needed paths re-exposed below it], source]``.
 
     ``source`` None: an empty tmpfs (hidden directories, and ancestors of needed paths that others
-    cannot traverse); a path: that directory bind-mounted in its place (``private``: /tmp -> the
-    process's own temporary directory)."""
+    cannot traverse); a path: that directory (or file) bind-mounted in its place (``private``: /tmp
+    -> the process's own temporary directory, /etc/passwd -> a list of two accounts)."""
     targets: dict[str, str | None] = {}
     for p in needed:
         parts = p.split(os.sep)
@@ -223,7 +223,7 @@ def compute_masks(needed: list[str], hide: tuple[str, ...],
         if os.path.isdir(h):
             targets.setdefault(os.path.realpath(h), None)
     for directory, source in (private or {}).items():
-        if os.path.isdir(directory):
+        if os.path.exists(directory):
             targets[os.path.realpath(directory)] = source
     # Outer masks first; drop a target nested in another target (the outer one hides it).
     kept: list[str] = []
@@ -601,7 +601,9 @@ class Sandbox:
             os.mkdir(d, 0o700)
             if uid is not None:
                 os.chown(d, uid, uid)
-        masks = compute_masks(self.needed, tuple(self.hidden), private) if self.mode in ("root", "userns") else []
+        isolated = self.mode in ("root", "userns")
+        masks = compute_masks(self.needed, tuple(self.hidden), {**private, **self._accounts(role, uid, workdir)}) \
+            if isolated else []
         self.masks = masks
         spec = {
             "role": role, "device": self.device, "workdir": workdir, "problem_path": problem_path,
@@ -617,6 +619,24 @@ class Sandbox:
         self.procs.append(p)
         self.watchdog.add(p)
         return p
+
+    def _accounts(self, role: str, uid: int | None, workdir: str) -> dict[str, str]:
+        """/etc/passwd and /etc/group as the process sees them: root and its own uid, not the host's
+        users (bind-mounted over the real ones; root-owned, so the process cannot change them)."""
+        folder = os.path.join(self.root, f"accounts-{role}")
+        os.mkdir(folder, 0o755)
+        passwd, group = "root:x:0:0:root:/root:/usr/sbin/nologin\n", "root:x:0:\n"
+        if uid is not None:
+            passwd += f"kb-sandbox:x:{uid}:{uid}:KernelBench sandbox:{workdir}:/usr/sbin/nologin\n"
+            group += f"kb-sandbox:x:{uid}:\n"
+        files = {}
+        for target, text in (("/etc/passwd", passwd), ("/etc/group", group)):
+            path = os.path.join(folder, os.path.basename(target))
+            with open(path, "w", encoding="ascii") as fh:
+                fh.write(text)
+            os.chmod(path, 0o644)
+            files[target] = path
+        return files
 
     def _rlimits(self) -> dict[str, int]:
         rlimits: dict[str, int] = {"RLIMIT_CORE": 0, "RLIMIT_FSIZE": self.file_size_limit_mb * 2**20}

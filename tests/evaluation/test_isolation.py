@@ -8,6 +8,7 @@ the leaks, which shows that each check can fail.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -167,6 +168,8 @@ for folder in ("/tmp", "/var/tmp", "/dev/shm"):
     os.makedirs(path + ".d/locked", exist_ok=True)
     os.chmod(path + ".d", 0)  # a folder its owner cannot list any more: removal must cope
     seen += [folder + "/" + entry for entry in os.listdir(folder) if entry.startswith("kb-host-")]
+with open("/etc/passwd") as fh:
+    seen.append("users:" + ",".join(sorted(line.split(":")[0] for line in fh if line.strip())))
 try:
     with open({settings!r}) as fh:
         seen.append("settings:" + fh.read(40))
@@ -219,6 +222,12 @@ def test_a_kernel_leaves_nothing_in_tmp_var_tmp_or_dev_shm(leftovers_probe):
     assert left == []
     assert "kb-host-" not in res.error  # its /tmp is its own: the host's files are not in it
     assert res.environment.get("private_tmp") is True
+
+
+@needs_mount_namespace
+def test_a_kernel_sees_no_account_of_the_host(leftovers_probe):
+    res, _ = leftovers_probe
+    assert re.search(r"users:(kb-sandbox,)?root \|", res.error or ""), res.error
 
 
 @needs_mount_namespace
