@@ -19,6 +19,7 @@ from kbl.http import Api
 
 FAILED, USAGE, API = 1, 2, 3
 PENDING = ("queued", "running")
+ZIP_MAGIC = b"PK\x03\x04"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -150,7 +151,10 @@ def kernel(api: Api, args: argparse.Namespace) -> int:
 
 def export(api: Api, args: argparse.Namespace) -> int:
     query = f"?level={args.level}" if args.level else ""
-    data = api.request("GET", f"/api/v1/runs/{args.run}/export/{query}")
+    path = f"/api/v1/runs/{args.run}/export/{query}"
+    data = api.request("GET", path)
+    if not data.startswith(ZIP_MAGIC):  # a proxy's error page, say: not written over the output
+        raise replies.UnexpectedReply(f"unexpected reply from {api.settings.url}{path}: not a zip archive")
     args.output.write_bytes(data)
     print(f"wrote {args.output} ({len(data)} bytes): run {args.run} as a KernelBench run folder")
     return 0

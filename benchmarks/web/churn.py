@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import time
@@ -40,17 +41,23 @@ def random_verdict(rng: random.Random) -> dict:
     return {"status": "incorrect", "compiled": True, "correct": False}
 
 
-def write(rate: float, seconds: float | None, count: int | None, seed: int, out: Callable[[str], None]) -> None:
+def write(
+    rate: float, seconds: float | None, count: int | None, seed: int, out: Callable[[str], None], stop_file: str = ""
+) -> None:
     """Store evaluations at `rate` per second, each into the next run (runs in a shuffled cycle),
-    for `seconds` or `count` writes, or until interrupted; prints what it achieved."""
+    for `seconds` or `count` writes, until `stop_file` exists, or until interrupted; prints what it
+    achieved."""
     rng = random.Random(seed)
     runs = list(Run.objects.values_list("pk", "hardware_id"))
     rng.shuffle(runs)
     took: list[float] = []
+    out("writing")  # the first line: ready (benchmarks/web/churn_bench.py waits for it)
     started = time.monotonic()
     try:
         for n, (run_id, hardware_id) in enumerate(cycle(runs)):
             if (count is not None and n >= count) or (seconds is not None and time.monotonic() - started >= seconds):
+                break
+            if stop_file and os.path.exists(stop_file):  # a signal could land inside a query
                 break
             if rate > 0:
                 time.sleep(max(0.0, started + n / rate - time.monotonic()))
@@ -60,11 +67,10 @@ def write(rate: float, seconds: float | None, count: int | None, seed: int, out:
     except KeyboardInterrupt:
         pass
     elapsed = time.monotonic() - started
-    if took:
-        out(
-            f"writer: {len(took)} evaluations stored in {elapsed:.1f} s ({len(took) / elapsed:.2f}/s); "
-            f"store + re-score p50 {statistics.median(took) * 1000:.0f} ms, max {max(took) * 1000:.0f} ms"
-        )
+    timing = (
+        f"; store + re-score p50 {statistics.median(took) * 1000:.0f} ms, max {max(took) * 1000:.0f} ms" if took else ""
+    )
+    out(f"writer: {len(took)} evaluations stored in {elapsed:.1f} s ({len(took) / elapsed:.2f}/s){timing}")
 
 
 def _get_json(url: str) -> dict:

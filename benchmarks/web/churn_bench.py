@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
-import signal
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -81,21 +82,28 @@ class Writer:
     def __init__(self, manage: list[str], rate: float) -> None:
         self.processes_n = max(1, math.ceil(rate))
         each = rate / self.processes_n
+        self.stop_file = os.path.join(tempfile.mkdtemp(prefix="kb-writer-"), "stop")
         self.commands = [
-            [*manage, "writer", "--rate", f"{each:g}", "--seed", str(int(rate * 10) + n)]
+            [*manage, "writer", "--rate", f"{each:g}", "--seed", str(int(rate * 10) + n), "--stop-file", self.stop_file]
             for n in range(self.processes_n)
         ]
         self.summary = ""
 
     def __enter__(self) -> Writer:
         self.processes = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for command in self.commands]
-        time.sleep(3)  # Django starting: the phase is timed with writes landing
+        for process in self.processes:  # the phase is timed once every writer is writing
+            process.stdout.readline()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        open(self.stop_file, "w").close()  # each writer stops after its current write
+        lines = []
         for process in self.processes:
-            process.send_signal(signal.SIGINT)
-        lines = [(process.communicate(timeout=120)[0] or "").strip() for process in self.processes]
+            try:
+                lines.append((process.communicate(timeout=120)[0] or "").strip())
+            except subprocess.TimeoutExpired:
+                process.kill()
+                lines.append("(a writer did not stop within 120 s: killed)")
         achieved = sum(float(rate) for line in lines for rate in re.findall(r"\(([\d.]+)/s\)", line))
         self.summary = f"{self.processes_n} writer process(es), together {achieved:.2f} evaluations/s:\n" + "\n".join(
             f"  {line}" for line in lines

@@ -16,7 +16,7 @@ from leaderboard.ops.clients import client_address
 HEADER_TEXT = st.text(st.characters(min_codepoint=32, max_codepoint=0x2FF), max_size=80)
 ADDRESSES = st.one_of(st.ip_addresses().map(str), HEADER_TEXT)
 FORWARDED = st.one_of(HEADER_TEXT, st.lists(ADDRESSES, max_size=6).map(", ".join))
-PROPERTY = hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPERTY = hsettings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _ident(remote: str, forwarded: str | None, **headers: str) -> str:
@@ -70,6 +70,7 @@ def test_an_entry_that_is_not_an_address_is_unknown(settings):
 def test_anonymous_sign_ins_with_a_new_forwarded_for_each_are_still_throttled(client, settings, db):
     """The repro of case 4: a new X-Forwarded-For per request; the third POST at 2/min is a 429."""
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"writes": "2/min"}}
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast; not what is tested
     codes = [
         client.post("/sign-in/", {"username": "x", "password": "y"}, HTTP_X_FORWARDED_FOR=f"10.9.8.{i}").status_code
         for i in range(3)

@@ -3,9 +3,13 @@ the API leaderboard pages its rows and carries intervals."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from leaderboard.models import LanguageModel
+from leaderboard.reads.board_cache import Kept, lacking_since
+from leaderboard.reads.board_store import BoardState
 from tests.django.reviews_factories import review, world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
@@ -43,3 +47,16 @@ def test_the_api_leaderboard_is_paginated_with_intervals(client, world):
     assert body["results"][1]["tied"] is True  # 1 of 4 problems each: intervals overlap
     rest = client.get(body["next"]).json()
     assert [row["rank"] for row in rest["results"]] == [3, 4] and rest["next"] is None
+
+
+def test_a_kept_build_knows_how_old_the_oldest_write_it_lacks_is():
+    """Exact when one version behind (the version's own time), its as-of time when more, a dirty
+    mark's own time when that is older: never later than the truth."""
+    at = [dt.datetime(2026, 1, 1, 0, 0, s, tzinfo=dt.UTC) for s in range(60)]
+    built = BoardState(3, at[10], None)
+    kept = Kept(body=None, version=built.key, modified=at[10], as_of=at[12].timestamp())
+    assert lacking_since(kept, built) is None
+    assert lacking_since(kept, BoardState(4, at[30], None)) == at[30].timestamp()
+    assert lacking_since(kept, BoardState(6, at[30], None)) == at[12].timestamp()
+    assert lacking_since(kept, BoardState(3, at[10], at[20])) == at[20].timestamp()
+    assert lacking_since(kept, BoardState(4, at[30], at[20])) == at[20].timestamp()

@@ -11,8 +11,8 @@ def test_it_evaluates_submitted_kernels_on_cpu_and_keeps_history(env, workers, m
     env["EVAL_CORRECTNESS_TRIALS"] = "2"
     good, wrong = make_kernels([CORRECT_KERNEL, WRONG_KERNEL])
     first, incorrect = submit([good, wrong], cpu)
-    (again,) = submit([good], cpu)  # the same kernel evaluated a second time
-    assert first.state == Evaluation.State.QUEUED
+    (same,) = submit([good], cpu)  # asked again while pending: the one pending evaluation (issue 20.3)
+    assert same.pk == first.pk and first.state == Evaluation.State.QUEUED
 
     output = workers.run_burst()
 
@@ -29,7 +29,10 @@ def test_it_evaluates_submitted_kernels_on_cpu_and_keeps_history(env, workers, m
     assert (incorrect.state, incorrect.status, incorrect.attempts) == ("done", "incorrect", 1)
     assert incorrect.speedup is None
 
-    # History is kept; the newest evaluation is the kernel's latest, and it reused the build.
+    # Evaluated a second time: history is kept; the newest evaluation is the kernel's latest, and it
+    # reused the build.
+    (again,) = submit([good], cpu)
+    output = workers.run_burst()
     again.refresh_from_db()
     assert again.status == Evaluation.Status.CORRECT
     assert again.stage_seconds["build_cached"] is True

@@ -141,3 +141,10 @@ def test_server_text_is_printed_with_control_characters_escaped(capsys):
 
 def test_printable_keeps_ordinary_text():
     assert display.printable("Ünïcode model · 7B (fp16)") == "Ünïcode model · 7B (fp16)"
+
+
+def test_an_export_that_is_not_a_zip_is_exit_3_and_writes_nothing(tmp_path, capsys):
+    output = tmp_path / "run.zip"
+    with hostile_site(b"<html>502 Bad Gateway</html>") as (home, _seen):
+        code = main(["export", "1", "-o", str(output), "--url", home])
+    assert code == 3 and "not a zip archive" in capsys.readouterr().err and not output.exists()

@@ -49,6 +49,7 @@ class Command(BaseCommand):
         parser.add_argument("--rate", type=float, default=1.0, help="writer: evaluations stored per second")
         parser.add_argument("--seconds", type=float, help="writer: stop after this long")
         parser.add_argument("--count", type=int, help="writer: stop after this many")
+        parser.add_argument("--stop-file", default="", help="writer: stop once this file exists")
         parser.add_argument("--base", help="visible: the served site, http://host:port")
         parser.add_argument("--trials", type=int, default=3, help="visible: results stored and watched")
 
@@ -109,7 +110,14 @@ class Command(BaseCommand):
 
 
     def writer(self, options):
-        churn.write(options["rate"], options["seconds"], options["count"], options["seed"], self.stdout.write)
+        churn.write(
+            options["rate"], options["seconds"], options["count"], options["seed"], self._say, options["stop_file"]
+        )
+
+    def _say(self, line: str) -> None:
+        """A line at once, through a pipe too (churn_bench waits for the writer's first)."""
+        self.stdout.write(line)
+        self.stdout.flush()
 
     def visible(self, options):
         seconds = churn.visible(options["base"], options["trials"], limit=30.0, out=self.stdout.write)
