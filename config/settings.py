@@ -160,7 +160,7 @@ EVAL_MIN_FREE_MB = env_int("EVAL_MIN_FREE_MB", 1024)
 # host's memory and worker count (evaluation.limits.default_memory_limit_mb reads the same variable).
 EVAL_MEMORY_LIMIT_MB = env_optional_int("EVAL_MEMORY_LIMIT_MB")
 # Worker processes one `evalworker` runs. Unset: what the host runs well (one per GPU it may use, one
-# per 4 CPU cores: evaluation.limits.workers_for; two CPU workers on 2 cores were slower than one).
+# per 4 CPU cores: evaluation.limits.workers_for; docs/workers.md has the measurements).
 EVAL_WORKERS = env_optional_int("EVAL_WORKERS")
 # Look-ahead builds on a GPU host (docs/workers.md, "Builds ahead of the GPUs"): each GPU worker's
 # builder compiles the kernels of the next EVAL_BUILD_AHEAD queued evaluations in EVAL_BUILD_WORKERS

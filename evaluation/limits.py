@@ -18,7 +18,7 @@ import os
 import time
 
 #: A CPU evaluation runs a reference and a kernel process (torch threads in each) and times them in
-#: turns on quiet cores: two workers on a 2-core host ran slower than one (docs/workers.md).
+#: turns on quiet cores: beside a second one on 2 cores, each evaluation ran 50% longer (docs/workers.md).
 CORES_PER_CPU_WORKER = 4
 
 #: Share of the host's memory that evaluations may use together (the rest: the OS, the worker).
