@@ -23,7 +23,7 @@ from pathlib import Path
 import requests
 from gunicorn.ctl.client import ControlClient
 
-from tests.integration.live_site import free_port, wait_for_port
+from tests.integration.live_site import free_port, stop_processes, wait_for_port
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "site" / "nginx" / "kernelbench.conf.template"
@@ -120,15 +120,7 @@ class Front:
         raise RuntimeError(f"{self.url}/healthz never answered 200")
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-        self.procs.clear()
+        stop_processes(self.procs)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

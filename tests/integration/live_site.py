@@ -41,6 +41,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_processes(procs: list[subprocess.Popen]) -> None:
+    """Stop started servers, last started first: SIGTERM, then SIGKILL after 15 s; empties `procs`."""
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    procs.clear()
+
+
 def wait_for_port(port: int, proc: subprocess.Popen, seconds: float = 30) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -137,15 +150,7 @@ class LiveSite:
         return self
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-        self.procs.clear()
+        stop_processes(self.procs)
 
     def healthy(self) -> bool:
         return requests.get(self.url + "/api/v1/", timeout=10).status_code == 200
