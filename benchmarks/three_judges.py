@@ -260,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kb-src")
     ap.add_argument("--out")
     ap.add_argument("--subset", help="file of level<L>/<problem> lines: only these, in this order")
+    ap.add_argument("--device", default="cuda", help="cpu: a dry run of the loop (every judge fails)")
+    ap.add_argument("--start", type=int, default=0, help="skip the first N kernels (of the subset)")
     ap.add_argument("--stop-after", type=float, default=1e9, help="start no kernel after this many seconds")
     ap.add_argument("--gpu-after", help="wait for this file to exist before the first GPU work")
     ap.add_argument("--build-workers", type=int, default=5, help="per builder (ours and KernelBench's)")
@@ -290,9 +292,10 @@ def host(args: argparse.Namespace) -> int:
 
     from kernel_corpus import load_manifest
 
-    from evaluation import EvaluationConfig, evaluate
+    from evaluation import EvaluationConfig
     from evaluation.build import needs_build
     from evaluation.build_stage import BuildPool, target_arch
+    from evaluation.runner import evaluate_prepared, prepare
     from evaluation.sweep import find_tasks
 
     t_start = time.monotonic()
@@ -302,10 +305,16 @@ def host(args: argparse.Namespace) -> int:
         order = [ln.strip() for ln in open(args.subset, encoding="utf-8") if ln.strip() and not ln.startswith("#")]
         by_name = {f"level{t.level}/{t.problem}": t for t in tasks}
         tasks = [by_name[n] for n in order if n in by_name]
+    tasks = tasks[args.start:]
     cores = sorted(os.sched_getaffinity(0))
-    timing_core = cores[-1] if len(cores) >= 4 else None
-    build_cores = cores[:-2] if len(cores) >= 4 else cores
-    base = EvaluationConfig(device="cuda", seed=42, cpus=(timing_core,) if timing_core is not None else ())
+    # The last core times (every timed process, ours and KernelBench's, in turn); the three before it
+    # start the next evaluation's processes; builds get the rest but core 0, which is left to a
+    # sweep's timing core when one runs beside the builds (--gpu-after).
+    big = len(cores) >= 8
+    timing_core = cores[-1] if big else None
+    main_cores = cores[-4:-1] if big else cores
+    build_cores = cores[1:-4] if big else cores
+    base = EvaluationConfig(device=args.device, seed=42, cpus=(timing_core,) if timing_core is not None else ())
     base = dataclasses.replace(base, cuda_arch=target_arch(base) or None)
     env = dict(os.environ, TORCH_CUDA_ARCH_LIST=base.cuda_arch or "", TORCH_USE_CUDA_DSA="1", MAX_JOBS="2")
     build_root = os.path.join(args.trace_dir, "kb-judge-builds")
@@ -327,27 +336,34 @@ def host(args: argparse.Namespace) -> int:
             ours_builds[id(t)] = ours_pool.submit(sources[id(t)], cfg)
             kb_builds[id(t)] = kb_pool.submit(kb_prebuild, sys.executable, args.kb_src, t.kernel_path,
                                               os.path.join(build_root, f"level{t.level}_{t.problem}"), env)
-    if len(cores) >= 4:
-        os.sched_setaffinity(0, [cores[-2]])
+    os.sched_setaffinity(0, main_cores)
     if args.gpu_after:
         while not os.path.exists(args.gpu_after):
             time.sleep(1)
     print(f"judges: {len(tasks)} kernels; builds queued: {len(ours_builds)} ours, {len(kb_builds)} KernelBench's; "
           f"GPU work starts at {time.monotonic() - t_start:.0f} s", flush=True)
+    def start(t: Any) -> Any:  # our evaluation's processes import torch while the GPU does other work
+        return prepare(open(t.problem_path, encoding="utf-8").read(), sources[id(t)], cfg_for(t)[0])
+
     rows = []
+    nxt = start(tasks[0]) if tasks else None
     with open(args.out, "w", encoding="utf-8") as fh:
         for i, t in enumerate(tasks):
             if time.monotonic() - t_start > args.stop_after:
                 print(f"judges: stopped before {len(tasks) - i} kernel(s) (--stop-after)", flush=True)
+                if nxt is not None:
+                    nxt.sandbox.close()
                 break
             cfg, tol, backend = cfg_for(t)
+            prep, nxt = nxt, None
             t0 = time.monotonic()
             prebuild = {"ours": ours_builds[id(t)].result().to_dict() if id(t) in ours_builds else None,
                         "kb": kb_builds[id(t)].result() if id(t) in kb_builds else None}
             waited = time.monotonic() - t0
             t1 = time.monotonic()
-            ours = ours_summary(evaluate(open(t.problem_path, encoding="utf-8").read(), sources[id(t)], cfg).to_dict())
+            ours = ours_summary(evaluate_prepared(prep).to_dict())
             ours_wall = time.monotonic() - t1
+            nxt = start(tasks[i + 1]) if i + 1 < len(tasks) else None
             judged = run_judge_child(t, backend, tol, os.path.join(build_root, f"level{t.level}_{t.problem}"), args,
                                      timing_core, env)
             row = {"level": t.level, "problem": t.problem, "backend": backend, "tolerance": tol,

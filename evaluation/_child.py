@@ -682,10 +682,13 @@ class Harness:
     def _timed_call(self, inputs: list[Any]) -> tuple[int, int, Any]:
         """One timed call. Returns (reported_ns, host_ns, outputs)."""
         if self.device == "cuda":
-            self._l2_buf.zero_()
-            self._cuda_sync()
-            stream = self._current_stream()
+            # The L2 flush is queued and the start event behind it, with no wait in between (as
+            # KernelBench's harness does): the host's latency to its first launch runs while the
+            # flush does, so the events measure the GPU from the forward's first work to its last,
+            # not the host getting there (docs/evaluation.md, "Three judges").
             h0 = self.timer_fn()
+            self._l2_buf.zero_()
+            stream = self._current_stream()
             self._ev_record(self._ev_start, stream)
             out = self.model(*inputs)
             outs = self.flatten(out)
@@ -700,6 +703,34 @@ class Harness:
         t1 = self.timer_fn()
         return t1 - t0, t1 - t0, outs
 
+    def _re_place(self, seed: int) -> None:
+        """Move the model's tensors and the memory this round allocates to new device addresses.
+
+        On the H200 a ConvTranspose3d forward ran 30 % faster or slower depending on where its
+        tensors lay (same cuDNN kernels, other addresses; benchmarks/gpu/ct3d_probe.py), and a
+        process keeps its places for life: identical code then read 0.89-1.06 against itself. Drawn
+        anew each round, places become noise that the rounds average over, in every process alike.
+        The first places stay referenced (a kernel may hold their addresses, e.g. in a CUDA graph)."""
+        import random
+
+        torch = self.torch
+        self._place_pad = None
+        modules = list(self.model.modules()) if isinstance(self.model, torch.nn.Module) else []
+        if not hasattr(self, "_first_places"):
+            self._first_places = [t for m in modules for t in (*m._parameters.values(), *m._buffers.values())
+                                  if t is not None]
+        torch.cuda.empty_cache()
+        rng = random.Random(seed)
+        self._place_pad = torch.empty(rng.randint(1, 64) * 2**20 + rng.randint(0, 2047) * 512,
+                                      dtype=torch.uint8, device="cuda")
+        for m in modules:
+            for p in m._parameters.values():
+                if p is not None and p.is_cuda:
+                    p.data = p.data.clone()
+            for name, b in list(m._buffers.items()):
+                if b is not None and b.is_cuda:
+                    m._buffers[name] = b.clone()
+
     def time_calls(self, req: dict[str, Any]) -> dict[str, Any]:
         self._release_shared()  # compared already: the kernel process times with no extra mapping
         if "timer_capture" in self.disabled:
@@ -711,6 +742,9 @@ class Harness:
         null_host: list[int] = []
         outs: Any = None
         try:
+            if req.get("place_seed") is not None and self.device == "cuda" and "placement" not in self.disabled:
+                self._re_place(int(req["place_seed"]))
+                self._timed_call(self.gen_inputs(seeds[0]))  # untimed: the new places' first use
             for seed in seeds:
                 inputs = self.gen_inputs(seed)
                 outs = None
@@ -719,11 +753,10 @@ class Harness:
                 host.append(h)
                 del inputs
             if self.device == "cuda" and req.get("calibrate"):
-                for _ in range(5):
-                    self._l2_buf.zero_()
-                    self._cuda_sync()
-                    stream = self._current_stream()
+                for _ in range(5):  # an empty timed region, the flush included as in _timed_call
                     h0 = self.timer_fn()
+                    self._l2_buf.zero_()
+                    stream = self._current_stream()
                     self._ev_record(self._ev_start, stream)
                     self._ev_record(self._ev_end, stream)
                     self._cuda_sync()

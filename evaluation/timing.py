@@ -19,6 +19,7 @@ from .sandbox import SandboxProcess
 from .seeds import derive_seed
 from .session import Abort, Pair
 from .stats import bootstrap_speedup_ci, median, summary
+from .types import EvaluationConfig
 
 
 @dataclass
@@ -93,6 +94,14 @@ def _warm_up(pair: Pair) -> tuple[int, int, float]:
     return calls, n_rounds, null_host
 
 
+def extra_rounds(cfg: EvaluationConfig, n_rounds: int) -> int:
+    """Rounds that may follow ``n_rounds`` while the interval is wider than the target: up to
+    ``max_timing_rounds`` in all, as far as the rounds so far say ``timing_budget_s`` allows."""
+    if cfg.timing_target_halfwidth is None or not cfg.max_timing_rounds or n_rounds < cfg.timing_trials:
+        return 0  # no adaptive rule, no extension asked for, or the budget already cut the rounds
+    return max(0, cfg.max_timing_rounds - n_rounds)
+
+
 def _order(pair: Pair, r: int) -> list[SandboxProcess]:
     """Which process goes first alternates from round to round (rotates, with a second reference)."""
     if pair.ref2 is None:
@@ -106,8 +115,12 @@ def _run_rounds(pair: Pair, calls: int, n_rounds: int, null_host: float, out_dty
     cfg = pair.cfg
     rounds = Rounds(calls)
     check_spots = pair.defence_on("timing_spot_check")
-    for r in range(n_rounds):
-        msg = {"op": "time", "seeds": _seeds(pair, "time", r, calls), "spot_seed": derive_seed(pair.master, "spot", r)}
+    t0 = time.monotonic()
+    for r in range(n_rounds + extra_rounds(cfg, n_rounds)):
+        if r >= n_rounds and cfg.timing_budget_s is not None and (time.monotonic() - t0) * (r + 1) / r > cfg.timing_budget_s:
+            break  # the next round would take the rounds past the budget
+        msg = {"op": "time", "seeds": _seeds(pair, "time", r, calls), "spot_seed": derive_seed(pair.master, "spot", r),
+               "place_seed": derive_seed(pair.master, "place", r)}
         replies = {p.role: _watched_call(pair, p, msg, rounds) for p in _order(pair, r)}
         (rr, rwall), (kr, kwall) = replies["reference"], replies["kernel"]
         if any(len(rep.times_ns) != calls for rep, _ in replies.values()):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from evaluation.timing import Rounds, narrow_enough
+from evaluation.timing import Rounds, extra_rounds, narrow_enough
+from evaluation.types import EvaluationConfig
 
 
 def rounds(n: int, noise: float, ratio: float = 1.0, seed: int = 0) -> Rounds:
@@ -40,3 +41,13 @@ def test_with_a_second_reference():
     r = rounds(6, 0.001)
     r.ref2 = list(r.ref)
     assert narrow_enough(r, target=0.01, floor=6)
+
+
+def test_wide_intervals_get_more_rounds_up_to_the_ceiling():
+    cfg = EvaluationConfig(timing_trials=20, max_timing_rounds=60)
+    assert extra_rounds(cfg, 20) == 40
+    # the time budget already cut the rounds below timing_trials: no more than it allows
+    assert extra_rounds(cfg, 12) == 0
+    assert extra_rounds(EvaluationConfig(timing_trials=20, max_timing_rounds=None), 20) == 0
+    assert extra_rounds(EvaluationConfig(timing_trials=20, timing_target_halfwidth=None), 20) == 0
+    assert extra_rounds(EvaluationConfig(timing_trials=80, max_timing_rounds=60), 80) == 0
