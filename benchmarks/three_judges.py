@@ -373,10 +373,13 @@ def host(args: argparse.Namespace) -> int:
             fh.write(json.dumps(row, default=str) + "\n")
             fh.flush()
             print(one_line(row), flush=True)
+    print(format_figures(figures(rows)), flush=True)
     ours_pool.close(wait=False)
     kb_pool.shutdown(wait=False, cancel_futures=True)
-    print(format_figures(figures(rows)), flush=True)
-    return 0
+    # Builds still running for kernels never reached would hold the interpreter's exit (it joins the
+    # pools' threads): end now; their processes die with the machine or finish on their own.
+    sys.stdout.flush()
+    os._exit(0)
 
 
 # ------------------------------------------------------------------------------------- figures --

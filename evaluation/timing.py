@@ -18,7 +18,7 @@ from .protocol import TimeReply
 from .sandbox import SandboxProcess
 from .seeds import derive_seed
 from .session import Abort, Pair
-from .stats import bootstrap_speedup_ci, median, summary
+from .stats import bootstrap_speedup_ci, central, median, summary
 from .types import EvaluationConfig
 
 
@@ -231,9 +231,9 @@ def _report(pair: Pair, rounds: Rounds) -> None:
         side["unaccounted_ms"] = median(over)
     if rounds.ref2:
         res.reference_ms["processes"] = 2
-        res.reference_ms["process_ratio"] = median(rounds.ref) / median(rounds.ref2)
-    k_med = median(rounds.ker)
-    res.speedup = median(ref_rounds) / k_med if k_med > 0 else math.inf
+        res.reference_ms["process_ratio"] = central(rounds.ref) / central(rounds.ref2)
+    k_mid = central(rounds.ker)
+    res.speedup = central(ref_rounds) / k_mid if k_mid > 0 else math.inf
     if len(ref_rounds) >= 2:
         res.speedup_interval = bootstrap_speedup_ci(ref_rounds, rounds.ker, seed=derive_seed(pair.master, "boot") % 2**32)
     else:
@@ -266,7 +266,7 @@ def with_process_spread(speedup: float, interval: tuple[float, float], rounds: R
     n_ref = 2 if rounds.ref2 else 1
     sigma2 = PROCESS_SIGMA ** 2
     if rounds.ref2:
-        d = math.log(median(rounds.ref) / median(rounds.ref2))
+        d = math.log(central(rounds.ref) / central(rounds.ref2))
         sigma2 = (d * d / 2 + PROCESS_PRIOR_WEIGHT * sigma2) / (1 + PROCESS_PRIOR_WEIGHT)
     var = 1.96 ** 2 * sigma2 * (1 + 1 / n_ref)
     lo, hi = interval
