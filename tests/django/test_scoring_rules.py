@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from evaluation import evaluate
@@ -92,6 +94,29 @@ def test_the_run_page_and_api_say_which_rules_the_run_used(client):
     assert "KernelBench v0.1: tolerance 0.01 fp32" in page and "re-scored" in page
     body = client.get(reverse("api:run-detail", args=[run.pk])).json()
     assert body["rules"]["kernelbench_version"] == "v0.1" and body["rules"]["tolerance"]["fp32"] == 1e-2
+
+
+def test_the_level_board_marks_rows_scored_under_other_rules_than_their_sets(client):
+    problem_set = make_set(levels=(1,))
+    same = make_run(problem_set, [1.2])
+    rescored = make_run(problem_set, [1.3])
+    rescored.rules = ScoringRules.objects.for_version("v0.1")
+    rescored.save()
+    url = reverse("level-board", args=["1"]) + f"?set={problem_set.slug}"
+    with CaptureQueriesContext(connection) as two_runs:
+        page = client.get(url).content.decode()
+    assert page.count('class="small run-rules"') == 1
+    assert 'data-rules="kernelbench-v0-1"' in page and "scored under KernelBench v0.1" in page
+    assert f'data-run="{same.pk}"' in page and f'data-run="{rescored.pk}"' in page
+    for _ in range(6):  # more runs, re-scored under yet other rules: no query per row
+        extra = make_run(problem_set, [1.1])
+        extra.rules = ScoringRules.objects.for_version("v0")
+        extra.save()
+    with CaptureQueriesContext(connection) as eight_runs:
+        page = client.get(url).content.decode()
+    assert page.count('class="small run-rules"') == 7
+    assert len(eight_runs.captured_queries) <= len(two_runs.captured_queries) + 1, (
+        len(two_runs.captured_queries), len(eight_runs.captured_queries))
 
 
 def _import(path: Path, *args: str) -> str:
