@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from .compare import spots_match
-from .protocol import TimeReply
+from .protocol import Reply, TimeReply
 from .sandbox import SandboxProcess
 from .seeds import derive_seed
 from .session import Abort, Pair
@@ -120,8 +120,10 @@ def _run_rounds(pair: Pair, calls: int, n_rounds: int, null_host: float, out_dty
     for r in range(n_rounds + extra_rounds(cfg, n_rounds)):
         if r >= n_rounds and cfg.timing_budget_s is not None and (time.monotonic() - t0) * (r + 1) / r > cfg.timing_budget_s:
             break  # the next round would take the rounds past the budget
-        msg = {"op": "time", "seeds": _seeds(pair, "time", r, calls), "spot_seed": derive_seed(pair.master, "spot", r),
-               "place_seed": derive_seed(pair.master, "place", r)}
+        seeds = _seeds(pair, "time", r, calls)
+        if cfg.device == "cuda" and pair.defence_on("placement"):
+            _place(pair, derive_seed(pair.master, "place", r), seeds[0])
+        msg = {"op": "time", "seeds": seeds, "spot_seed": derive_seed(pair.master, "spot", r)}
         replies = {p.role: _watched_call(pair, p, msg, rounds) for p in _order(pair, r)}
         (rr, rwall), (kr, kwall) = replies["reference"], replies["kernel"]
         if any(len(rep.times_ns) != calls for rep, _ in replies.values()):
@@ -142,6 +144,17 @@ def _run_rounds(pair: Pair, calls: int, n_rounds: int, null_host: float, out_dty
         if narrow_enough(rounds, cfg.timing_target_halfwidth, cfg.min_timing_rounds):
             break
     return rounds
+
+
+def _place(pair: Pair, seed: int, input_seed: int) -> None:
+    """Every process moves its tensors to new device addresses for this round (see _child._re_place),
+    in a request of its own: the parent's clock around the timing requests does not see it."""
+    msg = {"op": "place", "seed": seed, "input_seed": input_seed}
+    for p in [pair.ref, pair.ker] + ([pair.ref2] if pair.ref2 is not None else []):
+        reply = pair.request(p, msg, Reply)
+        if not reply.ok:
+            raise pair.kernel_failed(reply, "while timing: ") if p is pair.ker else \
+                Abort("runtime_error", f"reference failed while timing: {reply.error}")
 
 
 def narrow_enough(rounds: Rounds, target: float | None, floor: int) -> bool:
