@@ -109,9 +109,9 @@ class EvaluationConfig:
     # timing_budget_s) stay the ceiling.
     timing_target_halfwidth: float | None = 0.01
     min_timing_rounds: int = 6
-    # While the interval is still wider than timing_target_halfwidth after timing_trials rounds,
-    # more rounds are taken, up to this many (within timing_budget_s): launch-bound problems, whose
-    # rounds are cheap and noisy, get the rounds they need to rank. None: timing_trials is the end.
+    # CUDA: while the interval is still wider than timing_target_halfwidth after timing_trials
+    # rounds, more rounds are taken, up to this many (within timing_budget_s): launch-bound problems,
+    # whose rounds are cheap and noisy, get the rounds they need to rank. None: timing_trials is the end.
     max_timing_rounds: int | None = 60
     # KernelBench's precision (PRECISIONS): models and floating-point inputs are cast to it; the
     # tolerances follow the outputs' dtype (1e-4 for fp32, 1e-2 for fp16 and bf16, as KernelBench's).

@@ -45,13 +45,15 @@ def test_with_a_second_reference():
 
 
 def test_wide_intervals_get_more_rounds_up_to_the_ceiling():
-    cfg = EvaluationConfig(timing_trials=20, max_timing_rounds=60)
+    cfg = EvaluationConfig(device="cuda", timing_trials=20, max_timing_rounds=60)
     assert extra_rounds(cfg, 20) == 40
     # the time budget already cut the rounds below timing_trials: no more than it allows
     assert extra_rounds(cfg, 12) == 0
-    assert extra_rounds(EvaluationConfig(timing_trials=20, max_timing_rounds=None), 20) == 0
-    assert extra_rounds(EvaluationConfig(timing_trials=20, timing_target_halfwidth=None), 20) == 0
-    assert extra_rounds(EvaluationConfig(timing_trials=80, max_timing_rounds=60), 80) == 0
+    assert extra_rounds(EvaluationConfig(device="cuda", timing_trials=20, max_timing_rounds=None), 20) == 0
+    assert extra_rounds(EvaluationConfig(device="cuda", timing_trials=20, timing_target_halfwidth=None), 20) == 0
+    assert extra_rounds(EvaluationConfig(device="cuda", timing_trials=80, max_timing_rounds=60), 80) == 0
+    # on a CPU the rounds' noise is the host's other load: no extension
+    assert extra_rounds(EvaluationConfig(device="cpu", timing_trials=20, max_timing_rounds=60), 20) == 0
 
 
 def test_the_estimator_moves_smoothly_between_two_modes():
@@ -63,13 +65,3 @@ def test_the_estimator_moves_smoothly_between_two_modes():
     assert median(after) / median(before) < 0.8
     assert 0.96 < central(after) / central(before) < 1.0
     assert central([1.0, 1.0, 1.0, 50.0]) == 1.0  # one slow outlier still does not move it
-
-
-def test_an_evaluation_takes_more_rounds_while_its_interval_is_wide():
-    from tests.evaluation.helpers import EVAL_PROBLEMS, read, run, self_kernel
-
-    problem = EVAL_PROBLEMS / "matmul_small.py"
-    res = run(problem, self_kernel(read(problem)), timing_trials=6, max_timing_rounds=9,
-              timing_target_halfwidth=1e-9, timing_budget_s=None)
-    assert res.status == "correct", res.error
-    assert res.environment["timing_rounds"] == 9
