@@ -20,6 +20,7 @@ import gc
 import json
 import os
 import platform
+import random
 import resource
 import socket
 import sys
@@ -741,8 +742,6 @@ class Harness:
         process keeps its places for life: identical code then read 0.89-1.06 against itself. Drawn
         anew each round, places become noise that the rounds average over, in every process alike.
         The first places stay referenced (a kernel may hold their addresses, e.g. in a CUDA graph)."""
-        import random
-
         torch = self.torch
         self._place_pad = None
         modules = list(self.model.modules()) if isinstance(self.model, torch.nn.Module) else []
