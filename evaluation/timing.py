@@ -124,7 +124,7 @@ def _run_rounds(pair: Pair, calls: int, n_rounds: int, null_host: float, out_dty
         if r >= n_rounds and cfg.timing_budget_s is not None and (time.monotonic() - t0) * (r + 1) / r > cfg.timing_budget_s:
             break  # the next round would take the rounds past the budget
         seeds = _seeds(pair, "time", r, calls)
-        if cfg.device == "cuda" and pair.defence_on("placement"):
+        if pair.defence_on("placement"):  # on a CPU the processes answer at once (nothing to move)
             _place(pair, derive_seed(pair.master, "place", r), seeds[0])
         msg = {"op": "time", "seeds": seeds, "spot_seed": derive_seed(pair.master, "spot", r)}
         replies = {p.role: _watched_call(pair, p, msg, rounds) for p in _order(pair, r)}
