@@ -41,6 +41,8 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from evaluation.stats import median  # noqa: E402 - the repository root is put on the path first
+
 #: fp32 tolerance of the rules each problem source was published under (docs/evaluation.md,
 #: "Scoring rules per KernelBench version").
 TOLERANCE_BY_PROBLEM_REPO = {"anneouyang/KernelBenchLeaderboard": 1e-2, "ScalingIntelligence/KernelBench": 1e-4}
@@ -105,9 +107,8 @@ def _gpu_activities(trace_path: str, prefix: str) -> list[tuple[float, float, in
 
 
 def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return (s[n // 2] + s[(n - 1) // 2]) / 2 if n else math.nan
+    """evaluation.stats.median, NaN for no values (a forward the trace saw nothing of)."""
+    return median(xs) if xs else math.nan
 
 
 def _profile_side(torch: Any, kbt: Any, fn: Any, args: list[Any], calls: int, trace_dir: str, tag: str) -> dict[str, Any]:

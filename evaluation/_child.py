@@ -213,6 +213,8 @@ class Harness:
         self.prev_out_ref: Any = None
         self._shared: cuda_ipc.SharedBuffer | None = None
         self.ipc_error: str | None = None
+        self._first_places: list[Any] | None = None  # the model's tensors where they were made (_re_place)
+        self._place_pad: Any = None
         fd = spec.get("fd_sock")
         self.fd_sock = socket.socket(fileno=fd) if isinstance(fd, int) else None
 
@@ -745,7 +747,7 @@ class Harness:
         torch = self.torch
         self._place_pad = None
         modules = list(self.model.modules()) if isinstance(self.model, torch.nn.Module) else []
-        if not hasattr(self, "_first_places"):
+        if self._first_places is None:
             self._first_places = [t for m in modules for t in (*m._parameters.values(), *m._buffers.values())
                                   if t is not None]
         torch.cuda.empty_cache()

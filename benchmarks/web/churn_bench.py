@@ -19,19 +19,9 @@ import tempfile
 import threading
 import time
 
-from http_bench import fetch, percentile
+from http_bench import BOARD_PAGES, fetch, percentile
 
-BOARDS = (
-    "/",
-    "/levels/1/",
-    "/levels/2/",
-    "/levels/3/",
-    "/levels/all/",
-    "/levels/1/?p=1.5",
-    "/levels/1/?export=csv",
-    "/levels/1/?export=json",
-    "/api/v1/leaderboard/?level=1",
-)
+BOARDS = (*BOARD_PAGES, "/api/v1/leaderboard/?level=1")
 CONCURRENT_URL = "/levels/1/"
 
 

@@ -14,6 +14,17 @@ import time
 import urllib.request
 
 SIGNED_IN = ("/review/",)  # pages timed as a signed-in reviewer
+#: The board pages every web benchmark times (bench_web's table, churn_bench's phases).
+BOARD_PAGES = (
+    "/",
+    "/levels/1/",
+    "/levels/2/",
+    "/levels/3/",
+    "/levels/all/",
+    "/levels/1/?p=1.5",
+    "/levels/1/?export=csv",
+    "/levels/1/?export=json",
+)
 
 
 def fetch(base: str, url: str, cookie: str) -> tuple[int, int, float]:

@@ -28,6 +28,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from benchmarks.web import churn, dataset
+from benchmarks.web.http_bench import BOARD_PAGES
 from leaderboard.models import Kernel, LanguageModel, Run
 from leaderboard.reads import board_store
 from problems.models import Problem
@@ -137,14 +138,7 @@ def bench_urls() -> list[str]:
     kernel = Kernel.objects.order_by("pk").first()
     run = Run.objects.order_by("pk").first()
     return [
-        "/",
-        "/levels/1/",
-        "/levels/2/",
-        "/levels/3/",
-        "/levels/all/",
-        "/levels/1/?p=1.5",
-        "/levels/1/?export=csv",
-        "/levels/1/?export=json",
+        *BOARD_PAGES,
         f"/models/{busiest.slug}/",
         "/search/?q=conv",
         f"/problems/{problem.pk}/",
