@@ -58,13 +58,18 @@ def measure(pair: Pair, out_dtypes: list[str]) -> None:
 
 def _call(pair: Pair, p: SandboxProcess, msg: dict[str, object]) -> tuple[TimeReply, int]:
     reply, wall = pair.timed_request(p, msg, TimeReply)
+    _check_reply(pair, p, reply)
+    return reply, wall
+
+
+def _check_reply(pair: Pair, p: SandboxProcess, reply: Reply) -> None:
+    """A failed reply of the kernel process is the kernel's failure, of a reference the harness's."""
     if p is pair.ker:
         if not reply.ok:
             raise pair.kernel_failed(reply, "while timing: ")
         pair.merge_flags(reply)
     elif not reply.ok:
         raise Abort("runtime_error", f"reference failed while timing: {reply.error}")
-    return reply, wall
 
 
 def _seeds(pair: Pair, tag: str, r: int, n: int) -> list[int]:
@@ -154,10 +159,7 @@ def _place(pair: Pair, seed: int, input_seed: int) -> None:
     in a request of its own: the parent's clock around the timing requests does not see it."""
     msg = {"op": "place", "seed": seed, "input_seed": input_seed}
     for p in [pair.ref, pair.ker] + ([pair.ref2] if pair.ref2 is not None else []):
-        reply = pair.request(p, msg, Reply)
-        if not reply.ok:
-            raise pair.kernel_failed(reply, "while timing: ") if p is pair.ker else \
-                Abort("runtime_error", f"reference failed while timing: {reply.error}")
+        _check_reply(pair, p, pair.request(p, msg, Reply))
 
 
 def narrow_enough(rounds: Rounds, target: float | None, floor: int) -> bool:
