@@ -14,6 +14,7 @@ import re
 from django.conf import settings
 from django.db import transaction
 
+from leaderboard.ingest.model_names import find_model
 from leaderboard.ingest.reported_scores import read_csv, store_rows
 from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, Origin, Run
 from problems.catalogue import CATALOGUE_DIR
@@ -61,7 +62,7 @@ def seed_hardware() -> dict[str, Hardware]:
 def seed_launch_posts(models: list[LanguageModel], lab: Lab) -> None:
     for lab_name, model_name, title, url, date, lists, score in REAL_LAUNCH_POSTS:
         post_lab = Lab.objects.filter(name__iexact=lab_name).first() or Lab.objects.create(name=lab_name)
-        model = LanguageModel.objects.filter(name__iexact=model_name).first()
+        model = find_model(model_name)
         upsert(
             LaunchPost,
             {"url": url},

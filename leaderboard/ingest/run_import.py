@@ -51,7 +51,7 @@ from leaderboard.ingest.archives import (
     read_json_upload,
     read_zip,
 )
-from leaderboard.ingest.reported_scores import match_lab, match_model
+from leaderboard.ingest.model_names import match_lab, match_model
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, Origin, Precision, Run, guess_backend, utf8_size
 from leaderboard.reads import board_store
