@@ -288,6 +288,7 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "history": history,
         "pending": pending,
         "charts": {"timing": charts.timing_distributions(evaluation)},
+        "published_figures": kernel.published_figures.select_related("hardware"),
     }
     return render(request, "leaderboard/kernel_detail.html", context)
 

@@ -506,9 +506,10 @@ def verify_field(
     problem_set: ProblemSet, hardware: Hardware, levels: list[int] | None = None, limit: int | None = None
 ) -> tuple[Requested, int]:
     """Queue the set's kernels for evaluation on `hardware` through the normal queue, in order of
-    level, problem and model, skipping kernels without stored source and those that already have a
-    finished evaluation there under their run's rules (so each call goes on where the last stopped);
-    at most `limit`. Returns what was requested and how many kernels are left after it."""
+    level, problem and model, skipping kernels without stored source, those waiting for an evaluation
+    there, and those that already have a finished one there under their run's rules (so each call
+    goes on where the last stopped); at most `limit`. Returns what was requested and how many
+    kernels are left after it."""
     kernels = Kernel.objects.filter(
         problem__problem_set=problem_set, run__published_source=PUBLISHED_SOURCE, run__hardware=hardware
     )
@@ -516,12 +517,13 @@ def verify_field(
         kernels = kernels.filter(problem__level__in=levels)
     done = Evaluation.objects.filter(hardware=hardware, state=Evaluation.State.DONE, origin="measured")
     done_keys = set(done.filter(kernel__in=kernels).values_list("kernel_id", "rules_id"))
+    waiting = set(Evaluation.objects.pending().filter(hardware=hardware, kernel__in=kernels).values_list("kernel_id", flat=True))
     todo = [
         kernel
         for kernel in kernels.exclude(source="").select_related("run").order_by(
             "problem__level", "problem__number", "run__model__name", "pk"
         )
-        if (kernel.pk, kernel.run.rules_id) not in done_keys
+        if (kernel.pk, kernel.run.rules_id) not in done_keys and kernel.pk not in waiting
     ]
     chosen = todo if limit is None else todo[:limit]
     return request_evaluations(chosen, hardware, None), len(todo) - len(chosen)

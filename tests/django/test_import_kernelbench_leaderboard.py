@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from leaderboard.ingest.kernelbench_leaderboard import LEADERBOARD_SET_SLUG, PUBLISHED_SETTING
-from leaderboard.models import Evaluation, Kernel, Run
+from leaderboard.models import Evaluation, Kernel, PublishedFigure, Run
 from problems.models import Hardware, ProblemSet
 from tests.pagekit import plain_static  # noqa: F401
 from tests.sources import PROBLEM_SOURCE
@@ -21,7 +21,29 @@ KERNEL = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n   
 OLD_PROBLEM_2 = PROBLEM_SOURCE.replace("N = 64", "N = 16")
 
 
-def write_leaderboard(root, data=None, solutions=None):
+def raw_entry(model, display, level, problem_id, file, speedup, **more):
+    """One raw_data.json entry: problem_id counts from 0 (problem 1 is problem_id 0)."""
+    entry = {
+        "problem_id": problem_id, "level": level, "model": model, "display_name": display, "file": file,
+        "code": KERNEL.replace("a @ b", f"a @ b  # {file}"), "torch_speedup": speedup,
+        "torch_compile_speedup": speedup / 2, "baseline_torch_time": 2.0, "baseline_torch_compile_time": 1.0,
+        "kernel_eval_time": 2.0 / speedup,
+    }  # fmt: skip
+    return {**entry, **more}
+
+
+O1 = ("o1-preview-2024-09-12", "gpt-o1")
+SONNET = ("claude-3-5-sonnet-20241022", "claude-3.5-sonnet")
+RAW = [
+    raw_entry(*O1, 1, 0, "aaa1", 1.5),
+    raw_entry(*SONNET, 1, 0, "bbb1", 0.5),
+    raw_entry(*O1, 1, 1, "aaa2", 2.25),
+    # Not ranked by data.json (the page shows the top 5 only), and a claim above the flag threshold.
+    raw_entry(*SONNET, 1, 1, "bbb2", 12.5),
+]
+
+
+def write_leaderboard(root, data=None, solutions=None, raw=None):
     assets = root / "KernelBenchLeaderboard" / "docs" / "assets"
     (assets / "solutions").mkdir(parents=True)
     (assets / "problems").mkdir()
@@ -33,7 +55,9 @@ def write_leaderboard(root, data=None, solutions=None):
         "Level 1: 2_Standard_matrix_multiplication_": [{"display_name": "gpt-o1", "torch_speedup": 2.25, "file": "aaa2"}],
         "Level 2: 1_Conv2D_ReLU_BiasAdd": [],
     }
+    raw = RAW if raw is None else raw
     (assets / "data.json").write_text(json.dumps(data))
+    (assets / "raw_data.json").write_text(json.dumps(raw))
     problems = {
         "l1_p1.py": PROBLEM_SOURCE,
         "l1_p2.py": OLD_PROBLEM_2,
@@ -41,8 +65,9 @@ def write_leaderboard(root, data=None, solutions=None):
     }
     for name, source in problems.items():
         (assets / "problems" / name).write_text(source)
-    for name in solutions if solutions is not None else ("aaa1", "bbb1", "aaa2"):
-        (assets / "solutions" / f"{name}.py").write_text(KERNEL.replace("a @ b", f"a @ b  # {name}"))
+    by_file = {entry["file"]: entry["code"] for entry in raw}
+    for name in solutions if solutions is not None else by_file:
+        (assets / "solutions" / f"{name}.py").write_text(by_file.get(name, KERNEL))
     return root / "KernelBenchLeaderboard"
 
 
@@ -59,17 +84,18 @@ def leaderboard(imported_checkout, tmp_path):
     return write_leaderboard(tmp_path / "lb")
 
 
-def test_it_imports_one_run_per_model_with_its_listed_kernels(leaderboard):
+def test_it_imports_one_run_per_model_with_every_published_kernel(leaderboard):
     out = run_command(leaderboard)
-    assert "2 runs, 3 kernels, 2 problems matched, 1 not comparable" in out
-    runs = {run.model.name: run for run in Run.objects.select_related("model__lab", "problem_set")}
-    assert sorted(runs) == ["claude-3.5-sonnet", "gpt-o1"]
-    o1 = runs["gpt-o1"]
+    assert "2 runs, 4 kernels, 2 problems matched, 1 not comparable" in out
+    runs = {run.model.name: run for run in Run.objects.select_related("model__lab", "problem_set", "hardware")}
+    assert sorted(runs) == ["Claude 3.5 Sonnet", "o1-preview"]  # by the known aliases (data/model_aliases.csv)
+    o1 = runs["o1-preview"]
+    assert re.search(r"run \d+ o1-preview: L1 2; kernels: 2 created", out)
     assert o1.problem_set.slug == LEADERBOARD_SET_SLUG and o1.setting == PUBLISHED_SETTING
     assert o1.origin == "imported" and o1.published_source and o1.model.lab.name == "OpenAI"
-    assert o1.problem_set.rules.kernelbench_version == "v0"
+    assert o1.problem_set.rules.kernelbench_version == "v0" and o1.hardware.slug == "h200"
     figures = {(k.problem.number, k.published_speedup, k.published_hardware) for k in o1.kernels.all()}
-    assert figures == {(1, 1.5, "L40S"), (2, 2.25, "L40S")}
+    assert figures == {(1, 1.5, "L40S"), (2, 2.25, "L40S")}  # problem_id 0 and 1 are problems 1 and 2
 
 
 def test_published_figures_are_never_measurements(leaderboard):
@@ -80,7 +106,7 @@ def test_published_figures_are_never_measurements(leaderboard):
 
 def test_a_changed_problem_keeps_the_leaderboards_own_text(leaderboard):
     out = run_command(leaderboard)
-    kernel = Kernel.objects.get(run__model__name="gpt-o1", problem__number=2, problem__level=1)
+    kernel = Kernel.objects.get(run__model__name="o1-preview", problem__number=2, problem__level=1)
     assert kernel.problem.source == OLD_PROBLEM_2  # not KernelBench v0.1's N = 32 text
     assert kernel.problem.problem_set.slug == LEADERBOARD_SET_SLUG
     assert re.search(r"not comparable: L1 #2\b", out)
@@ -92,25 +118,27 @@ def test_a_second_import_changes_nothing(leaderboard):
     out = run_command(leaderboard)
     assert "problems: 0 created, 0 updated, 3 unchanged" in out
     assert "kernels: 0 created" in out and "written or changed: 0" in out
-    assert Run.objects.count() == 2 and Kernel.objects.count() == 3
+    assert Run.objects.count() == 2 and Kernel.objects.count() == 4 and PublishedFigure.objects.count() == 4
 
 
 def test_malformed_input_names_the_fault_and_writes_nothing(imported_checkout, tmp_path):
     Hardware.objects.create(slug="h200", name="NVIDIA H200")
-    missing = write_leaderboard(tmp_path / "a", solutions=("aaa1", "bbb1"))
-    with pytest.raises(CommandError, match=r"no solution file .*aaa2\.py"):
-        run_command(missing)
-    escaping = write_leaderboard(
-        tmp_path / "b", data={"Level 1: 1_X": [{"display_name": "m", "torch_speedup": 1.0, "file": "../../x"}]}
-    )
+    unlisted = write_leaderboard(tmp_path / "a", raw=RAW[:2])  # data.json ranks aaa2, raw_data.json lacks it
+    with pytest.raises(CommandError, match=r"data.json ranks aaa2, which raw_data.json does not hold"):
+        run_command(unlisted)
+    escaping = write_leaderboard(tmp_path / "b", raw=[*RAW, raw_entry(*O1, 2, 0, "../../x", 1.0)])
     with pytest.raises(CommandError, match="file must be a solution's name"):
         run_command(escaping)
+    # problem_id counts from 0: a kernel data.json ranks under problem 1 must say problem_id 0.
+    shifted = write_leaderboard(tmp_path / "c", raw=[raw_entry(*O1, 1, 1, "aaa1", 1.5), *RAW[1:]])
+    with pytest.raises(CommandError, match=r"data.json ranks aaa1 under level 1 problem 1, not problem_id 1 \+ 1"):
+        run_command(shifted)
     assert not ProblemSet.objects.filter(slug=LEADERBOARD_SET_SLUG).exists() and not Run.objects.exists()
 
 
 def test_the_board_and_the_run_page_say_what_such_a_run_is(client, leaderboard):
     run_command(leaderboard)
-    o1 = Run.objects.get(model__name="gpt-o1")
+    o1 = Run.objects.get(model__name="o1-preview")
     board = client.get(f"/levels/1/?set={LEADERBOARD_SET_SLUG}&p=2").content.decode()
     assert 'id="published-explained"' in board and "counts as failed" in board
     note = board[board.index(f'data-published="{o1.pk}"') :]
@@ -126,7 +154,7 @@ def test_the_board_and_the_run_page_say_what_such_a_run_is(client, leaderboard):
 
 def test_the_api_gives_the_published_figure_apart(client, leaderboard):
     run_command(leaderboard)
-    o1 = Run.objects.get(model__name="gpt-o1")
+    o1 = Run.objects.get(model__name="o1-preview")
     kernels = client.get(f"/api/v1/kernels/?run={o1.pk}").json()["results"]
     assert sorted(k["published"]["speedup"] for k in kernels) == [1.5, 2.25]
     assert {k["published"]["label"] for k in kernels} == {"published, L40S"} and all(

@@ -75,8 +75,7 @@ class Command(BaseCommand):
         except EvaluationRefused as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
-            f"verify: queued {len(requested.queued)} on {hardware.slug} ({len(requested.skipped)} already waiting; "
-            f"{left} more not yet measured there)"
+            f"verify: queued {len(requested.queued)} on {hardware.slug}; {left} more not yet measured there"
         )
 
     def _report(self, result: LeaderboardImport) -> None:
