@@ -2,15 +2,21 @@
 synthetic folder in its layout (docs/assets/data.json, solutions/, problems/), written here by the
 test (issue 21.5)."""
 
+import hashlib
 import io
 import json
 import re
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from leaderboard.ingest.kernelbench_leaderboard import LEADERBOARD_SET_SLUG, PUBLISHED_SETTING
-from leaderboard.models import Evaluation, Kernel, PublishedFigure, Run
+from leaderboard.evaluations.attempts import refresh_latest_evaluation
+from leaderboard.evaluations.queue import EvaluationRefused, request_evaluations
+from leaderboard.models import Evaluation, ImmutableSourceError, Kernel, LanguageModel, ModelAlias, PublishedFigure, Run
+from leaderboard.reads import board_store
+from leaderboard.reviews.services import record_verdict
 from problems.models import Hardware, ProblemSet
 from tests.pagekit import plain_static  # noqa: F401
 from tests.sources import PROBLEM_SOURCE
@@ -161,3 +167,97 @@ def test_the_api_gives_the_published_figure_apart(client, leaderboard):
         k["latest_evaluation"] is None for k in kernels
     )
     assert client.get(f"/api/v1/runs/{o1.pk}/").json()["published_source"].startswith("KernelBench's original")
+
+
+# --- issue 26: every published kernel, its figures on the L40S, one record per model -----------
+
+
+def test_each_kernel_has_its_published_figures_on_the_gpu_they_were_timed_on(leaderboard):
+    run_command(leaderboard)
+    figures = {
+        f"{f.kernel.run.model.name}#{f.kernel.problem.number}": f
+        for f in PublishedFigure.objects.select_related("kernel__run__model", "kernel__problem", "hardware")
+    }
+    sonnet_2 = figures["Claude 3.5 Sonnet#2"]
+    assert sonnet_2.hardware.slug == "l40s" and sonnet_2.kernel.run.hardware.slug == "h200"
+    assert (sonnet_2.correct, sonnet_2.speedup_eager, sonnet_2.speedup_compile) == (True, 12.5, 6.25)
+    assert (sonnet_2.runtime_ms, sonnet_2.reference_eager_ms, sonnet_2.reference_compile_ms) == (0.16, 2.0, 1.0)
+    assert not sonnet_2.ranked_by_source  # data.json does not list it
+    assert figures["o1-preview#1"].ranked_by_source and figures["Claude 3.5 Sonnet#1"].ranked_by_source
+
+
+def test_models_attach_to_the_records_that_exist_by_exact_alias_only(leaderboard):
+    sonnet = LanguageModel.objects.create(name="Claude 3.5 Sonnet")
+    o1 = LanguageModel.objects.create(name="OpenAI o1")  # the paper's o1: not o1-preview
+    run_command(leaderboard)
+    assert set(Run.objects.values_list("model__name", flat=True)) == {"Claude 3.5 Sonnet", "o1-preview"}
+    assert Run.objects.filter(model=sonnet).count() == 1 and not Run.objects.filter(model=o1).exists()
+    assert not LanguageModel.objects.filter(slug__startswith="claude-35-sonnet-").exists()
+    assert set(sonnet.aliases.values_list("alias", flat=True)) == {"claude-3-5-sonnet-20241022", "claude-3.5-sonnet"}
+    assert set(ModelAlias.objects.filter(model__name="o1-preview").values_list("alias", flat=True)) == {
+        "o1-preview-2024-09-12", "gpt-o1"
+    }
+
+
+def test_a_published_claim_above_the_flag_threshold_is_queued_for_review(client, leaderboard, reviewer):
+    run_command(leaderboard)
+    board_store.refresh_dirty()  # what the commit's callback does (the test's transaction never commits)
+    claim = Kernel.objects.get(published_speedup=12.5)
+    assert list(Kernel.objects.needing_review()) == [claim]  # 12.5x > 10x; 2.25x is not
+    client.force_login(reviewer)
+    queue = client.get("/review/").content.decode()
+    row = queue[queue.index(f'data-kernel="{claim.pk}"') :]
+    row = row[: row.index("</tr>")]
+    assert "claimed 12.50x (published, L40S)" in row and "published claim above 10x, not measured here yet" in row
+    record_verdict(claim, reviewer, "clean", "looked at the claim")
+    board_store.refresh_dirty()
+    assert not Kernel.objects.needing_review().exists()
+    # Re-measured here (a GPU is mocked away: the worker's store is what matters): back in the queue, with it.
+    evaluation = Evaluation.objects.create(
+        kernel=claim, hardware=claim.run.hardware, state="done", status="correct", compiled=True, correct=True,
+        speedup=1.1, finished_at=timezone.now(), rules=claim.run.rules,
+    )  # fmt: skip
+    refresh_latest_evaluation(claim.pk)
+    board_store.refresh_dirty()
+    assert list(Kernel.objects.needing_review()) == [claim]
+    page = client.get(claim.get_absolute_url()).content.decode()
+    assert "its published speedup (12.5x, published, L40S) is above 10x; measured here: 1.1x" in page
+    assert evaluation.pk
+
+
+def test_the_figures_file_loads_the_field_without_code_and_the_checkout_fills_it_in(client, leaderboard, tmp_path):
+    figures = tmp_path / "figures.json"
+    call_command("export_field_figures", str(leaderboard), "--commit", "c" * 40, "--out", str(figures), stdout=io.StringIO())
+    text = figures.read_text()
+    assert "import torch" not in text and "ModelNew" not in text and "torch.matmul" not in text  # no code at all
+    out = run_command(figures)
+    assert "(figures only, no code)" in out and "2 runs, 4 kernels" in out
+    kernel = Kernel.objects.get(published_speedup=2.25)
+    assert kernel.source == "" and kernel.source_withheld and kernel.problem.source_withheld
+    assert kernel.source_url == f"https://github.com/anneouyang/KernelBenchLeaderboard/blob/{'c' * 40}/docs/assets/solutions/aaa2.py"
+    assert PublishedFigure.objects.count() == 4 and PublishedFigure.objects.filter(ranked_by_source=True).count() == 3
+    page = client.get(kernel.get_absolute_url()).content.decode()
+    assert f'href="{kernel.source_url}"' in page and "import_kernelbench_leaderboard" in page and 'id="kernel-source"' not in page
+    assert "problem-withheld-source" in client.get(kernel.problem.get_absolute_url()).content.decode()
+    with pytest.raises(EvaluationRefused, match="stored without its source"):
+        request_evaluations([kernel], kernel.run.hardware)
+    assert "queued 0" in run_command(figures, "--verify")  # nothing with code to verify yet
+    out = run_command(leaderboard)  # the checkout: the same kernels get their code (the hashes match)
+    kernel.refresh_from_db()
+    assert kernel.source.startswith("import torch") and kernel.source_hash == hashlib.sha256(kernel.source.encode()).hexdigest()
+    assert Kernel.objects.count() == 4 and not Kernel.objects.filter(source="").exists()
+    assert "problems: 0 created, 3 updated" in out
+    with pytest.raises(ImmutableSourceError):
+        kernel.source = ""
+        kernel.save()
+
+
+def test_verify_queues_part_of_the_field_and_goes_on_where_it_stopped(leaderboard):
+    run_command(leaderboard)
+    out = run_command(leaderboard, "--verify", "--levels", "1", "--limit", "3")
+    assert "verify: queued 3 on h200; 1 more not yet measured there" in out
+    first = set(Evaluation.objects.values_list("kernel_id", flat=True))
+    out = run_command(leaderboard, "--verify", "--levels", "1", "--limit", "3")
+    assert "verify: queued 1 on h200; 0 more" in out
+    assert len(first | set(Evaluation.objects.values_list("kernel_id", flat=True))) == 4
+    assert set(Evaluation.objects.values_list("hardware__slug", flat=True)) == {"h200"}
