@@ -89,10 +89,11 @@ def _iso(value: dt.datetime | None) -> str | None:
 
 def write_jsonl(records: Iterable[dict], handle) -> int:
     """Write the records one a line; how many evaluations (the header not counted)."""
-    count = -1
-    for count, item in enumerate(records):
+    lines = 0
+    for item in records:
         handle.write(json.dumps(item, sort_keys=True, allow_nan=False) + "\n")
-    return max(count, 0)
+        lines += 1
+    return max(lines - 1, 0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from leaderboard.ingest.kernelbench_leaderboard import LEADERBOARD_SET_SLUG, PUBLISHED_SETTING
 from leaderboard.evaluations.attempts import refresh_latest_evaluation
 from leaderboard.evaluations.queue import EvaluationRefused, request_evaluations
+from leaderboard.ingest.kernelbench_leaderboard import LEADERBOARD_SET_SLUG, PUBLISHED_SETTING
 from leaderboard.models import Evaluation, ImmutableSourceError, Kernel, LanguageModel, ModelAlias, PublishedFigure, Run
 from leaderboard.reads import board_store
 from leaderboard.reviews.services import record_verdict

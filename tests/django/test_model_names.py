@@ -6,7 +6,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
-from leaderboard.ingest.launch_posts import read_csv as read_posts, store_rows as store_posts
+from leaderboard.ingest.launch_posts import read_csv as read_posts
+from leaderboard.ingest.launch_posts import store_rows as store_posts
 from leaderboard.ingest.model_names import MergeConflict, find_model, match_model, merge_models
 from leaderboard.ingest.reported_scores import read_csv, store_rows
 from leaderboard.models import Lab, LanguageModel, LaunchPost, ModelAlias, ModelMerge, ReportedScore, Run, alias_key
