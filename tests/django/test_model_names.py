@@ -81,7 +81,7 @@ def split():
     return kept, other, run
 
 
-def test_merging_moves_everything_keeps_the_names_and_records_who(split):
+def test_merging_moves_everything_keeps_the_names_and_records_who(client, split):
     kept, other, run = split
     admin = User.objects.create_superuser("boss", "b@example.com", "pw")
     out = io.StringIO()
@@ -94,6 +94,8 @@ def test_merging_moves_everything_keeps_the_names_and_records_who(split):
     merge = ModelMerge.objects.get()
     assert (merge.merged_name, merge.into, merge.merged_by, merge.merged_by_name) == (other.name, kept, admin, "boss")
     assert merge.moved["runs"] == 1 and merge.merged_at is not None
+    moved = client.get(f"/models/{other.slug}/")  # old links still lead somewhere
+    assert moved.status_code == 301 and moved["Location"] == kept.get_absolute_url()
 
 
 def test_a_merge_that_would_lose_a_score_changes_nothing(split):
