@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.db import transaction
+from django.db.models import F
 
 from leaderboard.evaluations.queue import Requested, request_evaluations
 from leaderboard.ingest.archives import Bundle, KernelFile
@@ -505,8 +506,10 @@ def _store_published(run: Run, listed: list[ListedKernel], timed_on: Hardware) -
 def verify_field(
     problem_set: ProblemSet, hardware: Hardware, levels: list[int] | None = None, limit: int | None = None
 ) -> tuple[Requested, int]:
-    """Queue the set's kernels for evaluation on `hardware` through the normal queue, in order of
-    level, problem and model, skipping kernels without stored source, those waiting for an evaluation
+    """Queue the set's kernels for evaluation on `hardware` through the normal queue, highest
+    published speedup first (so a GPU host lent for part of the field settles the claims that decide
+    fast_p first: a kernel left unmeasured claims less than every measured one), then level, problem
+    and model, skipping kernels without stored source, those waiting for an evaluation
     there, and those that already have a finished one there under their run's rules (so each call
     goes on where the last stopped); at most `limit`. Returns what was requested and how many
     kernels are left after it."""
@@ -521,7 +524,7 @@ def verify_field(
     todo = [
         kernel
         for kernel in kernels.exclude(source="").select_related("run").order_by(
-            "problem__level", "problem__number", "run__model__name", "pk"
+            F("published_speedup").desc(nulls_last=True), "problem__level", "problem__number", "run__model__name", "pk"
         )
         if (kernel.pk, kernel.run.rules_id) not in done_keys and kernel.pk not in waiting
     ]

@@ -257,6 +257,9 @@ def test_verify_queues_part_of_the_field_and_goes_on_where_it_stopped(leaderboar
     out = run_command(leaderboard, "--verify", "--levels", "1", "--limit", "3")
     assert "verify: queued 3 on h200; 1 more not yet measured there" in out
     first = set(Evaluation.objects.values_list("kernel_id", flat=True))
+    # The highest published claims are measured first: the one left is the level's lowest claim.
+    claims = sorted(Kernel.objects.filter(problem__level=1).values_list("published_speedup", flat=True))
+    assert sorted(Kernel.objects.filter(pk__in=first).values_list("published_speedup", flat=True)) == claims[1:]
     out = run_command(leaderboard, "--verify", "--levels", "1", "--limit", "3")
     assert "verify: queued 1 on h200; 0 more" in out
     assert len(first | set(Evaluation.objects.values_list("kernel_id", flat=True))) == 4
