@@ -79,22 +79,28 @@ PLANTS = {
                   '    else:\n'
                   '        with open(os.path.join(EXT, "kernel_phase.bin"), "wb") as fh:\n'
                   '            fh.write(b"x" * 2**21)'),
-    # case 4: a build that leaves more than the entry's budget (3 MB)
-    "big": 'if IN_BUILD:\n        with open(os.path.join(EXT, "big.bin"), "wb") as fh:\n            fh.write(b"x" * 3 * 2**20)',
+    # case 4: a build (the build stage's, or the GPU phase's when that one was refused) that leaves
+    # more than the entry's budget (3 MB)
+    "big": 'with open(os.path.join(EXT, "big.bin"), "wb") as fh:\n        fh.write(b"x" * 3 * 2**20)',
 }
 
 #: Case 8: what the kernel can read of the worker's: the reference's log, the cache root's listing.
 SNOOPER = '''
-import os
+import os, sys
+LEAKED = []
 for _what, _try in (("ref-log", lambda: open(os.path.join(os.path.dirname(os.getcwd()), "reference.log")).read()),
                     ("cache-list", lambda: os.listdir(os.path.dirname(os.path.dirname(os.environ["TORCH_EXTENSIONS_DIR"]))))):
     try:
         _try()
-        print(f"SNOOP {{_what}}: read")
+        LEAKED.append(_what)
+        print(f"SNOOP {{_what}}: read", file=sys.stderr)
     except OSError as exc:
-        print(f"SNOOP {{_what}}: denied ({{exc.strerror}})")
+        print(f"SNOOP {{_what}}: denied ({{exc.strerror}})", file=sys.stderr)
 # snoop {tag}
 '''
+
+#: The snooper's model is correct only when it could read nothing of the worker's.
+SNOOPER_MODEL = ADD_ONE_MODEL.replace("return x + 1.0", "return x if LEAKED else x + 1.0")
 
 
 def swapper(victim: str) -> str:
@@ -107,4 +113,4 @@ def planter(plant: str, tag: str = "", **paths: str) -> str:
 
 
 def snooper(tag: str = "") -> str:
-    return SNOOPER.format(tag=tag) + ADD_ONE_MODEL
+    return SNOOPER.format(tag=tag) + SNOOPER_MODEL

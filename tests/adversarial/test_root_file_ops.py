@@ -198,6 +198,6 @@ def test_the_cache_is_evicted_by_age_then_by_size(tmp_path):
 @needs_root
 def test_kernels_read_no_log_of_the_reference_and_list_no_cache(tmp_path):
     res = run(ADD_ONE, snooper(), correctness_trials=1, timing_trials=0, build_cache_dir=str(tmp_path / "cache"))
-    assert res.status == "correct", (res.error, res.log[-2000:])
+    assert res.status == "correct", (res.error, res.log[-2000:])  # incorrect when it read something
     assert "SNOOP ref-log: denied" in res.log, res.log[-2000:]
     assert "SNOOP cache-list: denied" in res.log, res.log[-2000:]
