@@ -46,12 +46,16 @@ def entries(cache_root: str) -> list[Entry]:
         return []
     for name in names:
         path = os.path.join(cache_root, name)
-        if name.startswith(".") or not stat.S_ISDIR(os.lstat(path).st_mode):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if name.startswith(".") or not stat.S_ISDIR(st.st_mode):
             continue  # .building, .locks; a link is a build in progress
         try:
             last = os.stat(os.path.join(cache_root, ".locks", name + ".lock")).st_mtime
         except OSError:
-            last = os.lstat(path).st_mtime
+            last = st.st_mtime
         out.append(Entry(name, last, tree_bytes(path)))
     return sorted(out, key=lambda e: e.last_use)
 
