@@ -25,7 +25,7 @@ VICTIM = {victim!r}
 
 def _swap():
     rename = ctypes.CDLL(None, use_errno=True).renameat2
-    names = [(f"out_{{i}}.pt".encode(), f"lnk_{{i}}".encode()) for i in range(16)]
+    names = [(f"out_{{i}}.pt".encode(), f"lnk_{{i}}".encode()) for i in range(8)]
     for _out, lnk in names:
         try:
             os.symlink(VICTIM, lnk)
