@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from .build import needs_build
-from .build_stage import BuildOutcome, BuildPool, default_build_workers, target_arch
+from .build_pool import build_cpus
+from .build_stage import BuildOutcome, BuildPool, target_arch
 from .runner import Prepared, evaluate_prepared, prepare
 from .stats import median
 from .types import EvaluationConfig
@@ -117,7 +118,7 @@ def _worker(gpu: str, cpus: list[int], cfg: EvaluationConfig, tasks: Any, result
         # The sandboxed processes being timed get a core each (cfg.cpus, the same for every
         # evaluation); this worker and the processes it starts ahead run on the rest of the slice.
         timing, rest = cpus[:TIMING_CORES], cpus[TIMING_CORES:]
-        os.sched_setaffinity(0, rest)
+        os.sched_setaffinity(0, build_cpus(rest, timing) or rest)  # not on the timing core's SMT sibling
         cfg = dataclasses.replace(cfg, cpus=tuple(timing))
     ahead: deque[tuple[Task, Prepared | None]] = deque()
     more = True
@@ -201,7 +202,10 @@ def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: Te
             pool.close(wait=False)
     for p in procs:
         p.join(timeout=60)
-    return summarise(outcomes, (time.monotonic() - t0) / 60.0, len(gpus), pool.workers if pool else 0)
+    summary = summarise(outcomes, (time.monotonic() - t0) / 60.0, len(gpus), pool.sizer.limit if pool else 0)
+    if pool is not None:
+        summary["build_pool"] = pool.sizer.describe()
+    return summary
 
 
 def _start_builds(tasks: list[Task], cfg: EvaluationConfig, workers: int | None, n_gpus: int,
@@ -209,11 +213,12 @@ def _start_builds(tasks: list[Task], cfg: EvaluationConfig, workers: int | None,
     """Submit every kernel that compiles to a build pool, in queue order (the GPUs take them in the same order)."""
     sources = {(t.level, t.problem): _sources(t)[1] for t in tasks if t.kernel_path}
     sources = {k: v for k, v in sources.items() if needs_build(v)}
-    n = default_build_workers(n_gpus) if workers is None else workers
-    if not sources or n <= 0:
+    if not sources or (workers is not None and workers <= 0):
         return None, {}
-    cpus = [c for c in sorted(os.sched_getaffinity(0)) if c not in timing_cores]
-    pool = BuildPool(n, cfg, cpus)
+    # Off the timing cores and every core sharing a physical core with one (SMT siblings); as many
+    # builds at once as those cores and the memory hold at what builds use (workers None).
+    cpus = build_cpus(os.sched_getaffinity(0), timing_cores) or sorted(os.sched_getaffinity(0))
+    pool = BuildPool(workers, cfg, cpus)
     return pool, {key: pool.submit(src) for key, src in sources.items()}
 
 

@@ -1,0 +1,294 @@
+"""Precompiled torch headers: ``torch/extension.h`` parsed once per host, not once per kernel.
+
+Every C++ wrapper ``load_inline`` writes (``main.cpp``) begins with ``#include <torch/extension.h>``,
+and parsing that header is most of the wrapper's compile. gcc looks, in each include folder, for
+``torch/extension.h.gch`` before ``torch/extension.h``; when that is a folder it tries every
+precompiled header in it and uses the first one valid for the compilation (same optimisation level,
+same macros that the header mentions, same language options), and otherwise parses the header as
+usual. So the harness builds, once per key, one precompiled header per optimisation level that
+kernels use, with exactly the flags torch's ``cpp_extension`` writes into ``build.ninja`` (taken
+from torch's own ninja writer, less ``-DTORCH_EXTENSION_NAME``, which torch's headers never
+mention), and names the folder in ``CPATH`` of the build and kernel processes. ``CPATH`` is not part
+of ninja's command, so a build made with the header is up to date for a process without it, and the
+object gcc writes is the same, byte for byte (``tests/evaluation/test_pch.py``).
+
+The host side of a ``.cu`` file gets no precompiled header: nvcc hands gcc the output of cudafe++
+(``<name>.cudafe1.cpp``), in which every header is already expanded, so there is no ``#include`` left
+for a ``.gch`` to stand in for, and cudafe++ and cicc (EDG front ends) have no header cache. A
+precompiled header in ``CPATH`` is harmless there: gcc ignores one that is not valid, and ``-E`` (the
+preprocessing nvcc runs) reads the header itself.
+
+Layout under ``<build_cache_dir>/.pch/`` (root-owned, 0755: kernels read it, never write it):
+
+* ``<key>/include/torch/extension.h.gch/<variant>.gch`` and ``<key>/manifest.json``: a published
+  entry, which only ever appears complete (built in ``.building/<key>.<pid>.<random>/``, renamed);
+  ``<key>/failed.json`` instead records a header build that failed (``KB_PCH_RETRY_S`` later it is
+  tried again);
+* ``.locks/<key>.lock``: the ``flock`` of whoever builds ``<key>``. It dies with its owner: a header
+  build killed midway (SIGKILL included) leaves only an unpublished private folder, which the next
+  owner removes, and nothing anybody waits on. Builds that find the header being built wait for it
+  at most ``wait_s``, then go on without it.
+
+The key: torch's version (which names its CUDA build), Python's, the device kind (a CUDA build's
+``main.cpp`` also gets CUDA's include folder), the CUDA toolkit's version, the target architecture,
+the compiler (``CXX``, its real path, version and target) and the variants' flags. ``KB_PCH=0``
+turns it all off.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from .build import _remove, _torch_version, cuda_toolkit_version
+
+PCH_FORMAT = "1"
+#: Optimisation levels kernels pass in ``extra_cflags`` (the corpus's 100 CUDA kernels: 87 none or
+#: an empty flag, 13 ``-O3``); gcc uses a precompiled header only at its own optimisation level.
+DEFAULT_VARIANTS: dict[str, tuple[str, ...]] = {"default": (), "O3": ("-O3",)}
+HEADER = "torch/extension.h"
+MANIFEST = "manifest.json"
+FAILED = "failed.json"
+#: Environment variables a header build must not inherit: they would change what gcc reads.
+SCRUBBED_ENV = ("CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH", "GCC_EXEC_PREFIX", "COMPILER_PATH",
+                "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES")
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BOOT = "import sys; sys.path.insert(0, {parent!r}); from evaluation.pch import builder_main; builder_main()"
+
+
+def enabled() -> bool:
+    return os.environ.get("KB_PCH", "1") != "0"
+
+
+def variants() -> dict[str, tuple[str, ...]]:
+    """The variants built: $KB_PCH_VARIANTS (``default,O2,O3``), else ``DEFAULT_VARIANTS``."""
+    names = [n for n in os.environ.get("KB_PCH_VARIANTS", "").split(",") if n.strip()]
+    if not names:
+        return dict(DEFAULT_VARIANTS)
+    return {n.strip(): (() if n.strip() == "default" else (f"-{n.strip()}",)) for n in names}
+
+
+@functools.lru_cache(maxsize=8)
+def compiler_identity(cxx: str) -> str:
+    """The C++ compiler torch will call: its real path, version and target ("" if it does not run)."""
+    path = shutil.which(cxx)
+    if not path:
+        return ""
+    parts = [os.path.realpath(path)]
+    for flag in ("-dumpfullversion", "-dumpmachine"):
+        try:
+            parts.append(subprocess.run([path, flag], capture_output=True, text=True, timeout=30).stdout.strip())
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return " ".join(parts)
+
+
+def pch_key(device: str, arch: str = "", variant_flags: dict[str, tuple[str, ...]] | None = None) -> str:
+    cxx = os.environ.get("CXX", "c++")
+    parts = [PCH_FORMAT, _torch_version(), sys.version.split()[0], device,
+             cuda_toolkit_version() if device == "cuda" else "", arch, cxx, compiler_identity(cxx),
+             json.dumps(sorted((variant_flags or variants()).items()))]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+
+class HeaderCache:
+    """The precompiled headers of one key under ``<cache_root>/.pch``."""
+
+    def __init__(self, cache_root: str, device: str, arch: str = "") -> None:
+        self.variant_flags = variants()
+        self.device = device
+        self.root = os.path.join(cache_root, ".pch")
+        self.key = pch_key(device, arch, self.variant_flags)
+        self.path = os.path.join(self.root, self.key)
+        self.include_dir = os.path.join(self.path, "include")
+
+    # -- state ---------------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        """Published, and built (not a recorded failure)."""
+        return os.path.isfile(os.path.join(self.path, MANIFEST))
+
+    def _failed_recently(self) -> bool:
+        try:
+            age = time.time() - os.stat(os.path.join(self.path, FAILED)).st_mtime
+        except OSError:
+            return False
+        return age < float(os.environ.get("KB_PCH_RETRY_S", "3600"))
+
+    def manifest(self) -> dict[str, Any]:
+        try:
+            with open(os.path.join(self.path, MANIFEST), encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def env(self) -> dict[str, str]:
+        """What a build or kernel process needs to find the headers (nothing when there are none)."""
+        return {"CPATH": self.include_dir} if enabled() and self.ready else {}
+
+    # -- building ------------------------------------------------------------------------------
+    def ensure(self, wait_s: float = 0.0, build_timeout_s: float = 600.0) -> bool:
+        """Make sure the headers are published: build them if nobody is, else wait for whoever is,
+        ``wait_s`` at most; True if they are there."""
+        if not enabled():
+            return False
+        if self.ready:
+            return True
+        if self._failed_recently():
+            return False
+        try:
+            for sub in ("", ".building", ".locks"):
+                os.makedirs(os.path.join(self.root, sub), mode=0o755, exist_ok=True)
+            if os.geteuid() == 0:  # a kernel's uid may neither take the lock nor write a header
+                os.chmod(self.root, 0o755)
+                os.chmod(os.path.join(self.root, ".locks"), 0o700)
+            fd = os.open(os.path.join(self.root, ".locks", self.key + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError:
+            return False
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if time.monotonic() >= deadline:
+                        return False  # someone is building it: go on without
+                    time.sleep(0.2)
+            if self.ready:
+                return True
+            if self._failed_recently():
+                return False
+            return self._build_locked(build_timeout_s)
+        finally:
+            os.close(fd)  # releases the flock
+
+    def _build_locked(self, timeout_s: float) -> bool:
+        """Under the lock: remove what a dead builder left, build in a private folder, publish."""
+        prefix = self.key + "."
+        building = os.path.join(self.root, ".building")
+        for name in os.listdir(building):
+            if name.startswith(prefix):
+                _remove(os.path.join(building, name))  # a builder that died: we hold its lock now
+        _remove(self.path)  # an old failure record
+        private = os.path.join(building, f"{self.key}.{os.getpid()}.{secrets.token_hex(4)}")
+        os.makedirs(private, mode=0o755)
+        ok = run_builder(private, self.device, self.variant_flags, timeout_s)
+        try:
+            if not ok:
+                with open(os.path.join(private, FAILED), "w", encoding="utf-8") as fh:
+                    json.dump({"error": "the header build failed", "at": time.time()}, fh)
+                for name in os.listdir(private):
+                    if name != FAILED and name != "build.log":
+                        _remove(os.path.join(private, name))
+            _make_readable(private)
+            os.rename(private, self.path)
+        except OSError:
+            _remove(private)
+            return False
+        return ok and self.ready
+
+
+def _make_readable(path: str) -> None:
+    for dirpath, _dirnames, filenames in os.walk(path):
+        os.chmod(dirpath, 0o755)
+        for f in filenames:
+            os.chmod(os.path.join(dirpath, f), 0o644)
+
+
+def _die_with_parent() -> None:
+    """In the header builder (before exec): SIGTERM when the thread that started it dies; the
+    builder then kills its process group (its compilers), so that a killed worker leaves no compiler
+    running into a folder nobody will publish."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _kill_group(*_args: Any) -> None:
+    os.killpg(0, signal.SIGKILL)
+
+
+def run_builder(private: str, device: str, variant_flags: dict[str, tuple[str, ...]], timeout_s: float) -> bool:
+    """Run the header builder (``builder_main``) in a process of its own; its output goes to
+    ``<private>/build.log``. True when it built every variant."""
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
+    spec = json.dumps({"private": private, "device": device, "variants": {k: list(v) for k, v in variant_flags.items()}})
+    with open(os.path.join(private, "build.log"), "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-c", BOOT.format(parent=PACKAGE_PARENT), spec], env=env,
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                preexec_fn=_die_with_parent, start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout_s) == 0
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return False
+
+
+# -- the builder process -------------------------------------------------------------------------
+def torch_cxx_command(device: str, extra_cflags: list[str]) -> tuple[str, list[str]]:
+    """The compiler and flags torch's ``cpp_extension`` writes into ``build.ninja`` for ``main.cpp``
+    (from torch's own ninja writer, so they are the same by construction)."""
+    import tempfile  # deferred: the builder process only
+
+    from torch.utils import cpp_extension  # deferred: torch, in the builder process only
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "build.ninja")
+        cpp_extension._write_ninja_file_to_build_library(
+            path=path, name="kb_pch", sources=[os.path.join(tmp, "main.cpp")], extra_cflags=list(extra_cflags),
+            extra_cuda_cflags=[], extra_sycl_cflags=[], extra_ldflags=[], extra_include_paths=[],
+            with_cuda=device == "cuda", with_sycl=False, is_standalone=False)
+        with open(path, encoding="utf-8") as fh:
+            lines = dict(line.split(" = ", 1) for line in fh.read().splitlines() if " = " in line)
+    flags = [f for f in shlex.split(lines.get("cflags", "")) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+    return lines.get("cxx", "c++").strip(), flags
+
+
+def builder_main() -> None:
+    """Entry of the header builder: one compiler per variant, side by side; the manifest last."""
+    spec = json.loads(sys.argv[1])
+    signal.signal(signal.SIGTERM, _kill_group)  # the parent died (PR_SET_PDEATHSIG): the compilers too
+    if os.getppid() == 1:
+        _kill_group()
+    import torch  # deferred: the builder process only
+
+    header = os.path.join(os.path.dirname(torch.__file__), "include", HEADER)
+    out_dir = os.path.join(spec["private"], "include", HEADER + ".gch")
+    os.makedirs(out_dir, mode=0o755)
+    t0 = time.monotonic()
+    procs, commands = {}, {}
+    for name, extra in spec["variants"].items():
+        cxx, flags = torch_cxx_command(spec["device"], extra)
+        cmd = [*shlex.split(cxx), *flags, "-x", "c++-header", header, "-o", os.path.join(out_dir, name + ".gch")]
+        commands[name] = cmd
+        print(shlex.join(cmd), flush=True)
+        procs[name] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+    failed = [name for name, p in procs.items() if p.wait() != 0]
+    if failed:
+        print(f"header build failed: {failed}", flush=True)
+        sys.exit(1)
+    import resource  # deferred: the builder process only
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # the compilers, reaped by wait() above
+    manifest = {"format": PCH_FORMAT, "torch": torch.__version__, "device": spec["device"], "header": header,
+                "commands": commands, "seconds": round(time.monotonic() - t0, 3),
+                "cpu_s": round(ru.ru_utime + ru.ru_stime, 3), "max_rss_mb": round(ru.ru_maxrss / 1024, 1),
+                "bytes": {n: os.path.getsize(os.path.join(out_dir, n + ".gch")) for n in commands}}
+    with open(os.path.join(spec["private"], MANIFEST), "w", encoding="utf-8") as fh:
+        json.dump(manifest, fh, indent=1)
