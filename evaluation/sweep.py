@@ -286,6 +286,26 @@ def build_figures(rs: list[dict[str, Any]], minutes: float, n_gpus: int) -> dict
     }
 
 
+#: The parts of an evaluation's held time (``timings_s``), in the order they happen; ``other`` is the
+#: rest of the held time (static checks, the sandbox's set-up and tear-down, comparisons' overhead).
+STAGES = ("process_start", "load", "correctness", "timing")
+
+
+def stage_seconds(rs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Median and p90 seconds per part of the evaluations' held time (waiting for builds left out)."""
+    parts: dict[str, list[float]] = {k: [] for k in (*STAGES, "other", "held")}
+    for r in rs:
+        t = r.get("timings_s") or {}
+        held = float(t.get("total", 0.0)) - float(t.get("build_wait", 0.0))
+        for k in STAGES:
+            if k in t:
+                parts[k].append(float(t[k]))
+        parts["other"].append(held - sum(float(t.get(k, 0.0)) for k in STAGES))
+        parts["held"].append(held)
+    return {k: {"median": round(median(v), 3), "p90": round(_pct(v, 0.9), 3), "n": len(v)}
+            for k, v in parts.items() if v}
+
+
 def summarise(outcomes: list[Outcome], minutes: float, n_gpus: int, build_workers: int = 0) -> dict[str, Any]:
     """Status counts; self-speedup error, interval coverage of 1.0, wall times, throughput, builds."""
     rs = [o.result for o in outcomes]
@@ -310,6 +330,7 @@ def summarise(outcomes: list[Outcome], minutes: float, n_gpus: int, build_worker
         "device": str(outcomes[0].gpu == "cpu" and "cpu" or "cuda") if outcomes else "cpu",
         "evals_per_min_per_gpu": len(rs) / minutes / max(1, n_gpus) if minutes > 0 else None,
         "build_workers": build_workers, **build_figures(rs, minutes, n_gpus),
+        "stage_seconds": stage_seconds(rs),
     }
 
 
@@ -331,4 +352,8 @@ def format_summary(s: dict[str, Any]) -> str:
              f"builds: {s['builds']} by {s['build_workers']} build process(es), median {f(s['build_median_s'], '.1f')} s, "
              f"p90 {f(s['build_p90_s'], '.1f')} s; {s['builds_in_evaluation']} built inside an evaluation; "
              f"{s['build_cached']} found built"]
+    stages = s.get("stage_seconds") or {}
+    if stages:
+        lines.append("held time by part (median / p90 s): " + ", ".join(
+            f"{k} {v['median']:.2f}/{v['p90']:.2f}" for k, v in stages.items()))
     return "\n".join(lines)
