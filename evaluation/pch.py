@@ -26,8 +26,9 @@ Layout under ``<build_cache_dir>/.pch/`` (root-owned, 0755: kernels read it, nev
   tried again);
 * ``.locks/<key>.lock``: the ``flock`` of whoever builds ``<key>``. It dies with its owner: a header
   build killed midway (SIGKILL included) leaves only an unpublished private folder, which the next
-  owner removes, and nothing anybody waits on. Builds that find the header being built wait for it
-  at most ``wait_s``, then go on without it.
+  owner removes, and nothing anybody waits on. The build runs in a thread of the process that first
+  needed it; builds that find the headers being built wait for them at most ``wait_s``, then go on
+  without them (``KB_PCH_BUILD_TIMEOUT_S`` bounds a header build, 1800 s).
 
 The key: torch's version (which names its CUDA build), Python's, the device kind (a CUDA build's
 ``main.cpp`` also gets CUDA's include folder), the CUDA toolkit's version, the target architecture,
@@ -49,6 +50,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -66,6 +68,9 @@ SCRUBBED_ENV = ("CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH", "GCC_EXEC_PREFI
                 "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES")
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BOOT = "import sys; sys.path.insert(0, {parent!r}); from evaluation.pch import builder_main; builder_main()"
+#: The header builds this process runs (one thread per key at most).
+_THREADS: dict[str, threading.Thread] = {}
+_THREADS_LOCK = threading.Lock()
 
 
 def enabled() -> bool:
@@ -140,15 +145,37 @@ class HeaderCache:
         return {"CPATH": self.include_dir} if enabled() and self.ready else {}
 
     # -- building ------------------------------------------------------------------------------
-    def ensure(self, wait_s: float = 0.0, build_timeout_s: float = 600.0) -> bool:
-        """Make sure the headers are published: build them if nobody is, else wait for whoever is,
-        ``wait_s`` at most; True if they are there."""
+    def ensure(self, wait_s: float = 0.0, build_timeout_s: float | None = None) -> bool:
+        """Make sure the headers get built, and wait for them ``wait_s`` at most; True if published.
+
+        The build runs in a thread of this process (unless another process holds the key's lock,
+        that is, builds them): a build that waited its share goes on without the headers while they
+        are finished for the builds after it. A lock nobody holds (its builder died) is taken over
+        at once, so a dead builder is never waited on."""
         if not enabled():
             return False
-        if self.ready:
-            return True
-        if self._failed_recently():
-            return False
+        deadline = time.monotonic() + wait_s
+        while True:
+            if self.ready:
+                return True
+            if self._failed_recently():
+                return False
+            self._start_build(build_timeout_s or float(os.environ.get("KB_PCH_BUILD_TIMEOUT_S", "1800")))
+            if time.monotonic() >= deadline:
+                return self.ready
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+    def _start_build(self, timeout_s: float) -> None:
+        with _THREADS_LOCK:
+            running = _THREADS.get(self.path)
+            if running is not None and running.is_alive():
+                return
+            t = threading.Thread(target=self._build_if_free, args=(timeout_s,), daemon=True, name="kb-pch")
+            _THREADS[self.path] = t
+            t.start()
+
+    def _build_if_free(self, timeout_s: float) -> None:
+        """Take the key's lock if nobody holds it, and build (else whoever holds it is building)."""
         try:
             for sub in ("", ".building", ".locks"):
                 os.makedirs(os.path.join(self.root, sub), mode=0o755, exist_ok=True)
@@ -157,22 +184,17 @@ class HeaderCache:
                 os.chmod(os.path.join(self.root, ".locks"), 0o700)
             fd = os.open(os.path.join(self.root, ".locks", self.key + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
         except OSError:
-            return False
+            return
         try:
-            deadline = time.monotonic() + wait_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError:
-                    if time.monotonic() >= deadline:
-                        return False  # someone is building it: go on without
-                    time.sleep(0.2)
-            if self.ready:
-                return True
-            if self._failed_recently():
-                return False
-            return self._build_locked(build_timeout_s)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return
+        try:
+            if not self.ready and not self._failed_recently():
+                self._build_locked(timeout_s)
+        except OSError:
+            pass
         finally:
             os.close(fd)  # releases the flock
 
@@ -186,11 +208,11 @@ class HeaderCache:
         _remove(self.path)  # an old failure record
         private = os.path.join(building, f"{self.key}.{os.getpid()}.{secrets.token_hex(4)}")
         os.makedirs(private, mode=0o755)
-        ok = run_builder(private, self.device, self.variant_flags, timeout_s)
+        error = run_builder(private, self.device, self.variant_flags, timeout_s)
         try:
-            if not ok:
+            if error:
                 with open(os.path.join(private, FAILED), "w", encoding="utf-8") as fh:
-                    json.dump({"error": "the header build failed", "at": time.time()}, fh)
+                    json.dump({"error": error, "at": time.time()}, fh)
                 for name in os.listdir(private):
                     if name != FAILED and name != "build.log":
                         _remove(os.path.join(private, name))
@@ -199,7 +221,7 @@ class HeaderCache:
         except OSError:
             _remove(private)
             return False
-        return ok and self.ready
+        return not error and self.ready
 
 
 def _make_readable(path: str) -> None:
@@ -223,9 +245,9 @@ def _kill_group(*_args: Any) -> None:
     os.killpg(0, signal.SIGKILL)
 
 
-def run_builder(private: str, device: str, variant_flags: dict[str, tuple[str, ...]], timeout_s: float) -> bool:
+def run_builder(private: str, device: str, variant_flags: dict[str, tuple[str, ...]], timeout_s: float) -> str:
     """Run the header builder (``builder_main``) in a process of its own; its output goes to
-    ``<private>/build.log``. True when it built every variant."""
+    ``<private>/build.log``. "" when it built every variant, else what went wrong."""
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
     spec = json.dumps({"private": private, "device": device, "variants": {k: list(v) for k, v in variant_flags.items()}})
     with open(os.path.join(private, "build.log"), "wb") as log:
@@ -233,11 +255,12 @@ def run_builder(private: str, device: str, variant_flags: dict[str, tuple[str, .
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 preexec_fn=_die_with_parent, start_new_session=True)
         try:
-            return proc.wait(timeout=timeout_s) == 0
+            rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            return False
+            return f"the header build took longer than {timeout_s:.0f} s"
+    return "" if rc == 0 else f"the header build failed (exit status {rc}; see build.log)"
 
 
 # -- the builder process -------------------------------------------------------------------------

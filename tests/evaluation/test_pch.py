@@ -70,7 +70,7 @@ def _one_variant(monkeypatch):
 
 
 def _cfg(cache: str) -> EvaluationConfig:
-    return EvaluationConfig(build_cache_dir=cache, timeout_s=900)
+    return EvaluationConfig(build_cache_dir=cache, timeout_s=9000)
 
 
 def _ext_dir(cache: str, source: str) -> str:
@@ -100,6 +100,7 @@ def two_builds(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("KB_PCH", "1")
     mp.setenv("KB_PCH_VARIANTS", "default")
+    mp.setenv("KB_PCH_WAIT_S", "3000")  # the first build waits for the headers, however slow the host
     try:
         cache = str(tmp_path_factory.mktemp("kb-pch-cache"))
         a, b = kernel("kb_pch_a"), kernel("kb_pch_b")
@@ -164,7 +165,7 @@ def _compilers_under(path: str) -> list[int]:
 def test_a_header_build_killed_midway_leaves_nothing_to_wait_on(tmp_path):
     cache = str(tmp_path)
     headers = HeaderCache(cache, "cpu")
-    code = f"from evaluation.pch import HeaderCache; HeaderCache({cache!r}, 'cpu').ensure()"
+    code = f"from evaluation.pch import HeaderCache; HeaderCache({cache!r}, 'cpu').ensure(wait_s=3000)"
     builder = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ))
     building = os.path.join(headers.root, ".building")
     deadline = time.monotonic() + 300
@@ -186,7 +187,7 @@ def test_a_header_build_killed_midway_leaves_nothing_to_wait_on(tmp_path):
     finally:
         os.close(fd)
     t0 = time.monotonic()
-    assert headers.ensure(wait_s=0.0)  # the next build builds them (wait_s=0: it never waited)
+    assert headers.ensure(wait_s=3000)  # the next build takes the lock at once and builds them
     assert headers.ready and os.listdir(building) == []  # the dead builder's folder is gone
     print(f"rebuilt after the kill in {time.monotonic() - t0:.1f} s")
 
