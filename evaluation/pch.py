@@ -42,6 +42,7 @@ import ctypes
 import fcntl
 import functools
 import hashlib
+import inspect
 import json
 import os
 import secrets
@@ -50,6 +51,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -267,16 +269,18 @@ def run_builder(private: str, device: str, variant_flags: dict[str, tuple[str, .
 def torch_cxx_command(device: str, extra_cflags: list[str]) -> tuple[str, list[str]]:
     """The compiler and flags torch's ``cpp_extension`` writes into ``build.ninja`` for ``main.cpp``
     (from torch's own ninja writer, so they are the same by construction)."""
-    import tempfile  # deferred: the builder process only
-
     from torch.utils import cpp_extension  # deferred: torch, in the builder process only
 
+    writer = cpp_extension._write_ninja_file_to_build_library
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "build.ninja")
-        cpp_extension._write_ninja_file_to_build_library(
-            path=path, name="kb_pch", sources=[os.path.join(tmp, "main.cpp")], extra_cflags=list(extra_cflags),
-            extra_cuda_cflags=[], extra_sycl_cflags=[], extra_ldflags=[], extra_include_paths=[],
-            with_cuda=device == "cuda", with_sycl=False, is_standalone=False)
+        args: dict[str, Any] = {
+            "path": path, "name": "kb_pch", "sources": [os.path.join(tmp, "main.cpp")],
+            "extra_cflags": list(extra_cflags), "extra_cuda_cflags": [], "extra_sycl_cflags": [],
+            "extra_ldflags": [], "extra_include_paths": [], "with_cuda": device == "cuda", "with_sycl": False,
+            "is_standalone": False}
+        accepted = inspect.signature(writer).parameters  # torch versions differ (SYCL came in 2.7)
+        writer(**{k: v for k, v in args.items() if k in accepted})
         with open(path, encoding="utf-8") as fh:
             lines = dict(line.split(" = ", 1) for line in fh.read().splitlines() if " = " in line)
     flags = [f for f in shlex.split(lines.get("cflags", "")) if not f.startswith("-DTORCH_EXTENSION_NAME=")]
