@@ -100,15 +100,15 @@ def build_env(cfg: EvaluationConfig) -> dict[str, str]:
 
 
 def _prepare_headers(cfg: EvaluationConfig, deadline: float, out: BuildOutcome) -> None:
-    """Have the host's headers built if nobody has (once per key) and wait for them (a third of the
-    time left at most, ``KB_PCH_WAIT_S`` at most); else build without them (they are finished in
-    the background for the builds after)."""
+    """Have the host's headers built if nobody has (once per key) and wait for them ``KB_PCH_WAIT_S``
+    at most (default 0: a build is never slower for them; a third of the time left at most); else
+    build without them: they are finished by their own process for the builds after."""
     t0 = time.monotonic()
     headers = header_cache_for(cfg)
     if headers.ready:
         out.headers = "shared"
         return
-    wait_s = min(float(os.environ.get("KB_PCH_WAIT_S", "240")), max(0.0, (deadline - t0) / 3))
+    wait_s = min(float(os.environ.get("KB_PCH_WAIT_S", "0")), max(0.0, (deadline - t0) / 3))
     ok = headers.ensure(wait_s=wait_s)
     out.headers = "built" if ok else "none"
     out.headers_s = time.monotonic() - t0

@@ -26,9 +26,10 @@ Layout under ``<build_cache_dir>/.pch/`` (root-owned, 0755: kernels read it, nev
   tried again);
 * ``.locks/<key>.lock``: the ``flock`` of whoever builds ``<key>``. It dies with its owner: a header
   build killed midway (SIGKILL included) leaves only an unpublished private folder, which the next
-  owner removes, and nothing anybody waits on. The build runs in a thread of the process that first
-  needed it; builds that find the headers being built wait for them at most ``wait_s``, then go on
-  without them (``KB_PCH_BUILD_TIMEOUT_S`` bounds a header build, 1800 s).
+  owner removes, and nothing anybody waits on. The builder is a detached process of its own (PID 1
+  of its own PID namespace where the host allows: its compilers die with it), started by the first
+  build that needs the headers; builds wait for them at most ``wait_s``, then go on without them
+  (``KB_PCH_BUILD_TIMEOUT_S`` bounds a header build, 1800 s).
 
 The key: torch's version (which names its CUDA build), Python's, the device kind (a CUDA build's
 ``main.cpp`` also gets CUDA's include folder), the CUDA toolkit's version, the target architecture,
@@ -70,9 +71,9 @@ SCRUBBED_ENV = ("CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH", "GCC_EXEC_PREFI
                 "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES")
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BOOT = "import sys; sys.path.insert(0, {parent!r}); from evaluation.pch import builder_main; builder_main()"
-#: The header builds this process runs (one thread per key at most).
-_THREADS: dict[str, threading.Thread] = {}
-_THREADS_LOCK = threading.Lock()
+#: The header builders this process started (one per key at most).
+_BUILDERS: dict[str, subprocess.Popen[bytes]] = {}
+_BUILDERS_LOCK = threading.Lock()
 
 
 def enabled() -> bool:
@@ -114,10 +115,20 @@ class HeaderCache:
     """The precompiled headers of one key under ``<cache_root>/.pch``."""
 
     def __init__(self, cache_root: str, device: str, arch: str = "") -> None:
-        self.variant_flags = variants()
+        self._set(os.path.join(cache_root, ".pch"), "", device, variants(), arch)
+
+    @classmethod
+    def at(cls, root: str, key: str, device: str, variant_flags: dict[str, tuple[str, ...]]) -> HeaderCache:
+        """The entry of a known key (in the builder process)."""
+        self = cls.__new__(cls)
+        self._set(root, key, device, variant_flags)
+        return self
+
+    def _set(self, root: str, key: str, device: str, variant_flags: dict[str, tuple[str, ...]], arch: str = "") -> None:
+        self.variant_flags = variant_flags
         self.device = device
-        self.root = os.path.join(cache_root, ".pch")
-        self.key = pch_key(device, arch, self.variant_flags)
+        self.root = root
+        self.key = key or pch_key(device, arch, variant_flags)
         self.path = os.path.join(self.root, self.key)
         self.include_dir = os.path.join(self.path, "include")
 
@@ -147,13 +158,15 @@ class HeaderCache:
         return {"CPATH": self.include_dir} if enabled() and self.ready else {}
 
     # -- building ------------------------------------------------------------------------------
-    def ensure(self, wait_s: float = 0.0, build_timeout_s: float | None = None) -> bool:
-        """Make sure the headers get built, and wait for them ``wait_s`` at most; True if published.
+    @property
+    def lock_path(self) -> str:
+        return os.path.join(self.root, ".locks", self.key + ".lock")
 
-        The build runs in a thread of this process (unless another process holds the key's lock,
-        that is, builds them): a build that waited its share goes on without the headers while they
-        are finished for the builds after it. A lock nobody holds (its builder died) is taken over
-        at once, so a dead builder is never waited on."""
+    def ensure(self, wait_s: float = 0.0) -> bool:
+        """Have the headers built unless somebody is building them, and wait for them ``wait_s`` at
+        most; True if published. The builder is a process of its own, detached (a worker that dies
+        does not take it along), holding the key's lock: a lock nobody holds (its builder died) is
+        taken over at once, so a dead builder is never waited on."""
         if not enabled():
             return False
         deadline = time.monotonic() + wait_s
@@ -162,68 +175,67 @@ class HeaderCache:
                 return True
             if self._failed_recently():
                 return False
-            self._start_build(build_timeout_s or float(os.environ.get("KB_PCH_BUILD_TIMEOUT_S", "1800")))
+            self._spawn_if_free()
             if time.monotonic() >= deadline:
                 return self.ready
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
-    def _start_build(self, timeout_s: float) -> None:
-        with _THREADS_LOCK:
-            running = _THREADS.get(self.path)
-            if running is not None and running.is_alive():
-                return
-            t = threading.Thread(target=self._build_if_free, args=(timeout_s,), daemon=True, name="kb-pch")
-            _THREADS[self.path] = t
-            t.start()
-
-    def _build_if_free(self, timeout_s: float) -> None:
-        """Take the key's lock if nobody holds it, and build (else whoever holds it is building)."""
+    def _prepare_root(self) -> bool:
         try:
             for sub in ("", ".building", ".locks"):
                 os.makedirs(os.path.join(self.root, sub), mode=0o755, exist_ok=True)
             if os.geteuid() == 0:  # a kernel's uid may neither take the lock nor write a header
                 os.chmod(self.root, 0o755)
                 os.chmod(os.path.join(self.root, ".locks"), 0o700)
-            fd = os.open(os.path.join(self.root, ".locks", self.key + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
         except OSError:
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return
-        try:
-            if not self.ready and not self._failed_recently():
-                self._build_locked(timeout_s)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)  # releases the flock
+            return False
+        return True
 
-    def _build_locked(self, timeout_s: float) -> bool:
-        """Under the lock: remove what a dead builder left, build in a private folder, publish."""
-        prefix = self.key + "."
+    def _spawn_if_free(self) -> None:
+        with _BUILDERS_LOCK:
+            running = _BUILDERS.get(self.path)
+            if running is not None and running.poll() is None:
+                return
+            if not self._prepare_root() or lock_held(self.lock_path):
+                return
+            spec = {"root": self.root, "key": self.key, "device": self.device,
+                    "variants": {k: list(v) for k, v in self.variant_flags.items()},
+                    "timeout_s": float(os.environ.get("KB_PCH_BUILD_TIMEOUT_S", "1800"))}
+            _BUILDERS[self.path] = spawn_builder(spec)
+
+    def build_locked(self, timeout_s: float) -> str:
+        """In the builder, under the lock: remove what a dead builder left, build in a private
+        folder, publish by rename (a failure too, recorded). "" if built, else what went wrong."""
         building = os.path.join(self.root, ".building")
         for name in os.listdir(building):
-            if name.startswith(prefix):
+            if name.startswith(self.key + "."):
                 _remove(os.path.join(building, name))  # a builder that died: we hold its lock now
         _remove(self.path)  # an old failure record
         private = os.path.join(building, f"{self.key}.{os.getpid()}.{secrets.token_hex(4)}")
         os.makedirs(private, mode=0o755)
-        error = run_builder(private, self.device, self.variant_flags, timeout_s)
-        try:
-            if error:
-                with open(os.path.join(private, FAILED), "w", encoding="utf-8") as fh:
-                    json.dump({"error": error, "at": time.time()}, fh)
-                for name in os.listdir(private):
-                    if name != FAILED and name != "build.log":
-                        _remove(os.path.join(private, name))
-            _make_readable(private)
-            os.rename(private, self.path)
-        except OSError:
-            _remove(private)
-            return False
-        return not error and self.ready
+        error = compile_headers(private, self.device, self.variant_flags, timeout_s)
+        if error:
+            with open(os.path.join(private, FAILED), "w", encoding="utf-8") as fh:
+                json.dump({"error": error, "at": time.time()}, fh)
+            _remove(os.path.join(private, "include"))
+        _make_readable(private)
+        os.rename(private, self.path)
+        return error
+
+
+def lock_held(path: str) -> bool:
+    """Whether somebody holds the ``flock`` on ``path`` (a dead holder holds nothing)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    except OSError:
+        return True  # cannot tell: do not start a builder
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _make_readable(path: str) -> None:
@@ -234,35 +246,25 @@ def _make_readable(path: str) -> None:
 
 
 def _die_with_parent() -> None:
-    """In the header builder (before exec): SIGTERM when the thread that started it dies; the
-    builder then kills its process group (its compilers), so that a killed worker leaves no compiler
-    running into a folder nobody will publish."""
+    """In a compiler the builder starts (before exec): SIGKILL when the builder dies."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 
 
-def _kill_group(*_args: Any) -> None:
-    os.killpg(0, signal.SIGKILL)
+def spawn_builder(spec: dict[str, Any]) -> subprocess.Popen[bytes]:
+    """Start the header builder (``builder_main``), detached, as PID 1 of a PID namespace of its own
+    where the host allows one (``unshare --pid --kill-child``: whatever kills the builder kills its
+    compilers); its output goes to ``build.log`` in its folder."""
+    from .sandbox import detect_isolation  # deferred: only when a header build starts
 
-
-def run_builder(private: str, device: str, variant_flags: dict[str, tuple[str, ...]], timeout_s: float) -> str:
-    """Run the header builder (``builder_main``) in a process of its own; its output goes to
-    ``<private>/build.log``. "" when it built every variant, else what went wrong."""
+    iso = detect_isolation()
+    prefix = [*iso.get("prefix", []), "--"] if iso.get("mode") in ("root", "userns") else []
     env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
-    spec = json.dumps({"private": private, "device": device, "variants": {k: list(v) for k, v in variant_flags.items()}})
-    with open(os.path.join(private, "build.log"), "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-c", BOOT.format(parent=PACKAGE_PARENT), spec], env=env,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                preexec_fn=_die_with_parent, start_new_session=True)
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return f"the header build took longer than {timeout_s:.0f} s"
-    return "" if rc == 0 else f"the header build failed (exit status {rc}; see build.log)"
+    return subprocess.Popen([*prefix, sys.executable, "-c", BOOT.format(parent=PACKAGE_PARENT), json.dumps(spec)],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 
 
 # -- the builder process -------------------------------------------------------------------------
@@ -287,35 +289,57 @@ def torch_cxx_command(device: str, extra_cflags: list[str]) -> tuple[str, list[s
     return lines.get("cxx", "c++").strip(), flags
 
 
-def builder_main() -> None:
-    """Entry of the header builder: one compiler per variant, side by side; the manifest last."""
-    spec = json.loads(sys.argv[1])
-    signal.signal(signal.SIGTERM, _kill_group)  # the parent died (PR_SET_PDEATHSIG): the compilers too
-    if os.getppid() == 1:
-        _kill_group()
+def compile_headers(private: str, device: str, variant_flags: dict[str, tuple[str, ...]], timeout_s: float) -> str:
+    """One compiler per variant, side by side, into ``<private>/include``; the manifest last.
+    "" when every variant was built, else what went wrong (the compilers' output: ``build.log``)."""
+    import resource  # deferred: the builder process only
+
     import torch  # deferred: the builder process only
 
     header = os.path.join(os.path.dirname(torch.__file__), "include", HEADER)
-    out_dir = os.path.join(spec["private"], "include", HEADER + ".gch")
+    out_dir = os.path.join(private, "include", HEADER + ".gch")
     os.makedirs(out_dir, mode=0o755)
     t0 = time.monotonic()
     procs, commands = {}, {}
-    for name, extra in spec["variants"].items():
-        cxx, flags = torch_cxx_command(spec["device"], extra)
-        cmd = [*shlex.split(cxx), *flags, "-x", "c++-header", header, "-o", os.path.join(out_dir, name + ".gch")]
-        commands[name] = cmd
-        print(shlex.join(cmd), flush=True)
-        procs[name] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
-    failed = [name for name, p in procs.items() if p.wait() != 0]
+    with open(os.path.join(private, "build.log"), "wb") as log:
+        for name, extra in variant_flags.items():
+            cxx, flags = torch_cxx_command(device, list(extra))
+            cmd = [*shlex.split(cxx), *flags, "-x", "c++-header", header, "-o", os.path.join(out_dir, name + ".gch")]
+            commands[name] = cmd
+            log.write((shlex.join(cmd) + "\n").encode())
+            log.flush()
+            procs[name] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                           preexec_fn=_die_with_parent)
+        try:
+            failed = [name for name, p in procs.items() if p.wait(timeout=max(1.0, t0 + timeout_s - time.monotonic())) != 0]
+        except subprocess.TimeoutExpired:
+            return f"the header build took longer than {timeout_s:.0f} s"  # the compilers die with us
     if failed:
-        print(f"header build failed: {failed}", flush=True)
-        sys.exit(1)
-    import resource  # deferred: the builder process only
-
+        return f"the header build failed for {failed} (see build.log)"
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # the compilers, reaped by wait() above
-    manifest = {"format": PCH_FORMAT, "torch": torch.__version__, "device": spec["device"], "header": header,
+    manifest = {"format": PCH_FORMAT, "torch": torch.__version__, "device": device, "header": header,
                 "commands": commands, "seconds": round(time.monotonic() - t0, 3),
                 "cpu_s": round(ru.ru_utime + ru.ru_stime, 3), "max_rss_mb": round(ru.ru_maxrss / 1024, 1),
                 "bytes": {n: os.path.getsize(os.path.join(out_dir, n + ".gch")) for n in commands}}
-    with open(os.path.join(spec["private"], MANIFEST), "w", encoding="utf-8") as fh:
+    with open(os.path.join(private, MANIFEST), "w", encoding="utf-8") as fh:
         json.dump(manifest, fh, indent=1)
+    return ""
+
+
+def builder_main() -> None:
+    """Entry of the header builder: take the key's lock or leave (somebody is building), build,
+    publish; exit status 0 when published (built or a recorded failure), 1 when nothing was."""
+    spec = json.loads(sys.argv[1])
+    entry = HeaderCache.at(spec["root"], spec["key"], spec["device"],
+                           {k: tuple(v) for k, v in spec["variants"].items()})
+    fd = os.open(entry.lock_path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return  # another builder holds it
+    if entry.ready or entry._failed_recently():
+        return
+    try:
+        entry.build_locked(float(spec["timeout_s"]))
+    except OSError:
+        sys.exit(1)

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import glob
 import json
 import os
@@ -25,7 +24,7 @@ import time
 import pytest
 
 from evaluation.build_stage import build_dir_for, header_cache_for, prebuild
-from evaluation.pch import HeaderCache
+from evaluation.pch import HeaderCache, lock_held
 from evaluation.types import EvaluationConfig
 from tests.evaluation.helpers import ROOT
 
@@ -150,42 +149,53 @@ def test_the_same_kernel_built_both_ways_is_the_same(two_builds):
     assert r.returncode == 0 and r.stdout.strip() == "same", r.stdout + r.stderr
 
 
-def _compilers_under(path: str) -> list[int]:
+def _processes_naming(text: str) -> list[int]:
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if path.encode() in fh.read():
+                if text.encode() in fh.read():
                     found.append(int(pid))
         except OSError:
             continue
     return found
 
 
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
 def test_a_header_build_killed_midway_leaves_nothing_to_wait_on(tmp_path):
     cache = str(tmp_path)
     headers = HeaderCache(cache, "cpu")
-    code = f"from evaluation.pch import HeaderCache; HeaderCache({cache!r}, 'cpu').ensure(wait_s=3000)"
-    builder = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ))
     building = os.path.join(headers.root, ".building")
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not any(
-            "cc1plus" in open(f"/proc/{p}/comm").read() for p in _compilers_under(building) if os.path.exists(f"/proc/{p}")):
+    # A worker process needs the headers and starts their builder (detached, holding the lock).
+    code = f"from evaluation.pch import HeaderCache; HeaderCache({cache!r}, 'cpu').ensure(wait_s=3000)"
+    worker = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ))
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not any(_comm(p) == "cc1plus" for p in _processes_naming(building)):
         time.sleep(0.2)
-    assert builder.poll() is None and _compilers_under(building), "the header build never reached the compiler"
+    assert any(_comm(p) == "cc1plus" for p in _processes_naming(building)), "the header build never reached the compiler"
+    assert lock_held(headers.lock_path)  # the builder holds the lock
     time.sleep(1.0)
-    builder.send_signal(signal.SIGKILL)  # the worker that held the lock dies mid-build
-    builder.wait()
-    gone_by = time.monotonic() + 10
-    while _compilers_under(building) and time.monotonic() < gone_by:
+    worker.send_signal(signal.SIGKILL)  # the worker dies: its builder does not (it is detached)
+    worker.wait()
+    time.sleep(0.5)
+    assert lock_held(headers.lock_path) and any(_comm(p) == "cc1plus" for p in _processes_naming(building))
+    for pid in _processes_naming("builder_main"):  # now the header build itself is killed, midway
+        if headers.key in open(f"/proc/{pid}/cmdline").read():
+            os.kill(pid, signal.SIGKILL)
+    gone_by = time.monotonic() + 20
+    while _processes_naming(building) and time.monotonic() < gone_by:
         time.sleep(0.2)
-    assert _compilers_under(building) == []  # its compilers died with it
+    assert _processes_naming(building) == []  # its compilers died with it
     assert not headers.ready and not os.path.exists(headers.path)  # nothing half-built was published
-    fd = os.open(os.path.join(headers.root, ".locks", headers.key + ".lock"), os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free at once: nobody would wait on it
-    finally:
-        os.close(fd)
+    assert not lock_held(headers.lock_path)  # free at once: nobody would wait on it
+    assert os.listdir(building)  # the dead builder's private folder, left
     t0 = time.monotonic()
     assert headers.ensure(wait_s=3000)  # the next build takes the lock at once and builds them
     assert headers.ready and os.listdir(building) == []  # the dead builder's folder is gone
