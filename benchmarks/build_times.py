@@ -123,6 +123,18 @@ def pool_phase(phase: str, kernels: list[tuple[str, str]], cfg: EvaluationConfig
     return {"rows": rows, "summary": summary}
 
 
+def same_objects(cache_a: str, cache_b: str) -> dict[str, bool]:
+    """Object files of the same build in two caches, byte for byte (per extension/object)."""
+    out: dict[str, bool] = {}
+    for obj in glob.glob(os.path.join(cache_a, "*", "torch_extensions", "*", "*.o")):
+        rel = os.path.relpath(obj, cache_a).split(os.sep, 1)[1]
+        twins = glob.glob(os.path.join(cache_b, "*", rel))
+        if twins:
+            with open(obj, "rb") as fa, open(twins[0], "rb") as fb:
+                out[rel] = fa.read() == fb.read()
+    return out
+
+
 def nvcc_probe() -> dict[str, Any]:
     """What nvcc runs for a .cu file (``--dryrun``): the host compiler's input is cudafe++'s output
     (``*.cudafe1.cpp``, headers already expanded), which is why no precompiled header applies there."""
@@ -206,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     r = record("alone_after", first_name, prebuild(first, cfg["after"]))
     show(r)
     result["phases"]["alone_after"] = r
+    result["phases"]["same_objects"] = same_objects(cfg["before"].build_cache_dir, cfg["after"].build_cache_dir)
+    print(f"  objects the same byte for byte, before and after: {result['phases']['same_objects']}", flush=True)
     print("4. the same source again (build cache)", flush=True)
     t0 = time.monotonic()
     again = prebuild(first, cfg["after"])
