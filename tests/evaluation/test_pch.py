@@ -29,6 +29,7 @@ from evaluation.types import EvaluationConfig
 from tests.evaluation.helpers import ROOT, needs_cuda
 
 pytestmark = [pytest.mark.slow,
+              pytest.mark.timeout(3600),  # a header build is ~100 s of CPU: far longer on a loaded host
               pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v c++ && command -v ninja"],
                                                 capture_output=True).returncode != 0,
                                  reason="needs a C++ compiler and ninja")]
