@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .backends import kernel_backend, missing_library
 from .build import BuildDir, needs_build
-from .build_stage import arch_env, build_dir_for, build_locked
+from .build_stage import build_dir_for, build_env, build_locked
 from .correctness import check_correctness, load_models
 from .hardware import hardware_slug
 from .host_errors import INFRASTRUCTURE_ERROR, confirm, host_error
@@ -68,7 +68,7 @@ def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | 
                       hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
                       disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads,
                       max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb,
-                      extra_env=arch_env(cfg))
+                      extra_env=build_env(cfg))
     try:
         problem_path = sandbox.write_source("problem.py", problem_source)
         kernel_path = sandbox.write_source("kernel.py", kernel_source)
