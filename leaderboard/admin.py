@@ -189,7 +189,11 @@ class BoardVersionAdmin(DerivedAdmin):
 
 @admin.register(DirtyRun)
 class DirtyRunAdmin(DerivedAdmin):
-    list_display = ["run_id", "marked_at"]
+    """Runs waiting for re-scoring, and runs set aside because they fail to score (with the error:
+    fix the row it names, e.g. delete the evaluation, and the write re-scores the run)."""
+
+    list_display = ["run_id", "marked_at", "failed_at", "error"]
+    list_filter = [("failed_at", admin.EmptyFieldListFilter)]
 
 
 @admin.register(ProblemStats)

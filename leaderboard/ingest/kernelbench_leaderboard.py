@@ -40,6 +40,7 @@ from pathlib import Path
 
 from django.db import transaction
 
+from evaluation.metrics import speedup_problem
 from leaderboard.ingest.archives import Bundle, KernelFile
 from leaderboard.ingest.run_import import RunImport, RunSpec, store_run
 from leaderboard.models import Kernel, Run
@@ -198,8 +199,8 @@ def _read_entries(assets: Path, problem: ListedProblem, key: str, entries) -> li
             raise MalformedInput(f"{where}: display_name must be a model name")
         if isinstance(speedup, bool) or not isinstance(speedup, (int, float)) or not math.isfinite(speedup):
             raise MalformedInput(f"{where}: torch_speedup must be a number, not {speedup!r}")
-        if speedup <= 0:
-            raise MalformedInput(f"{where}: torch_speedup {speedup} is not positive")
+        if problem := speedup_problem(speedup):
+            raise MalformedInput(f"{where}: torch_{problem}")
         if not isinstance(file, str) or not SOLUTION_FILE.match(file):
             raise MalformedInput(f"{where}: file must be a solution's name (letters, digits, - and _)")
         if model.strip().lower() in models:

@@ -40,6 +40,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS, plausible_speedup
 from leaderboard.evaluations.queue import request_evaluations
 from leaderboard.evaluations.quotas import check_source_bytes
 from leaderboard.ingest.archives import (
@@ -116,6 +117,8 @@ def _parse_runtime(runtime: Any, correct: bool, where: str) -> float | None:
         raise ValueError(f"{where}: runtime {runtime} ms is not plausible")
     if runtime <= 0 and (correct or runtime != NO_RUNTIME):
         raise ValueError(f"{where}: runtime {runtime} ms is not positive (only a failed kernel may give {NO_RUNTIME})")
+    if 0 < runtime < MIN_RUNTIME_MS:
+        raise ValueError(f"{where}: runtime {runtime!r} ms is under the physical floor of {MIN_RUNTIME_MS:g} ms")
     return float(runtime) if runtime > 0 and correct else None
 
 
@@ -309,6 +312,7 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
     problems, seen = _check_kernels(spec, bundle.kernels)
     warnings = _result_warnings(results, seen, bundle.results is not None)
     plan = _Plan(spec, bundle.kernels, problems, results, _eager_baselines(spec), user)
+    _check_speedups(plan)
     plan.hashes = {(k.level, k.problem, k.sample): source_sha256(k.source) for k in bundle.kernels}
     kernel_report, evaluation_report = ImportReport(), ImportReport()
     with transaction.atomic():
@@ -329,6 +333,23 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
             f"{spec.hardware.slug}; they count as unscored until verified"
         )
     return RunImport(run, kernel_report, evaluation_report, warnings)
+
+
+def _check_speedups(plan: _Plan) -> None:
+    """RowErrors naming each correct result whose speedup (the eager baseline over its runtime) is
+    over MAX_SPEEDUP: no such number is stored or shown (issue 28, case 1)."""
+    errors = []
+    for (level, number, sample), result in sorted(plan.results.items()):
+        problem = plan.problems.get((level, number))
+        reference = plan.baselines.get(problem.pk) if problem else None
+        if reference and result.runtime_ms and reference / result.runtime_ms > MAX_SPEEDUP:
+            errors.append(
+                f"{RESULTS_NAME}: level {level} problem {number} sample {sample}: runtime {result.runtime_ms!r} ms "
+                f"against the eager baseline's {reference:g} ms is a speedup of {reference / result.runtime_ms:.3g}, "
+                f"over the ceiling of {MAX_SPEEDUP:g}"
+            )
+    if errors:
+        raise RowErrors(errors)
 
 
 def _check_kernels(spec: RunSpec, kernels: list[KernelFile]) -> tuple[dict[tuple[int, int], Problem], dict[Key, str]]:
@@ -498,7 +519,7 @@ def _evaluation_values(plan: _Plan, problem_id: int, result: Result) -> dict:
     """An imported evaluation's fields; its speedup comes from the eager baseline, if any."""
     hardware = plan.spec.hardware
     reference = plan.baselines.get(problem_id)
-    speedup = reference / result.runtime_ms if (reference and result.runtime_ms) else None
+    speedup = plausible_speedup(reference, result.runtime_ms) if result.correct else None
     notes = [{"code": "imported", "metadata": result.metadata}] if result.metadata else []
     if result.correct and speedup is None:
         plan.unscored += 1
