@@ -9,6 +9,19 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 
+@pytest.fixture(autouse=True)
+def _fresh_counters():
+    """The write and sign-in limits count in their own store (leaderboard/ops/counters.py), which the
+    suites' cache.clear() does not touch: every test starts at zero (local memory only: a Redis
+    store is a live site's own)."""
+    from django.core.cache import caches
+
+    store = caches["counters"]
+    if "LocMemCache" in type(store).__name__:
+        store.clear()
+    yield
+
+
 def _user_in(username: str, group: str | None) -> User:
     # No password (force_login or a token signs them in): hashing one costs a second per test.
     user = User.objects.create_user(username, f"{username}@example.com", None)
