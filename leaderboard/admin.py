@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import models
 
 from leaderboard.ingest import launch_posts, reported_scores
 from leaderboard.ingest.admin_actions import CsvUploadMixin, VerifyRunsMixin
@@ -18,7 +19,7 @@ from leaderboard.models import (
     RunScore,
 )
 from leaderboard.reviews.services import record_verdict
-from problems.text import PLAIN_TEXT_FIELDS
+from problems.text import PLAIN_TEXT_FIELDS, multi_line_text
 
 
 @admin.register(Lab)
@@ -129,6 +130,7 @@ class ReviewAdmin(admin.ModelAdmin):
     list_select_related = ["kernel", "reviewer"]
     raw_id_fields = ["kernel"]
     fields = ["kernel", "verdict", "note"]
+    formfield_overrides = {models.TextField: {"validators": [multi_line_text]}}  # no ESC, BEL, DEL, C1
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False

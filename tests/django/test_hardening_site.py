@@ -106,3 +106,50 @@ def test_an_anonymous_board_stays_publicly_cacheable(client, world):
     world.kernel(world.problems[0], speedup=2.5)
     reply = client.get("/levels/all/")
     assert "public" in reply["Cache-Control"] and not reply.cookies
+
+
+# ---------------------------------------------------------------------------------------------
+# Case 9: invisible format characters in names; control characters in notes and reasons
+
+INVISIBLE = ["GPT\u200d-4o", "\ufeffGPT-4o", "GPT-4o\U000e0041\U000e007f", "GPT\u00ad-4o", "GPT\u2060-4o"]
+CONTROLS = ["look \x1b[2J here", "ring \x07", "del \x7f", "c1 \x85 \x9b31m"]
+
+
+@pytest.mark.parametrize("field", ["model", "setting", "name"])
+@pytest.mark.parametrize("text", INVISIBLE)
+def test_a_name_with_an_invisible_format_character_is_refused(token_client, ingestor, world, field, text):
+    body = {"model": "M", "hardware": world.hardware.slug, "problem_set": world.problem_set.slug,
+            "kernels": {"level_1_problem_1_sample_0_kernel.py": "import torch\n"}, field: text}  # fmt: skip
+    reply = token_client(ingestor).post("/api/v1/runs/import/", body, format="json")
+    assert reply.status_code == 400, reply.content
+    assert "invisible format character (U+" in reply.content.decode()
+
+
+def test_names_in_other_scripts_and_notes_with_emoji_are_kept():
+    from problems.text import control_character_problem
+
+    assert control_character_problem("Qwen 2.5 — 数学 (ß, é)") is None
+    assert control_character_problem("looks fine 👩\u200d💻\nsecond line\tand a tab", multiline=True) is None
+
+
+@pytest.mark.parametrize("text", CONTROLS)
+def test_a_review_note_or_report_reason_with_a_control_character_is_refused(token_client, reviewer, world, text):
+    kernel = world.kernel(world.problems[0], speedup=2.5)
+    api = token_client(reviewer)
+    verdict = api.post(f"/api/v1/kernels/{kernel.pk}/reviews/", {"verdict": "clean", "note": text}, format="json")
+    report = api.post(f"/api/v1/kernels/{kernel.pk}/reports/", {"reason": text}, format="json")
+    for reply in (verdict, report):
+        assert reply.status_code == 400, reply.content
+        assert "control character (U+" in reply.content.decode()
+    assert not kernel.reviews.exists() and not kernel.reports.exists()
+
+
+@pytest.mark.parametrize("text", CONTROLS[:2])
+def test_the_review_and_report_forms_refuse_control_characters(client, reviewer, world, text):
+    kernel = world.kernel(world.problems[0], speedup=2.5)
+    client.force_login(reviewer)
+    client.post(f"/kernels/{kernel.pk}/review/", {"verdict": "clean", "note": text})
+    client.post(f"/kernels/{kernel.pk}/report/", {"reason": text})
+    assert not kernel.reviews.exists() and not kernel.reports.exists()
+    client.post(f"/kernels/{kernel.pk}/review/", {"verdict": "clean", "note": "fine\nreally"})
+    assert kernel.reviews.count() == 1
