@@ -56,6 +56,7 @@ from leaderboard.ingest.reported_scores import match_lab, match_model
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, Origin, Precision, Run, guess_backend, utf8_size
 from leaderboard.reads import board_store
+from leaderboard.reviews.services import inherit_exclusions
 from problems.importing import CREATED, DIGITS, UNCHANGED, UPDATED, ImportReport, checked_int, whole_number
 from problems.models import Baseline, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
 
@@ -294,6 +295,7 @@ class _Plan:
     unscored: int = 0
     hashes: dict[Key, str] = field(default_factory=dict)  # each kernel file's source sha256
     notes: list[str] = field(default_factory=list)  # warnings found while writing
+    created: list[Kernel] = field(default_factory=list)  # the kernels this import made
 
 
 def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], None] | None = None) -> RunImport:
@@ -322,6 +324,12 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
         stored = _store_kernels(plan, run, kernel_report)
         evaluations = _store_evaluations(plan, run, stored, evaluation_report)
         linked, relinked = _link_latest(stored, evaluations)
+        # After the evaluations: an inherited verdict is newer than the result it covers.
+        if inherited := inherit_exclusions(plan.created):
+            plan.notes.append(
+                f"{inherited} kernel(s) have the code of a kernel judged a reward hack or invalid (comments and "
+                "whitespace aside) and inherit its verdict: they stay out of the rankings"
+            )
         if relinked:  # what the evaluation's post_save signal does for a kernel's new latest
             board_store.refresh_kernel_states(relinked)
         if kernel_report.changed or evaluation_report.changed or linked:
@@ -411,12 +419,16 @@ def _store_run_row(plan: _Plan) -> Run:
     }
     identity["model"].lock()  # concurrent imports of this model agree on the run
     revisions = _revisions(identity, spec.name)
-    conflicts = _source_conflicts(plan, revisions)
-    run = next((run for run in revisions if run.pk not in conflicts and run.writable_by(plan.user)), None)
+    # Only a run's creator (or a holder of write_any_run) names its revisions: another user's
+    # upload is a run of its own, under the name it gave (issue 28, case 7); the runs say who made them.
+    own = [run for run in revisions if run.writable_by(plan.user)]
+    conflicts = _source_conflicts(plan, own)
+    run = next((run for run in own if run.pk not in conflicts), None)
     if run is None:
-        run = Run.objects.create(**identity, **values, name=_revision_name(spec.name, revisions), created_by=plan.user)
+        run = Run.objects.create(**identity, **values, name=_revision_name(spec.name, own), created_by=plan.user)
         if revisions:
-            plan.notes.append(_revision_warning(run, revisions[0], conflicts.get(revisions[0].pk, [])))
+            stored = (own or revisions)[0]
+            plan.notes.append(_revision_warning(run, stored, conflicts.get(stored.pk, [])))
         return run
     changed = _differs(run, values)
     if changed:
@@ -512,6 +524,7 @@ def _store_kernels(plan: _Plan, run: Run, report: ImportReport) -> list[tuple[Ke
         stored.append(((file.level, file.problem, file.sample), kernel))
     check_source_bytes(plan.user, sum(kernel.source_bytes for kernel in created))
     Kernel.objects.bulk_create(created, batch_size=BATCH_SIZE)
+    plan.created = created
     return stored
 
 
