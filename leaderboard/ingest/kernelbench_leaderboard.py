@@ -199,8 +199,8 @@ def _read_entries(assets: Path, problem: ListedProblem, key: str, entries) -> li
             raise MalformedInput(f"{where}: display_name must be a model name")
         if isinstance(speedup, bool) or not isinstance(speedup, (int, float)) or not math.isfinite(speedup):
             raise MalformedInput(f"{where}: torch_speedup must be a number, not {speedup!r}")
-        if problem := speedup_problem(speedup):
-            raise MalformedInput(f"{where}: torch_{problem}")
+        if wrong := speedup_problem(speedup):  # not positive, or over the ceiling (issue 28, case 1)
+            raise MalformedInput(f"{where}: torch_{wrong}")
         if not isinstance(file, str) or not SOLUTION_FILE.match(file):
             raise MalformedInput(f"{where}: file must be a solution's name (letters, digits, - and _)")
         if model.strip().lower() in models:
