@@ -56,8 +56,8 @@ def seed_site(data: dict) -> dict:
     return {**data, "site_tokens": tokens, "evaluation": evaluation}
 
 
-def _run_body(name: str, source: str = KERNEL, runtime: float | None = None, **fields) -> dict:
-    body = {"model": "M28", "hardware": "cpu", "problem_set": "starter-v1", "name": name, **fields,
+def _run_body(run_name: str, source: str = KERNEL, runtime: float | None = None, **fields) -> dict:
+    body = {"model": "M28", "hardware": "cpu", "problem_set": "starter-v1", "name": run_name, **fields,
             "kernels": {"level_1_problem_1_sample_0_kernel.py": source}}  # fmt: skip
     if runtime is not None:
         body["eval_results"] = {"1": [{"sample_id": 0, "compiled": True, "correctness": True, "runtime": runtime}]}
@@ -97,10 +97,10 @@ def _redis(port: int, *extra: str, workdir: Path) -> subprocess.Popen:
 
 def _sign_in(site_url: str, username: str, password: str, address: str) -> int:
     browser = requests.Session()
-    token = browser.get(site_url + "/sign-in/", timeout=30).cookies["csrftoken"]
+    token = browser.get(site_url + "/sign-in/", timeout=120).cookies["csrftoken"]
     reply = browser.post(
         site_url + "/sign-in/", data={"username": username, "password": password, "csrfmiddlewaretoken": token},
-        headers={"X-Forwarded-For": address}, allow_redirects=False, timeout=30,
+        headers={"X-Forwarded-For": address}, allow_redirects=False, timeout=120,
     )  # fmt: skip
     return reply.status_code
 
@@ -122,6 +122,8 @@ class ProductionShaped:
                                  workdir=self.workdir))  # fmt: skip
         self.site = LiveSite(self.workdir, self.env, workers=2).start()
         self.cache = redis.Redis(port=self.cache_port)
+        for _ in range(2):  # each worker's first request imports the URLconf's views: slow on a busy host
+            requests.get(self.site.url + "/sign-in/", headers={"Connection": "close"}, timeout=300)
         return self
 
     def __exit__(self, *exc) -> None:

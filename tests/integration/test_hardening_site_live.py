@@ -9,7 +9,7 @@ import pytest
 from tests.integration.hardening_site_cases import replay_site, seed_site
 from tests.integration.test_hardening_live import live  # noqa: F401  (the fixture)
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = pytest.mark.timeout(900)
 
 
 def test_every_site_case_of_issue_28_holds(live):  # noqa: F811
