@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, OperationalError, transaction
 from django.db.models import F, Subquery
 from django.utils import timezone
 
@@ -189,6 +189,8 @@ def refresh_runs(run_ids: Iterable[int]) -> None:
         pending[0].difference_update(ids)
     try:
         _refresh(ids)
+    except OperationalError:
+        raise  # the database is unwell (down, a deadlock): not the runs' fault, and retried as before
     except (DatabaseError, ValueError, TypeError, ArithmeticError) as exc:
         if len(ids) > 1:
             for run_id in ids:
