@@ -67,6 +67,7 @@ def main() -> int:
     from tests.integration.live_front import replay_front, seed_front
     from tests.integration.live_integrity import replay_integrity, seed_integrity
     from tests.integration.live_site import LiveSite, replay, seed
+    from tests.integration.sandbox_round3_cases import replay_sandbox_round3
 
     call_command("migrate", verbosity=0)
     data = seed()
@@ -83,6 +84,7 @@ def main() -> int:
         outcomes += replay_integrity(site, data["integrity"])
         outcomes += replay_front(site, data)  # issue 19 cases 4, 5, 7, 10, 12, 13, 14, 15
         outcomes += replay(site, budgets, BUDGET_CASES)  # issue 19 cases 2, 3, 9, 10, 11
+        outcomes += replay_sandbox_round3()  # issue 28 cases 2, 3, 4, 8: real kernels, root sandbox
         outcomes += replay_site(site, site_data)  # issue 28 cases 1, 5, 6, 7, 9, 10
     finally:
         site.stop()

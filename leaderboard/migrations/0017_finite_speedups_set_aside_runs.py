@@ -21,12 +21,15 @@ def drop_absurd_speedups(apps, schema_editor):
     absurd.update(speedup=None, speedup_low=None, speedup_high=None)
     Kernel.objects.filter(latest_speedup__gt=CEILING).update(latest_speedup=None)
     Kernel.objects.filter(published_speedup__gt=CEILING).update(published_speedup=None)
+    PublishedFigure = apps.get_model("leaderboard", "PublishedFigure")
+    PublishedFigure.objects.filter(speedup_eager__gt=CEILING).update(speedup_eager=None)
+    PublishedFigure.objects.filter(speedup_compile__gt=CEILING).update(speedup_compile=None)
     DirtyRun.objects.bulk_create([DirtyRun(run_id=pk) for pk in run_ids], ignore_conflicts=True)
 
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("leaderboard", "0015_integrity_quotas_one_pending"),
+        ("leaderboard", "0016_aliases_merges_published_figures"),
         ("problems", "0003_scoring_rules"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
@@ -78,6 +81,16 @@ class Migration(migrations.Migration):
                     ("latest_speedup__isnull", True), ("latest_speedup__lte", 1000000.0), _connector="OR"
                 ),
                 name="kernel_latest_speedup_under_ceiling",
+            ),
+        ),
+        migrations.AddConstraint(
+            model_name="publishedfigure",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("speedup_eager__isnull", True), ("speedup_eager__lte", 1000000.0), _connector="OR"),
+                    models.Q(("speedup_compile__isnull", True), ("speedup_compile__lte", 1000000.0), _connector="OR"),
+                ),
+                name="publishedfigure_speedups_under_ceiling",
             ),
         ),
     ]
