@@ -100,7 +100,7 @@ for e in done.order_by('kernel__problem__level', 'kernel__problem__number'):
     k = e.kernel
     first = (e.error or '').strip().splitlines()
     print(k.run.model.name, k.problem.level, k.problem.number, k.problem.name, k.source_hash[:12], k.published_speedup,
-          e.status, e.correct, e.speedup, e.speedup_low, e.speedup_high, ','.join(e.flags or []),
+          e.status, e.correct, e.speedup, e.speedup_low, e.speedup_high, ','.join(f.get('code', '') if isinstance(f, dict) else str(f) for f in e.flags or []),
           ';'.join(f'{n}={v:.2f}' for n, v in sorted((e.stage_seconds or {}).items()) if isinstance(v, (int, float))),
           (first[-1] if first else '')[:240].replace(chr(9), ' '), sep=chr(9))
 " > "$OUT/field_verdicts.tsv" 2>>"$OUT/field_verify.log" || true
