@@ -63,6 +63,7 @@ def main() -> int:
     from django.core.management import call_command
 
     from tests.integration.budget_cases import BUDGET_CASES, seed_budgets
+    from tests.integration.hardening_site_cases import replay_site, seed_site
     from tests.integration.live_front import replay_front, seed_front
     from tests.integration.live_integrity import replay_integrity, seed_integrity
     from tests.integration.live_site import LiveSite, replay, seed
@@ -73,6 +74,7 @@ def main() -> int:
     data["integrity"] = seed_integrity()
     data["front"] = seed_front(data)
     budgets = seed_budgets(data)
+    site_data = seed_site(data)  # issue 28's site cases
     # --no-redis: local-memory cache, one count per worker (what issue 12 found: the limit leaks).
     site = LiveSite(workdir, env, workers=4, redis="--no-redis" not in sys.argv).start()
     try:
@@ -83,6 +85,7 @@ def main() -> int:
         outcomes += replay_front(site, data)  # issue 19 cases 4, 5, 7, 10, 12, 13, 14, 15
         outcomes += replay(site, budgets, BUDGET_CASES)  # issue 19 cases 2, 3, 9, 10, 11
         outcomes += replay_sandbox_round3()  # issue 28 cases 2, 3, 4, 8: real kernels, root sandbox
+        outcomes += replay_site(site, site_data)  # issue 28 cases 1, 5, 6, 7, 9, 10
     finally:
         site.stop()
     cache = "redis" if site.redis else "local memory (per worker)"

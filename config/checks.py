@@ -103,6 +103,16 @@ def check_hardening_settings(app_configs, **kwargs):
                 id="kb.W012",
             )
         )
+    if settings.CACHE_REDIS_URL and settings.COUNTERS_REDIS_URL == settings.CACHE_REDIS_URL != settings.REDIS_URL:
+        problems.append(
+            Warning(
+                "The security counters (write and sign-in limits) share the cache's Redis (COUNTERS_REDIS_URL is "
+                "CACHE_REDIS_URL): when the cache fills, allkeys-lru evicts them and the limits reset.",
+                hint="Leave COUNTERS_REDIS_URL unset (the queue's Redis, noeviction) or point it at a Redis that "
+                "never evicts.",
+                id="kb.W013",
+            )
+        )
     if not settings.CONTENT_SECURITY_POLICY:
         problems.append(
             Warning(

@@ -4,6 +4,9 @@
   naming the parameter, before any view runs (PostgreSQL refuses NUL in text: it was a 500);
 - content_security_policy: the CONTENT_SECURITY_POLICY header on every response, when set
   (production; Django 5.2 has no CSP of its own);
+- private_per_user: an answer that depends on who asks (a signed-in user, a token) is
+  `Cache-Control: private`, every answer varies on Authorization and Cookie, and an answer that sets
+  a cookie is never publicly cacheable (issue 28, case 10);
 - limit_request_body: a body over settings.REQUEST_BODY_MAX_BYTES is a 413, from Content-Length,
   before anything reads it (pages and admin included: Django spools file uploads to disk without a
   cap of its own). API routes have tighter caps of their own (leaderboard/api/parsers.py).
@@ -15,6 +18,7 @@ import re
 
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
+from django.utils.cache import patch_cache_control, patch_vary_headers
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Production's policy (config/settings_production.py). No inline script anywhere: figures' data
@@ -77,6 +81,33 @@ def content_security_policy(get_response):
         policy = settings.CONTENT_SECURITY_POLICY
         if policy and "Content-Security-Policy" not in response:
             response["Content-Security-Policy"] = policy
+        return response
+
+    return middleware
+
+
+SHARED_ONLY = re.compile(r"\s*(public|s-maxage=\d+)\s*")
+
+
+def _make_private(response) -> None:
+    """`Cache-Control: private`, with what only shared caches read (public, s-maxage) taken out."""
+    kept = [part for part in response.get("Cache-Control", "").split(",") if part and not SHARED_ONLY.fullmatch(part)]
+    response["Cache-Control"] = ", ".join(part.strip() for part in kept)
+    patch_cache_control(response, private=True)
+    if not response["Cache-Control"].strip(", "):
+        del response["Cache-Control"]
+
+
+def private_per_user(get_response):
+    """Placed before SessionMiddleware, so that it sees the cookies that middleware sets."""
+
+    def middleware(request):
+        response = get_response(request)
+        patch_vary_headers(response, ("Authorization", "Cookie"))
+        user = getattr(request, "user", None)
+        per_user = "HTTP_AUTHORIZATION" in request.META or bool(user is not None and user.is_authenticated)
+        if per_user or response.cookies:
+            _make_private(response)
         return response
 
     return middleware

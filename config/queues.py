@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 QUEUE_NAME = re.compile(r"^eval-[a-z0-9][a-z0-9-]*$")
 
@@ -33,3 +34,12 @@ def rq_queues(redis_url: str, eval_queues: list[str], job_timeout: int) -> Queue
     """The `default` queue and every evaluation queue, all on one Redis with the job time limit."""
     config = {"URL": redis_url, "DEFAULT_TIMEOUT": job_timeout}
     return QueueConfigs({name: dict(config) for name in ["default", *eval_queues]}, config)
+
+
+def next_redis_db(redis_url: str) -> str:
+    """The same Redis, the next database number (`redis://h:6379/0` -> `redis://h:6379/1`): where
+    the security counters live beside the queue (config/settings.py, COUNTERS_REDIS_URL)."""
+    parts = urlsplit(redis_url)
+    path = parts.path.strip("/")
+    db = int(path) + 1 if path.isdigit() else 1
+    return urlunsplit(parts._replace(path=f"/{db}"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import dj_database_url
 
 from config.env import env_bool, env_int, env_list, env_optional_int, env_str, secret_key_from_file
-from config.queues import rq_queues
+from config.queues import next_redis_db, rq_queues
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Everything local and private (database, secret key, uploads) lives under VAR_DIR, created with
@@ -46,6 +46,7 @@ MIDDLEWARE = [
     "config.middleware.limit_request_body",  # before anything reads a body: 413 over REQUEST_BODY_MAX_BYTES
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "config.middleware.private_per_user",  # before sessions: sees their Set-Cookie; per-user answers private
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -261,17 +262,33 @@ SPECTACULAR_SETTINGS = {
 # noeviction) never loses a job to a full cache; `check --deploy` warns when they are one (kb.W012).
 # Only the web process uses the cache: worker hosts need no CACHE_REDIS_URL.
 CACHE_REDIS_URL = env_str("CACHE_REDIS_URL") or env_str("REDIS_URL")
-if CACHE_REDIS_URL:
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": CACHE_REDIS_URL,
-            "KEY_PREFIX": "kb",
-            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
-        }
+# The security counters (the write limit, the failed sign-in limit: leaderboard/ops/counters.py)
+# must never be evicted, or anonymous traffic that fills the cache lifts them (issue 28, case 5):
+# they live in the "counters" cache, on the queue's Redis (REDIS_URL, noeviction), in the next
+# database number (so that clearing them never touches the queue), unless COUNTERS_REDIS_URL names
+# another Redis that never evicts. They are few, small and expire with their windows.
+COUNTERS_REDIS_URL = env_str("COUNTERS_REDIS_URL") or (
+    next_redis_db(env_str("REDIS_URL")) if env_str("REDIS_URL") else ""
+)
+
+
+def _redis_cache(url: str, prefix: str) -> dict:
+    return {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": url,
+        "KEY_PREFIX": prefix,
+        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
     }
-else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+
+CACHES = {
+    "default": _redis_cache(CACHE_REDIS_URL, "kb")
+    if CACHE_REDIS_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "counters": _redis_cache(COUNTERS_REDIS_URL, "kb-counters")
+    if COUNTERS_REDIS_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "counters"},
+}
 
 # Boards (docs/performance.md, "Boards under writes"): requests are served the last complete build of
 # a board; a new result shows within BOARD_FRESHNESS_SECONDS (the window shared caches may keep a

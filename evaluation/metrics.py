@@ -29,6 +29,8 @@ from typing import Any, TypeVar
 
 __all__ = [
     "DEFAULT_PS",
+    "MAX_SPEEDUP",
+    "MIN_RUNTIME_MS",
     "SpeedupsInput",
     "ProblemResult",
     "best_of_k",
@@ -39,6 +41,8 @@ __all__ = [
     "geometric_mean_speedup",
     "level_summary",
     "pass_at_k",
+    "plausible_speedup",
+    "speedup_problem",
 ]
 
 T = TypeVar("T")
@@ -46,6 +50,15 @@ T = TypeVar("T")
 #: Speedups of one level: either ``{problem_key: speedup or None}`` or a plain iterable of
 #: ``speedup or None`` (one entry per problem). ``None`` means failed or incorrect.
 SpeedupsInput = Mapping[Hashable, float | None] | Iterable[float | None]
+
+#: The physical floor on a kernel's (or a reference's) time, in milliseconds: 0.1 µs, below the
+#: launch of any GPU kernel and below one Python call. A runtime under it is a measurement error or
+#: a made-up number (issue 28: a runtime of 4e-320 ms gave an infinite speedup), never a result.
+MIN_RUNTIME_MS = 1e-4
+
+#: The ceiling on a speedup anything stores or shows: a million times the reference (a 10 s
+#: reference beaten by a 10 µs kernel). Above it the number says nothing about the kernel.
+MAX_SPEEDUP = 1e6
 
 #: The thresholds reported by :func:`level_summary` by default (fast_0 is always reported too).
 DEFAULT_PS: tuple[float, ...] = (0.5, 0.8, 1.0, 1.5, 2.0)
@@ -64,6 +77,32 @@ def _check_speedup(value: float) -> float:
     if not math.isfinite(s) or s <= 0.0:
         raise ValueError(f"speedup must be positive and finite, got {value!r}")
     return s
+
+
+def plausible_speedup(reference_ms: float | None, kernel_ms: float | None) -> float | None:
+    """reference / kernel when both times are finite and at least :data:`MIN_RUNTIME_MS` and the
+    ratio is at most :data:`MAX_SPEEDUP`; ``None`` otherwise (no speedup can be stated)."""
+    if reference_ms is None or kernel_ms is None:
+        return None
+    times = (float(reference_ms), float(kernel_ms))
+    if not all(math.isfinite(t) and t >= MIN_RUNTIME_MS for t in times):
+        return None
+    speedup = times[0] / times[1]
+    return speedup if speedup <= MAX_SPEEDUP else None
+
+
+def speedup_problem(speedup: float | None) -> str | None:
+    """What is wrong with a speedup about to be stored or shown, or ``None`` when it is a positive
+    finite number no larger than :data:`MAX_SPEEDUP` (or ``None`` itself)."""
+    if speedup is None:
+        return None
+    if isinstance(speedup, bool) or not isinstance(speedup, (int, float)) or not math.isfinite(speedup):
+        return f"speedup {speedup!r} is not a finite number"
+    if speedup <= 0:
+        return f"speedup {speedup!r} is not positive"
+    if speedup > MAX_SPEEDUP:
+        return f"speedup {speedup:.3g} is over the ceiling of {MAX_SPEEDUP:g}"
+    return None
 
 
 def _entries(speedups: SpeedupsInput) -> list[float | None]:

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import models
 
 from leaderboard.ingest import launch_posts, reported_scores
 from leaderboard.ingest.admin_actions import CsvUploadMixin, VerifyRunsMixin, merge_selected_models
@@ -21,7 +22,7 @@ from leaderboard.models import (
     RunScore,
 )
 from leaderboard.reviews.services import record_verdict
-from problems.text import PLAIN_TEXT_FIELDS
+from problems.text import PLAIN_TEXT_FIELDS, multi_line_text
 
 
 @admin.register(Lab)
@@ -179,6 +180,7 @@ class ReviewAdmin(admin.ModelAdmin):
     list_select_related = ["kernel", "reviewer"]
     raw_id_fields = ["kernel"]
     fields = ["kernel", "verdict", "note"]
+    formfield_overrides = {models.TextField: {"validators": [multi_line_text]}}  # no ESC, BEL, DEL, C1
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
@@ -239,7 +241,11 @@ class BoardVersionAdmin(DerivedAdmin):
 
 @admin.register(DirtyRun)
 class DirtyRunAdmin(DerivedAdmin):
-    list_display = ["run_id", "marked_at"]
+    """Runs waiting for re-scoring, and runs set aside because they fail to score (with the error:
+    fix the row it names, e.g. delete the evaluation, and the write re-scores the run)."""
+
+    list_display = ["run_id", "marked_at", "failed_at", "error"]
+    list_filter = [("failed_at", admin.EmptyFieldListFilter)]
 
 
 @admin.register(ProblemStats)

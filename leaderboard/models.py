@@ -12,6 +12,7 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils.text import slugify
 
+from evaluation.metrics import MAX_SPEEDUP
 from problems.models import DB_INT_MAX, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
 
 
@@ -349,7 +350,9 @@ class Kernel(models.Model):
     # A figure someone else published for this kernel (KernelBench's leaderboard: its speedup over
     # PyTorch eager on their GPU), kept beside ours and never mixed with it: no fast_p, ranking or
     # stored score reads it; pages show it apart, labelled "published, <published_hardware>".
-    published_speedup = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
+    published_speedup = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(MAX_SPEEDUP)]
+    )
     published_hardware = models.CharField(max_length=60, blank=True, help_text="Where the published figure was timed.")
     # Where the source is public, for a kernel stored without it (source "" and the hash of the
     # public file: seed_demo's field figures, whose code is not ours to redistribute). Importing the
@@ -365,6 +368,15 @@ class Kernel(models.Model):
             models.CheckConstraint(
                 condition=models.Q(published_speedup__isnull=True) | models.Q(published_speedup__gt=0),
                 name="kernel_published_speedup_positive",
+            ),
+            # Issue 28, case 1: no infinite (or absurd) speedup is stored, whatever way it came in.
+            models.CheckConstraint(
+                condition=models.Q(published_speedup__isnull=True) | models.Q(published_speedup__lte=MAX_SPEEDUP),
+                name="kernel_published_speedup_under_ceiling",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(latest_speedup__isnull=True) | models.Q(latest_speedup__lte=MAX_SPEEDUP),
+                name="kernel_latest_speedup_under_ceiling",
             ),
         ]
         indexes = [
@@ -483,6 +495,11 @@ class PublishedFigure(models.Model):
                 & (models.Q(speedup_compile__isnull=True) | models.Q(speedup_compile__gt=0)),
                 name="publishedfigure_speedups_positive",
             ),
+            models.CheckConstraint(  # issue 28, case 1
+                condition=(models.Q(speedup_eager__isnull=True) | models.Q(speedup_eager__lte=MAX_SPEEDUP))
+                & (models.Q(speedup_compile__isnull=True) | models.Q(speedup_compile__lte=MAX_SPEEDUP)),
+                name="publishedfigure_speedups_under_ceiling",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -571,6 +588,11 @@ class Evaluation(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(speedup__isnull=True) | models.Q(speedup__gt=0), name="evaluation_speedup_positive"
+            ),
+            # Issue 28, case 1: an infinite speedup (a runtime of 4e-320 ms) took every board down.
+            models.CheckConstraint(
+                condition=models.Q(speedup__isnull=True) | models.Q(speedup__lte=MAX_SPEEDUP),
+                name="evaluation_speedup_under_ceiling",
             ),
             models.CheckConstraint(
                 condition=models.Q(status="") | models.Q(state="done"), name="evaluation_status_only_when_done"
@@ -790,6 +812,11 @@ class DirtyRun(models.Model):
 
     run_id = models.BigIntegerField(primary_key=True)
     marked_at = models.DateTimeField(auto_now=True)
+    # A run whose re-scoring failed is set aside (board_store.refresh_runs): its last stored scores
+    # stay on the boards, it is not retried on every read, /healthz says "degraded" and the admin
+    # lists it with the error, until a write marks it again or rebuild_boards re-scores it.
+    failed_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
 
     def __str__(self) -> str:
         return f"run {self.run_id} to re-score"

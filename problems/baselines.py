@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluation.metrics import MIN_RUNTIME_MS
 from problems.importing import checked_int
 from problems.kernelbench_files import PROBLEM_FILE, MalformedInput
 from problems.models import Baseline, Problem
@@ -42,6 +43,8 @@ def _number(value, where: str, *, positive: bool = False) -> float:
         raise MalformedInput(f"{where}: expected a finite number, got {value!r}")
     if value < 0 or (positive and value == 0):
         raise MalformedInput(f"{where}: expected a {'positive' if positive else 'non-negative'} number, got {value!r}")
+    if positive and value < MIN_RUNTIME_MS:
+        raise MalformedInput(f"{where}: {value!r} ms is under the physical floor of {MIN_RUNTIME_MS:g} ms")
     return float(value)
 
 

@@ -17,6 +17,19 @@ def pytest_configure(config) -> None:
     os.environ.setdefault("KB_PCH", "0")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_counters():
+    """The write and sign-in limits count in their own store (leaderboard/ops/counters.py), which the
+    suites' cache.clear() does not touch: every test starts at zero (local memory only: a Redis
+    store is a live site's own)."""
+    from django.core.cache import caches
+
+    store = caches["counters"]
+    if "LocMemCache" in type(store).__name__:
+        store.clear()
+    yield
+
+
 def _user_in(username: str, group: str | None) -> User:
     # No password (force_login or a token signs them in): hashing one costs a second per test.
     user = User.objects.create_user(username, f"{username}@example.com", None)

@@ -139,7 +139,7 @@ class LeaderboardView(APIView):
         problem_set = _problem_set(request)
         filters = {
             "level": query_int(request, "level", low=1, high=4),
-            "p": query_float(request, "p", low=0.0, high=1000.0),
+            "p": board_query.keep_rounded_p(request._request, query_float(request, "p", low=0.0, high=1000.0)),
             "hardware": _hardware(request),
             "setting": query_text(request, "setting"),
             "origin": query_choice(request, "origin", Origin.choices),

@@ -45,6 +45,9 @@ class RunSerializer(serializers.ModelSerializer):
     problem_set = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     hardware = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     kernel_count = serializers.IntegerField(read_only=True)
+    created_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, help_text="Who made the run (imported or submitted it); null: the server."
+    )
     rules = ScoringRulesSerializer(read_only=True, help_text="The rules the run is scored under.")
 
     class Meta:
@@ -66,6 +69,7 @@ class RunSerializer(serializers.ModelSerializer):
             "published_source",
             "notes",
             "kernel_count",
+            "created_by",
             "created_at",
         ]
 
@@ -198,7 +202,7 @@ class RunViewSet(ReadOnly):
     def get_queryset(self):
         board_store.refresh_dirty()  # kernel counts are stored by the boards' read model
         runs = (
-            Run.objects.select_related("model", "problem_set", "hardware", "rules")
+            Run.objects.select_related("model", "problem_set", "hardware", "rules", "created_by")
             .annotate(kernel_count=F("n_kernels"))  # stored by the boards' read model
             .order_by("-created_at", "-pk")
         )

@@ -1,6 +1,7 @@
 """One write limit for the whole site: scope "writes", rate in
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], counted per user (per address when signed out) in the
-default cache, which is Redis when REDIS_URL is set, so every gunicorn worker shares the count.
+counters store (leaderboard.ops.counters: a Redis that never evicts, shared by every gunicorn
+worker; not the web's cache, which visitors can fill).
 The address is the one a client cannot forge (leaderboard.ops.clients: REMOTE_ADDR, or the
 X-Forwarded-For entry written by the outermost of TRUSTED_PROXY_COUNT proxies).
 
@@ -19,10 +20,12 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import UserRateThrottle
 
 from leaderboard.ops.clients import client_address
+from leaderboard.ops.counters import counters
 
 
 class WriteRateThrottle(UserRateThrottle):
     scope = "writes"
+    cache = counters  # never evicted (issue 28, case 5)
 
     def get_rate(self) -> str | None:
         # Read the rate on each request (not once at import) so that settings overrides apply.

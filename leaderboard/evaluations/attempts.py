@@ -25,6 +25,7 @@ States (Evaluation.State) and who moves them:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -39,6 +40,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Case, F, IntegerField, Q, Subquery, When
 from django.utils import timezone
 
+from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS, speedup_problem
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for
 from leaderboard.models import Evaluation, Kernel, Origin
 from leaderboard.reads import board_store
@@ -196,25 +198,56 @@ def _apply_verdict(ev: Evaluation, data: dict[str, Any]) -> None:
     status = data.get("status")
     if status not in Evaluation.Status.values:
         raise ValueError(f"the scoring library returned an unknown status {status!r}")
+    speedup, interval = data.get("speedup"), data.get("speedup_interval")  # before inf becomes None
+    data = finite_json(data)  # no Infinity or NaN reaches a column (PostgreSQL's jsonb refuses them)
     for name in RESULT_FIELDS:
         setattr(ev, name, data.get(name))
     ev.trials_passed = data.get("trials_passed") or 0
     ev.trials_total = data.get("trials_total") or 0
     ev.status = status
     ev.correct = bool(data.get("correct")) and status == Evaluation.Status.CORRECT
-    speedup = data.get("speedup")
-    ev.speedup = float(speedup) if ev.correct and speedup and speedup > 0 else None
-    interval = data.get("speedup_interval") if ev.speedup else None
-    ev.speedup_low, ev.speedup_high = (interval[0], interval[1]) if interval else (None, None)
     ev.kernel_timing = data.get("kernel_ms") or {}
     ev.reference_timing = data.get("reference_ms") or {}
     ev.kernel_ms = ev.kernel_timing.get("median")
     ev.reference_ms = ev.reference_timing.get("median")
     ev.flags = data.get("flags") or []
     ev.notes = data.get("notes") or []
+    _apply_speedup(ev, speedup, interval)
     ev.error = (data.get("error") or "")[:LOG_MAX_CHARS]
     ev.log = (data.get("log") or "")[-LOG_MAX_CHARS:]
     ev.environment = data.get("environment") or {}
+
+
+def _apply_speedup(ev: Evaluation, speedup: Any, interval: Any) -> None:
+    """The speedup of a correct kernel, within the physical bounds (evaluation.metrics): a kernel
+    timed under MIN_RUNTIME_MS or faster than MAX_SPEEDUP times the reference (an infinite speedup
+    from a zero time) gets no speedup and a flag, so that a reviewer looks (issue 28, case 1)."""
+    ev.speedup = ev.speedup_low = ev.speedup_high = None
+    if speedup is None or not ev.correct or (isinstance(speedup, (int, float)) and speedup <= 0):
+        return
+    problem = speedup_problem(speedup) or (
+        f"kernel time {ev.kernel_ms!r} ms is under the physical floor of {MIN_RUNTIME_MS:g} ms"
+        if isinstance(ev.kernel_ms, (int, float)) and ev.kernel_ms < MIN_RUNTIME_MS
+        else None
+    )
+    if problem:
+        ev.flags = [*ev.flags, {"code": "implausible_speedup", "message": f"No speedup stated: {problem}."}]
+        return
+    ev.speedup = float(speedup)
+    bounds = finite_json(list(interval)) if isinstance(interval, (list, tuple)) and len(interval) == 2 else []
+    if bounds and None not in bounds:
+        ev.speedup_low, ev.speedup_high = (min(float(v), MAX_SPEEDUP) for v in bounds)
+
+
+def finite_json(value: Any) -> Any:
+    """`value` (JSON-like: dicts, lists, numbers, text) with every non-finite float made None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    return value
 
 
 def _stage_seconds(ev: Evaluation, data: dict[str, Any], worker_stages: dict[str, float] | None) -> dict[str, Any]:

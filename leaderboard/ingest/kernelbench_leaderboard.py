@@ -53,6 +53,7 @@ from pathlib import Path
 from django.db import transaction
 from django.db.models import F
 
+from evaluation.metrics import MIN_RUNTIME_MS, speedup_problem
 from leaderboard.evaluations.queue import Requested, request_evaluations
 from leaderboard.ingest.archives import Bundle, KernelFile
 from leaderboard.ingest.run_import import RunImport, RunSpec, store_run
@@ -277,6 +278,10 @@ def _figures(entry: dict, where: str) -> dict:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise MalformedInput(f"{where}: {key} must be a positive number, not {value!r}")
+        # Issue 28, case 1: a time under the physical floor, a speedup over the ceiling.
+        wrong = speedup_problem(value) if name.startswith("speedup") else None
+        if wrong or (name.endswith("_ms") and value < MIN_RUNTIME_MS):
+            raise MalformedInput(f"{where}: {key} {wrong or f'{value!r} ms is under the physical floor'}")
         figures[name] = float(value)
     if figures["speedup_eager"] is None:
         raise MalformedInput(f"{where}: torch_speedup is missing")

@@ -40,6 +40,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS, plausible_speedup
 from leaderboard.evaluations.queue import request_evaluations
 from leaderboard.evaluations.quotas import check_source_bytes
 from leaderboard.ingest.archives import (
@@ -55,6 +56,7 @@ from leaderboard.ingest.model_names import match_lab, match_model
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, Origin, Precision, Run, guess_backend, utf8_size
 from leaderboard.reads import board_store
+from leaderboard.reviews.services import inherit_exclusions
 from problems.importing import CREATED, DIGITS, UNCHANGED, UPDATED, ImportReport, checked_int, whole_number
 from problems.models import Baseline, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
 
@@ -116,6 +118,8 @@ def _parse_runtime(runtime: Any, correct: bool, where: str) -> float | None:
         raise ValueError(f"{where}: runtime {runtime} ms is not plausible")
     if runtime <= 0 and (correct or runtime != NO_RUNTIME):
         raise ValueError(f"{where}: runtime {runtime} ms is not positive (only a failed kernel may give {NO_RUNTIME})")
+    if 0 < runtime < MIN_RUNTIME_MS:
+        raise ValueError(f"{where}: runtime {runtime!r} ms is under the physical floor of {MIN_RUNTIME_MS:g} ms")
     return float(runtime) if runtime > 0 and correct else None
 
 
@@ -293,6 +297,7 @@ class _Plan:
     unscored: int = 0
     hashes: dict[Key, str] = field(default_factory=dict)  # each kernel file's source sha256
     notes: list[str] = field(default_factory=list)  # warnings found while writing
+    created: list[Kernel] = field(default_factory=list)  # the kernels this import made
 
 
 def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], None] | None = None) -> RunImport:
@@ -311,6 +316,7 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
     problems, seen = _check_kernels(spec, bundle.kernels)
     warnings = _result_warnings(results, seen, bundle.results is not None)
     plan = _Plan(spec, bundle.kernels, problems, results, _eager_baselines(spec), user)
+    _check_speedups(plan)
     plan.hashes = {(k.level, k.problem, k.sample): k.source_hash or source_sha256(k.source) for k in bundle.kernels}
     kernel_report, evaluation_report = ImportReport(), ImportReport()
     with transaction.atomic():
@@ -320,6 +326,12 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
         stored = _store_kernels(plan, run, kernel_report)
         evaluations = _store_evaluations(plan, run, stored, evaluation_report)
         linked, relinked = _link_latest(stored, evaluations)
+        # After the evaluations: an inherited verdict is newer than the result it covers.
+        if inherited := inherit_exclusions(plan.created):
+            plan.notes.append(
+                f"{inherited} kernel(s) have the code of a kernel judged a reward hack or invalid (comments and "
+                "whitespace aside) and inherit its verdict: they stay out of the rankings"
+            )
         if relinked:  # what the evaluation's post_save signal does for a kernel's new latest
             board_store.refresh_kernel_states(relinked)
         if kernel_report.changed or evaluation_report.changed or linked:
@@ -331,6 +343,23 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
             f"{spec.hardware.slug}; they count as unscored until verified"
         )
     return RunImport(run, kernel_report, evaluation_report, warnings)
+
+
+def _check_speedups(plan: _Plan) -> None:
+    """RowErrors naming each correct result whose speedup (the eager baseline over its runtime) is
+    over MAX_SPEEDUP: no such number is stored or shown (issue 28, case 1)."""
+    errors = []
+    for (level, number, sample), result in sorted(plan.results.items()):
+        problem = plan.problems.get((level, number))
+        reference = plan.baselines.get(problem.pk) if problem else None
+        if reference and result.runtime_ms and reference / result.runtime_ms > MAX_SPEEDUP:
+            errors.append(
+                f"{RESULTS_NAME}: level {level} problem {number} sample {sample}: runtime {result.runtime_ms!r} ms "
+                f"against the eager baseline's {reference:g} ms is a speedup of {reference / result.runtime_ms:.3g}, "
+                f"over the ceiling of {MAX_SPEEDUP:g}"
+            )
+    if errors:
+        raise RowErrors(errors)
 
 
 def _check_kernels(spec: RunSpec, kernels: list[KernelFile]) -> tuple[dict[tuple[int, int], Problem], dict[Key, str]]:
@@ -392,12 +421,16 @@ def _store_run_row(plan: _Plan) -> Run:
     }
     identity["model"].lock()  # concurrent imports of this model agree on the run
     revisions = _revisions(identity, spec.name)
-    conflicts = _source_conflicts(plan, revisions)
-    run = next((run for run in revisions if run.pk not in conflicts and run.writable_by(plan.user)), None)
+    # Only a run's creator (or a holder of write_any_run) names its revisions: another user's
+    # upload is a run of its own, under the name it gave (issue 28, case 7); the runs say who made them.
+    own = [run for run in revisions if run.writable_by(plan.user)]
+    conflicts = _source_conflicts(plan, own)
+    run = next((run for run in own if run.pk not in conflicts), None)
     if run is None:
-        run = Run.objects.create(**identity, **values, name=_revision_name(spec.name, revisions), created_by=plan.user)
+        run = Run.objects.create(**identity, **values, name=_revision_name(spec.name, own), created_by=plan.user)
         if revisions:
-            plan.notes.append(_revision_warning(run, revisions[0], conflicts.get(revisions[0].pk, [])))
+            stored = (own or revisions)[0]
+            plan.notes.append(_revision_warning(run, stored, conflicts.get(stored.pk, [])))
         return run
     changed = _differs(run, values)
     if changed:
@@ -494,6 +527,7 @@ def _store_kernels(plan: _Plan, run: Run, report: ImportReport) -> list[tuple[Ke
         stored.append(((file.level, file.problem, file.sample), kernel))
     check_source_bytes(plan.user, sum(kernel.source_bytes for kernel in created))
     Kernel.objects.bulk_create(created, batch_size=BATCH_SIZE)
+    plan.created = created
     _fill_withheld(plan, run, report)
     return stored
 
@@ -516,7 +550,7 @@ def _evaluation_values(plan: _Plan, problem_id: int, result: Result) -> dict:
     """An imported evaluation's fields; its speedup comes from the eager baseline, if any."""
     hardware = plan.spec.hardware
     reference = plan.baselines.get(problem_id)
-    speedup = reference / result.runtime_ms if (reference and result.runtime_ms) else None
+    speedup = plausible_speedup(reference, result.runtime_ms) if result.correct else None
     notes = [{"code": "imported", "metadata": result.metadata}] if result.metadata else []
     if result.correct and speedup is None:
         plan.unscored += 1

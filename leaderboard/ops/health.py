@@ -5,7 +5,9 @@ check took and its error text (host names, addresses) go to operators only
 (leaderboard.ops.clients.is_operator); others get ok or not.
 
 `evaluation_hosts` says whether some worker host is short of disk space (status "degraded", still
-200: the site serves, but evaluations wait there); operators see which host and why."""
+200: the site serves, but evaluations wait there); operators see which host and why. `boards` says
+whether some run failed to score and was set aside (leaderboard.reads.board_store.set_aside: its
+board rows are stale; status "degraded"); operators see which runs and why."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from redis.exceptions import RedisError
 
 from leaderboard.evaluations import host_space
 from leaderboard.ops.clients import is_operator
+from leaderboard.reads import board_store
 
 CHECK_TIMEOUT_S = 2
 
@@ -66,15 +69,28 @@ def evaluation_hosts() -> dict:
     return {"ok": not low, "hosts": len(hosts), "low_disk": low, "floor_mb": settings.EVAL_MIN_FREE_MB}
 
 
+def boards() -> dict:
+    """Runs set aside because they fail to score: the boards serve their last stored scores."""
+    try:
+        aside = board_store.set_aside_runs()
+    except Exception as exc:  # noqa: BLE001 - the database check reports the database
+        return {"ok": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    shown = [{"run": row.run_id, "at": row.failed_at.isoformat(), "error": row.error[:300]} for row in aside[:20]]
+    return {"ok": not aside, "runs_set_aside": len(aside), "set_aside": shown}
+
+
 @never_cache
 def healthz(request: HttpRequest) -> JsonResponse:
     checks = {name: _run(check) for name, check in CHECKS.items()}
     healthy = all(result["ok"] for result in checks.values())
     hosts = evaluation_hosts() if checks["redis"]["ok"] else {"ok": None, "error": "Redis unreachable"}
-    status = "unavailable" if not healthy else "degraded" if hosts["ok"] is False else "ok"
+    read_model = boards() if checks["database"]["ok"] else {"ok": None, "error": "database unreachable"}
+    degraded = hosts["ok"] is False or read_model["ok"] is False
+    status = "unavailable" if not healthy else "degraded" if degraded else "ok"
     if not is_operator(request):
         checks = {name: {"ok": result["ok"]} for name, result in checks.items()}
-        hosts = {"ok": hosts["ok"]}
+        hosts, read_model = {"ok": hosts["ok"]}, {"ok": read_model["ok"]}
     return JsonResponse(
-        {"status": status, "checks": checks, "evaluation_hosts": hosts}, status=200 if healthy else 503
+        {"status": status, "checks": checks, "evaluation_hosts": hosts, "boards": read_model},
+        status=200 if healthy else 503,
     )

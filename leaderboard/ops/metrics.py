@@ -32,7 +32,7 @@ from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
 from leaderboard.evaluations.queue import eval_queue
-from leaderboard.models import Evaluation
+from leaderboard.models import DirtyRun, Evaluation
 from leaderboard.ops.clients import is_operator
 
 EVAL_DURATION_SAMPLE = 1000
@@ -47,6 +47,7 @@ class EvaluationCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily | HistogramMetricFamily]:
         yield self.evaluations_by_state()
+        yield self.runs_set_aside()
         yield from self.queue_lengths()
         yield self.durations()
 
@@ -55,6 +56,14 @@ class EvaluationCollector(Collector):
         counts = dict(Evaluation.objects.order_by().values_list("state").annotate(n=Count("pk")))
         for state in Evaluation.State.values:
             family.add_metric([state], counts.get(state, 0))
+        return family
+
+    def runs_set_aside(self) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(
+            "kb_runs_set_aside",
+            "Runs that fail to score, set aside: their board rows are stale (board_store.set_aside)",
+        )
+        family.add_metric([], DirtyRun.objects.filter(failed_at__isnull=False).count())
         return family
 
     def queue_lengths(self) -> Iterator[GaugeMetricFamily]:

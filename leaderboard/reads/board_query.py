@@ -55,16 +55,36 @@ def read_only(request: HttpRequest, names: Iterable[str]) -> QueryDict:
     return query
 
 
+P_DIGITS = 2  # significant digits a picked p keeps
+P_FLOOR = 0.01  # a p under it is 0 (fast_0.001 is fast_0 for every kernel a board can show)
+
+
+def rounded_p(p: float) -> float:
+    """p to P_DIGITS significant digits, 0 under P_FLOOR: boards tell apart about 450 values of p
+    between 0 and 1000, so anonymous requests with new p values make a bounded number of cache
+    entries (issue 28, case 5: each new p stored another 137 KB)."""
+    return 0.0 if p < P_FLOOR else float(f"{p:.{P_DIGITS}g}")
+
+
 def canonical_p(text: str | None) -> str | None:
-    """One spelling per p the level page tells apart (the number, exactly), one text per kind of
-    error, nothing for the default."""
+    """One spelling per p the level page tells apart (the number rounded by rounded_p), one text per
+    kind of error, nothing for the default."""
     p, error = parse_p(text)
     if error:
         return "x" if error.startswith("p must be a number") else "-1"
-    if p == DEFAULT_PICKED_P:
+    p = rounded_p(p)
+    return None if p == DEFAULT_PICKED_P else format(p, "g")  # as the page writes p ("2", "1.5")
+
+
+def keep_rounded_p(request: HttpRequest, p: float | None) -> float | None:
+    """For the API's board: p rounded (rounded_p), and the query string's p spelled so (the cache key)."""
+    if p is None:
         return None
-    short = format(p, "g")  # as the page writes p ("2", "1.5"), where that is exact
-    return short if float(short) == p else repr(p)
+    p = rounded_p(p)
+    query = request.GET.copy()
+    query["p"] = format(p, "g")
+    use_query(request, query)
+    return p
 
 
 def canonical_sort(sort: str, p: float | None) -> str | None:

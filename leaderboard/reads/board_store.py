@@ -21,6 +21,7 @@ How it stays current:
 
 from __future__ import annotations
 
+import logging
 import threading
 from array import array
 from collections import Counter, defaultdict
@@ -28,10 +29,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import transaction
+from django.db import DatabaseError, OperationalError, transaction
 from django.db.models import F, Subquery
 from django.utils import timezone
 
+from evaluation.metrics import speedup_problem
 from leaderboard.models import (
     BoardVersion,
     DirtyRun,
@@ -45,6 +47,8 @@ from leaderboard.models import (
 from leaderboard.reads import scoring
 from leaderboard.reads.scoring import KernelFacts, LevelScore, Tally
 from problems.models import Hardware, ProblemSet, ScoringRules
+
+log = logging.getLogger(__name__)
 
 ALL_LEVELS = 0  # RunScore.level of the all-levels row
 BATCH = 200  # runs re-scored per transaction by rebuild_all
@@ -148,7 +152,7 @@ def _pending_ids(connection) -> set[int]:
 
 def refresh_dirty(problem_set: ProblemSet | None = None) -> int:
     """Re-score the runs still marked dirty (of one problem set, or all); how many there were."""
-    dirty = DirtyRun.objects.all()
+    dirty = DirtyRun.objects.filter(failed_at__isnull=True)  # set-aside runs wait for a write or a rebuild
     if problem_set is not None:
         dirty = dirty.filter(run_id__in=Run.objects.filter(problem_set=problem_set).values("pk"))
     ids = list(dirty.values_list("run_id", flat=True))
@@ -174,13 +178,41 @@ def refresh_kernel_states(kernel_ids: Iterable[int]) -> None:
 
 def refresh_runs(run_ids: Iterable[int]) -> None:
     """Re-score whole runs, idempotently, in one transaction: their kernels' review state, RunScore
-    rows, kernel counts and the board version of their problem sets."""
+    rows, kernel counts and the board version of their problem sets. A batch that fails is re-scored
+    run by run, and a run that fails alone is set aside (set_aside): one bad run never takes the
+    boards down (issue 28, case 1)."""
     ids = sorted(set(run_ids))
     if not ids:
         return
     pending = getattr(_local, "pending", None)
     if pending is not None:  # re-scored now: a later write in this transaction must mark them again
         pending[0].difference_update(ids)
+    try:
+        _refresh(ids)
+    except OperationalError:
+        raise  # the database is unwell (down, a deadlock): not the runs' fault, and retried as before
+    except (DatabaseError, ValueError, TypeError, ArithmeticError) as exc:
+        if len(ids) > 1:
+            for run_id in ids:
+                refresh_runs([run_id])
+        else:
+            set_aside(ids[0], exc)
+
+
+def set_aside(run_id: int, exc: Exception) -> None:
+    """Keep a run that fails to score off the refresh path: its DirtyRun row says when and why
+    (admin; /healthz "degraded"; the kb_runs_set_aside metric), and its stored scores stay."""
+    log.error("run %s fails to score and is set aside: %s", run_id, exc, exc_info=True)
+    DirtyRun.objects.update_or_create(
+        run_id=run_id, defaults={"failed_at": timezone.now(), "error": f"{type(exc).__name__}: {exc}"[:2000]}
+    )
+
+
+def set_aside_runs() -> list[DirtyRun]:
+    return list(DirtyRun.objects.filter(failed_at__isnull=False).order_by("failed_at"))
+
+
+def _refresh(ids: list[int]) -> None:
     with transaction.atomic():
         # Lock the runs: concurrent refreshes of one run (two workers, a reader) take turns.
         runs = dict(
@@ -223,6 +255,9 @@ def _scores(rows: list[KernelRow], runs: dict[int, int]) -> list[RunScore]:
         by_level.setdefault((run_id, ALL_LEVELS), [])
     kernels_per_problem = Counter((row.run_id, row.facts.problem_id) for row in rows)
     scores = []
+    for row in rows:  # infinite or absurd: not a speedup (the ways in refuse it; older rows may hold one)
+        if (problem := speedup_problem(row.facts.speedup)) is not None:
+            raise ValueError(f"kernel {row.pk} of run {row.run_id}: {problem}")
     for (run_id, level), facts in by_level.items():
         for with_excluded in (False, True):
             score = scoring.level_score(facts, include_excluded=with_excluded)
@@ -379,7 +414,7 @@ def board_state(problem_set: ProblemSet | None) -> BoardState:
     if problem_set is None:
         return BoardState(0, None, None)
     of_set = Run.objects.filter(problem_set=problem_set).values("pk")
-    oldest_mark = DirtyRun.objects.filter(run_id__in=of_set).order_by("marked_at").values("marked_at")[:1]
+    oldest_mark = DirtyRun.objects.filter(run_id__in=of_set, failed_at__isnull=True).order_by("marked_at").values("marked_at")[:1]
     row = (
         BoardVersion.objects.filter(problem_set=problem_set)
         .annotate(dirty_since=Subquery(oldest_mark))

@@ -23,6 +23,7 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission, IsAuthentic
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from leaderboard.api.base import PlainText
 from leaderboard.api.common import query_choice
 from leaderboard.models import Kernel, KernelReport, Review
 from leaderboard.reviews import services as reviews
@@ -55,7 +56,7 @@ class TrailSerializer(serializers.ModelSerializer):
 class VerdictInSerializer(serializers.Serializer):
     kernel = serializers.PrimaryKeyRelatedField(queryset=Kernel.objects.all())
     verdict = serializers.ChoiceField(choices=Review.Verdict.choices)
-    note = serializers.CharField(required=False, allow_blank=True, max_length=reviews.NOTE_MAX_LENGTH, default="")
+    note = PlainText(multiline=True, required=False, allow_blank=True, max_length=reviews.NOTE_MAX_LENGTH, default="")
 
     def __init__(self, *args, kernel_in_body: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -64,7 +65,7 @@ class VerdictInSerializer(serializers.Serializer):
 
 
 class ReportInSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=KernelReport.REASON_MAX_LENGTH)
+    reason = PlainText(multiline=True, max_length=KernelReport.REASON_MAX_LENGTH)
 
 
 class ReviewStateSerializer(serializers.Serializer):

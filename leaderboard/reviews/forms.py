@@ -7,16 +7,23 @@ from django import forms
 from leaderboard.models import KernelReport, LanguageModel, Review
 from leaderboard.reviews import services as reviews
 from problems.models import LEVELS
+from problems.text import multi_line_text
 
 
 class VerdictForm(forms.Form):
     verdict = forms.ChoiceField(choices=Review.Verdict.choices)
-    note = forms.CharField(required=False, max_length=reviews.NOTE_MAX_LENGTH, widget=forms.Textarea(attrs={"rows": 3}))
+    note = forms.CharField(
+        required=False,
+        max_length=reviews.NOTE_MAX_LENGTH,
+        validators=[multi_line_text],  # no ESC, BEL, DEL or C1 controls (issue 28, case 9)
+        widget=forms.Textarea(attrs={"rows": 3}),
+    )
 
 
 class ReportForm(forms.Form):
     reason = forms.CharField(
         max_length=KernelReport.REASON_MAX_LENGTH,
+        validators=[multi_line_text],
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="What looks wrong: a timing trick, a wrong result for other inputs, a copied reference...",
     )

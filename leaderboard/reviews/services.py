@@ -25,6 +25,10 @@ Every verdict is kept (Review rows are only ever added); the latest one counts.
 
 from __future__ import annotations
 
+import hashlib
+import io
+import re
+import tokenize
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -232,3 +236,63 @@ def kernel_review_state(kernel: Kernel) -> KernelReviewState:
     notes = [n for n in (evaluation.notes if evaluation else []) if isinstance(n, dict)]
     review_notes = [n for n in notes if n.get("code") in REVIEW_NOTE_CODES]
     return KernelReviewState(kernel, reviews, reports, flags, review_notes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts that follow the code (issue 28, case 7)
+
+_C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_SPACE = re.compile(r"\s+")
+_SKIPPED_TOKENS = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+
+
+def code_fingerprint(source: str) -> str:
+    """A hash of a kernel's code with comments and whitespace left out: Python comments, and the
+    C/CUDA comments inside its strings (the inline sources load_inline builds). Two kernels that
+    differ only there have one fingerprint. Text Python cannot tokenize is hashed without whitespace."""
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+        parts = [
+            _C_COMMENT.sub("", token.string) if token.type == tokenize.STRING else token.string
+            for token in tokens
+            if token.type not in _SKIPPED_TOKENS
+        ]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        parts = [source]
+    return hashlib.sha256(_SPACE.sub("", "".join(parts)).encode("utf-8", "replace")).hexdigest()
+
+
+def inherit_exclusions(kernels: list[Kernel]) -> int:
+    """Give each new kernel the excluding verdict (reward hack, invalid) of a kernel of the same
+    problem whose latest verdict excludes it and whose code has the same fingerprint: a kernel
+    judged a hack, re-imported with only a comment changed, stays out of the rankings. The verdict
+    is copied (same reviewer and verdict, a note naming the kernel it came from) and so is audited
+    like any other. A clean verdict is not inherited: it covers the evaluation it was given for,
+    and a new claim gets its own look. Returns how many kernels inherited one."""
+    kernels = [kernel for kernel in kernels if kernel.source]  # a withheld source (its hash only) has no code to match
+    problems = {kernel.problem_id for kernel in kernels}
+    if not problems:
+        return 0
+    judged = Review.objects.filter(kernel__problem_id__in=problems, verdict__in=EXCLUDING_VERDICTS)
+    latest: dict[int, Review] = {}
+    for review in Review.objects.filter(kernel_id__in=judged.values("kernel_id")).order_by("-created_at", "-pk"):
+        latest.setdefault(review.kernel_id, review)
+    excluded = {pk: review for pk, review in latest.items() if review.verdict in EXCLUDING_VERDICTS}
+    if not excluded:
+        return 0
+    new_ids = {kernel.pk for kernel in kernels}
+    by_code = {
+        (kernel.problem_id, code_fingerprint(kernel.source)): excluded[kernel.pk]
+        for kernel in Kernel.objects.filter(pk__in=set(excluded) - new_ids).exclude(source="").only(
+            "pk", "problem_id", "source"
+        )
+    }
+    inherited = []
+    for kernel in kernels:
+        found = by_code.get((kernel.problem_id, code_fingerprint(kernel.source)))
+        if found is not None:
+            note = (f"Inherited from kernel {found.kernel_id}'s verdict (the same code once comments and whitespace "
+                    f"are ignored). {found.note}").strip()  # fmt: skip
+            inherited.append(Review(kernel=kernel, reviewer_id=found.reviewer_id, verdict=found.verdict, note=note))
+    Review.objects.bulk_create(inherited)
+    return len(inherited)

@@ -42,9 +42,10 @@ def test_behind_the_proxy_the_clients_address_decides_not_the_proxys(settings):
 
 def test_healthz_tells_the_public_ok_or_not_without_timings_or_errors():
     body = _get("/healthz", PUBLIC).json()
-    assert set(body) <= {"status", "checks", "evaluation_hosts"}
+    assert set(body) <= {"status", "checks", "evaluation_hosts", "boards"}
     assert all(set(check) == {"ok"} for check in body["checks"].values()), body
     assert set(body.get("evaluation_hosts", {"ok": None})) == {"ok"}, body  # no host names
+    assert set(body.get("boards", {"ok": None})) == {"ok"}, body  # no run ids or errors
 
 
 def test_healthz_gives_operators_timings_and_errors():
