@@ -648,6 +648,15 @@ class RunScore(models.Model):
     best_log_sum = models.FloatField(default=0.0)
     best_speedups = models.BinaryField(default=b"")
     pass_at_1_sum = models.FloatField(default=0.0)
+    # Kernels whose latest evaluation was measured here: > 0 means the run is verified here
+    # (leaderboard.reads.board.store.measured_here is the one place that reads it so).
+    measured = models.PositiveIntegerField(default=0)
+    # Published figures (Kernel.published_speedup), apart from the measured ones: problems with one,
+    # their sorted best published speedups (packed float64), and the hardware they were timed on.
+    pub_count = models.PositiveIntegerField(default=0)
+    pub_log_sum = models.FloatField(default=0.0)
+    pub_speedups = models.BinaryField(default=b"")
+    pub_hardware = models.CharField(max_length=60, blank=True, default="")
     # {problem id: [sample-0 status code, sample-0 speedup, best speedup, kernels]} (scoring.STATUS_CODES)
     problems = models.JSONField(default=dict)
     updated_at = models.DateTimeField(auto_now=True)

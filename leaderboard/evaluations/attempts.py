@@ -41,7 +41,7 @@ from django.utils import timezone
 
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for
 from leaderboard.models import Evaluation, Kernel, Origin
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 
 log = logging.getLogger(__name__)
 

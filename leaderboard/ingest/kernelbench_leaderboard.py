@@ -43,7 +43,7 @@ from django.db import transaction
 from leaderboard.ingest.archives import Bundle, KernelFile
 from leaderboard.ingest.run_import import RunImport, RunSpec, store_run
 from leaderboard.models import Kernel, Run
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from problems.importing import ImportReport, upsert
 from problems.kernelbench_files import MalformedInput, guess_tags, missing_definitions, read_source
 from problems.models import Hardware, Problem, ProblemSet, ScoringRules

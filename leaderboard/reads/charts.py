@@ -12,8 +12,9 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from evaluation.metrics import fast_p_curve
 from leaderboard.models import Evaluation, LaunchPost, ReportedScore
-from leaderboard.reads.standings import StandingRow
+from leaderboard.reads.board.rows import StandingRow
 
 Figure = dict[str, Any]
 
@@ -319,28 +320,35 @@ def marks_caption(figure: Figure | None) -> str:
 # per-level leaderboard
 
 
-def fast_p_chart(
-    rows: Sequence[StandingRow], curves: dict[int, list[tuple[float, float]]], p: float | None
-) -> Figure | None:
-    """fast_p as a step function of p for each shown run; a dotted line at the picked p."""
+def _curve_trace(row: StandingRow, colour: str, published: bool) -> dict[str, Any]:
+    """One row's fast_p over p: measured here solid (dotted for an imported run), published dashed
+    and named with its GPU."""
+    tally = row.score.published if published else row.tally
+    points = fast_p_curve(list(tally.speedups), row.n_problems)
+    name = _run_label(row) + (f" ({label(row.published_label)})" if published else "")
+    dash = "dash" if published else ("dot" if row.run.origin == "imported" else "solid")
+    return {
+        "type": "scatter",
+        "mode": "lines",
+        "line": {"shape": "hv", "color": colour, "dash": dash},
+        "name": name,
+        "x": [point[0] for point in points],
+        "y": [round(point[1] * 100, 2) for point in points],
+        "hovertemplate": "p=%{x:.2f}: %{y:.1f}%<extra>" + name + "</extra>",
+    }
+
+
+def fast_p_chart(rows: Sequence[StandingRow], p: float | None) -> Figure | None:
+    """fast_p as a step function of p for each shown run, by each source: measured here (a row
+    not yet measured here has no measured line), and its published figures where it has any,
+    dashed in the same colour; a dotted line at the picked p."""
     traces = []
     for index, row in enumerate(rows):
-        points = curves.get(row.run.pk) or []
-        traces.append(
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "line": {
-                    "shape": "hv",
-                    "color": PALETTE[index % len(PALETTE)],
-                    "dash": "dot" if row.run.origin == "imported" else "solid",
-                },
-                "name": _run_label(row),
-                "x": [point[0] for point in points],
-                "y": [round(point[1] * 100, 2) for point in points],
-                "hovertemplate": "p=%{x:.2f}: %{y:.1f}%<extra>" + _run_label(row) + "</extra>",
-            }
-        )
+        colour = PALETTE[index % len(PALETTE)]
+        if row.measured_kernels or not row.has_published:
+            traces.append(_curve_trace(row, colour, published=False))
+        if row.has_published:
+            traces.append(_curve_trace(row, colour, published=True))
     if not traces:
         return None
     shapes = []

@@ -1,6 +1,6 @@
 """Issue 19, case 10: boards are cached per URL, so junk query parameters made new cache entries
 (1,500 anonymous requests grew Redis from 2.6 MB to 144 MB). A board's URL is now cut to the
-parameters it reads, each spelled one way (leaderboard.reads.board_query), before the cache sees
+parameters it reads, each spelled one way (leaderboard.reads.board.params), before the cache sees
 it: junk names, their order, and values that select the same board share one entry.
 
 Counted as builds of the board (the view's render function), not as cache internals."""
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from leaderboard import views
 from leaderboard.api.leaderboard import LeaderboardView
 from leaderboard.models import Kernel, LanguageModel
-from leaderboard.reads import board_query
-from leaderboard.reads.level_board import read_level_board
+from leaderboard.reads.board import params as board_query
+from leaderboard.reads.board.params import read_level_board
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db

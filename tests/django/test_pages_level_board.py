@@ -179,8 +179,8 @@ def test_every_sortable_column_sorts(client, board, key):
 
 
 def test_every_sortable_column_has_a_sort_key():
-    from leaderboard.reads.level_table import columns_for
-    from leaderboard.reads.queries import SORT_KEYS
+    from leaderboard.reads.board.columns import columns_for
+    from leaderboard.reads.board.rows import SORT_KEYS
 
     keys = {c.key for c in columns_for(1.2) if c.sortable and not c.key.startswith("fast_")}
     assert keys <= set(SORT_KEYS)

@@ -10,7 +10,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 
 
 class Command(BaseCommand):

@@ -38,12 +38,13 @@ from leaderboard.models import (
     Kernel,
     KernelQuerySet,
     LanguageModel,
+    Origin,
     ProblemStats,
     Run,
     RunScore,
 )
-from leaderboard.reads import scoring
-from leaderboard.reads.scoring import KernelFacts, LevelScore, Tally
+from leaderboard.reads.board import scoring
+from leaderboard.reads.board.scoring import KernelFacts, LevelScore, Tally
 from problems.models import Hardware, ProblemSet, ScoringRules
 
 ALL_LEVELS = 0  # RunScore.level of the all-levels row
@@ -65,6 +66,9 @@ _FACT_FIELDS = (
     "latest_report_at",
     "evaluated_at",
     "created_at",
+    "latest_evaluation__origin",
+    "published_speedup",
+    "published_hardware",
 )
 _STATE_FIELDS = (
     "review_verdict",
@@ -90,10 +94,11 @@ def kernel_rows(kernels: KernelQuerySet) -> list[KernelRow]:
     rows = kernels.order_by().with_review_state().values_list(*_FACT_FIELDS)
     result = []
     for pk, run_id, level, problem_id, sample, compiled, correct, speedup, *review in rows:
-        flagged, pending, excluded, verdict, reported_at, evaluated_at, created_at = review
+        flagged, pending, excluded, verdict, reported_at, evaluated_at, created_at, origin, published, on = review
         facts = KernelFacts(
-            problem_id, sample, compiled, correct, speedup, bool(flagged), bool(pending), bool(excluded)
-        )
+            problem_id, sample, compiled, correct, speedup, bool(flagged), bool(pending), bool(excluded),
+            origin == Origin.MEASURED, published, on,
+        )  # fmt: skip
         queued_at = (reported_at or evaluated_at or created_at) if pending else None
         state = (verdict or "", bool(pending), bool(excluded), bool(flagged), queued_at, speedup)
         result.append(KernelRow(pk, run_id, level, facts, state))
@@ -240,7 +245,9 @@ def to_model(run_id: int, level: int, with_excluded: bool, score: LevelScore, ke
         s0_log_sum=s0.log_sum, s0_speedups=s0.speedups.tobytes(),
         best_attempted=best.attempted, best_compiled=best.compiled, best_correct=best.correct,
         best_unscored=best.unscored, best_log_sum=best.log_sum, best_speedups=best.speedups.tobytes(),
-        pass_at_1_sum=score.pass_at_1_sum, problems=problems,
+        pass_at_1_sum=score.pass_at_1_sum, problems=problems, measured=score.measured,
+        pub_count=score.published.correct, pub_log_sum=score.published.log_sum,
+        pub_speedups=score.published.speedups.tobytes(), pub_hardware=score.published_on,
     )  # fmt: skip
 
 
@@ -248,7 +255,8 @@ _SCORE_FIELDS = (
     "run_id", "level",
     "s0_attempted", "s0_compiled", "s0_correct", "s0_unscored", "s0_speedups", "s0_log_sum",
     "best_attempted", "best_compiled", "best_correct", "best_unscored", "best_speedups", "best_log_sum",
-    "pass_at_1_sum", "kernels", "flagged", "unreviewed", "excluded",
+    "pass_at_1_sum", "kernels", "flagged", "unreviewed", "excluded", "measured",
+    "pub_count", "pub_speedups", "pub_log_sum", "pub_hardware",
 )  # fmt: skip
 
 
@@ -260,7 +268,12 @@ def _tally(attempted, compiled, correct, unscored, packed, log_sum) -> Tally:
 
 def from_values(values: tuple) -> LevelScore:
     """A stored score (a row of _SCORE_FIELDS after run_id and level) as the LevelScore it stores."""
-    return LevelScore(_tally(*values[0:6]), _tally(*values[6:12]), *values[12:17])
+    pub_count, pub_speedups, pub_log_sum, pub_hardware = values[18:22]
+    published = _tally(pub_count, pub_count, pub_count, 0, pub_speedups, pub_log_sum)
+    return LevelScore(
+        _tally(*values[0:6]), _tally(*values[6:12]), *values[12:17], measured=values[17], published=published,
+        published_on=pub_hardware,
+    )  # fmt: skip
 
 
 def _problem_kernel_counts(run_ids: list[int]) -> Counter:
@@ -443,3 +456,21 @@ def _fields(row: RunScore) -> dict:
     values["best_speedups"] = bytes(values["best_speedups"])
     values["problems"] = {str(pid): outcome for pid, outcome in values["problems"].items()}
     return values
+
+
+# ---------------------------------------------------------------------------------------------
+# measured here: the one count every page reads (board, overview, run page, review queue)
+
+
+def measured_here(run_ids: Iterable[int]) -> dict[int, int]:
+    """{run id: its kernels whose latest evaluation was measured here}, as stored (one query). A
+    run with any is verified here, whatever its origin: every page that says "measured here" or
+    "verified" of a run reads this (or a row's `measured`, the same stored number)."""
+    rows = RunScore.objects.filter(run_id__in=list(run_ids), level=ALL_LEVELS, with_excluded=True)
+    return dict(rows.values_list("run_id", "measured"))
+
+
+def runs_measured_here():
+    """The runs verified here (not demo data): at least one kernel measured here, stored."""
+    stored = RunScore.objects.filter(level=ALL_LEVELS, with_excluded=True, measured__gt=0)
+    return Run.objects.filter(is_demo=False, pk__in=stored.values("run_id"))

@@ -20,7 +20,7 @@ from leaderboard.models import (
     Review,
     Run,
 )
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from problems.models import Hardware, Problem, ProblemSet
 
 
