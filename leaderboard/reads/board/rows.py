@@ -357,10 +357,28 @@ def _p_of(key: str) -> float | None:
 @dataclass(frozen=True)
 class Leaders:
     """The board's leader by each source at p: by what was measured here (rows ranked by their
-    measured figures, with kernels measured here), and by published figures."""
+    measured figures, with kernels measured here), and by published figures; each with its
+    figures at p (for the page, which cannot pass p)."""
 
     measured: StandingRow | None
     published: StandingRow | None
+    p: float = 1.0
+
+    @property
+    def measured_value(self) -> float | None:
+        return self.measured.fast_p(self.p) if self.measured else None
+
+    @property
+    def measured_published(self) -> float | None:
+        return self.measured.published_fast_p(self.p) if self.measured else None
+
+    @property
+    def published_value(self) -> float | None:
+        return self.published.published_fast_p(self.p) if self.published else None
+
+    @property
+    def published_measured(self) -> float | None:
+        return self.published.fast_p(self.p) if self.published and self.published.verified else None
 
 
 def leaders(rows: list[StandingRow], p: float) -> Leaders:
@@ -370,4 +388,5 @@ def leaders(rows: list[StandingRow], p: float) -> Leaders:
         max(measured, key=lambda row: (row.fast_p(p), row.tally.correct, -row.run.pk), default=None),
         max(published, key=lambda row: (row.published_fast_p(p) or 0.0, row.score.published.correct, -row.run.pk),
             default=None),
+        p,
     )  # fmt: skip
