@@ -250,6 +250,8 @@ def _refuse_source_write(fields) -> None:
 
 # Fastest first, kernels without a speedup last (speedups are > 0), in a form SQLite can index too.
 FASTEST = Coalesce(F("latest_speedup"), Value(0.0, output_field=FloatField())).desc()
+# By the speedup a kernel ranks by: measured here, else imported, else published (Kernel.ranked_speedup).
+RANKED = Coalesce(F("ranked_speedup"), Value(0.0, output_field=FloatField())).desc()
 
 
 class Kernel(models.Model):
@@ -295,6 +297,10 @@ class Kernel(models.Model):
     # stored score reads it; pages show it apart, labelled "published, <published_hardware>".
     published_speedup = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
     published_hardware = models.CharField(max_length=60, blank=True, help_text="Where the published figure was timed.")
+    # Stored by the read model: the speedup the problem page and the grid rank the kernel by: its
+    # latest evaluation's when that was measured here (None when it failed here), else its latest
+    # evaluation's, else the published figure (leaderboard/reads/board/store.py).
+    ranked_speedup = models.FloatField(null=True, blank=True, editable=False)
 
     objects = KernelQuerySet.as_manager()
 
@@ -317,6 +323,8 @@ class Kernel(models.Model):
             # Problem page (kernels ranked, counted ones first) and kernel page (fastest siblings).
             models.Index(F("problem"), F("review_excluded"), FASTEST, name="kernel_problem_ranked_idx"),
             models.Index(F("problem"), FASTEST, name="kernel_fastest_idx"),
+            # Problem page and the level grid: kernels by the speedup they rank by, measured or published.
+            models.Index(F("problem"), F("review_excluded"), RANKED, name="kernel_problem_rank_idx"),
         ]
 
     def __str__(self) -> str:

@@ -24,6 +24,7 @@ from leaderboard.reads import overview as almanac
 from leaderboard.reads.board import page as board_page
 from leaderboard.reads.board import params as board_params
 from leaderboard.reads.board import served
+from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.params import LEVEL_SLUGS
 from leaderboard.reads.diffs import highlight_python
 from leaderboard.reviews.services import can_read_raw_output
@@ -154,11 +155,13 @@ def problems_index(request: HttpRequest) -> HttpResponse:
 
 def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
     problem = get_object_or_404(Problem.objects.select_related("problem_set"), pk=pk)
+    page = _page(request, queries.kernels_ranked(problem))
+    board_store.attach_measured(kernel.run for kernel in page.object_list)  # "verified here" badges
     context = {
         "problem": problem,
         "source_html": highlight_python(problem.source, anchor="ref"),
         "baselines": queries.problem_baselines(problem),
-        "page": _page(request, queries.kernels_ranked(problem)),
+        "page": page,
         "charts": {"speedups": charts.speedup_bars(queries.problem_speedups(problem))},
     }
     return render(request, "leaderboard/problem_detail.html", context)

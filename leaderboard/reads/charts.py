@@ -25,12 +25,13 @@ VARIANT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377
 REPORTED_COLOUR = "#1f77b4"
 MEASURED_COLOUR = "#d62728"
 DEMO_COLOUR = "#9a9a9a"
+PUBLISHED_COLOUR = "#6a5acd"
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 
 
 # Colour names for captions that describe marks (marks_caption): every colour a figure's marks use
 # in such a chart must be named here.
-COLOUR_NAMES = {MEASURED_COLOUR: "red", DEMO_COLOUR: "grey", REPORTED_COLOUR: "blue"}
+COLOUR_NAMES = {MEASURED_COLOUR: "red", DEMO_COLOUR: "grey", REPORTED_COLOUR: "blue", PUBLISHED_COLOUR: "purple"}
 
 
 def label(text: object) -> str:
@@ -419,27 +420,35 @@ def model_history(reported: Iterable[ReportedScore], measured: Iterable[tuple[dt
 # problem and kernel pages
 
 
-def speedup_bars(points: Sequence[tuple[int, str, bool, float]]) -> Figure | None:
-    """Speedups of the correct kernels of one problem, fastest first, with the 1x line."""
+def speedup_bars(points: Sequence[tuple[int, str, bool, float, bool]]) -> Figure | None:
+    """Speedups of the kernels of one problem, fastest first, with the 1x line: measured or
+    imported here in blue, published figures (not measured here) purple, demo data grey."""
     if not points:
         return None
+
+    def colour(demo: bool, published: bool) -> str:
+        return DEMO_COLOUR if demo else PUBLISHED_COLOUR if published else REPORTED_COLOUR
+
     return {
         "data": [
             {
                 "type": "bar",
-                "x": [f"#{pk}" for pk, _, _, _ in points],
-                "y": [speedup for _, _, _, speedup in points],
-                "marker": {"color": [DEMO_COLOUR if demo else REPORTED_COLOUR for _, _, demo, _ in points]},
+                "x": [f"#{pk}" for pk, *_ in points],
+                "y": [speedup for _, _, _, speedup, _ in points],
+                "marker": {"color": [colour(demo, published) for _, _, demo, _, published in points]},
                 "hovertext": [
-                    label(f"kernel {pk}, {name}{' (demo data)' if demo else ''}: {speedup:.3g}x")
-                    for pk, name, demo, speedup in points
+                    label(
+                        f"kernel {pk}, {name}{' (demo data)' if demo else ''}: {speedup:.3g}x"
+                        + (" (published, not measured here)" if published else "")
+                    )
+                    for pk, name, demo, speedup, published in points
                 ],
                 "hoverinfo": "text",
                 "name": "speedup",
             }
         ],
         "layout": _layout(
-            "Speedup of each correct kernel (reference time / kernel time)",
+            "Speedup of each kernel (reference time / kernel time; purple: published, not measured here)",
             height=320,
             xaxis={"type": "category", "title": {"text": "kernel"}},
             yaxis={"title": {"text": "speedup (x)"}, "rangemode": "tozero"},

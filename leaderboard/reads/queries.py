@@ -9,7 +9,17 @@ from dataclasses import dataclass, field
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from leaderboard.models import FASTEST, Evaluation, Kernel, LanguageModel, LaunchPost, Origin, ReportedScore, Run
+from leaderboard.models import (
+    FASTEST,
+    RANKED,
+    Evaluation,
+    Kernel,
+    LanguageModel,
+    LaunchPost,
+    Origin,
+    ReportedScore,
+    Run,
+)
 from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.rows import MEASURED, Leaders, StandingRow, leaders, level_standings, make_row
 from leaderboard.reads.board.scoring import RULE_SAMPLE0, LevelScore
@@ -156,6 +166,8 @@ def model_level_scores(model: LanguageModel, runs: list[Run]) -> dict[int, dict[
     scores = board_store.scores_of_runs([run.pk for run in runs], [board_store.ALL_LEVELS, *LEVELS], False)
     by_run: dict[int, dict[str, StandingRow]] = defaultdict(dict)
     for run in runs:
+        all_levels = scores.get((run.pk, board_store.ALL_LEVELS))
+        run.measured_here = all_levels.measured if all_levels else 0  # board_store.measured_here's count
         for level in (None, *LEVELS):
             n = sum(counts[run.problem_set_id].values()) if level is None else counts[run.problem_set_id].get(level, 0)
             if n:
@@ -179,8 +191,10 @@ def problem_baselines(problem: Problem) -> list[Baseline]:
 
 
 def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:
-    """Every kernel of `problem`, fastest correct first, then the rest by status. Sorted by the
-    stored review state, so the review annotations are computed for the page's rows only."""
+    """Every kernel of `problem`, by the speedup it ranks by (Kernel.ranked_speedup: measured here,
+    else imported, else published; a kernel that fails here ranks with the failed), then by status.
+    Sorted by stored state (index kernel_problem_rank_idx), so the review annotations are computed
+    for the page's rows only."""
     board_store.refresh_dirty()
     return (
         Kernel.objects.filter(problem=problem)
@@ -193,22 +207,22 @@ def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:
             "latest_evaluation__reference_timing",
         )
         # Kernels a reviewer excluded (reward hack, invalid) stay listed, after the ranked ones.
-        # (Index kernel_problem_ranked_idx serves the first three keys.)
-        .order_by("review_excluded", FASTEST, "latest_evaluation__status", "pk")
+        .order_by("review_excluded", RANKED, "latest_evaluation__status", "pk")
     )
 
 
-def problem_speedups(problem: Problem) -> list[tuple[int, str, bool, float]]:
-    """(kernel id, model name, demo, speedup) of the correct kernels of `problem` that count in
-    rankings (not excluded by a reviewer), fastest first."""
+def problem_speedups(problem: Problem) -> list[tuple[int, str, bool, float, bool]]:
+    """(kernel id, model name, demo, speedup, published) of the kernels of `problem` that count in
+    rankings (not excluded by a reviewer) and have a speedup they rank by, fastest first;
+    `published` where that speedup is a published figure, not one measured or imported here."""
     board_store.refresh_dirty()
     rows = (
-        Kernel.objects.filter(problem=problem, latest_speedup__isnull=False)
+        Kernel.objects.filter(problem=problem, ranked_speedup__isnull=False)
         .counted()
-        .order_by(FASTEST, "pk")
-        .values_list("pk", "run__model__name", "run__is_demo", "latest_evaluation__speedup")[:CHART_POINTS]
+        .order_by(RANKED, "pk")
+        .values_list("pk", "run__model__name", "run__is_demo", "ranked_speedup", "latest_speedup")[:CHART_POINTS]
     )
-    return list(rows)
+    return [(pk, name, demo, ranked, latest is None) for pk, name, demo, ranked, latest in rows]
 
 
 # ---------------------------------------------------------------------------------------------

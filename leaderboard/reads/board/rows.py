@@ -129,6 +129,11 @@ class StandingRow:
         return scoring.fast_p(self.score.published, self.n_problems, p) if self.has_published else None
 
     @property
+    def published_fast_1(self) -> float | None:
+        """The published fast_1 (for pages that cannot pass p)."""
+        return self.published_fast_p(1.0)
+
+    @property
     def ranked_by(self) -> str:
         """PUBLISHED while a row with published figures is not yet all measured here, else MEASURED."""
         return PUBLISHED if self.has_published and not self.verified else MEASURED

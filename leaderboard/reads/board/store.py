@@ -77,6 +77,7 @@ _STATE_FIELDS = (
     "review_flagged",
     "review_queued_at",
     "latest_speedup",
+    "ranked_speedup",
 )
 
 
@@ -100,9 +101,19 @@ def kernel_rows(kernels: KernelQuerySet) -> list[KernelRow]:
             origin == Origin.MEASURED, published, on,
         )  # fmt: skip
         queued_at = (reported_at or evaluated_at or created_at) if pending else None
-        state = (verdict or "", bool(pending), bool(excluded), bool(flagged), queued_at, speedup)
+        ranked = ranked_speedup(origin, speedup, published)
+        state = (verdict or "", bool(pending), bool(excluded), bool(flagged), queued_at, speedup, ranked)
         result.append(KernelRow(pk, run_id, level, facts, state))
     return result
+
+
+def ranked_speedup(origin: str | None, speedup: float | None, published: float | None) -> float | None:
+    """The speedup a kernel ranks by on the problem page and the grid: measured here when it was
+    (None when it failed here: a published figure does not outrank a failure here), else its
+    latest evaluation's, else the published figure."""
+    if origin == Origin.MEASURED or speedup is not None:
+        return speedup
+    return published
 
 
 # ---------------------------------------------------------------------------------------------
@@ -341,8 +352,11 @@ def stored_scores(
     made current first. Runs without a stored row (no kernel on the level) get an empty score."""
     refresh_dirty(problem_set)
     runs = with_related(list(runs.select_related(None)), problem_set)
-    scores = scores_of_runs([run.pk for run in runs], [ALL_LEVELS if level is None else level], include_excluded)
     key = ALL_LEVELS if level is None else level
+    # The all-levels rows come in the same query: each run's kernels measured here (measured_here).
+    scores = scores_of_runs([run.pk for run in runs], sorted({key, ALL_LEVELS}), include_excluded)
+    for run in runs:
+        run.measured_here = scores[(run.pk, ALL_LEVELS)].measured if (run.pk, ALL_LEVELS) in scores else 0
     return [(run, scores.get((run.pk, key)) or LevelScore()) for run in runs]
 
 
@@ -468,6 +482,14 @@ def measured_here(run_ids: Iterable[int]) -> dict[int, int]:
     "verified" of a run reads this (or a row's `measured`, the same stored number)."""
     rows = RunScore.objects.filter(run_id__in=list(run_ids), level=ALL_LEVELS, with_excluded=True)
     return dict(rows.values_list("run_id", "measured"))
+
+
+def attach_measured(runs: Iterable[Run]) -> None:
+    """Set `run.measured_here` (measured_here's count) on each of `runs`, in one query."""
+    runs = list(runs)
+    counts = measured_here({run.pk for run in runs})
+    for run in runs:
+        run.measured_here = counts.get(run.pk, 0)
 
 
 def runs_measured_here():
