@@ -108,6 +108,12 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
     return board_page.level_board(request, level)
 
 
+def level_grid(request: HttpRequest, level: str) -> HttpResponse:
+    if level not in {str(n) for n in LEVELS}:
+        raise Http404("no such level")
+    return board_page.level_grid(request, int(level))
+
+
 # ---------------------------------------------------------------------------------------------
 
 

@@ -24,7 +24,7 @@ from evaluation.metrics import fast_p_key
 from leaderboard.models import Origin, Precision
 from leaderboard.reads import charts
 from leaderboard.reads.board import columns as board_columns
-from leaderboard.reads.board import params, rows, served
+from leaderboard.reads.board import grid, params, rows, served
 from leaderboard.reads.board.scoring import RULE_BEST, RULES
 from problems.models import LEVELS
 
@@ -99,3 +99,27 @@ def _context(request: HttpRequest, board: params.LevelBoard, as_of: datetime) ->
         "as_of": as_of,
         "board_freshness": settings.BOARD_FRESHNESS_SECONDS,
     }
+
+
+def level_grid(request: HttpRequest, level: int) -> HttpResponse:
+    """The level's grid of problems x best kernels (leaderboard.reads.board.grid), for ?set=."""
+    board = params.read_level_board(str(level), request.GET)
+    params.keep_only(request, ("set",) if request.GET.get("set") else ())
+    return served.cached_board(request, board.problem_set, lambda as_of: _grid(request, board, level, as_of))
+
+
+def _grid(request: HttpRequest, board: params.LevelBoard, level: int, as_of: datetime) -> HttpResponse:
+    context = {
+        "level": str(level),
+        "level_number": level,
+        "levels": LEVELS,
+        "problem_sets": board.problem_sets,
+        "problem_set": board.problem_set,
+        "grid": grid.level_grid(board.problem_set, level),
+        "grid_kernels": grid.GRID_KERNELS,
+        "grid_places": range(1, grid.GRID_KERNELS + 1),
+        "marks": {"disagrees": grid.DISAGREES, "fails": grid.FAILS_HERE},
+        "as_of": as_of,
+        "board_freshness": settings.BOARD_FRESHNESS_SECONDS,
+    }
+    return render(request, "leaderboard/level_grid.html", context)
