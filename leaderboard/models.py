@@ -132,7 +132,7 @@ class Run(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    # Stored by the read model (leaderboard/reads/board_store.py): lists never count kernels.
+    # Stored by the read model (leaderboard/reads/board/store.py): lists never count kernels.
     n_kernels = models.PositiveIntegerField(default=0, editable=False)
 
     objects = RunQuerySet.as_manager()
@@ -279,7 +279,7 @@ class Kernel(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     # The review state, stored (the rules: leaderboard/reviews/services.py; computed by
-    # with_review_state, written by leaderboard/reads/board_store.py after every write that changes it).
+    # with_review_state, written by leaderboard/reads/board/store.py after every write that changes it).
     review_verdict = models.CharField(max_length=12, blank=True, editable=False)
     review_pending = models.BooleanField(default=False, editable=False, help_text="Awaits review.")
     review_excluded = models.BooleanField(default=False, editable=False)
@@ -626,7 +626,7 @@ class KernelReport(models.Model):
         return f"report on kernel {self.kernel_id} by {self.reporter}"
 
 
-# --- the boards' read model (written by leaderboard/reads/board_store.py) ---------------------------
+# --- the boards' read model (written by leaderboard/reads/board/store.py) ---------------------------
 
 
 class RunScore(models.Model):

@@ -119,7 +119,7 @@ def test_the_board_and_the_run_page_say_what_such_a_run_is(client, leaderboard):
     # Nothing measured here yet: the row ranks by its published figure, labelled so, and its
     # hardware is the GPU that figure was timed on (2.25x of 1.5x and 2.25x: 1 of 2 problems).
     headline = row[row.index('data-key="fast_2"') :]
-    assert headline.startswith('data-key="fast_2" data-ranked-by="published"')
+    assert headline.startswith('data-key="fast_2" class="num sorted picked" data-ranked-by="published"')
     assert "50.0%" in headline[: headline.index("</td>")] and "published, L40S" in headline[: headline.index("</td>")]
     assert '<td data-key="hardware" class="">L40S</td>' in row
     page = client.get(o1.get_absolute_url()).content.decode()

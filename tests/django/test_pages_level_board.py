@@ -70,7 +70,7 @@ def test_it_exports_what_the_table_shows(client, board):
     exported = client.get("/levels/1/?p=1.3&export=csv").content.decode()
     for row in csv.DictReader(io.StringIO(exported)):
         shown = f"{float(row['fast_1.3']) * 100:.1f}%"
-        assert f'<td data-key="fast_1.3" class="num sorted picked">{shown}</td>' in html
+        assert f'<td data-key="fast_1.3" class="num sorted picked" data-ranked-by="measured">{shown}</td>' in html
 
 
 def test_its_csv_holds_numbers_and_the_precision(client, board):

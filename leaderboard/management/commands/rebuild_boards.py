@@ -1,6 +1,6 @@
 """Re-score every run into the boards' read model; with --verify, check stored against fresh.
 
-The read model (leaderboard/reads/board_store.py) is kept current by the writes that change it;
+The read model (leaderboard/reads/board/store.py) is kept current by the writes that change it;
 this command rebuilds it from scratch (after a restore, a migration, or to be sure) and, with
 --verify, compares every stored row with a fresh computation and fails if one differs."""
 

@@ -1,5 +1,5 @@
 """Model signals that keep the boards' read model current whatever path writes (admin, factories,
-services): each marks the affected run for re-scoring after commit (leaderboard/reads/board_store.py).
+services): each marks the affected run for re-scoring after commit (leaderboard/reads/board/store.py).
 
 Bulk writes (bulk_create, QuerySet.update) send no signals: their code calls board_store.mark_runs
 itself (run import, baseline import, the worker)."""

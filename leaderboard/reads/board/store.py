@@ -5,7 +5,7 @@ How it stays current:
 
 1. A write that changes a run's inputs (a kernel, an evaluation, a review, a report; run and
    baseline imports; deletions) calls `mark_runs(run_ids)`, directly or through the model signals in
-   leaderboard/reads/board_signals.py. That records a DirtyRun row in the writing transaction and
+   leaderboard/reads/board/signals.py. That records a DirtyRun row in the writing transaction and
    schedules `refresh_runs` for after its commit (once per run and transaction).
 2. `refresh_runs` re-scores whole runs, idempotently: one query reads the runs' kernels with the
    reference review rules (KernelQuerySet.with_review_state), and bulk writes store the kernels'
@@ -13,7 +13,7 @@ How it stays current:
 3. Board builds call `refresh_dirty` first, so a refresh lost with a dying process (or never run,
    as inside a test's transaction) is made up before anything stale is built. Requests do not:
    they read `board_state` (one query) and are served the last complete build
-   (leaderboard/reads/board_cache.py).
+   (leaderboard/reads/board/served.py).
 
 `rebuild_all` re-scores everything and `verify_all` compares stored rows with a fresh computation
 (`manage.py rebuild_boards [--verify]`).
