@@ -145,8 +145,7 @@ def row_notes(row: StandingRow) -> str:
     flagged by the scoring library or waiting for review, correct kernels without a speedup."""
     parts = []
     if row.has_published and not row.verified:
-        measured = f"{row.measured_kernels} of {row.score.kernels} kernels" if row.measured_kernels else "not yet"
-        parts.append(f"ranked by its published figures ({row.published_label}): measured here {measured}")
+        parts.append(f"ranked by published: {row.measured_kernels} of {row.score.kernels} kernels measured here")
     if row.excluded:
         parts.append(f"{row.excluded} excluded by review")
     if row.flagged:
