@@ -17,7 +17,7 @@ def mark_every_run(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('leaderboard', '0015_integrity_quotas_one_pending'),
+        ('leaderboard', '0016_aliases_merges_published_figures'),
         ('problems', '0003_scoring_rules'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
