@@ -208,7 +208,7 @@ def test_the_field_board_shows_its_leader_by_each_source_at_1280_wide(site, brow
 
     field = make_set("Field board", levels=(1, 1, 1, 1))
     h200 = make_hardware("h200")
-    for name, speedups in (("o1-preview", [13.2, 2.0, 1.3, 0.5]), ("gpt-4o", [1.2, 0.8, None, None])):
+    for name, speedups in (("field-o1", [13.2, 2.0, 1.3, 0.5]), ("field-4o", [1.2, 0.8, None, None])):
         run = Run.objects.create(
             model=make_model(name), problem_set=field, hardware=h200, origin=Origin.IMPORTED,
             published_source="KernelBench's original leaderboard", setting="best correct (published)",
@@ -224,7 +224,7 @@ def test_the_field_board_shows_its_leader_by_each_source_at_1280_wide(site, brow
     try:
         page.goto(site + f"/levels/1/?set={field.slug}")
         leaders = {
-            "#leader-published": ("o1-preview", "75.0%"),
+            "#leader-published": ("field-o1", "75.0%"),
             "#leader-measured": ("measured-here-model", "50.0%"),
         }
         for card, (model, value) in leaders.items():
