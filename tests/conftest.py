@@ -3,10 +3,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import pytest
 from django.contrib.auth.models import Group, User
+
+
+def pytest_configure(config) -> None:
+    # The host-wide precompiled torch headers (evaluation.pch) cost ~70 s of CPU per cache folder,
+    # and nearly every test builds into a fresh one: off, except where tests/evaluation/test_pch.py
+    # turns them on (KB_PCH=1 in the environment runs every suite with them).
+    os.environ.setdefault("KB_PCH", "0")
 
 
 def _user_in(username: str, group: str | None) -> User:
