@@ -205,7 +205,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 50_000_000)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
 
 # The problem set the boards (overview, levels, the leaderboard API) open on: a slug or name.
-# Empty: the set with the most measured or imported runs (leaderboard.reads.queries.featured_problem_set).
+# Empty: the set with the most measured or imported runs (leaderboard.reads.board.params.featured_problem_set).
 FEATURED_PROBLEM_SET = env_str("FEATURED_PROBLEM_SET", "")
 
 # ?page_size= on API lists: at most this many rows a page (larger asks get this many).

@@ -182,7 +182,7 @@ class Run(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    # Stored by the read model (leaderboard/reads/board_store.py): lists never count kernels.
+    # Stored by the read model (leaderboard/reads/board/store.py): lists never count kernels.
     n_kernels = models.PositiveIntegerField(default=0, editable=False)
 
     objects = RunQuerySet.as_manager()
@@ -307,6 +307,8 @@ def _refuse_source_write(fields) -> None:
 
 # Fastest first, kernels without a speedup last (speedups are > 0), in a form SQLite can index too.
 FASTEST = Coalesce(F("latest_speedup"), Value(0.0, output_field=FloatField())).desc()
+# By the speedup a kernel ranks by: measured here, else imported, else published (Kernel.ranked_speedup).
+RANKED = Coalesce(F("ranked_speedup"), Value(0.0, output_field=FloatField())).desc()
 
 
 class Kernel(models.Model):
@@ -334,7 +336,7 @@ class Kernel(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     # The review state, stored (the rules: leaderboard/reviews/services.py; computed by
-    # with_review_state, written by leaderboard/reads/board_store.py after every write that changes it).
+    # with_review_state, written by leaderboard/reads/board/store.py after every write that changes it).
     review_verdict = models.CharField(max_length=12, blank=True, editable=False)
     review_pending = models.BooleanField(default=False, editable=False, help_text="Awaits review.")
     review_excluded = models.BooleanField(default=False, editable=False)
@@ -354,6 +356,10 @@ class Kernel(models.Model):
         null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(MAX_SPEEDUP)]
     )
     published_hardware = models.CharField(max_length=60, blank=True, help_text="Where the published figure was timed.")
+    # Stored by the read model: the speedup the problem page and the grid rank the kernel by: its
+    # latest evaluation's when that was measured here (None when it failed here), else its latest
+    # evaluation's, else the published figure (leaderboard/reads/board/store.py).
+    ranked_speedup = models.FloatField(null=True, blank=True, editable=False)
     # Where the source is public, for a kernel stored without it (source "" and the hash of the
     # public file: seed_demo's field figures, whose code is not ours to redistribute). Importing the
     # file later fills the source in: the one write of a source allowed, since its hash is the stored one.
@@ -389,6 +395,8 @@ class Kernel(models.Model):
             # Problem page (kernels ranked, counted ones first) and kernel page (fastest siblings).
             models.Index(F("problem"), F("review_excluded"), FASTEST, name="kernel_problem_ranked_idx"),
             models.Index(F("problem"), FASTEST, name="kernel_fastest_idx"),
+            # Problem page and the level grid: kernels by the speedup they rank by, measured or published.
+            models.Index(F("problem"), F("review_excluded"), RANKED, name="kernel_problem_rank_idx"),
         ]
 
     def __str__(self) -> str:
@@ -752,7 +760,7 @@ class KernelReport(models.Model):
         return f"report on kernel {self.kernel_id} by {self.reporter}"
 
 
-# --- the boards' read model (written by leaderboard/reads/board_store.py) ---------------------------
+# --- the boards' read model (written by leaderboard/reads/board/store.py) ---------------------------
 
 
 class RunScore(models.Model):
@@ -782,6 +790,15 @@ class RunScore(models.Model):
     best_log_sum = models.FloatField(default=0.0)
     best_speedups = models.BinaryField(default=b"")
     pass_at_1_sum = models.FloatField(default=0.0)
+    # Kernels whose latest evaluation was measured here: > 0 means the run is verified here
+    # (leaderboard.reads.board.store.measured_here is the one place that reads it so).
+    measured = models.PositiveIntegerField(default=0)
+    # Published figures (Kernel.published_speedup), apart from the measured ones: problems with one,
+    # their sorted best published speedups (packed float64), and the hardware they were timed on.
+    pub_count = models.PositiveIntegerField(default=0)
+    pub_log_sum = models.FloatField(default=0.0)
+    pub_speedups = models.BinaryField(default=b"")
+    pub_hardware = models.CharField(max_length=60, blank=True, default="")
     # {problem id: [sample-0 status code, sample-0 speedup, best speedup, kernels]} (scoring.STATUS_CODES)
     problems = models.JSONField(default=dict)
     updated_at = models.DateTimeField(auto_now=True)

@@ -6,6 +6,7 @@ urlpatterns = [
     path("", views.overview, name="overview"),
     path("levels/", views.levels_index, name="levels"),
     path("levels/<str:level>/", views.level_board, name="level-board"),
+    path("levels/<str:level>/grid/", views.level_grid, name="level-grid"),
     path("models/", views.models_index, name="models"),
     path("models/<slug:slug>/", views.model_detail, name="model-detail"),
     path("problems/", views.problems_index, name="problems"),

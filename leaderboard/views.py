@@ -1,5 +1,5 @@
-"""Pages. Thin views: what a page shows is read in leaderboard.reads (queries and standings; the
-level page's choices in level_board and its columns in level_table; figures in charts; diffs in
+"""Pages. Thin views: what a page shows is read in leaderboard.reads (queries; the boards, from
+their parameters to their page or download, in leaderboard.reads.board; figures in charts; diffs in
 diffs); a view picks those reads and renders its template."""
 
 from __future__ import annotations
@@ -11,20 +11,22 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from leaderboard.evaluations.quotas import QuotaExceeded
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
-from leaderboard.models import LanguageModel, ModelAlias, Origin, Precision, alias_key
-from leaderboard.reads import board_cache, board_query, charts, kernel_page, level_table, published, queries
+from leaderboard.models import LanguageModel, ModelAlias, alias_key
+from leaderboard.reads import charts, kernel_page, queries
 from leaderboard.reads import overview as almanac
+from leaderboard.reads.board import page as board_page
+from leaderboard.reads.board import params as board_params
+from leaderboard.reads.board import served
+from leaderboard.reads.board import store as board_store
+from leaderboard.reads.board.params import LEVEL_SLUGS
 from leaderboard.reads.diffs import highlight_python
-from leaderboard.reads.level_board import LEVEL_SLUGS, LevelBoard, read_level_board
-from leaderboard.reads.scoring import RULE_BEST, RULES
-from leaderboard.reads.standings import fast_p_curves
 from leaderboard.reviews.services import can_read_raw_output
 from problems.models import LEVELS, Problem, ProblemSet, named_by
 
@@ -44,21 +46,22 @@ def _measured_points(rows):
 
 
 def overview(request: HttpRequest) -> HttpResponse:
-    board_query.keep_only(request, ())  # the overview reads no parameter: one cache entry
-    problem_set = queries.featured_problem_set()
-    return board_cache.cached_board(request, problem_set, lambda as_of: _overview(request, problem_set, as_of))
+    board_params.keep_only(request, ())  # the overview reads no parameter: one cache entry
+    problem_set = board_params.featured_problem_set()
+    return served.cached_board(request, problem_set, lambda as_of: _overview(request, problem_set, as_of))
 
 
 def _overview(request: HttpRequest, problem_set: ProblemSet | None, as_of: datetime) -> HttpResponse:
-    measured = queries.measured_standings(problem_set)
+    leaders, measured = queries.overview_standings(problem_set)
     all_reported = list(queries.reported_scores())
     groups = queries.best_reported_by_variant(all_reported)
     shown_groups, hidden_groups = queries.overview_groups(groups)
     launch_chart = charts.launch_timeline(queries.launch_posts())
     context = {
-        "problem_sets": queries.problem_sets_with_counts(),
+        "problem_sets": board_params.problem_sets_with_counts(),
         "problem_set": problem_set,
-        "strongest_measured": measured[0] if measured else None,
+        "strongest_measured": leaders.measured,
+        "strongest_published": leaders.published,
         "strongest_reported": queries.strongest_reported(groups),
         "last_model": queries.last_model_added(),
         "latest_post": queries.latest_kernelbench_post(),
@@ -102,72 +105,13 @@ def levels_index(request: HttpRequest) -> HttpResponse:
 def level_board(request: HttpRequest, level: str) -> HttpResponse:
     if level not in LEVEL_SLUGS:
         raise Http404("no such level")
-    board = read_level_board(level, request.GET)
-    if board_query.use_query(request, board_query.level_board_query(request, board)):
-        board = read_level_board(level, request.GET)  # as the cache key has it
-    return board_cache.cached_board(
-        request, board.problem_set, lambda as_of: _level_board(request, level, board, as_of)
-    )
+    return board_page.level_board(request, level)
 
 
-def _level_board(request: HttpRequest, level: str, board: LevelBoard, as_of: datetime) -> HttpResponse:
-    page = _page(request, board.rows())
-    shown = list(page.object_list)
-    columns = level_table.columns_for(board.p)
-    table = level_table.table_rows(shown, columns, first_rank=page.start_index() or 1)
-    export = request.GET.get("export")
-    if export == "csv":
-        return _level_csv(board, table, columns)
-    if export == "json":
-        set_name = board.problem_set.name if board.problem_set else ""
-        body = level_table.to_json(table, columns, board.label, set_name, board.p)
-        extra = {"include_excluded": board.include_excluded, "rule": board.rule, "as_of": as_of.isoformat()}
-        return JsonResponse(body | extra)
-    context = {
-        "level": level,
-        "level_number": board.level_number,
-        "level_label": board.label,
-        "levels": LEVELS,
-        "p": board.p,
-        "p_text": request.GET.get("p", "") if not board.p_error else "",
-        "p_error": board.p_error,
-        "problem_sets": board.problem_sets,
-        "problem_set": board.problem_set,
-        "hardware_list": board.hardware_list,
-        "hardware": board.hardware,
-        "settings": queries.run_settings(),
-        "setting": board.setting or "",
-        "origins": Origin.choices,
-        "origin": board.origin or "",
-        "precisions": Precision.values,
-        "precision": board.precision or "",
-        "columns": columns,
-        "table": table,
-        # Rows from a published leaderboard: its own figures' fast_p, shown apart from the row's numbers.
-        "published": published.board_fast_p([row.standing.run for row in table], board.level_number, board.p or 1.0,
-                                            board.n_problems),
-        "page": page,
-        "sort": board.sort,
-        "descending": board.descending,
-        "n_problems": board.n_problems,
-        "charts": {"fast_p": charts.fast_p_chart(shown, fast_p_curves(shown), board.p)},
-        "include_excluded": board.include_excluded,
-        "rule": board.rule,
-        "rule_label": RULES[board.rule],
-        "rule_best": RULE_BEST,
-        "as_of": as_of,
-        "board_freshness": settings.BOARD_FRESHNESS_SECONDS,
-    }
-    return render(request, "leaderboard/level_board.html", context)
-
-
-def _level_csv(board: LevelBoard, table, columns) -> HttpResponse:
-    set_name = board.problem_set.name if board.problem_set else ""
-    response = HttpResponse(
-        level_table.to_csv(table, columns, board.label, set_name), content_type="text/csv; charset=utf-8"
-    )
-    response["Content-Disposition"] = f'attachment; filename="kernelbench-level-{board.level}.csv"'
-    return response
+def level_grid(request: HttpRequest, level: str) -> HttpResponse:
+    if level not in {str(n) for n in LEVELS}:
+        raise Http404("no such level")
+    return board_page.level_grid(request, int(level))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,11 +166,13 @@ def problems_index(request: HttpRequest) -> HttpResponse:
 
 def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
     problem = get_object_or_404(Problem.objects.select_related("problem_set"), pk=pk)
+    page = _page(request, queries.kernels_ranked(problem))
+    board_store.attach_measured(kernel.run for kernel in page.object_list)  # "verified here" badges
     context = {
         "problem": problem,
         "source_html": highlight_python(problem.source, anchor="ref"),
         "baselines": queries.problem_baselines(problem),
-        "page": _page(request, queries.kernels_ranked(problem)),
+        "page": page,
         "charts": {"speedups": charts.speedup_bars(queries.problem_speedups(problem))},
     }
     return render(request, "leaderboard/problem_detail.html", context)

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, ReportedScore, Run
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from problems.models import Hardware, Problem, ProblemSet
 
 PLAIN_STORAGES = {

@@ -1,5 +1,5 @@
 """GET /api/v1/leaderboard/: the per-run fast_p table of one level, computed by
-leaderboard.reads.standings like the level pages."""
+leaderboard.reads.board.rows like the level pages."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from leaderboard.api.common import query_bool, query_choice, query_float, query_
 from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.api.runs import RunSerializer
 from leaderboard.models import Origin, Precision
-from leaderboard.reads import board_cache, board_query
-from leaderboard.reads.queries import featured_problem_set
-from leaderboard.reads.scoring import RULE_SAMPLE0, RULES
-from leaderboard.reads.standings import level_standings
+from leaderboard.reads.board import params as board_params
+from leaderboard.reads.board import served
+from leaderboard.reads.board.params import featured_problem_set
+from leaderboard.reads.board.rows import level_standings
+from leaderboard.reads.board.scoring import RULE_SAMPLE0, RULES
 from problems.models import Hardware, ProblemSet
 
 PAGE_SIZE = 50
@@ -115,7 +116,7 @@ class LeaderboardView(APIView):
 
     @extend_schema(
         summary="Per-run fast_p table of one level (or all levels)",
-        description="Computed by leaderboard.reads.standings, the same code the pages use. fast_p keys are named "
+        description="Computed by leaderboard.reads.board.rows, the same code the pages use. fast_p keys are named "
         "fast_<p> (fast_0, fast_0.5, fast_0.8, fast_1, fast_1.5, fast_2, plus the p asked).",
         parameters=[
             query_param(
@@ -135,11 +136,11 @@ class LeaderboardView(APIView):
         responses={200: LEADERBOARD_REPLY},
     )
     def get(self, request):
-        board_query.keep_only(request._request, BOARD_PARAMETERS)  # the cache key: only these
+        board_params.keep_only(request._request, BOARD_PARAMETERS)  # the cache key: only these
         problem_set = _problem_set(request)
         filters = {
             "level": query_int(request, "level", low=1, high=4),
-            "p": board_query.keep_rounded_p(request._request, query_float(request, "p", low=0.0, high=1000.0)),
+            "p": board_params.keep_rounded_p(request._request, query_float(request, "p", low=0.0, high=1000.0)),
             "hardware": _hardware(request),
             "setting": query_text(request, "setting"),
             "origin": query_choice(request, "origin", Origin.choices),
@@ -149,10 +150,10 @@ class LeaderboardView(APIView):
         }
         page = query_int(request, "page", low=1) or 1
         page_size = query_int(request, "page_size", low=1, high=MAX_PAGE_SIZE) or PAGE_SIZE
-        served = board_cache.serve(
+        build = served.serve(
             request, problem_set, "data", lambda as_of: self._page(request, problem_set, filters, page, page_size, as_of)
         )
-        return served.not_modified(request) or served.stamp(Response(served.body))
+        return build.not_modified(request) or build.stamp(Response(build.body))
 
     def _page(self, request, problem_set: ProblemSet, filters: dict, page: int, page_size: int, as_of) -> dict:
         level, hardware, p = filters["level"], filters["hardware"], filters["p"]

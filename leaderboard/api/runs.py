@@ -34,7 +34,7 @@ from leaderboard.ingest.run_import import (
 )
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import Origin, Precision, Run
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from problems.models import Hardware, ProblemSet
 
 

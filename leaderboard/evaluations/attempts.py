@@ -43,7 +43,7 @@ from django.utils import timezone
 from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS, speedup_problem
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for
 from leaderboard.models import Evaluation, Kernel, Origin
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 
 log = logging.getLogger(__name__)
 

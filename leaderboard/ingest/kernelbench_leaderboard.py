@@ -58,7 +58,7 @@ from leaderboard.evaluations.queue import Requested, request_evaluations
 from leaderboard.ingest.archives import Bundle, KernelFile
 from leaderboard.ingest.run_import import RunImport, RunSpec, store_run
 from leaderboard.models import Evaluation, Kernel, PublishedFigure, Run
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from problems.importing import ImportReport, upsert
 from problems.kernelbench_files import MalformedInput, guess_tags, missing_definitions, read_source
 from problems.models import Hardware, Problem, ProblemSet, ScoringRules, source_sha256

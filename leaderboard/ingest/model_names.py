@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import transaction
 
 from leaderboard.models import Lab, LanguageModel, LaunchPost, ModelAlias, ModelMerge, ReportedScore, Run, alias_key
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from problems.importing import find_or_create
 
 KNOWN_ALIASES_CSV = settings.BASE_DIR / "data" / "model_aliases.csv"

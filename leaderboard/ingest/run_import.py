@@ -55,7 +55,7 @@ from leaderboard.ingest.archives import (
 from leaderboard.ingest.model_names import match_lab, match_model
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, Origin, Precision, Run, guess_backend, utf8_size
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from leaderboard.reviews.services import inherit_exclusions
 from problems.importing import CREATED, DIGITS, UNCHANGED, UPDATED, ImportReport, checked_int, whole_number
 from problems.models import Baseline, Hardware, Problem, ProblemSet, ScoringRules, source_sha256

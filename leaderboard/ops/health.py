@@ -6,7 +6,7 @@ check took and its error text (host names, addresses) go to operators only
 
 `evaluation_hosts` says whether some worker host is short of disk space (status "degraded", still
 200: the site serves, but evaluations wait there); operators see which host and why. `boards` says
-whether some run failed to score and was set aside (leaderboard.reads.board_store.set_aside: its
+whether some run failed to score and was set aside (leaderboard.reads.board.store.set_aside: its
 board rows are stale; status "degraded"); operators see which runs and why."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from redis.exceptions import RedisError
 
 from leaderboard.evaluations import host_space
 from leaderboard.ops.clients import is_operator
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 
 CHECK_TIMEOUT_S = 2
 

@@ -12,8 +12,9 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from evaluation.metrics import fast_p_curve
 from leaderboard.models import Evaluation, LaunchPost, ReportedScore
-from leaderboard.reads.standings import StandingRow
+from leaderboard.reads.board.rows import StandingRow
 
 Figure = dict[str, Any]
 
@@ -24,12 +25,13 @@ VARIANT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377
 REPORTED_COLOUR = "#1f77b4"
 MEASURED_COLOUR = "#d62728"
 DEMO_COLOUR = "#9a9a9a"
+PUBLISHED_COLOUR = "#6a5acd"
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 
 
 # Colour names for captions that describe marks (marks_caption): every colour a figure's marks use
 # in such a chart must be named here.
-COLOUR_NAMES = {MEASURED_COLOUR: "red", DEMO_COLOUR: "grey", REPORTED_COLOUR: "blue"}
+COLOUR_NAMES = {MEASURED_COLOUR: "red", DEMO_COLOUR: "grey", REPORTED_COLOUR: "blue", PUBLISHED_COLOUR: "purple"}
 
 
 def label(text: object) -> str:
@@ -319,28 +321,35 @@ def marks_caption(figure: Figure | None) -> str:
 # per-level leaderboard
 
 
-def fast_p_chart(
-    rows: Sequence[StandingRow], curves: dict[int, list[tuple[float, float]]], p: float | None
-) -> Figure | None:
-    """fast_p as a step function of p for each shown run; a dotted line at the picked p."""
+def _curve_trace(row: StandingRow, colour: str, published: bool) -> dict[str, Any]:
+    """One row's fast_p over p: measured here solid (dotted for an imported run), published dashed
+    and named with its GPU."""
+    tally = row.score.published if published else row.tally
+    points = fast_p_curve(list(tally.speedups), row.n_problems)
+    name = _run_label(row) + (f" ({label(row.published_label)})" if published else "")
+    dash = "dash" if published else ("dot" if row.run.origin == "imported" else "solid")
+    return {
+        "type": "scatter",
+        "mode": "lines",
+        "line": {"shape": "hv", "color": colour, "dash": dash},
+        "name": name,
+        "x": [point[0] for point in points],
+        "y": [round(point[1] * 100, 2) for point in points],
+        "hovertemplate": "p=%{x:.2f}: %{y:.1f}%<extra>" + name + "</extra>",
+    }
+
+
+def fast_p_chart(rows: Sequence[StandingRow], p: float | None) -> Figure | None:
+    """fast_p as a step function of p for each shown run, by each source: measured here (a row
+    not yet measured here has no measured line), and its published figures where it has any,
+    dashed in the same colour; a dotted line at the picked p."""
     traces = []
     for index, row in enumerate(rows):
-        points = curves.get(row.run.pk) or []
-        traces.append(
-            {
-                "type": "scatter",
-                "mode": "lines",
-                "line": {
-                    "shape": "hv",
-                    "color": PALETTE[index % len(PALETTE)],
-                    "dash": "dot" if row.run.origin == "imported" else "solid",
-                },
-                "name": _run_label(row),
-                "x": [point[0] for point in points],
-                "y": [round(point[1] * 100, 2) for point in points],
-                "hovertemplate": "p=%{x:.2f}: %{y:.1f}%<extra>" + _run_label(row) + "</extra>",
-            }
-        )
+        colour = PALETTE[index % len(PALETTE)]
+        if row.measured_kernels or not row.has_published:
+            traces.append(_curve_trace(row, colour, published=False))
+        if row.has_published:
+            traces.append(_curve_trace(row, colour, published=True))
     if not traces:
         return None
     shapes = []
@@ -411,27 +420,35 @@ def model_history(reported: Iterable[ReportedScore], measured: Iterable[tuple[dt
 # problem and kernel pages
 
 
-def speedup_bars(points: Sequence[tuple[int, str, bool, float]]) -> Figure | None:
-    """Speedups of the correct kernels of one problem, fastest first, with the 1x line."""
+def speedup_bars(points: Sequence[tuple[int, str, bool, float, bool]]) -> Figure | None:
+    """Speedups of the kernels of one problem, fastest first, with the 1x line: measured or
+    imported here in blue, published figures (not measured here) purple, demo data grey."""
     if not points:
         return None
+
+    def colour(demo: bool, published: bool) -> str:
+        return DEMO_COLOUR if demo else PUBLISHED_COLOUR if published else REPORTED_COLOUR
+
     return {
         "data": [
             {
                 "type": "bar",
-                "x": [f"#{pk}" for pk, _, _, _ in points],
-                "y": [speedup for _, _, _, speedup in points],
-                "marker": {"color": [DEMO_COLOUR if demo else REPORTED_COLOUR for _, _, demo, _ in points]},
+                "x": [f"#{pk}" for pk, *_ in points],
+                "y": [speedup for _, _, _, speedup, _ in points],
+                "marker": {"color": [colour(demo, published) for _, _, demo, _, published in points]},
                 "hovertext": [
-                    label(f"kernel {pk}, {name}{' (demo data)' if demo else ''}: {speedup:.3g}x")
-                    for pk, name, demo, speedup in points
+                    label(
+                        f"kernel {pk}, {name}{' (demo data)' if demo else ''}: {speedup:.3g}x"
+                        + (" (published, not measured here)" if published else "")
+                    )
+                    for pk, name, demo, speedup, published in points
                 ],
                 "hoverinfo": "text",
                 "name": "speedup",
             }
         ],
         "layout": _layout(
-            "Speedup of each correct kernel (reference time / kernel time)",
+            "Speedup of each kernel (reference time / kernel time; purple: published, not measured here)",
             height=320,
             xaxis={"type": "category", "title": {"text": "kernel"}},
             yaxis={"title": {"text": "speedup (x)"}, "rangemode": "tozero"},

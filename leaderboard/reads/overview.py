@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from django.db.models import Count
 
-from leaderboard.models import LaunchPost, Origin, ReportedScore, Run
+from leaderboard.models import LaunchPost, ReportedScore
+from leaderboard.reads.board.store import runs_measured_here
 
 RELEASED = "December 2024 (paper February 2025)"
 AUTHORS = "Stanford's Scaling Intelligence Lab"
@@ -65,7 +66,7 @@ class Counts:
     reported_scores: int
     posts_listing: int  # launch posts that list KernelBench
     labs_listing: int  # ... from this many labs
-    runs_measured: int  # runs evaluated here (demo data left out)
+    runs_measured: int  # runs with kernels measured here (board.store.measured_here; demo data left out)
     models_measured: int
 
 
@@ -75,7 +76,6 @@ def counts() -> Counts:
     posts = LaunchPost.objects.filter(lists_kernelbench=True, is_demo=False).aggregate(
         n=Count("pk"), labs=Count("lab", distinct=True)
     )
-    runs = Run.objects.filter(origin=Origin.MEASURED, is_demo=False).aggregate(
-        n=Count("pk"), models=Count("model", distinct=True)
-    )
+    # The runs verified here, whatever their origin: the one count of "measured here" (board.store).
+    runs = runs_measured_here().aggregate(n=Count("pk"), models=Count("model", distinct=True))
     return Counts(reported["models"], reported["n"], posts["n"], posts["labs"], runs["n"], runs["models"])

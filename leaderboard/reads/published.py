@@ -1,14 +1,12 @@
 """Figures someone else published for kernels (Kernel.published_speedup: KernelBench's leaderboard,
 timed on its L40S), read apart from the scores measured here: nothing in this module is ever
-mixed into fast_p, rankings or the stored read model, and every number it gives carries its label
-("published, L40S")."""
+mixed into fast_p, and every number it gives carries its label ("published, L40S"). The boards'
+published figures are stored by the read model (leaderboard.reads.board.store: RunScore.pub_*)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-
-from django.db.models import Count, Q
 
 from leaderboard.models import Kernel, Run
 
@@ -46,30 +44,3 @@ def published_fast_p(figures: Iterable[PublishedFigure], n_problems: int, p: flo
     if not n_problems:
         return None
     return sum(1 for figure in figures if figure.speedup > p) / n_problems
-
-
-@dataclass(frozen=True)
-class BoardFigure:
-    """A board row's published fast_p (over the level's problems) and its label."""
-
-    fast_p: float
-    label: str
-
-
-def board_fast_p(runs: Iterable[Run], level: int | None, p: float, n_problems: int) -> dict[int, BoardFigure]:
-    """For the board's rows from a published leaderboard: fast_p at p of their published figures,
-    by run id, over the level's `n_problems` (unlisted problems count as failed); one query, and
-    none when no such run is shown."""
-    ids = [run.pk for run in runs if run.published_source]
-    if not ids or not n_problems:
-        return {}
-    kernels = Kernel.objects.filter(run_id__in=ids, sample_index=0, published_speedup__isnull=False)
-    if level is not None:
-        kernels = kernels.filter(problem__level=level)
-    rows = kernels.values_list("run_id", "published_hardware").annotate(n=Count("pk", filter=Q(published_speedup__gt=p)))
-    figures = {}
-    for run_id, where, n in rows.order_by():
-        label = f"published, {where}" if where else "published"
-        previous = figures.get(run_id)
-        figures[run_id] = BoardFigure((previous.fast_p if previous else 0.0) + n / n_problems, label)
-    return {run_id: figures.get(run_id, BoardFigure(0.0, "published")) for run_id in ids}

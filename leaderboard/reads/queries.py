@@ -6,15 +6,24 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from leaderboard.models import FASTEST, Evaluation, Kernel, LanguageModel, LaunchPost, Origin, ReportedScore, Run
-from leaderboard.reads import board_store
-from leaderboard.reads.scoring import RULE_SAMPLE0, LevelScore
-from leaderboard.reads.standings import StandingRow, annotate_intervals, level_standings, make_row
-from problems.models import LEVELS, Baseline, Hardware, Problem, ProblemSet
+from leaderboard.models import (
+    FASTEST,
+    RANKED,
+    Evaluation,
+    Kernel,
+    LanguageModel,
+    LaunchPost,
+    Origin,
+    ReportedScore,
+    Run,
+)
+from leaderboard.reads.board import store as board_store
+from leaderboard.reads.board.rows import MEASURED, Leaders, StandingRow, leaders, level_standings, make_row
+from leaderboard.reads.board.scoring import RULE_SAMPLE0, LevelScore
+from problems.models import LEVELS, Baseline, Problem, ProblemSet
 
 # Reported scores: the overview is compact: the best few models of each of the
 # variants compared most, in its chart and its table; /reported/ lists all.
@@ -26,35 +35,6 @@ CHART_POINTS = 500
 
 # ---------------------------------------------------------------------------------------------
 # problem sets and levels
-
-
-def problem_sets_with_counts() -> list[ProblemSet]:
-    """Every problem set with `.level_counts` ({level: n}) and `.total`, in two queries."""
-    sets = list(ProblemSet.objects.all())
-    counts: dict[int, dict[int, int]] = defaultdict(lambda: {level: 0 for level in LEVELS})
-    for row in Problem.objects.values("problem_set_id", "level").annotate(n=Count("id")).order_by():
-        counts[row["problem_set_id"]][row["level"]] = row["n"]
-    for problem_set in sets:
-        problem_set.level_counts = counts[problem_set.pk]
-        problem_set.total = sum(problem_set.level_counts.values())
-    return sets
-
-
-def featured_problem_set() -> ProblemSet | None:
-    """What the boards open on: the set FEATURED_PROBLEM_SET names (slug or name), else the set with
-    the most measured or imported runs, so that the demo's set never hides a real one; with no
-    such run anywhere, the set with the most runs (ties by name)."""
-    if settings.FEATURED_PROBLEM_SET:
-        named = ProblemSet.objects.resolve(settings.FEATURED_PROBLEM_SET)
-        if named is not None:
-            return named
-    real = Count("runs", filter=Q(runs__origin__in=(Origin.MEASURED, Origin.IMPORTED), runs__is_demo=False))
-    ranked = ProblemSet.objects.annotate(n_real=real, n_runs=Count("runs"))
-    return ranked.order_by("-n_real", "-n_runs", "name").first()
-
-
-def run_settings() -> list[str]:
-    return list(Run.objects.order_by("setting").values_list("setting", flat=True).distinct())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,64 +130,19 @@ def launch_posts() -> list[LaunchPost]:
     return list(LaunchPost.objects.select_related("lab", "model").order_by("-published_on")[:CHART_POINTS])
 
 
-def measured_standings(problem_set: ProblemSet | None, level: int | None = None) -> list[StandingRow]:
-    """Runs measured here (not imported), best fast_1 first; on a site that has measured none
-    yet, the synthetic demo runs, which carry their demo label wherever they are shown."""
+def overview_standings(problem_set: ProblemSet | None) -> tuple[Leaders, list[StandingRow]]:
+    """The overview's leaders over all levels, by each source (measured here; published), and the
+    rows measured here (best first) for its chart. On a site that has measured nothing yet, the
+    synthetic demo runs stand in for the measured ones, carrying their demo label wherever shown."""
     if problem_set is None:
-        return []
-    rows = level_standings(problem_set, level, origin=Origin.MEASURED)
-    return rows or level_standings(problem_set, level, origin=Origin.DEMO)
-
-
-# ---------------------------------------------------------------------------------------------
-# per-level leaderboard
-
-
-SORT_KEYS = {
-    "model": lambda row: row.run.model.name.casefold(),
-    "setting": lambda row: row.run.setting.casefold(),
-    "hardware": lambda row: row.run.hardware.slug,
-    "compiled": lambda row: row.tally.compiled,
-    "correct": lambda row: row.tally.correct,
-    "geomean": lambda row: row.tally.geomean() or 0.0,
-    "attempted": lambda row: row.tally.attempted,
-    "unscored": lambda row: row.unscored,
-    # The labelled extra columns: reading them computes the row's full summary, only when sorted by them.
-    "best_fast_1": lambda row: row.summary["best_fast_1"],
-    "pass_at_1": lambda row: row.summary["pass_at_1"],
-}
-
-
-def sort_rows(
-    rows: list[StandingRow], sort: str, descending: bool, interval_p: float | None = None
-) -> list[StandingRow]:
-    """Rows sorted by a column: one of SORT_KEYS, or 'fast_<p>' (a key of the summary). Each row's
-    interval is that of fast_p at `interval_p` (the level page's picked p, whose column leads the
-    board), else of the sorted fast_p (fast_1 for other columns); ties only mean something in the
-    order of that same fast_p, so only there are rows marked tied with the row above."""
-    p = _p_of(sort)
-    if sort in SORT_KEYS:
-        key = SORT_KEYS[sort]
-    elif p is not None and rows and sort in rows[0].summary:
-
-        def key(row: StandingRow) -> float:
-            return row.fast_p(p)  # a binary search: no row's full summary is computed to sort
-    else:
-        return rows
-    rows = sorted(rows, key=key, reverse=descending)
-    shown_p = interval_p if interval_p is not None else (1.0 if p is None else p)
-    annotate_intervals(rows, shown_p)
-    if p != shown_p:
-        for row in rows:
-            row.tied = False
-    return rows
-
-
-def _p_of(key: str) -> float | None:
-    try:
-        return float(key.removeprefix("fast_")) if key.startswith("fast_") else None
-    except ValueError:
-        return None
+        return Leaders(None, None), []
+    real = [row for row in level_standings(problem_set, None) if row.run.origin != Origin.DEMO]
+    best = leaders(real, 1.0)
+    measured = [row for row in real if row.measured_kernels and row.ranked_by == MEASURED]
+    if not measured:
+        measured = level_standings(problem_set, None, origin=Origin.DEMO)
+        best = Leaders(measured[0] if measured else None, best.published)
+    return best, measured
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,6 +166,8 @@ def model_level_scores(model: LanguageModel, runs: list[Run]) -> dict[int, dict[
     scores = board_store.scores_of_runs([run.pk for run in runs], [board_store.ALL_LEVELS, *LEVELS], False)
     by_run: dict[int, dict[str, StandingRow]] = defaultdict(dict)
     for run in runs:
+        all_levels = scores.get((run.pk, board_store.ALL_LEVELS))
+        run.measured_here = all_levels.measured if all_levels else 0  # board_store.measured_here's count
         for level in (None, *LEVELS):
             n = sum(counts[run.problem_set_id].values()) if level is None else counts[run.problem_set_id].get(level, 0)
             if n:
@@ -254,8 +191,10 @@ def problem_baselines(problem: Problem) -> list[Baseline]:
 
 
 def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:
-    """Every kernel of `problem`, fastest correct first, then the rest by status. Sorted by the
-    stored review state, so the review annotations are computed for the page's rows only."""
+    """Every kernel of `problem`, by the speedup it ranks by (Kernel.ranked_speedup: measured here,
+    else imported, else published; a kernel that fails here ranks with the failed), then by status.
+    Sorted by stored state (index kernel_problem_rank_idx), so the review annotations are computed
+    for the page's rows only."""
     board_store.refresh_dirty()
     return (
         Kernel.objects.filter(problem=problem)
@@ -268,22 +207,22 @@ def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:
             "latest_evaluation__reference_timing",
         )
         # Kernels a reviewer excluded (reward hack, invalid) stay listed, after the ranked ones.
-        # (Index kernel_problem_ranked_idx serves the first three keys.)
-        .order_by("review_excluded", FASTEST, "latest_evaluation__status", "pk")
+        .order_by("review_excluded", RANKED, "latest_evaluation__status", "pk")
     )
 
 
-def problem_speedups(problem: Problem) -> list[tuple[int, str, bool, float]]:
-    """(kernel id, model name, demo, speedup) of the correct kernels of `problem` that count in
-    rankings (not excluded by a reviewer), fastest first."""
+def problem_speedups(problem: Problem) -> list[tuple[int, str, bool, float, bool]]:
+    """(kernel id, model name, demo, speedup, published) of the kernels of `problem` that count in
+    rankings (not excluded by a reviewer) and have a speedup they rank by, fastest first;
+    `published` where that speedup is a published figure, not one measured or imported here."""
     board_store.refresh_dirty()
     rows = (
-        Kernel.objects.filter(problem=problem, latest_speedup__isnull=False)
+        Kernel.objects.filter(problem=problem, ranked_speedup__isnull=False)
         .counted()
-        .order_by(FASTEST, "pk")
-        .values_list("pk", "run__model__name", "run__is_demo", "latest_evaluation__speedup")[:CHART_POINTS]
+        .order_by(RANKED, "pk")
+        .values_list("pk", "run__model__name", "run__is_demo", "ranked_speedup", "latest_speedup")[:CHART_POINTS]
     )
-    return list(rows)
+    return [(pk, name, demo, ranked, latest is None) for pk, name, demo, ranked, latest in rows]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -364,7 +303,3 @@ def search_models(text: str) -> QuerySet[LanguageModel]:
 
 def search_problems(text: str) -> QuerySet[Problem]:
     return problems_list().filter(Q(name__icontains=text) | Q(tags__icontains=text))
-
-
-def hardware_list() -> list[Hardware]:
-    return list(Hardware.objects.order_by("slug"))

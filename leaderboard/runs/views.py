@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, render
 from leaderboard.models import Run
 from leaderboard.reads import charts, published
 from leaderboard.reads import runs as reads
+from leaderboard.reads.board import store as board_store
 
 
 def _other_run(request: HttpRequest, run: Run) -> Run | None:
@@ -35,6 +36,7 @@ def _published(run: Run, scores) -> dict | None:
 
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(reads.run_for_page(pk))
+    board_store.attach_measured([run])  # "verified here": the count every page reads
     lines = reads.run_problems(run)
     scores = reads.run_scores(run, lines)
     other = _other_run(request, run)

@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from config.rq_dashboard import queue_managers_only
 from leaderboard.models import Kernel
-from leaderboard.reads.level_table import spreadsheet_safe
+from leaderboard.reads.board.columns import spreadsheet_safe
 
 from .conftest import KERNEL
 from .test_run_import import make_zip, upload

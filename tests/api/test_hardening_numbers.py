@@ -18,7 +18,8 @@ from django.db import IntegrityError, transaction
 from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS
 from leaderboard.evaluations import attempts
 from leaderboard.models import DirtyRun, Evaluation, Kernel, Run, RunScore
-from leaderboard.reads import board_store, scoring
+from leaderboard.reads.board import scoring
+from leaderboard.reads.board import store as board_store
 from tests.api.conftest import KERNEL
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import pytest
 
 from leaderboard.evaluations.attempts import claim, store_result
 from leaderboard.models import Evaluation, ImmutableSourceError, Kernel, Review, Run, RunScore
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from leaderboard.reviews.services import record_verdict
 
 from .conftest import KERNEL

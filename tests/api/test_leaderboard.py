@@ -1,5 +1,5 @@
 from leaderboard.models import Run
-from leaderboard.reads.standings import level_standings
+from leaderboard.reads.board.rows import level_standings
 from problems.models import ProblemSet
 
 URL = "/api/v1/leaderboard/"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from leaderboard.models import Kernel, Review, Run
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from leaderboard.reviews.services import code_fingerprint, record_verdict
 
 pytestmark = pytest.mark.django_db

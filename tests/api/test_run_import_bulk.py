@@ -12,7 +12,7 @@ from leaderboard.ingest import run_import
 from leaderboard.ingest.archives import Bundle, KernelFile
 from leaderboard.ingest.run_import import RunSpec, store_run
 from leaderboard.models import DirtyRun, Evaluation, Kernel, ProblemStats, Run, RunScore
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from problems.importing import CREATED, UNCHANGED, UPDATED
 from problems.models import Baseline, Problem, ProblemSet, source_sha256
 

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from leaderboard.models import Evaluation, Kernel, KernelReport, LanguageModel, Review, Run
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from problems.models import Hardware, Problem, ProblemSet
 
 

@@ -8,8 +8,8 @@ import datetime as dt
 import pytest
 
 from leaderboard.models import LanguageModel
-from leaderboard.reads.board_cache import Kept, lacking_since
-from leaderboard.reads.board_store import BoardState
+from leaderboard.reads.board.served import Kept, lacking_since
+from leaderboard.reads.board.store import BoardState
 from tests.django.reviews_factories import review, world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db

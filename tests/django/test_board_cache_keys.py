@@ -1,6 +1,6 @@
 """Issue 19, case 10: boards are cached per URL, so junk query parameters made new cache entries
 (1,500 anonymous requests grew Redis from 2.6 MB to 144 MB). A board's URL is now cut to the
-parameters it reads, each spelled one way (leaderboard.reads.board_query), before the cache sees
+parameters it reads, each spelled one way (leaderboard.reads.board.params), before the cache sees
 it: junk names, their order, and values that select the same board share one entry.
 
 Counted as builds of the board (the view's render function), not as cache internals."""
@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 from leaderboard import views
 from leaderboard.api.leaderboard import LeaderboardView
 from leaderboard.models import Kernel, LanguageModel
-from leaderboard.reads import board_query
-from leaderboard.reads.level_board import read_level_board
+from leaderboard.reads.board import page as board_page
+from leaderboard.reads.board import params as board_query
+from leaderboard.reads.board.params import read_level_board
+from leaderboard.reads.board.rows import board_rows
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
@@ -45,7 +47,7 @@ def builds(client, target, attribute: str, urls: list[str]) -> int:
 def test_junk_parameters_hit_the_level_boards_one_entry(client, world):
     world.kernel(world.problems[0], speedup=2.5)
     urls = ["/levels/1/", "/levels/1/?junk=1", "/levels/1/?junk=2&utm_source=x", "/levels/1/?cb=123456"]
-    assert builds(client, views, "_level_board", urls) == 1
+    assert builds(client, board_page, "_build", urls) == 1
     html = client.get("/levels/1/?junk=evil-marker").content.decode()
     assert "evil-marker" not in html  # the page's links carry only what it read
 
@@ -53,11 +55,11 @@ def test_junk_parameters_hit_the_level_boards_one_entry(client, world):
 def test_values_that_select_the_same_board_share_an_entry(client, world):
     world.kernel(world.problems[0], speedup=2.5)
     same_p = ["/levels/1/?p=1.5", "/levels/1/?p=1.50&junk=1", "/levels/1/?p=%201.5%20"]
-    assert builds(client, views, "_level_board", same_p) == 1
+    assert builds(client, board_page, "_build", same_p) == 1
     unknown = ["/levels/1/?origin=nonsense", "/levels/1/?origin=other", "/levels/1/", "/levels/1/?hardware=nowhere"]
-    assert builds(client, views, "_level_board", unknown) == 1
+    assert builds(client, board_page, "_build", unknown) == 1
     no_such = ["/levels/1/?setting=a", "/levels/1/?setting=b", "/levels/1/?sort=x", "/levels/1/?sort=y&sort=z"]
-    assert builds(client, views, "_level_board", no_such) == 2  # one for no setting, one for no sort
+    assert builds(client, board_page, "_build", no_such) == 2  # one for no setting, one for no sort
 
 
 def test_junk_parameters_hit_the_overview_and_the_api_boards_one_entry(client, world):
@@ -103,7 +105,7 @@ def test_the_canonical_query_selects_the_same_board_and_is_its_own_canonical_for
     query = board_query.level_board_query(request, board)
     board_query.use_query(request, query)
     again = read_level_board("1", request.GET)
-    assert [row.run.pk for row in again.rows()] == [row.run.pk for row in board.rows()]
+    assert [row.run.pk for row in board_rows(again)] == [row.run.pk for row in board_rows(board)]
     assert (again.p, again.problem_set, again.hardware, again.rule, again.include_excluded) == (
         board.p,
         board.problem_set,

@@ -13,9 +13,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from leaderboard.models import DirtyRun, Evaluation, Kernel, LanguageModel, ProblemStats, Review, Run, RunScore
-from leaderboard.reads import board_store
-from leaderboard.reads.scoring import RULE_BEST, RULE_SAMPLE0
-from leaderboard.reads.standings import level_standings, live_level_standings
+from leaderboard.reads.board import store as board_store
+from leaderboard.reads.board.rows import level_standings, live_level_standings
+from leaderboard.reads.board.scoring import RULE_BEST, RULE_SAMPLE0
 from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from django.test import Client
 
 from leaderboard import views
 from leaderboard.api.leaderboard import LeaderboardView
-from leaderboard.reads import board_query
+from leaderboard.reads.board import params as board_query
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db

@@ -70,7 +70,7 @@ def test_it_exports_what_the_table_shows(client, board):
     exported = client.get("/levels/1/?p=1.3&export=csv").content.decode()
     for row in csv.DictReader(io.StringIO(exported)):
         shown = f"{float(row['fast_1.3']) * 100:.1f}%"
-        assert f'<td data-key="fast_1.3" class="num sorted picked">{shown}</td>' in html
+        assert f'<td data-key="fast_1.3" class="num sorted picked" data-ranked-by="measured">{shown}</td>' in html
 
 
 def test_its_csv_holds_numbers_and_the_precision(client, board):
@@ -179,8 +179,8 @@ def test_every_sortable_column_sorts(client, board, key):
 
 
 def test_every_sortable_column_has_a_sort_key():
-    from leaderboard.reads.level_table import columns_for
-    from leaderboard.reads.queries import SORT_KEYS
+    from leaderboard.reads.board.columns import columns_for
+    from leaderboard.reads.board.rows import SORT_KEYS
 
     keys = {c.key for c in columns_for(1.2) if c.sortable and not c.key.startswith("fast_")}
     assert keys <= set(SORT_KEYS)

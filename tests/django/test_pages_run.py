@@ -141,7 +141,7 @@ def test_the_api_leaderboard_filters_by_precision(client):
 
 
 def test_the_run_page_and_the_board_agree():
-    from leaderboard.reads.standings import live_level_standings  # deferred: only this test compares
+    from leaderboard.reads.board.rows import live_level_standings  # deferred: only this test compares
 
     problem_set = make_set(levels=(1, 1, 1))
     run = make_run(problem_set, [2.0, None, 0.7])

@@ -3,7 +3,7 @@
 import pytest
 
 from leaderboard.models import LanguageModel
-from leaderboard.reads.standings import fast_p_curves, level_standings
+from leaderboard.reads.board.rows import fast_p_curves, level_standings
 from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db

@@ -1,7 +1,7 @@
 import pytest
 
 from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
-from leaderboard.reads.standings import fast_p_curves, level_standings
+from leaderboard.reads.board.rows import fast_p_curves, level_standings
 from problems.models import Hardware, Problem, ProblemSet
 
 pytestmark = pytest.mark.django_db

@@ -77,7 +77,7 @@ def _measure_and_approve(evaluation_id: int, reviewer_id: int) -> None:
 
 def _kernel_state(kernel_id: int) -> tuple:
     from leaderboard.models import Kernel, RunScore
-    from leaderboard.reads import board_store
+    from leaderboard.reads.board import store as board_store
 
     board_store.refresh_dirty()
     kernel = Kernel.objects.get(pk=kernel_id)

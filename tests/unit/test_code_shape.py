@@ -178,5 +178,5 @@ def test_layers_import_downwards_only() -> None:
 
 
 def test_the_layer_check_sees_an_upward_import() -> None:
-    assert layer("leaderboard.reads.standings") < layer("leaderboard.api.views")
+    assert layer("leaderboard.reads.board.rows") < layer("leaderboard.api.views")
     assert layer("evaluation.runner") < layer("problems.models") < layer("leaderboard.models")

@@ -30,7 +30,7 @@ from django.test.utils import CaptureQueriesContext
 from benchmarks.web import churn, dataset
 from benchmarks.web.http_bench import BOARD_PAGES
 from leaderboard.models import Kernel, LanguageModel, Run
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from problems.models import Problem
 
 # Queries a page may cost, whatever the data size (the smoke test's bound).

@@ -1,6 +1,6 @@
 """Re-score every run into the boards' read model; with --verify, check stored against fresh.
 
-The read model (leaderboard/reads/board_store.py) is kept current by the writes that change it;
+The read model (leaderboard/reads/board/store.py) is kept current by the writes that change it;
 this command rebuilds it from scratch (after a restore, a migration, or to be sure) and, with
 --verify, compares every stored row with a fresh computation and fails if one differs."""
 
@@ -10,7 +10,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 
 
 class Command(BaseCommand):

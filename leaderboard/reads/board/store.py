@@ -5,7 +5,7 @@ How it stays current:
 
 1. A write that changes a run's inputs (a kernel, an evaluation, a review, a report; run and
    baseline imports; deletions) calls `mark_runs(run_ids)`, directly or through the model signals in
-   leaderboard/reads/board_signals.py. That records a DirtyRun row in the writing transaction and
+   leaderboard/reads/board/signals.py. That records a DirtyRun row in the writing transaction and
    schedules `refresh_runs` for after its commit (once per run and transaction).
 2. `refresh_runs` re-scores whole runs, idempotently: one query reads the runs' kernels with the
    reference review rules (KernelQuerySet.with_review_state), and bulk writes store the kernels'
@@ -13,7 +13,7 @@ How it stays current:
 3. Board builds call `refresh_dirty` first, so a refresh lost with a dying process (or never run,
    as inside a test's transaction) is made up before anything stale is built. Requests do not:
    they read `board_state` (one query) and are served the last complete build
-   (leaderboard/reads/board_cache.py).
+   (leaderboard/reads/board/served.py).
 
 `rebuild_all` re-scores everything and `verify_all` compares stored rows with a fresh computation
 (`manage.py rebuild_boards [--verify]`).
@@ -40,12 +40,13 @@ from leaderboard.models import (
     Kernel,
     KernelQuerySet,
     LanguageModel,
+    Origin,
     ProblemStats,
     Run,
     RunScore,
 )
-from leaderboard.reads import scoring
-from leaderboard.reads.scoring import KernelFacts, LevelScore, Tally
+from leaderboard.reads.board import scoring
+from leaderboard.reads.board.scoring import KernelFacts, LevelScore, Tally
 from problems.models import Hardware, ProblemSet, ScoringRules
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,9 @@ _FACT_FIELDS = (
     "latest_report_at",
     "evaluated_at",
     "created_at",
+    "latest_evaluation__origin",
+    "published_speedup",
+    "published_hardware",
 )
 _STATE_FIELDS = (
     "review_verdict",
@@ -77,6 +81,7 @@ _STATE_FIELDS = (
     "review_flagged",
     "review_queued_at",
     "latest_speedup",
+    "ranked_speedup",
 )
 
 
@@ -94,14 +99,25 @@ def kernel_rows(kernels: KernelQuerySet) -> list[KernelRow]:
     rows = kernels.order_by().with_review_state().values_list(*_FACT_FIELDS)
     result = []
     for pk, run_id, level, problem_id, sample, compiled, correct, speedup, *review in rows:
-        flagged, pending, excluded, verdict, reported_at, evaluated_at, created_at = review
+        flagged, pending, excluded, verdict, reported_at, evaluated_at, created_at, origin, published, on = review
         facts = KernelFacts(
-            problem_id, sample, compiled, correct, speedup, bool(flagged), bool(pending), bool(excluded)
-        )
+            problem_id, sample, compiled, correct, speedup, bool(flagged), bool(pending), bool(excluded),
+            origin == Origin.MEASURED, published, on,
+        )  # fmt: skip
         queued_at = (reported_at or evaluated_at or created_at) if pending else None
-        state = (verdict or "", bool(pending), bool(excluded), bool(flagged), queued_at, speedup)
+        ranked = ranked_speedup(origin, speedup, published)
+        state = (verdict or "", bool(pending), bool(excluded), bool(flagged), queued_at, speedup, ranked)
         result.append(KernelRow(pk, run_id, level, facts, state))
     return result
+
+
+def ranked_speedup(origin: str | None, speedup: float | None, published: float | None) -> float | None:
+    """The speedup a kernel ranks by on the problem page and the grid: measured here when it was
+    (None when it failed here: a published figure does not outrank a failure here), else its
+    latest evaluation's, else the published figure."""
+    if origin == Origin.MEASURED or speedup is not None:
+        return speedup
+    return published
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,7 +291,9 @@ def to_model(run_id: int, level: int, with_excluded: bool, score: LevelScore, ke
         s0_log_sum=s0.log_sum, s0_speedups=s0.speedups.tobytes(),
         best_attempted=best.attempted, best_compiled=best.compiled, best_correct=best.correct,
         best_unscored=best.unscored, best_log_sum=best.log_sum, best_speedups=best.speedups.tobytes(),
-        pass_at_1_sum=score.pass_at_1_sum, problems=problems,
+        pass_at_1_sum=score.pass_at_1_sum, problems=problems, measured=score.measured,
+        pub_count=score.published.correct, pub_log_sum=score.published.log_sum,
+        pub_speedups=score.published.speedups.tobytes(), pub_hardware=score.published_on,
     )  # fmt: skip
 
 
@@ -283,7 +301,8 @@ _SCORE_FIELDS = (
     "run_id", "level",
     "s0_attempted", "s0_compiled", "s0_correct", "s0_unscored", "s0_speedups", "s0_log_sum",
     "best_attempted", "best_compiled", "best_correct", "best_unscored", "best_speedups", "best_log_sum",
-    "pass_at_1_sum", "kernels", "flagged", "unreviewed", "excluded",
+    "pass_at_1_sum", "kernels", "flagged", "unreviewed", "excluded", "measured",
+    "pub_count", "pub_speedups", "pub_log_sum", "pub_hardware",
 )  # fmt: skip
 
 
@@ -295,7 +314,12 @@ def _tally(attempted, compiled, correct, unscored, packed, log_sum) -> Tally:
 
 def from_values(values: tuple) -> LevelScore:
     """A stored score (a row of _SCORE_FIELDS after run_id and level) as the LevelScore it stores."""
-    return LevelScore(_tally(*values[0:6]), _tally(*values[6:12]), *values[12:17])
+    pub_count, pub_speedups, pub_log_sum, pub_hardware = values[18:22]
+    published = _tally(pub_count, pub_count, pub_count, 0, pub_speedups, pub_log_sum)
+    return LevelScore(
+        _tally(*values[0:6]), _tally(*values[6:12]), *values[12:17], measured=values[17], published=published,
+        published_on=pub_hardware,
+    )  # fmt: skip
 
 
 def _problem_kernel_counts(run_ids: list[int]) -> Counter:
@@ -363,8 +387,11 @@ def stored_scores(
     made current first. Runs without a stored row (no kernel on the level) get an empty score."""
     refresh_dirty(problem_set)
     runs = with_related(list(runs.select_related(None)), problem_set)
-    scores = scores_of_runs([run.pk for run in runs], [ALL_LEVELS if level is None else level], include_excluded)
     key = ALL_LEVELS if level is None else level
+    # The all-levels rows come in the same query: each run's kernels measured here (measured_here).
+    scores = scores_of_runs([run.pk for run in runs], sorted({key, ALL_LEVELS}), include_excluded)
+    for run in runs:
+        run.measured_here = scores[(run.pk, ALL_LEVELS)].measured if (run.pk, ALL_LEVELS) in scores else 0
     return [(run, scores.get((run.pk, key)) or LevelScore()) for run in runs]
 
 
@@ -478,3 +505,29 @@ def _fields(row: RunScore) -> dict:
     values["best_speedups"] = bytes(values["best_speedups"])
     values["problems"] = {str(pid): outcome for pid, outcome in values["problems"].items()}
     return values
+
+
+# ---------------------------------------------------------------------------------------------
+# measured here: the one count every page reads (board, overview, run page, review queue)
+
+
+def measured_here(run_ids: Iterable[int]) -> dict[int, int]:
+    """{run id: its kernels whose latest evaluation was measured here}, as stored (one query). A
+    run with any is verified here, whatever its origin: every page that says "measured here" or
+    "verified" of a run reads this (or a row's `measured`, the same stored number)."""
+    rows = RunScore.objects.filter(run_id__in=list(run_ids), level=ALL_LEVELS, with_excluded=True)
+    return dict(rows.values_list("run_id", "measured"))
+
+
+def attach_measured(runs: Iterable[Run]) -> None:
+    """Set `run.measured_here` (measured_here's count) on each of `runs`, in one query."""
+    runs = list(runs)
+    counts = measured_here({run.pk for run in runs})
+    for run in runs:
+        run.measured_here = counts.get(run.pk, 0)
+
+
+def runs_measured_here():
+    """The runs verified here (not demo data): at least one kernel measured here, stored."""
+    stored = RunScore.objects.filter(level=ALL_LEVELS, with_excluded=True, measured__gt=0)
+    return Run.objects.filter(is_demo=False, pk__in=stored.values("run_id"))

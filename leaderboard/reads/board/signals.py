@@ -1,5 +1,5 @@
 """Model signals that keep the boards' read model current whatever path writes (admin, factories,
-services): each marks the affected run for re-scoring after commit (leaderboard/reads/board_store.py).
+services): each marks the affected run for re-scoring after commit (leaderboard/reads/board/store.py).
 
 Bulk writes (bulk_create, QuerySet.update) send no signals: their code calls board_store.mark_runs
 itself (run import, baseline import, the worker)."""
@@ -20,7 +20,7 @@ from leaderboard.models import (
     Review,
     Run,
 )
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from problems.models import Hardware, Problem, ProblemSet
 
 

@@ -1,8 +1,8 @@
 """How one run's kernels of one level become a leaderboard row: KernelBench's own rules first.
 
 Pure Python over plain values (no queries), shared by the on-the-fly reference computation
-(`leaderboard.reads.standings.live_level_standings`) and the stored read model
-(`leaderboard.reads.board_store`), so both can only ever agree.
+(`leaderboard.reads.board.rows.live_level_standings`) and the stored read model
+(`leaderboard.reads.board.store`), so both can only ever agree.
 
 The rules:
 
@@ -17,6 +17,10 @@ The rules:
 - **Best-of-n** (the best correct sample per problem, an oracle) and **pass@1** (the unbiased
   estimator of `evaluation.metrics.pass_at_k`, averaged over the level's problems) are extra,
   labelled numbers (keys prefixed ``best_`` and ``pass_at_1``), never the default.
+- **Published figures** (a speedup someone else published for a kernel, on their GPU) are tallied
+  apart (`LevelScore.published`: per problem the best published speedup of its counted kernels),
+  never mixed into the tallies measured here; rows say which of the two they rank by
+  (leaderboard.reads.board.rows).
 """
 
 from __future__ import annotations
@@ -56,6 +60,9 @@ class KernelFacts:
     flagged: bool = False
     unreviewed: bool = False
     excluded: bool = False
+    measured: bool = False  # its latest evaluation was measured here (not imported, not demo data)
+    published: float | None = None  # a speedup someone else published for it (Kernel.published_speedup)
+    published_on: str = ""  # the hardware that figure was timed on ("L40S")
 
 
 @dataclass
@@ -92,6 +99,11 @@ class LevelScore:
     flagged: int = 0
     unreviewed: int = 0
     excluded: int = 0
+    measured: int = 0  # kernels whose latest evaluation was measured here (measured_here reads it)
+    # The published figures, apart from everything measured: per problem the best published speedup
+    # of its counted kernels (the kernel a published leaderboard lists), and where they were timed.
+    published: Tally = field(default_factory=Tally)
+    published_on: str = ""
     # problem id -> [sample-0 status code, sample-0 speedup, best speedup]; status codes in STATUS_CODES.
     problems: dict[int, list[Any]] = field(default_factory=dict)
 
@@ -119,8 +131,10 @@ def _status_code(present: bool, compiled: bool, correct: bool, speedup: float | 
     return STATUS_CODES["compiled"] if compiled else STATUS_CODES["failed"]
 
 
-def _score_problem(score: LevelScore, problem_id: int, samples: list[KernelFacts], s0_values, best_values) -> None:
-    """Add one problem's counted samples to both tallies and to pass@1."""
+def _score_problem(
+    score: LevelScore, problem_id: int, samples: list[KernelFacts], s0_values, best_values, published_values
+) -> None:
+    """Add one problem's counted samples to both tallies, to pass@1 and to the published figures."""
     zero = next((k for k in samples if k.sample_index == 0), None)
     compiled, correct, speedup = _outcome(zero)
     s0 = score.sample0
@@ -142,6 +156,13 @@ def _score_problem(score: LevelScore, problem_id: int, samples: list[KernelFacts
         best_values.append(max(scored))
     if samples:
         score.pass_at_1_sum += pass_at_k(len(samples), n_correct, 1)
+    published = [k.published for k in samples if k.published is not None]
+    if published:
+        score.published.attempted += 1
+        score.published.compiled += 1
+        score.published.correct += 1
+        published_values.append(max(published))
+        score.published_on = score.published_on or next((k.published_on for k in samples if k.published_on), "")
     score.problems[problem_id] = [
         _status_code(zero is not None, compiled, correct, speedup),
         speedup,
@@ -161,16 +182,19 @@ def level_score(kernels: Iterable[KernelFacts], *, include_excluded: bool = Fals
         score.flagged += kernel.flagged
         score.unreviewed += kernel.unreviewed
         score.excluded += kernel.excluded
+        score.measured += kernel.measured
         if kernel.excluded and not include_excluded:
             by_problem.setdefault(kernel.problem_id, [])
             continue
         by_problem.setdefault(kernel.problem_id, []).append(kernel)
     s0_values: list[float] = []
     best_values: list[float] = []
+    published_values: list[float] = []
     for problem_id, samples in by_problem.items():
-        _score_problem(score, problem_id, samples, s0_values, best_values)
+        _score_problem(score, problem_id, samples, s0_values, best_values, published_values)
     score.sample0.finish(s0_values)
     score.best.finish(best_values)
+    score.published.finish(published_values)
     return score
 
 

@@ -44,7 +44,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.cache import get_conditional_response, patch_cache_control
 from django.utils.http import http_date
 
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from problems.models import ProblemSet
 
 log = logging.getLogger(__name__)

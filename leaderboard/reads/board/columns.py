@@ -1,5 +1,5 @@
-"""The per-level leaderboard table: one definition of its columns, shared by the HTML page and
-the CSV and JSON downloads, so a download holds exactly what the page shows."""
+"""The board's columns: one definition, shared by the HTML page and the CSV and JSON downloads, so
+a download holds exactly what the page shows (published figures and their hardware included)."""
 
 from __future__ import annotations
 
@@ -11,29 +11,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluation.metrics import fast_p_key
-from leaderboard.reads.standings import STANDARD_PS, StandingRow
+from leaderboard.reads.board.rows import STANDARD_PS, StandingRow
 
 
 @dataclass(frozen=True)
 class Column:
     key: str  # summary key or a named field; also the sort key and the JSON key
     title: str
-    kind: str  # "text", "percent", "speedup", "count" (of the level's problems), "number", "interval"
+    kind: str  # "text", "percent", "points", "speedup", "count" (of the level's problems), "number", "interval"
     sortable: bool = True
     help: str = ""
     picked: bool = False  # the column of the p the visitor chose
 
 
 def headline_columns(p: float) -> list[Column]:
-    """What the board answers first: fast_p at the picked p (the board's order by default) and
-    its 95% interval with the tie mark. They follow the model, before every other column, so that
-    they stay in view on a laptop screen without scrolling sideways."""
+    """What the board answers first: fast_p at the picked p by the figure each row ranks by
+    (measured here; published, labelled with its GPU, while a row is not yet measured here: the
+    board's order by default) and its 95% interval with the tie mark; then the published figure,
+    a column of its own, and the difference. They follow the model, before every other column, so
+    that they stay in view on a laptop screen without scrolling sideways."""
     return [
         Column(
             fast_p_key(p),
             fast_p_key(p),
             "percent",
-            help=f"correct and speedup > {p:g}: the p chosen above (default 1, KernelBench's fast_1)",
+            help=f"correct and speedup > {p:g} (default 1, KernelBench's fast_1): measured here, or, for a "
+            "row not yet measured here, its published figure (labelled so)",
             picked=True,
         ),
         Column(
@@ -42,6 +45,19 @@ def headline_columns(p: float) -> list[Column]:
             "interval",
             sortable=False,
             help=f"bootstrap interval over problems of {fast_p_key(p)}; ≈ marks a row tied with the row above",
+        ),
+        Column(
+            "published",
+            f"{fast_p_key(p)} published",
+            "percent",
+            help=f"{fast_p_key(p)} of the figures a published leaderboard gives for the row's kernels, timed on "
+            "its GPU (named in the cell); problems it does not list count as failed",
+        ),
+        Column(
+            "difference",
+            "Δ measured − published",
+            "points",
+            help="measured here minus published, in percentage points, once the row's kernels are measured here",
         ),
     ]
 
@@ -93,43 +109,43 @@ def columns_for(p: float | None) -> list[Column]:
     return columns
 
 
-# Columns read from the run itself; every other column is read from the row or its summary.
+# Columns read from the run itself, and from the row; every other column is a key of its summary.
 RUN_FIELDS = {
     "model": lambda run: run.model.name,
     "setting": lambda run: run.setting,
     "precision": lambda run: run.precision,
-    "hardware": lambda run: run.hardware.slug,
     "origin": lambda run: run.get_origin_display(),
+}
+ROW_FIELDS = {
+    "compiled": lambda row: row.summary["compiled_rate"],
+    "correct": lambda row: row.summary["correct_rate"],
+    "geomean": lambda row: row.summary["geomean_speedup"],
+    "attempted": lambda row: row.summary["attempted"],
+    "unscored": lambda row: row.unscored,
+    "interval": lambda row: list(row.interval) if row.interval else None,
+    "notes": lambda row: row_notes(row),
+    "hardware": lambda row: row.ranked_hardware,  # an L40S for figures timed on one
+    "published": lambda row: row.published_fast_p(row.p),
+    "difference": lambda row: row.difference(row.p),
 }
 
 
 def raw_value(row: StandingRow, column: Column) -> Any:
-    summary = row.summary
     if column.key in RUN_FIELDS:
         return RUN_FIELDS[column.key](row.run)
-    match column.key:
-        case "compiled":
-            return summary["compiled_rate"]
-        case "correct":
-            return summary["correct_rate"]
-        case "geomean":
-            return summary["geomean_speedup"]
-        case "attempted":
-            return summary["attempted"]
-        case "unscored":
-            return row.unscored
-        case "interval":
-            return list(row.interval) if row.interval else None
-        case "notes":
-            return row_notes(row)
-        case key:
-            return summary[key]
+    if column.key in ROW_FIELDS:
+        return ROW_FIELDS[column.key](row)
+    if column.key == fast_p_key(row.p):  # the headline: the figure the row ranks by
+        return row.rank_value(row.p)
+    return row.summary[column.key]
 
 
 def row_notes(row: StandingRow) -> str:
     """What the numbers leave out or should be read with: excluded kernels (reviews), kernels
     flagged by the scoring library or waiting for review, correct kernels without a speedup."""
     parts = []
+    if row.has_published and not row.verified:
+        parts.append(f"ranked by published: {row.measured_kernels} of {row.score.kernels} kernels measured here")
     if row.excluded:
         parts.append(f"{row.excluded} excluded by review")
     if row.flagged:
@@ -148,6 +164,8 @@ def display_value(row: StandingRow, column: Column) -> str:
         return "–" if value is None else f"{value * 100:.1f}%"
     if column.kind == "speedup":
         return "–" if value is None or not math.isfinite(value) else f"{value:.2f}x"
+    if column.kind == "points":
+        return "–" if value is None else f"{value * 100:+.1f} pts"
     if column.kind == "count":
         return f"{value}/{row.summary['n_problems']}"
     if column.kind == "interval":
@@ -213,7 +231,10 @@ def to_csv(rows: list[TableRow], columns: list[Column], level_label: str, proble
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     titles = [title for column in columns for title in csv_titles(column)]
-    header = ["rank", *titles, "problems", "demo data", "level", "problem set", "run id", "tied", "rule"]
+    header = [
+        "rank", *titles, "problems", "demo data", "level", "problem set", "run id", "tied", "rule",
+        "ranked by", "published on",
+    ]  # fmt: skip
     writer.writerow([spreadsheet_safe(title) for title in header])
     for row in rows:
         cells = [
@@ -226,6 +247,8 @@ def to_csv(rows: list[TableRow], columns: list[Column], level_label: str, proble
             row.standing.run.pk,
             "yes" if row.standing.tied else "no",
             row.standing.rule,
+            row.standing.ranked_label,
+            row.standing.score.published_on,
         ]
         writer.writerow([spreadsheet_safe(cell) for cell in cells])
     return buffer.getvalue()
@@ -252,6 +275,10 @@ def to_json(
                 "unscored": row.standing.unscored,
                 "tied": row.standing.tied,
                 "rule": row.standing.rule,
+                "ranked_by": row.standing.ranked_by,
+                "ranked_label": row.standing.ranked_label,
+                "published_label": row.standing.published_label if row.standing.has_published else None,
+                "measured_kernels": row.standing.measured_kernels,
             }
             for row in rows
         ],

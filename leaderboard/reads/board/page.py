@@ -1,0 +1,125 @@
+"""A level board, from its request to its page or download: the one path a board request takes
+through this package (docs/architecture.md, "How a board is assembled").
+
+    parameters (params)  ->  the served build (served)  ->  rows (rows, over store)  ->  columns  ->  page or download
+
+1. `params.read_level_board` reads the visitor's choices; the query string is replaced by its one
+   spelling (`params.level_board_query`), the key the build is kept under.
+2. `served.cached_board` serves the last complete build of that key, or builds it (`_build`).
+3. A build reads the rows once (`rows.board_rows`: the stored read model, ranked by each row's
+   figure: measured here, or published while not yet measured), then the columns make the table
+   (`columns.table_rows`), and the result is the page, or its CSV or JSON download.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.conf import settings
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from evaluation.metrics import fast_p_key
+from leaderboard.models import Origin, Precision
+from leaderboard.reads import charts
+from leaderboard.reads.board import columns as board_columns
+from leaderboard.reads.board import grid, params, rows, served
+from leaderboard.reads.board.scoring import RULE_BEST, RULES
+from problems.models import LEVELS
+
+PER_PAGE = 50
+
+
+def level_board(request: HttpRequest, level: str) -> HttpResponse:
+    """The level page (or its download, ?export=csv|json) for `level` (one of params.LEVEL_SLUGS)."""
+    board = params.read_level_board(level, request.GET)
+    if params.use_query(request, params.level_board_query(request, board)):
+        board = params.read_level_board(level, request.GET)  # as the cache key has it
+    return served.cached_board(request, board.problem_set, lambda as_of: _build(request, board, as_of))
+
+
+def _build(request: HttpRequest, board: params.LevelBoard, as_of: datetime) -> HttpResponse:
+    ranked = rows.board_rows(board)
+    page = Paginator(ranked, PER_PAGE).get_page(request.GET.get("page"))
+    shown = list(page.object_list)
+    columns = board_columns.columns_for(board.p)
+    table = board_columns.table_rows(shown, columns, first_rank=page.start_index() or 1)
+    set_name = board.problem_set.name if board.problem_set else ""
+    export = request.GET.get("export")
+    if export == "csv":
+        response = HttpResponse(
+            board_columns.to_csv(table, columns, board.label, set_name), content_type="text/csv; charset=utf-8"
+        )
+        response["Content-Disposition"] = f'attachment; filename="kernelbench-level-{board.level}.csv"'
+        return response
+    if export == "json":
+        body = board_columns.to_json(table, columns, board.label, set_name, board.p)
+        extra = {"include_excluded": board.include_excluded, "rule": board.rule, "as_of": as_of.isoformat()}
+        return JsonResponse(body | extra)
+    context = _context(request, board, as_of) | {
+        "columns": columns,
+        "table": table,
+        "page": page,
+        "leaders": rows.leaders(ranked, board.p or params.DEFAULT_PICKED_P),
+        "any_published": any(row.has_published for row in ranked),
+        "charts": {"fast_p": charts.fast_p_chart(shown, board.p)},
+    }
+    return render(request, "leaderboard/level_board.html", context)
+
+
+def _context(request: HttpRequest, board: params.LevelBoard, as_of: datetime) -> dict:
+    """The page's choices, as its form and links show them."""
+    return {
+        "level": board.level,
+        "level_number": board.level_number,
+        "level_label": board.label,
+        "levels": LEVELS,
+        "p": board.p,
+        "p_key": fast_p_key(board.p or params.DEFAULT_PICKED_P),
+        "p_text": request.GET.get("p", "") if not board.p_error else "",
+        "p_error": board.p_error,
+        "problem_sets": board.problem_sets,
+        "problem_set": board.problem_set,
+        "hardware_list": board.hardware_list,
+        "hardware": board.hardware,
+        "settings": params.run_settings(),
+        "setting": board.setting or "",
+        "origins": Origin.choices,
+        "origin": board.origin or "",
+        "precisions": Precision.values,
+        "precision": board.precision or "",
+        "sort": board.sort,
+        "descending": board.descending,
+        "n_problems": board.n_problems,
+        "include_excluded": board.include_excluded,
+        "rule": board.rule,
+        "rule_label": RULES[board.rule],
+        "rule_best": RULE_BEST,
+        "as_of": as_of,
+        "board_freshness": settings.BOARD_FRESHNESS_SECONDS,
+    }
+
+
+def level_grid(request: HttpRequest, level: int) -> HttpResponse:
+    """The level's grid of problems x best kernels (leaderboard.reads.board.grid), for ?set=."""
+    board = params.read_level_board(str(level), request.GET)
+    params.keep_only(request, ("set",) if request.GET.get("set") else ())
+    return served.cached_board(request, board.problem_set, lambda as_of: _grid(request, board, level, as_of))
+
+
+def _grid(request: HttpRequest, board: params.LevelBoard, level: int, as_of: datetime) -> HttpResponse:
+    context = {
+        "level": str(level),
+        "level_number": level,
+        "levels": LEVELS,
+        "problem_sets": board.problem_sets,
+        "problem_set": board.problem_set,
+        "grid": grid.level_grid(board.problem_set, level),
+        "grid_kernels": grid.GRID_KERNELS,
+        "grid_places": range(1, grid.GRID_KERNELS + 1),
+        "marks": {"disagrees": grid.DISAGREES, "fails": grid.FAILS_HERE},
+        "as_of": as_of,
+        "board_freshness": settings.BOARD_FRESHNESS_SECONDS,
+    }
+    return render(request, "leaderboard/level_grid.html", context)

@@ -1,0 +1,259 @@
+"""A board request's parameters: the visitor's choices read from the query string (`LevelBoard`),
+and the one spelling of them the board is cached under.
+
+Boards are cached per URL (leaderboard.reads.board.served keys by the request's full path), so a
+parameter no board reads (`?junk=1`, `?utm_source=...`), the order of parameters, or a value that
+selects the same board (`?p=1.0` and `?p=1`, `?origin=nonsense` and no origin) each made a new cache
+entry: 1,500 anonymous requests grew Redis from 2.6 MB to 144 MB (issue 19, case 10). A board view
+first replaces the request's query string with its canonical form, so that all of those are one
+entry, and the page it renders (whose links keep the query string) carries nothing it did not read.
+
+Also here: what the choices are chosen from (problem sets with their counts, the featured set,
+hardware, settings), read once per request.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Count, Q
+from django.http import HttpRequest, QueryDict
+
+from evaluation.metrics import fast_p_key
+from leaderboard.models import Origin, Precision, Run
+from leaderboard.reads.board.rows import SORT_KEYS, standard_ps
+from leaderboard.reads.board.scoring import RULE_SAMPLE0, RULES
+from problems.models import LEVELS, Hardware, Problem, ProblemSet, named_by
+
+LEVEL_SLUGS = ("all", *(str(level) for level in LEVELS))  # what /levels/<level>/ accepts
+# KernelBench's headline, fast_1: the p field's default, the board's first number and its order.
+DEFAULT_PICKED_P = 1.0
+MAX_P = 1000.0
+
+
+def parse_p(text: str | None) -> tuple[float | None, str]:
+    """The picked p, and what was wrong with the text asked for ('' when nothing was)."""
+    if text is None or text.strip() == "":
+        return DEFAULT_PICKED_P, ""
+    try:
+        p = float(text)
+    except ValueError:
+        return DEFAULT_PICKED_P, f"p must be a number; showing p = {DEFAULT_PICKED_P:g}."
+    if not math.isfinite(p) or p < 0 or p > MAX_P:
+        return DEFAULT_PICKED_P, f"p must lie between 0 and {MAX_P:g}; showing p = {DEFAULT_PICKED_P:g}."
+    return p, ""
+
+
+@dataclass
+class LevelBoard:
+    """One level page's choices: the level, the picked p, the filters and the sort."""
+
+    level: str  # one of LEVEL_SLUGS
+    p: float | None
+    p_error: str
+    problem_sets: list[ProblemSet]  # each with .level_counts and .total
+    problem_set: ProblemSet | None
+    hardware_list: list[Hardware]
+    hardware: Hardware | None
+    setting: str | None
+    origin: str | None
+    precision: str | None  # fp32, fp16, bf16: part of a run's setting
+    include_excluded: bool  # ?exclusions=include: the scores before reviewers' exclusions
+    rule: str  # ?rule=best: best-of-n; KernelBench's sample-0 rule otherwise (scoring.RULES)
+    sort: str
+    descending: bool
+
+    @property
+    def level_number(self) -> int | None:
+        return None if self.level == "all" else int(self.level)
+
+    @property
+    def label(self) -> str:
+        return "all levels" if self.level_number is None else f"level {self.level_number}"
+
+    @property
+    def n_problems(self) -> int:
+        """The denominator of fast_p: the problems of the level in the set."""
+        if self.problem_set is None:
+            return 0
+        if self.level_number is None:
+            return self.problem_set.total
+        return self.problem_set.level_counts[self.level_number]
+
+
+def read_level_board(level: str, params: QueryDict) -> LevelBoard:
+    """The page's choices from its query string; anything unknown falls back to the default (the
+    set shown first, any hardware, any origin)."""
+    p, p_error = parse_p(params.get("p"))
+    problem_sets = problem_sets_with_counts()
+    problem_set = named_by(problem_sets, params.get("set", ""), ProblemSet.SLUG_LENGTH)
+    if problem_set is None:
+        featured = featured_problem_set()
+        problem_set = next((s for s in problem_sets if featured and s.pk == featured.pk), None)
+    hardware_choices = hardware_list()
+    return LevelBoard(
+        level=level,
+        p=p,
+        p_error=p_error,
+        problem_sets=problem_sets,
+        problem_set=problem_set,
+        hardware_list=hardware_choices,
+        hardware=named_by(hardware_choices, params.get("hardware", ""), Hardware.SLUG_LENGTH),
+        setting=params.get("setting") or None,
+        origin=params.get("origin") if params.get("origin") in Origin.values else None,
+        precision=params.get("precision") if params.get("precision") in Precision.values else None,
+        include_excluded=params.get("exclusions") == "include",
+        rule=params.get("rule") if params.get("rule") in RULES else RULE_SAMPLE0,
+        # Ranked by the picked p's fast_p (the headline column) unless the visitor sorts by another.
+        sort=params.get("sort") or fast_p_key(DEFAULT_PICKED_P if p is None else p),
+        descending=params.get("dir", "desc") != "asc",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# what the choices are chosen from
+
+
+def problem_sets_with_counts() -> list[ProblemSet]:
+    """Every problem set with `.level_counts` ({level: n}) and `.total`, in two queries."""
+    sets = list(ProblemSet.objects.all())
+    counts: dict[int, dict[int, int]] = defaultdict(lambda: {level: 0 for level in LEVELS})
+    for row in Problem.objects.values("problem_set_id", "level").annotate(n=Count("id")).order_by():
+        counts[row["problem_set_id"]][row["level"]] = row["n"]
+    for problem_set in sets:
+        problem_set.level_counts = counts[problem_set.pk]
+        problem_set.total = sum(problem_set.level_counts.values())
+    return sets
+
+
+def featured_problem_set() -> ProblemSet | None:
+    """What the boards open on: the set FEATURED_PROBLEM_SET names (slug or name), else the set with
+    the most measured or imported runs, so that the demo's set never hides a real one; with no
+    such run anywhere, the set with the most runs (ties by name)."""
+    if settings.FEATURED_PROBLEM_SET:
+        named = ProblemSet.objects.resolve(settings.FEATURED_PROBLEM_SET)
+        if named is not None:
+            return named
+    real = Count("runs", filter=Q(runs__origin__in=(Origin.MEASURED, Origin.IMPORTED), runs__is_demo=False))
+    ranked = ProblemSet.objects.annotate(n_real=real, n_runs=Count("runs"))
+    return ranked.order_by("-n_real", "-n_runs", "name").first()
+
+
+def run_settings() -> list[str]:
+    return list(Run.objects.order_by("setting").values_list("setting", flat=True).distinct())
+
+
+def hardware_list() -> list[Hardware]:
+    return list(Hardware.objects.order_by("slug"))
+
+
+# ---------------------------------------------------------------------------------------------
+# the canonical query string
+
+
+MAX_VALUE_LENGTH = 200  # a longer value is cut: no parameter of a board needs more
+UNSORTED = "none"  # no column is named so
+NO_SUCH_SETTING = "?"  # no run's setting is spelled so: the board shows no run, as for any unknown one
+
+
+def use_query(request: HttpRequest, query: QueryDict) -> bool:
+    """Make `query` the request's query string, for everything after (the cache key, the page's
+    links, the API's next/previous URLs). Whether that changed it."""
+    text = query.urlencode()
+    if text == request.META.get("QUERY_STRING", ""):
+        return False
+    query._mutable = False
+    request.GET = query
+    request.META["QUERY_STRING"] = text
+    return True
+
+
+def keep_only(request: HttpRequest, names: Iterable[str]) -> None:
+    """For a board whose every parameter is checked where it is read (the API's, which answers 400
+    to a value it does not know): the query string cut to the parameters named, in that order."""
+    use_query(request, read_only(request, names))
+
+
+def read_only(request: HttpRequest, names: Iterable[str]) -> QueryDict:
+    """The parameters named, in that order, each once (its last value, as QueryDict.get reads it),
+    stripped and cut to MAX_VALUE_LENGTH; empty ones left out."""
+    query = QueryDict(mutable=True)
+    for name in names:
+        value = request.GET.get(name, "").strip()[:MAX_VALUE_LENGTH]
+        if value:
+            query[name] = value
+    return query
+
+
+P_DIGITS = 2  # significant digits a picked p keeps
+P_FLOOR = 0.01  # a p under it is 0 (fast_0.001 is fast_0 for every kernel a board can show)
+
+
+def rounded_p(p: float) -> float:
+    """p to P_DIGITS significant digits, 0 under P_FLOOR: boards tell apart about 450 values of p
+    between 0 and 1000, so anonymous requests with new p values make a bounded number of cache
+    entries (issue 28, case 5: each new p stored another 137 KB)."""
+    return 0.0 if p < P_FLOOR else float(f"{p:.{P_DIGITS}g}")
+
+
+def canonical_p(text: str | None) -> str | None:
+    """One spelling per p the level page tells apart (the number rounded by rounded_p), one text per
+    kind of error, nothing for the default."""
+    p, error = parse_p(text)
+    if error:
+        return "x" if error.startswith("p must be a number") else "-1"
+    p = rounded_p(p)
+    return None if p == DEFAULT_PICKED_P else format(p, "g")  # as the page writes p ("2", "1.5")
+
+
+def keep_rounded_p(request: HttpRequest, p: float | None) -> float | None:
+    """For the API's board: p rounded (rounded_p), and the query string's p spelled so (the cache key)."""
+    if p is None:
+        return None
+    p = rounded_p(p)
+    query = request.GET.copy()
+    query["p"] = format(p, "g")
+    use_query(request, query)
+    return p
+
+
+def canonical_sort(sort: str, p: float | None) -> str | None:
+    """A column the page sorts by; nothing for the default (the picked p's fast_p); UNSORTED for
+    every other text (rows.sort_rows leaves the rows in the standings' order for all of them)."""
+    picked = DEFAULT_PICKED_P if p is None else p
+    if not sort or sort == fast_p_key(picked):
+        return None
+    fast_p = [fast_p_key(standard) for standard in standard_ps(picked)]
+    return sort if sort in SORT_KEYS or sort in fast_p else UNSORTED
+
+
+def level_board_query(request: HttpRequest, board: LevelBoard) -> QueryDict:
+    """The level page's query string from the choices it read (leaderboard.reads.board.params):
+    rows it names by slug, choices that fell back to their default left out, and a text that
+    matches nothing (a setting no run has, a sort by no column) spelled one way."""
+    raw = read_only(request, ("set", "setting", "sort", "page", "export"))
+    named_set = named_by(board.problem_sets, raw.get("set", ""), ProblemSet.SLUG_LENGTH)
+    setting = raw.get("setting")
+    chosen = {
+        "set": named_set.slug if named_set else None,
+        "hardware": board.hardware.slug if board.hardware else None,
+        "setting": setting if setting is None or setting in run_settings() else NO_SUCH_SETTING,
+        "origin": board.origin,
+        "precision": board.precision,
+        "exclusions": "include" if board.include_excluded else None,
+        "rule": None if board.rule == RULE_SAMPLE0 else board.rule,
+        "sort": canonical_sort(raw.get("sort", ""), board.p),
+        "dir": None if board.descending else "asc",
+        "p": canonical_p(request.GET.get("p")),
+        "page": raw.get("page") if raw.get("page", "").isdigit() else None,
+        "export": raw.get("export") if raw.get("export") in ("csv", "json") else None,
+    }
+    query = QueryDict(mutable=True)
+    for name, value in chosen.items():
+        if value:
+            query[name] = value
+    return query

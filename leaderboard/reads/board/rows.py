@@ -1,0 +1,397 @@
+"""Board rows: per run, the level's fast_p table, by each source: measured here, and published.
+
+Pages, the API and exports all read rows from here, so they can never disagree. Every call
+costs a fixed number of queries, whatever the number of runs or kernels.
+
+Two sources give the same rows (the equivalence test holds them to it):
+
+- `level_standings` reads the stored read model (leaderboard.reads.board.store): one row per run
+  and level, kept current by the writes that change it. This is what pages and the API use.
+- `live_level_standings` computes the same rows on the fly from kernels, their latest evaluations
+  and their reviews: the reference implementation, used by tests and `rebuild_boards --verify`.
+
+Which figure a row ranks by (`StandingRow.ranked_by`): a row with published figures (a run from a
+published leaderboard) whose kernels are not all measured here yet ranks by its published fast_p,
+labelled "published, <its GPU>": its measured 0% would only mean "not measured yet". Once every
+kernel of the row is measured here it ranks by the measured figure, the published one beside it
+with the difference. Every other row ranks by what was measured here.
+
+The scoring rules (KernelBench's sample 0 by default, best-of-n as a labelled option, fast_0
+independent of baselines) are in leaderboard.reads.board.scoring. Reviews shape the rows (rules in
+leaderboard/reviews/services.py): a kernel whose latest verdict is reward hack or invalid is left
+out, as if it had never been submitted (its problem still counts in the denominator), unless
+`include_excluded=True` asks for the scores as they were before exclusions. Each row also counts
+its flagged, unreviewed (in the review queue) and excluded kernels.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from evaluation.metrics import fast_p_curve
+from leaderboard.models import Kernel, Run, RunQuerySet
+from leaderboard.reads.board import scoring
+from leaderboard.reads.board import store as board_store
+from leaderboard.reads.board.scoring import RULE_SAMPLE0, STANDARD_PS, KernelFacts, LevelScore
+from problems.models import Hardware, ProblemSet
+
+if TYPE_CHECKING:
+    from leaderboard.reads.board.params import LevelBoard
+
+__all__ = ["STANDARD_PS", "StandingRow", "fast_p_curves", "level_standings", "live_level_standings", "standard_ps"]
+
+MEASURED = "measured"
+PUBLISHED = "published"
+
+
+@dataclass
+class StandingRow:
+    run: Run
+    level: int | None  # None: all levels together
+    score: LevelScore
+    n_problems: int
+    ps: tuple[float, ...] = STANDARD_PS  # the p's the summary holds
+    rule: str = RULE_SAMPLE0
+    p: float = 1.0  # the picked p: the row's headline figure and its rank
+    # Set by `rank_rows`: the 95% bootstrap interval of fast_p at the ranking p, and whether it
+    # overlaps the row above (a tie).
+    interval: tuple[float, float] | None = None
+    tied: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @cached_property
+    def summary(self) -> dict:
+        """Every number of the row (scoring.summary's keys); computed when first read, so that
+        ranking thousands of rows touches only the numbers it sorts by."""
+        return scoring.summary(self.score, self.n_problems, self.ps, self.rule)
+
+    @property
+    def correct_rate(self) -> float:
+        return self.tally.correct / self.n_problems
+
+    @property
+    def tally(self) -> scoring.Tally:
+        return self.score.tally(self.rule)
+
+    @property
+    def unscored(self) -> int:
+        """Correct kernels (under the row's rule) without a speedup: correct, never faster."""
+        return self.tally.unscored
+
+    @property
+    def flagged(self) -> int:
+        return self.score.flagged
+
+    @property
+    def unreviewed(self) -> int:
+        return self.score.unreviewed
+
+    @property
+    def excluded(self) -> int:
+        return self.score.excluded
+
+    @property
+    def speedups(self) -> list[float]:
+        """The sorted speedups of the row's scored problems (under the row's rule)."""
+        return list(self.tally.speedups)
+
+    def fast_p(self, p: float) -> float:
+        """fast_p at any p, measured here: a binary search in the stored sorted speedups."""
+        return scoring.fast_p(self.tally, self.n_problems, p)
+
+    # -- the published source, apart ---------------------------------------------------------
+
+    @property
+    def has_published(self) -> bool:
+        return self.score.published.correct > 0
+
+    @property
+    def published_label(self) -> str:
+        """How the row's published figures are labelled wherever shown: "published, L40S"."""
+        where = self.score.published_on
+        return f"published, {where}" if where else "published"
+
+    @property
+    def measured_kernels(self) -> int:
+        """Kernels of the row measured here (board.store.measured_here counts the same, per run)."""
+        return self.score.measured
+
+    @property
+    def verified(self) -> bool:
+        """Every kernel of the row measured here (and it has some)."""
+        return 0 < self.score.kernels <= self.score.measured
+
+    def published_fast_p(self, p: float) -> float | None:
+        """fast_p at p of the published figures, over the level's problems (unlisted ones failed)."""
+        return scoring.fast_p(self.score.published, self.n_problems, p) if self.has_published else None
+
+    @property
+    def published_fast_1(self) -> float | None:
+        """The published fast_1 (for pages that cannot pass p)."""
+        return self.published_fast_p(1.0)
+
+    @property
+    def ranked_by(self) -> str:
+        """PUBLISHED while a row with published figures is not yet all measured here, else MEASURED."""
+        return PUBLISHED if self.has_published and not self.verified else MEASURED
+
+    @property
+    def ranked_tally(self) -> scoring.Tally:
+        return self.score.published if self.ranked_by == PUBLISHED else self.tally
+
+    @property
+    def ranked_label(self) -> str:
+        """What the row's headline figure is: "measured here, h200" or "published, L40S"."""
+        if self.ranked_by == PUBLISHED:
+            return self.published_label
+        return f"measured here, {self.run.hardware.slug}"
+
+    def rank_value(self, p: float) -> float:
+        """The figure the row ranks by at p (see the module's docstring)."""
+        return scoring.fast_p(self.ranked_tally, self.n_problems, p)
+
+    def difference(self, p: float) -> float | None:
+        """Measured minus published fast_p at p, once the row ranks by the measured one."""
+        published = self.published_fast_p(p)
+        if published is None or self.ranked_by != MEASURED:
+            return None
+        return self.fast_p(p) - published
+
+    @property
+    def ranked_hardware(self) -> str:
+        """The hardware the headline figure was timed on: never h200 for figures timed on an L40S."""
+        if self.ranked_by == PUBLISHED:
+            return self.score.published_on or "published"
+        return self.run.hardware.slug
+
+
+def standard_ps(p: float | None) -> tuple[float, ...]:
+    return STANDARD_PS if p is None or p in STANDARD_PS else (*STANDARD_PS, p)
+
+
+def _runs(
+    problem_set: ProblemSet,
+    hardware: Hardware | None,
+    setting: str | None,
+    origin: str | None,
+    precision: str | None = None,
+) -> RunQuerySet:
+    runs = Run.objects.for_leaderboard(problem_set, hardware)
+    if setting:
+        runs = runs.filter(setting=setting)
+    if precision:  # part of a run's setting: fp32, fp16, bf16
+        runs = runs.filter(precision=precision)
+    if origin:
+        runs = runs.filter(origin=origin)
+    return runs
+
+
+def level_denominator(problem_set: ProblemSet, level: int | None) -> int:
+    counts = problem_set.problem_counts()
+    return sum(counts.values()) if level is None else counts.get(level, 0)
+
+
+def make_row(
+    run: Run, level: int | None, score: LevelScore, n_problems: int, p: float | None, rule: str
+) -> StandingRow:
+    return StandingRow(run, level, score, n_problems, standard_ps(p), rule, 1.0 if p is None else p)
+
+
+def rank_rows(rows: list[StandingRow], p: float | None) -> list[StandingRow]:
+    """Best fast_p at p (1.0 unless given) by the figure each row ranks by (measured, or published
+    while not yet measured) first, then the correctness rate, then the oldest run; each row gets its
+    bootstrap interval at that p and is marked tied where it overlaps the row above."""
+    rank_p = 1.0 if p is None else p
+    rows.sort(key=lambda row: (-row.rank_value(rank_p), -row.ranked_tally.correct, row.run.pk))
+    annotate_intervals(rows, rank_p)
+    return rows
+
+
+def annotate_intervals(rows: list[StandingRow], p: float) -> None:
+    """Each row's 95% interval of fast_p at p, and `tied` where it overlaps the row above."""
+    for row in rows:
+        row.interval = scoring.fast_p_interval(scoring.fast_p_count(row.ranked_tally, p), row.n_problems)
+    for row, tied in zip(rows, scoring.mark_ties([row.interval for row in rows]), strict=True):
+        row.tied = tied
+
+
+def level_standings(
+    problem_set: ProblemSet,
+    level: int | None,
+    *,
+    p: float | None = None,
+    hardware: Hardware | None = None,
+    setting: str | None = None,
+    origin: str | None = None,
+    include_excluded: bool = False,
+    rule: str = RULE_SAMPLE0,
+    precision: str | None = None,
+) -> list[StandingRow]:
+    """One row per run of `problem_set` (filtered), scored on `level` (None = all levels), read
+    from the stored read model. The denominator is every problem of the level in the set."""
+    runs = _runs(problem_set, hardware, setting, origin, precision)
+    n_problems = level_denominator(problem_set, level)
+    if n_problems == 0:
+        return []
+    scores = board_store.stored_scores(problem_set, runs, level, include_excluded)
+    rows = [make_row(run, level, score, n_problems, p, rule) for run, score in scores]
+    return rank_rows(rows, p)
+
+
+def board_rows(board: LevelBoard) -> list[StandingRow]:
+    """A level page's rows: the runs' standings with the board's filters, sorted (a stable sort:
+    ties keep the standings' order)."""
+    rows: list[StandingRow] = []
+    if board.problem_set is not None:
+        rows = level_standings(
+            board.problem_set,
+            board.level_number,
+            p=board.p,
+            hardware=board.hardware,
+            setting=board.setting,
+            origin=board.origin,
+            include_excluded=board.include_excluded,
+            precision=board.precision,
+            rule=board.rule,
+        )
+    return sort_rows(rows, board.sort, board.descending, interval_p=board.p)
+
+
+# ---------------------------------------------------------------------------------------------
+# the reference: computed on the fly from kernels, evaluations and reviews
+
+
+def live_level_standings(
+    problem_set: ProblemSet,
+    level: int | None,
+    *,
+    p: float | None = None,
+    hardware: Hardware | None = None,
+    setting: str | None = None,
+    origin: str | None = None,
+    include_excluded: bool = False,
+    rule: str = RULE_SAMPLE0,
+    precision: str | None = None,
+) -> list[StandingRow]:
+    """`level_standings`, computed from kernels and reviews on every call (the reference)."""
+    runs = list(_runs(problem_set, hardware, setting, origin, precision))
+    n_problems = level_denominator(problem_set, level)
+    if n_problems == 0:
+        return []
+    kernels = Kernel.objects.filter(run__in=runs)
+    if level is not None:
+        kernels = kernels.filter(problem__level=level)
+    facts: dict[int, list[KernelFacts]] = defaultdict(list)
+    for row in board_store.kernel_rows(kernels) if runs else ():
+        facts[row.run_id].append(row.facts)
+    rows = [
+        make_row(run, level, scoring.level_score(facts[run.pk], include_excluded=include_excluded), n_problems, p, rule)
+        for run in runs
+    ]
+    return rank_rows(rows, p)
+
+
+def fast_p_curves(rows: list[StandingRow]) -> dict[int, list[tuple[float, float]]]:
+    """fast_p over p for each row's run, on the metrics' default grid."""
+    return {row.run.pk: fast_p_curve(row.speedups, row.n_problems) for row in rows}
+
+
+# ---------------------------------------------------------------------------------------------
+# sorting by a column
+
+
+SORT_KEYS = {
+    "model": lambda row: row.run.model.name.casefold(),
+    "setting": lambda row: row.run.setting.casefold(),
+    "hardware": lambda row: row.ranked_hardware,
+    "compiled": lambda row: row.tally.compiled,
+    "correct": lambda row: row.tally.correct,
+    "geomean": lambda row: row.tally.geomean() or 0.0,
+    "attempted": lambda row: row.tally.attempted,
+    "unscored": lambda row: row.unscored,
+    # The labelled extra columns: reading them computes the row's full summary, only when sorted by them.
+    "best_fast_1": lambda row: row.summary["best_fast_1"],
+    "pass_at_1": lambda row: row.summary["pass_at_1"],
+    # The published source's own columns (rows without published figures sort last either way).
+    "published": lambda row: row.published_fast_p(row.p) if row.has_published else -1.0,
+    "difference": lambda row: d if (d := row.difference(row.p)) is not None else -2.0,
+}
+
+
+def sort_rows(
+    rows: list[StandingRow], sort: str, descending: bool, interval_p: float | None = None
+) -> list[StandingRow]:
+    """Rows sorted by a column: one of SORT_KEYS, or 'fast_<p>' (a key of the summary; the picked p's
+    column is the figure each row ranks by, measured or published, the others measured). Each row's
+    interval is that of fast_p at `interval_p` (the level page's picked p, whose column leads the
+    board), else of the sorted fast_p (fast_1 for other columns); ties only mean something in the
+    order of that same fast_p, so only there are rows marked tied with the row above."""
+    p = _p_of(sort)
+    if sort in SORT_KEYS:
+        key = SORT_KEYS[sort]
+    elif p is not None and rows and sort in rows[0].summary:
+
+        def key(row: StandingRow) -> float:
+            # a binary search: no row's full summary is computed to sort
+            return row.rank_value(p) if p == row.p else row.fast_p(p)
+    else:
+        return rows
+    rows = sorted(rows, key=key, reverse=descending)
+    shown_p = interval_p if interval_p is not None else (1.0 if p is None else p)
+    annotate_intervals(rows, shown_p)
+    if p != shown_p:
+        for row in rows:
+            row.tied = False
+    return rows
+
+
+def _p_of(key: str) -> float | None:
+    try:
+        return float(key.removeprefix("fast_")) if key.startswith("fast_") else None
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# who is best, by each source
+
+
+@dataclass(frozen=True)
+class Leaders:
+    """The board's leader by each source at p: by what was measured here (rows ranked by their
+    measured figures, with kernels measured here), and by published figures; each with its
+    figures at p (for the page, which cannot pass p)."""
+
+    measured: StandingRow | None
+    published: StandingRow | None
+    p: float = 1.0
+
+    @property
+    def measured_value(self) -> float | None:
+        return self.measured.fast_p(self.p) if self.measured else None
+
+    @property
+    def measured_published(self) -> float | None:
+        return self.measured.published_fast_p(self.p) if self.measured else None
+
+    @property
+    def published_value(self) -> float | None:
+        return self.published.published_fast_p(self.p) if self.published else None
+
+    @property
+    def published_measured(self) -> float | None:
+        return self.published.fast_p(self.p) if self.published and self.published.verified else None
+
+
+def leaders(rows: list[StandingRow], p: float) -> Leaders:
+    measured = [row for row in rows if row.ranked_by == MEASURED and row.measured_kernels]
+    published = [row for row in rows if row.has_published]
+    return Leaders(
+        max(measured, key=lambda row: (row.fast_p(p), row.tally.correct, -row.run.pk), default=None),
+        max(published, key=lambda row: (row.published_fast_p(p) or 0.0, row.score.published.correct, -row.run.pk),
+            default=None),
+        p,
+    )  # fmt: skip
