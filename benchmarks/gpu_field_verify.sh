@@ -49,6 +49,8 @@ trap cleanup EXIT
 say "redis on $port"
 
 export KB_VAR_DIR=/tmp/kb-var DATABASE_URL=sqlite:////tmp/kb-field.sqlite3
+# 16 cores: builds use ~1.5 cores each (nvcc and the wrapper in parallel); 10 keep the GPU fed.
+export EVAL_BUILD_WORKERS=${EVAL_BUILD_WORKERS:-10} EVAL_BUILD_AHEAD=${EVAL_BUILD_AHEAD:-24}
 rm -f /tmp/kb-field.sqlite3
 M() { "$PY" manage.py "$@"; }
 M migrate -v0 --noinput
@@ -63,6 +65,9 @@ M import_kernelbench_leaderboard "$CHECKOUT" --commit "$COMMIT" --hardware h200 
 setsid "$PY" manage.py evalworker --queue eval-h200 --device cuda > "$OUT/evalworker.log" 2>&1 &
 WORKER=$!
 say "evalworker $WORKER started"
+# The GPU's busy share while the worker runs (one sample a second; the sampler ends with the script).
+nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits -l 1 > "$OUT/gpu_util.csv" 2>/dev/null &
+SAMPLER=$!
 pending() { M shell -c "from leaderboard.models import Evaluation; print(Evaluation.objects.pending().count())" 2>/dev/null | tail -1; }
 while :; do
   sleep 10
@@ -76,6 +81,7 @@ kill -TERM -- "-$WORKER" 2>/dev/null || true
 for _ in $(seq 1 40); do kill -0 "$WORKER" 2>/dev/null || break; sleep 0.5; done
 kill -KILL -- "-$WORKER" 2>/dev/null || true
 WORKER=""
+kill "$SAMPLER" 2>/dev/null || true
 say "workers stopped"
 
 M export_results --hardware h200 --problem-set kernelbench-leaderboard --out "$OUT/h200_results.jsonl" | tee -a "$OUT/field_verify.log"
@@ -86,4 +92,16 @@ done = Evaluation.objects.filter(hardware__slug='h200', state='done', origin='me
 rows = Counter((e.kernel.run.model.name, e.kernel.problem.level, e.status) for e in done)
 for key, n in sorted(rows.items()): print(*key, n, sep='\t')
 " | tee "$OUT/field_status.tsv"
+# What failed here, and why (the harness's own messages, no code), and the stages' seconds.
+M shell -c "
+from leaderboard.models import Evaluation
+done = Evaluation.objects.filter(hardware__slug='h200', state='done', origin='measured').select_related('kernel__run__model', 'kernel__problem')
+for e in done.order_by('kernel__problem__level', 'kernel__problem__number'):
+    k = e.kernel
+    first = (e.error or '').strip().splitlines()
+    print(k.run.model.name, k.problem.level, k.problem.number, k.problem.name, k.source_hash[:12], k.published_speedup,
+          e.status, e.correct, e.speedup, e.speedup_low, e.speedup_high, ','.join(e.flags or []),
+          ';'.join(f'{n}={v:.2f}' for n, v in sorted((e.stage_seconds or {}).items()) if isinstance(v, (int, float))),
+          (first[-1] if first else '')[:240].replace(chr(9), ' '), sep=chr(9))
+" > "$OUT/field_verdicts.tsv" 2>>"$OUT/field_verify.log" || true
 say "done: $(wc -l < "$OUT/h200_results.jsonl") lines in $OUT/h200_results.jsonl (first line: header)"
