@@ -238,6 +238,12 @@ class BuildDir:
             _remove(self.path)
             return False
 
+    def drop(self) -> None:
+        """Under the lock: remove a published entry, so that its source is built again (one that
+        recorded a killed build as a compiler error: evaluation.build_stage.recorded_failure)."""
+        if self.path and self._lock_fd is not None and self.built:
+            _remove(self.path)
+
     def abandon(self) -> None:
         """Drop a build that did not finish (nothing is published)."""
         if self.private and self.path:

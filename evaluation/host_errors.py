@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
+import subprocess
 import tempfile
 
 INFRASTRUCTURE_ERROR = "infrastructure_error"
@@ -51,6 +53,42 @@ def host_error(exc: BaseException) -> str | None:
         if any(marker in text for marker in HOST_ERROR_MARKERS):
             return text.strip().splitlines()[-1][:300] if text.strip() else type(current).__name__
         current = current.__cause__ or current.__context__
+    return None
+
+
+# A build killed from outside (the out-of-memory killer, an operator, a builder that died): gcc's
+# driver says "c++: fatal error: Killed signal terminated program cc1plus" (older gcc: "internal
+# compiler error: Killed (program cc1plus)"), subprocess "died with <Signals.SIGKILL: 9>", the
+# sandbox "the build process was killed by signal SIGKILL". A compiler's own diagnostic says none.
+_KILLED_BUILD = re.compile(
+    r"[^\n]*\bsignal terminated program \S+"
+    r"|internal compiler error: Killed \(program \S+\)"
+    r"|died with <Signals\.SIG\w+: \d+>"
+    r"|the build process was killed by signal SIGKILL"
+)
+
+
+def killed_build(failure: BaseException | str) -> str | None:
+    """The host's reason when a build failed because a compiler, ninja or the build process was
+    killed by a signal (never the kernel's ``compile_error``: it is retried and never cached);
+    None for a compiler's own diagnostic. ``failure`` is the exception (its causes are read too)
+    or the build's text (error line, log, a recorded failure)."""
+    texts: list[str] = []
+    if isinstance(failure, str):
+        texts.append(failure)
+    else:
+        seen: set[int] = set()
+        current: BaseException | None = failure
+        while current is not None and id(current) not in seen:
+            seen.add(id(current))
+            if isinstance(current, subprocess.CalledProcessError) and current.returncode < 0:
+                return f"the build was killed: {current}"[:300]
+            texts.append(str(current))
+            current = current.__cause__ or current.__context__
+    for text in texts:
+        m = _KILLED_BUILD.search(text)
+        if m:
+            return f"the build was killed: {m.group(0).strip()}"[:300]
     return None
 
 

@@ -35,10 +35,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, F, IntegerField, Q, Subquery, When
-from django.utils import timezone
 
+from leaderboard.evaluations.clock import db_now
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for
 from leaderboard.models import Evaluation, Kernel, Origin
 from leaderboard.reads import board_store
@@ -66,7 +66,7 @@ class Claim:
 def claim(evaluation_id: int, worker_name: str, job_id: str = "") -> Claim | None:
     """Atomically move a QUEUED evaluation to RUNNING for one new attempt; None if someone else has
     it, it is finished, not due yet (`not_before`), or its attempts are used up."""
-    now = timezone.now()
+    now = db_now()
     fields: dict[str, Any] = dict(
         state=Evaluation.State.RUNNING,
         attempts=F("attempts") + 1,
@@ -97,7 +97,7 @@ def defer(evaluation_id: int, reason: str, delay_s: float) -> bool:
     """Leave a due QUEUED evaluation unclaimed for `delay_s` seconds (this host cannot run it now),
     without using an attempt; the sweep enqueues it again when due, for any worker. False if it
     was not queued and due."""
-    now = timezone.now()
+    now = db_now()
     deferred = (
         Evaluation.objects.filter(pk=evaluation_id, state=Evaluation.State.QUEUED)
         .filter(due(now))
@@ -111,8 +111,11 @@ def _mine(c: Claim) -> Q:
 
 
 class Heartbeat:
-    """Refresh `heartbeat_at` of the claimed row every few seconds, from a thread of its own (with
-    its own database connection), until stopped."""
+    """Refresh `heartbeat_at` of the claimed row every few seconds (by the database's clock), from a
+    thread of its own (with its own database connection), until stopped. A beat that fails drops
+    its connection, so that the next one opens a fresh one: after a PostgreSQL restart or failover
+    the old connection is closed for good, and a thread that kept it beat into it for the rest of
+    the attempt while the sweep released the live attempt as dead."""
 
     def __init__(self, c: Claim, interval_s: float) -> None:
         self.claim, self.interval_s = c, interval_s
@@ -128,12 +131,19 @@ class Heartbeat:
         self._thread.join(timeout=10)
 
     def _beat(self) -> None:
+        failed = 0
         try:
             while not self._stop.wait(self.interval_s):
                 try:
-                    Evaluation.objects.filter(_mine(self.claim)).update(heartbeat_at=timezone.now())
+                    Evaluation.objects.filter(_mine(self.claim)).update(heartbeat_at=db_now())
                 except Exception as exc:  # a missed beat is harmless; many in a row mean the sweep retries
+                    failed += 1
                     log.warning("heartbeat of evaluation %s failed: %s", self.claim.evaluation_id, exc)
+                    connection.close()  # reconnect on the next beat
+                    continue
+                if failed:
+                    log.info("heartbeat of evaluation %s back after %s missed beat(s)", self.claim.evaluation_id, failed)
+                    failed = 0
         finally:
             connection.close()
 
@@ -147,7 +157,7 @@ def with_db_retries(fn: Callable[[], bool], tries: int = 5) -> bool:
     for attempt in range(1, tries + 1):
         try:
             return fn()
-        except OperationalError:
+        except (OperationalError, InterfaceError):
             if attempt == tries:
                 raise
             log.warning("database error storing a result; retry %s/%s", attempt, tries - 1, exc_info=True)
@@ -182,7 +192,7 @@ def store_result(c: Claim, data: dict[str, Any], worker_stages: dict[str, float]
         _apply_verdict(ev, data)
         stages = _stage_seconds(ev, data, worker_stages)
         ev.state = Evaluation.State.DONE
-        ev.finished_at = timezone.now()
+        ev.finished_at = db_now()
         ev.heartbeat_at = None
         stages["worker_db_store"] = round(time.monotonic() - t0, 4)
         ev.stage_seconds = stages
@@ -281,7 +291,7 @@ def give_up(condition: Q, reason: str) -> str:
 def _fail(ev: Evaluation, reason: str) -> None:
     ev.state = Evaluation.State.FAILED
     ev.failure_reason = reason
-    ev.finished_at = timezone.now()
+    ev.finished_at = db_now()
     ev.heartbeat_at = None
     ev.save(update_fields=["state", "failure_reason", "finished_at", "heartbeat_at"])
     log.warning("evaluation %s failed: %s", ev.pk, ev.failure_reason)
@@ -296,7 +306,7 @@ def _requeue(ev: Evaluation, reason: str) -> None:
     ev.failure_reason = f"{reason}; retry in {delay} s"
     ev.job_id = job_id_for(ev.pk, ev.attempts + 1)
     ev.heartbeat_at = None
-    ev.not_before = timezone.now() + timedelta(seconds=delay) if delay > 0 else None
+    ev.not_before = db_now() + timedelta(seconds=delay) if delay > 0 else None
     ev.save(update_fields=["state", "failure_reason", "job_id", "heartbeat_at", "not_before"])
     pk = ev.pk
     if delay <= 0:

@@ -30,12 +30,12 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.models import Min, Q
-from django.utils import timezone
 from redis import Redis
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from leaderboard.evaluations.attempts import due, give_up
+from leaderboard.evaluations.clock import db_now
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for, redis_connection
 from leaderboard.models import Evaluation
 
@@ -69,7 +69,7 @@ class SweepReport:
 def sweep_evaluations(now: datetime | None = None) -> SweepReport:
     """Make Redis agree with the database. Safe to run concurrently and as often as wanted."""
     close_old_connections()
-    now = now or timezone.now()
+    now = now or db_now()  # the database's clock: heartbeats and not_before were written by others
     report = SweepReport()
     report.abandoned = release_abandoned(now)
     report.reenqueued, report.redis_ok = reenqueue_lost(now)
@@ -130,7 +130,7 @@ def jobs_held_by_redis(job_ids: list[str]) -> set[str]:
     marked 'started' long ago whose evaluation is still queued never got as far as its claim (its
     work horse died first): it is not held."""
     conn = redis_connection()
-    started_before = timezone.now() - timedelta(seconds=settings.EVAL_STALE_AFTER_S)
+    started_before = db_now() - timedelta(seconds=settings.EVAL_STALE_AFTER_S)
     held: set[str] = set()
     for start in range(0, len(job_ids), FETCH_CHUNK):
         jobs = _fetch_jobs(job_ids[start : start + FETCH_CHUNK], conn)
@@ -179,7 +179,7 @@ def run_sweeper(interval_s: float, stop: threading.Event, after_each: Callable[[
                 log.info("sweep: %s", report)
             if after_each:
                 after_each()
-            due_in = next_due_in(timezone.now())
+            due_in = next_due_in(db_now())
             if due_in is not None:
                 wait = min(wait, due_in + RETRY_WAKE_SLACK_S)
         except Exception:
