@@ -37,6 +37,7 @@ from typing import Any
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, F, IntegerField, Q, Subquery, When
+from django.db.models.functions import Least
 
 from leaderboard.evaluations.clock import db_now
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for
@@ -78,7 +79,8 @@ def claim(evaluation_id: int, worker_name: str, job_id: str = "") -> Claim | Non
     if job_id:
         fields["job_id"] = job_id[:64]
     claimed = (
-        Evaluation.objects.filter(pk=evaluation_id, state=Evaluation.State.QUEUED, attempts__lt=settings.EVAL_MAX_ATTEMPTS)
+        Evaluation.objects.filter(pk=evaluation_id, state=Evaluation.State.QUEUED)
+        .filter(attempts_left())
         .filter(due(now))
         .update(**fields)
     )
@@ -86,6 +88,25 @@ def claim(evaluation_id: int, worker_name: str, job_id: str = "") -> Claim | Non
         return None
     attempt = Evaluation.objects.values_list("attempts", flat=True).get(pk=evaluation_id)
     return Claim(evaluation_id, attempt, worker_name)
+
+
+def attempts_left() -> Q:
+    """Evaluations that have attempts left: EVAL_MAX_ATTEMPTS, plus those given back."""
+    return Q(attempts__lt=F("attempts_returned") + settings.EVAL_MAX_ATTEMPTS)
+
+
+def give_back_attempts(burned: dict[int, int], reason: str) -> int:
+    """A worker host was found broken: give back the attempts it used up (evaluation id -> how many),
+    at most EVAL_MAX_ATTEMPTS in an evaluation's life. A `failed` one with attempts left again is
+    retried once a healthy host sweeps (sweep.retry_given_back). Returns how many rows changed."""
+    changed = 0
+    for pk, n in burned.items():
+        changed += Evaluation.objects.filter(pk=pk).exclude(state=Evaluation.State.DONE).update(
+            attempts_returned=Least(F("attempts_returned") + n, settings.EVAL_MAX_ATTEMPTS)
+        )
+    if changed:
+        log.warning("gave back the attempts of %s evaluation(s): %s", changed, reason)
+    return changed
 
 
 def due(now: datetime) -> Q:
@@ -151,19 +172,29 @@ class Heartbeat:
 # --- storing the verdict -----------------------------------------------------------------------
 
 
-def with_db_retries(fn: Callable[[], bool], tries: int = 5) -> bool:
+#: Longest wait between two tries of a store while the database is away.
+STORE_RETRY_CAP_S = 8.0
+
+
+def with_db_retries(fn: Callable[[], bool], budget_s: float | None = None) -> bool:
     """Run `fn`, retrying database errors (SQLite 'database is locked', a dropped PostgreSQL
-    connection) with short backoff: an evaluation is too costly to redo over a transient lock."""
-    for attempt in range(1, tries + 1):
+    connection, a database that is down) with backoff (1 s doubling, at most 8 s between tries)
+    for `budget_s` (default the evaluation's own budget, EVAL_TIMEOUT_S): a finished verdict is
+    too costly to redo over an outage shorter than the evaluation itself. (Tries spanning 15.5 s
+    once lost a verdict to a 20 s outage.) The caller's heartbeat keeps the attempt alive meanwhile."""
+    deadline = time.monotonic() + (settings.EVAL_TIMEOUT_S if budget_s is None else budget_s)
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return fn()
         except (OperationalError, InterfaceError):
-            if attempt == tries:
+            wait = min(STORE_RETRY_CAP_S, 0.5 * 2**attempt)
+            if time.monotonic() + wait > deadline:
                 raise
-            log.warning("database error storing a result; retry %s/%s", attempt, tries - 1, exc_info=True)
+            log.warning("database error storing a result; try %s again in %.0f s", attempt + 1, wait, exc_info=True)
             connection.close()
-            time.sleep(0.5 * 2**attempt)
-    raise AssertionError("unreachable")
+            time.sleep(wait)
 
 
 RESULT_FIELDS = (
@@ -281,7 +312,7 @@ def give_up(condition: Q, reason: str) -> str:
         if ev is None:
             return ""
         reason = f"attempt {ev.attempts} on {ev.worker_name or 'unknown worker'}: {reason}"[:2000]
-        if ev.attempts >= settings.EVAL_MAX_ATTEMPTS:
+        if ev.attempts - ev.attempts_returned >= settings.EVAL_MAX_ATTEMPTS:
             _fail(ev, f"gave up after {ev.attempts} attempts; last: {reason}")
             return Evaluation.State.FAILED
         _requeue(ev, reason)

@@ -29,12 +29,13 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.db import IntegrityError, transaction
 from django.db.models import Min, Q
 from redis import Redis
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
-from leaderboard.evaluations.attempts import due, give_up
+from leaderboard.evaluations.attempts import attempts_left, due, give_up
 from leaderboard.evaluations.clock import db_now
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for, redis_connection
 from leaderboard.models import Evaluation
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 # scheduler that never comes; the database says when it is due.
 LIVE_JOB_STATUSES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED}
 FETCH_CHUNK = 500
+ENQUEUE_MARK_PREFIX = "kb:eval-enqueued:"
+ENQUEUE_MARK_S = 3  # longer than two sweeps racing take; a lost job is re-enqueued after it
 # A sweeper woken for a retry sleeps this much past its time, so that the retry is due when it looks.
 RETRY_WAKE_SLACK_S = 0.05
 
@@ -120,9 +123,21 @@ def reenqueue_lost(now: datetime) -> tuple[int, bool]:
             continue
         if not job_id:
             Evaluation.objects.filter(pk=pk, job_id="").update(job_id=job_id_for(pk, 1))
+        if not first_to_enqueue(job_id or job_id_for(pk, 1)):
+            continue  # another sweeper enqueued this very job a moment ago
         if enqueue_evaluation(pk):
             reenqueued += 1
     return reenqueued, True
+
+
+def first_to_enqueue(job_id: str) -> bool:
+    """Whether this sweeper is the one to enqueue `job_id` now: a key set only if absent (Redis
+    SET NX) for a few seconds, so that several sweepers (or start-up sweeps at once) enqueue a
+    retry once, not once each (19 jobs for 12 rows, once). True when Redis cannot say."""
+    try:
+        return bool(redis_connection().set(ENQUEUE_MARK_PREFIX + job_id, "1", nx=True, ex=ENQUEUE_MARK_S))
+    except Exception:
+        return True
 
 
 def jobs_held_by_redis(job_ids: list[str]) -> set[str]:
@@ -158,6 +173,29 @@ def _fetch_job(job_id: str, conn: Redis) -> Job | None:
         return Job.fetch(job_id, connection=conn)
     except NoSuchJobError:
         return None
+
+
+def retry_given_back(hardware_slug: str) -> int:
+    """Queue again the `failed` evaluations on `hardware_slug` that have attempts left because a
+    broken host gave back the ones it burned (attempts.give_back_attempts). Called by the sweeper
+    of a healthy host of that hardware. Returns how many were queued."""
+    revived = 0
+    rows = Evaluation.objects.filter(state=Evaluation.State.FAILED, hardware__slug=hardware_slug).filter(attempts_left())
+    for pk, attempts in rows.values_list("pk", "attempts"):
+        try:
+            with transaction.atomic():
+                changed = Evaluation.objects.filter(pk=pk, state=Evaluation.State.FAILED, attempts=attempts).update(
+                    state=Evaluation.State.QUEUED, job_id=job_id_for(pk, attempts + 1), not_before=None,
+                    finished_at=None, heartbeat_at=None,
+                )
+                if changed:
+                    transaction.on_commit(lambda pk=pk: enqueue_evaluation(pk))
+        except IntegrityError:  # the kernel was asked for again meanwhile: that evaluation stands
+            continue
+        if changed:
+            log.warning("evaluation %s: retried on a healthy host (a broken host gave its attempts back)", pk)
+            revived += 1
+    return revived
 
 
 def next_due_in(now: datetime) -> float | None:

@@ -81,7 +81,7 @@ class Command(BaseCommand):
         self.stdout.write(f"\ndisk space on worker hosts (floor EVAL_MIN_FREE_MB={settings.EVAL_MIN_FREE_MB}):")
         for space in host_space.reports():
             free = ", ".join(f"{label} {mb:.0f} MB free" for label, mb in space.free_mb.items())
-            verdict = f"STARTS NOTHING: {space.shortage}" if space.low else "ok"
+            verdict = f"STARTS NOTHING: {space.reason}" if space.refusing else "ok"
             self.stdout.write(f"  {space.host:<24} {free:<48} {verdict}")
 
 
