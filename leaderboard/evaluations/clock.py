@@ -13,7 +13,7 @@ clock, not Python's), in the text form Django stores.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django.db import connection
 from django.utils import timezone
@@ -25,9 +25,9 @@ def db_now() -> datetime:
         if connection.vendor == "postgresql":
             cursor.execute("SELECT statement_timestamp()")
             value = cursor.fetchone()[0]
-            return value.astimezone(dt_timezone.utc)
+            return value.astimezone(UTC)
         if connection.vendor == "sqlite":
             cursor.execute("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
             text = cursor.fetchone()[0]
-            return datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=dt_timezone.utc)
+            return datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=UTC)
     return timezone.now()  # another backend: the host's clock, as before

@@ -8,6 +8,7 @@ import threading
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+
 from leaderboard.evaluations import host_space
 from leaderboard.evaluations.clock import db_now
 from leaderboard.evaluations.sweep import dead_worker_bound_s, retry_given_back, run_sweeper, sweep_evaluations
