@@ -31,18 +31,28 @@ pytestmark = pytest.mark.timeout(120)
 VERDICT = {"status": "correct", "compiled": True, "correct": True, "speedup": 1.5}
 
 
-def restart_postgres() -> float:
-    """Restart the test's PostgreSQL server (fast mode: connections are closed); seconds it took."""
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW data_directory")
-        data_dir = cursor.fetchone()[0]
+_DATA_DIR: list[str] = []
+
+
+def pg_ctl(action: str) -> float:
+    """`pg_ctl <action>` (restart, stop, start) on the test's PostgreSQL server, fast mode
+    (connections are closed); seconds it took."""
+    if not _DATA_DIR:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW data_directory")
+            _DATA_DIR.append(cursor.fetchone()[0])
+    data_dir = _DATA_DIR[0]
     connection.close()
-    pg_ctl = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))[-1]
+    binary = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))[-1]
     log = os.path.join(os.path.dirname(data_dir), "log")
     t0 = time.monotonic()
-    subprocess.run(["runuser", "-u", "postgres", "--", pg_ctl, "-D", data_dir, "-l", log, "-m", "fast", "-w",
-                    "restart"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+    subprocess.run(["runuser", "-u", "postgres", "--", binary, "-D", data_dir, "-l", log, "-m", "fast", "-w",
+                    action], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
     return time.monotonic() - t0
+
+
+def restart_postgres() -> float:
+    return pg_ctl("restart")
 
 
 def test_a_heartbeat_reconnects_after_a_postgresql_restart(env, make_kernels, cpu, settings):
