@@ -116,15 +116,15 @@ def low_space(folders: dict[str, str], floor_mb: float) -> str | None:
     return None
 
 
-def write_fails(folder: str) -> str | None:
-    """Whether a small write in ``folder`` fails for a reason of the host; the reason, or None."""
+def write_fails(folder: str, nbytes: int = PROBE_BYTES) -> str | None:
+    """Whether a write of ``nbytes`` (synced) in ``folder`` fails for a reason of the host; the reason, or None."""
     try:
         fd, path = tempfile.mkstemp(prefix=".kb-space-probe-", dir=folder)
     except OSError as exc:
         return host_error(exc)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(b"\0" * PROBE_BYTES)
+            fh.write(b"\0" * nbytes)
             fh.flush()
             os.fsync(fh.fileno())
     except OSError as exc:

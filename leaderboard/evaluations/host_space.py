@@ -88,6 +88,11 @@ def shortage() -> str:
     return low_space(evaluation_folders(), settings.EVAL_MIN_FREE_MB) or probe_failure()
 
 
+#: The write probe: one block, synced. It finds a read-only or failing file system; space is the
+#: floor's business (EVAL_MIN_FREE_MB), and a nearly full disk is left to fail the evaluation itself.
+PROBE_WRITE_BYTES = 4096
+
+
 def probe_failure() -> str:
     """The host's reason when the scratch folder or the build cache cannot be written ('' if both can)."""
     for label, path in evaluation_folders().items():
@@ -96,7 +101,7 @@ def probe_failure() -> str:
         except OSError as exc:
             reason = host_error(exc)
         else:
-            reason = write_fails(path)
+            reason = write_fails(path, PROBE_WRITE_BYTES)
         if reason:
             return f"the {label} folder {path} fails a write: {reason}"
     return ""
@@ -117,9 +122,12 @@ def sick() -> str:
     return raw.decode() if raw else ""
 
 
-def refusal() -> str:
-    """Why this host must take no evaluation now ('' when it may): space, a write probe, sickness."""
-    return shortage() or sick()
+def refusal(space: bool = True) -> str:
+    """Why this host must take no evaluation now ('' when it may): space (unless ``space`` is
+    False), a folder that fails a write, sickness."""
+    if space:
+        return shortage() or sick()
+    return probe_failure() or sick()
 
 
 def note_failure(evaluation_id: int, reason: str) -> bool:

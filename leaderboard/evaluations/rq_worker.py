@@ -30,8 +30,8 @@ class EvalWorker(Worker):
     _refusing = ""
 
     def dequeue_job_and_maintain_ttl(self, timeout: Any, max_idle_time: Any = None) -> Any:
-        """Take a job only while this host can run and record it: folders with room that take a
-        write, not sick (host_space.refusal), and the database answering. Meanwhile the worker
+        """Take a job only while this host can run and record it: folders that take a write, not
+        sick (host_space.refusal), and the database answering. Meanwhile the worker
         stays registered and the jobs stay in Redis for other hosts. (An idle worker once drained
         a whole queue in 2 s into RQ's failed registry while the database was down.)"""
         while True:
@@ -62,7 +62,8 @@ class EvalWorker(Worker):
             return f"the database is unreachable ({type(exc).__name__}: {str(exc).strip()[:200]})"
         finally:
             connections.close_all()  # the horse forks from here: no connection shared with it
-        return host_space.refusal()
+        # Short of space, the job itself defers the evaluation, saying why on its row (jobs.py).
+        return host_space.refusal(space=False)
 
     def _report(self, reason: str) -> None:
         """Say so where operators look, and give back what this host burned before it noticed."""
