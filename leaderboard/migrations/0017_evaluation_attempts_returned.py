@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('leaderboard', '0015_integrity_quotas_one_pending'),
+        ('leaderboard', '0016_aliases_merges_published_figures'),
     ]
 
     operations = [
