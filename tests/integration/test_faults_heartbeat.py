@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import subprocess
 import time
 
@@ -34,20 +35,34 @@ VERDICT = {"status": "correct", "compiled": True, "correct": True, "speedup": 1.
 _DATA_DIR: list[str] = []
 
 
+_SERVER_OPTIONS: list[str] = []
+
+
 def pg_ctl(action: str) -> float:
     """`pg_ctl <action>` (restart, stop, start) on the test's PostgreSQL server, fast mode
-    (connections are closed); seconds it took."""
+    (connections are closed); seconds it took. `start` gets the options the server was started
+    with (port, socket folder: tests/with-postgres.sh), as `restart` does by itself."""
     if not _DATA_DIR:
         with connection.cursor() as cursor:
             cursor.execute("SHOW data_directory")
             _DATA_DIR.append(cursor.fetchone()[0])
+        with open(os.path.join(_DATA_DIR[0], "postmaster.opts")) as fh:
+            words = shlex.split(fh.read())[1:]  # the postgres binary, then its options
+        while words:
+            word = words.pop(0)
+            if word == "-D":
+                words.pop(0)
+            else:
+                _SERVER_OPTIONS.append(word)
     data_dir = _DATA_DIR[0]
     connection.close()
     binary = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))[-1]
     log = os.path.join(os.path.dirname(data_dir), "log")
+    options = ["-o", shlex.join(_SERVER_OPTIONS)] if action == "start" else []
     t0 = time.monotonic()
     subprocess.run(["runuser", "-u", "postgres", "--", binary, "-D", data_dir, "-l", log, "-m", "fast", "-w",
-                    action], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+                    *options, action], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=60)
     return time.monotonic() - t0
 
 
