@@ -35,6 +35,7 @@ KILLED_TEXTS = (
     "ninja: build stopped: subcommand failed.",
     "g++: internal compiler error: Killed (program cc1plus)",
     "build process: the build process was killed by signal SIGKILL",
+    "build process: the build process exited unexpectedly with status 1",  # behind unshare --fork
 )
 DIAGNOSTICS = (
     "main.cpp:3:5: error: expected ';' before '}' token",
