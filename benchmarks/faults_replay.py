@@ -1,5 +1,5 @@
-"""Replay issue 20's cases 1, 2 and 5 (faults of the host), 3 and 4 (concurrent requests) and print
-what each did.
+"""Replay issue 20's cases 1, 2 and 5 (faults of the host), 3 and 4 (concurrent requests), and
+issue 32's cases 1-8 (faults, round two), and print what each did.
 
 It runs the fault suite, whose tests are the replays (real Redis, real workers, real PostgreSQL for
 case 5, a small tmpfs for case 1), with $KB_FAULTS_REPORT set so that each records what it measured,
@@ -20,6 +20,22 @@ and its cases 3 and 4 (concurrent requests; PostgreSQL only, SQLite serialises e
 3. two concurrent `verify` requests of one run: one set of evaluations (the second answers
    `skipped`), progress counting kernels (tests/api/test_concurrent_requests.py);
 4. five concurrent imports naming a new model: all 2xx, one model, one run (same file).
+
+Issue 32 (faults, round two):
+
+1. cc1plus SIGKILLed mid-compile, in the look-ahead build and in the evaluation's own: no verdict,
+   nothing cached, an entry an older release cached for a killed compiler dropped and rebuilt
+   (tests/evaluation/test_killed_compiler.py, real g++ builds; the kill of test_build_stage.py);
+2. PostgreSQL restarted under a heartbeat: it reconnects, the sweep keeps the attempt, its result is
+   stored (tests/integration/test_faults_heartbeat.py; PostgreSQL only);
+3. a sweeper's clock 10 minutes ahead and behind (Python's clock faked): no live attempt released,
+   the dead one released, backoff by the database's clock (tests/integration/test_faults_clock.py);
+4. scratch read-only (EROFS): the host claims nothing and says so; a host failing 3 evaluations in a
+   row stops, gives back what it burned, and a healthy host finishes them
+   (tests/integration/test_faults_host.py);
+5, 7, 8. a verdict stored across a 20 s outage (PostgreSQL only), a verify while Redis hangs,
+   retries at the front of the queue, one enqueue per retry across sweepers, Retry-After on
+   /healthz (tests/integration/test_faults_small.py).
 
     .venv/bin/python benchmarks/faults_replay.py                                   # case 5 skipped
     PY=.venv/bin/python bash tests/with-postgres.sh .venv/bin/python benchmarks/faults_replay.py
@@ -42,6 +58,12 @@ SUITE = [
     "tests/integration/test_faults_retries.py",
     "tests/integration/test_faults_database.py",
     "tests/api/test_concurrent_requests.py",
+    "tests/evaluation/test_killed_compiler.py",
+    "tests/evaluation/test_build_stage.py::test_a_build_killed_midway_is_redone_by_the_next_evaluation",
+    "tests/integration/test_faults_heartbeat.py",
+    "tests/integration/test_faults_clock.py",
+    "tests/integration/test_faults_host.py",
+    "tests/integration/test_faults_small.py",
 ]
 
 
@@ -53,7 +75,7 @@ def main() -> int:
                           cwd=REPO, env=env, capture_output=True, text=True)
     elapsed = time.monotonic() - started
     database = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
-    print(f"# issue 20 faults replayed ({database}; {elapsed:.0f} s)")
+    print(f"# issue 20 and issue 32 faults replayed ({database}; {elapsed:.0f} s)")
     for line in report.read_text().splitlines() if report.exists() else []:
         entry = json.loads(line)
         case = entry.pop("case")

@@ -157,6 +157,14 @@ EVAL_SIZE_SCALE = env_optional_int("EVAL_SIZE_SCALE")  # problem sizes (KB_SCALE
 # A worker starts no evaluation while its scratch folder or build cache has less free than this (MB);
 # the evaluation waits, and /healthz and queue_status say why (leaderboard/evaluations/host_space.py).
 EVAL_MIN_FREE_MB = env_int("EVAL_MIN_FREE_MB", 1024)
+# A worker host stops claiming after this many evaluations in a row (distinct ones) ended in its
+# infrastructure errors, for EVAL_HOST_SICK_S, then tries one again; a failed write probe of its
+# scratch folder or build cache stops it at once. The attempts it burned are given back
+# (leaderboard/evaluations/host_space.py).
+EVAL_HOST_FAILURE_LIMIT = env_int("EVAL_HOST_FAILURE_LIMIT", 3)
+EVAL_HOST_SICK_S = env_int("EVAL_HOST_SICK_S", 600)
+# The name a worker host reports its health under (/healthz, queue_status). Empty: its hostname.
+EVAL_HOST_NAME = env_str("EVAL_HOST_NAME", "")
 # Memory of each sandboxed process tree (proportional set size). Unset: the library's default, from the
 # host's memory and worker count (evaluation.limits.default_memory_limit_mb reads the same variable).
 EVAL_MEMORY_LIMIT_MB = env_optional_int("EVAL_MEMORY_LIMIT_MB")

@@ -34,7 +34,7 @@ from evaluation import cuda_ipc
 from evaluation.child_utils import cpu_name
 from evaluation.compare import compare_outputs
 from evaluation.hardware import _nvidia_driver
-from evaluation.host_errors import INFRASTRUCTURE_ERROR, host_error
+from evaluation.host_errors import INFRASTRUCTURE_ERROR, host_error, killed_build
 
 # Captured before anything untrusted can run (the kernel is imported much later).
 _perf_counter_ns = time.perf_counter_ns
@@ -409,7 +409,8 @@ class Harness:
             try:
                 kernel = self._exec_module("kb_kernel", self.spec["kernel_path"])
             except BaseException as exc:  # noqa: BLE001 - untrusted code
-                kind = INFRASTRUCTURE_ERROR if host_error(exc) else "compile_error"  # a build on a full disk
+                # A build on a full disk, or a compiler killed from outside: the host's, no verdict.
+                kind = INFRASTRUCTURE_ERROR if host_error(exc) or killed_build(exc) else "compile_error"
                 return {"ok": False, "kind": kind, "error": _one_line(exc), "traceback": traceback.format_exc()}
             if not hasattr(kernel, "ModelNew"):
                 return {"ok": False, "kind": "compile_error", "error": "kernel file defines no class ModelNew",
@@ -462,7 +463,10 @@ class Harness:
                 tb = tb.tb_next
             # A compiler that met a full disk is the host's failure: never recorded as the kernel's
             # compile error; the GPU phase imports the module again and judges (evaluation.host_errors).
+            # A compiler killed by a signal (out-of-memory killer, operator) is no verdict at all.
             kind = "compile_error" if in_compiler and not host_error(exc) else "deferred"
+            if killed_build(exc):
+                kind = INFRASTRUCTURE_ERROR
             return {"ok": False, "kind": kind, "error": _one_line(exc),
                     "traceback": traceback.format_exc(), "import_s": (_perf_counter_ns() - t0) / 1e9}
         return {"ok": True, "import_s": (_perf_counter_ns() - t0) / 1e9}

@@ -272,6 +272,11 @@ class BuildDir:
             clean_tree(self.path, TreePolicy(uid=0, gid=0, keep=lambda st: st.st_uid == 0))
             os.chown(self.path, 0, 0)
             os.chmod(self.path, 0o700)
+    def drop(self) -> None:
+        """Under the lock: remove a published entry, so that its source is built again (one that
+        recorded a killed build as a compiler error: evaluation.build_stage.recorded_failure)."""
+        if self.path and self._lock_fd is not None and self.built:
+            _remove(self.path)
 
     def abandon(self) -> None:
         """Drop a build that did not finish (nothing is published)."""

@@ -25,6 +25,7 @@ from typing import Any
 
 from .build import MAX_READ_BYTES, BuildDir, needs_build
 from .build_pool import BuildUsage, PoolSizer, measure_tree
+from .host_errors import INFRASTRUCTURE_ERROR, killed_build
 from .pch import HeaderCache
 from .safe_files import read_below, subdirectories
 from .sandbox import ChildError, Sandbox
@@ -32,7 +33,10 @@ from .types import EvaluationConfig
 
 #: Statuses of a build: nothing to build, found in the cache (built, or a recorded compiler error),
 #: built now, the compiler failed, left to the GPU phase, or the build process timed out / crashed.
-BUILD_STATUSES = ("not_needed", "cached", "built", "compile_error", "deferred", "timeout", "crashed")
+#: ``infrastructure_error``: the build was killed from outside (evaluation.host_errors.killed_build):
+#: nothing is cached, and the evaluation is retried.
+BUILD_STATUSES = ("not_needed", "cached", "built", "compile_error", "deferred", "timeout", "crashed",
+                  INFRASTRUCTURE_ERROR)
 
 
 @dataclass
@@ -138,7 +142,7 @@ def prebuild(kernel_source: str, cfg: EvaluationConfig, wait: bool = True) -> Bu
 
 def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float) -> BuildOutcome:
     """Under the entry's lock: the cached outcome, or a build in a private folder, then published."""
-    failure = build.failure
+    failure = recorded_failure(build)
     if failure is not None:
         return BuildOutcome("compile_error", error=failure.get("error"), log=failure.get("log", ""))
     if build.built:
@@ -154,7 +158,11 @@ def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, dea
         out.finished = time.monotonic()
         out.seconds = out.finished - out.started
     out.steps_s = ninja_steps(build.private or "")
-    if reply.get("ok"):
+    killed = killed_build(f"{out.error or ''}\n{out.log}")
+    if killed or reply.get("kind") == INFRASTRUCTURE_ERROR:  # never cached: built again next time
+        out.status, out.error = INFRASTRUCTURE_ERROR, f"{killed or out.error} (the host's, not the kernel's)"
+        build.abandon()
+    elif reply.get("ok"):
         out.status = "built"
         build.publish()
     elif reply.get("kind") == "compile_error":
@@ -165,6 +173,16 @@ def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, dea
     else:
         build.abandon()
     return out
+
+
+def recorded_failure(build: BuildDir) -> dict[str, str] | None:
+    """Under the lock: the compiler error recorded for the entry. One that records a killed build
+    (cached by a release that took it for the kernel's) is dropped, and the source built again."""
+    failure = build.failure
+    if failure is not None and killed_build(f"{failure.get('error', '')}\n{failure.get('log', '')}"):
+        build.drop()
+        return None
+    return failure
 
 
 def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,

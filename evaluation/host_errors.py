@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
+import subprocess
 import tempfile
 
 INFRASTRUCTURE_ERROR = "infrastructure_error"
@@ -54,6 +56,47 @@ def host_error(exc: BaseException) -> str | None:
     return None
 
 
+# A build killed from outside (the out-of-memory killer, an operator, a builder that died): gcc's
+# driver says "c++: fatal error: Killed signal terminated program cc1plus" (older gcc: "internal
+# compiler error: Killed (program cc1plus)"), subprocess "died with <Signals.SIGKILL: 9>", the
+# sandbox "the build process was killed by signal SIGKILL". A compiler's own diagnostic says none.
+_KILLED_BUILD = re.compile(
+    r"[^\n]*\bsignal terminated program \S+"
+    r"|internal compiler error: Killed \(program \S+\)"
+    r"|died with <Signals\.SIG\w+: \d+>"
+    r"|the build process was killed by signal SIGKILL"
+    # Under the root sandbox the build process is PID 1 behind `unshare --fork`, which reports a
+    # child killed by a signal as its own exit status 1. The build process catches everything the
+    # kernel's module raises (SystemExit included), so a death there is the host's (a kernel that
+    # os._exit()s at import to dodge its verdict gains nothing: it ends `failed`).
+    r"|the build process exited unexpectedly with status \d+"
+)
+
+
+def killed_build(failure: BaseException | str) -> str | None:
+    """The host's reason when a build failed because a compiler, ninja or the build process was
+    killed by a signal (never the kernel's ``compile_error``: it is retried and never cached);
+    None for a compiler's own diagnostic. ``failure`` is the exception (its causes are read too)
+    or the build's text (error line, log, a recorded failure)."""
+    texts: list[str] = []
+    if isinstance(failure, str):
+        texts.append(failure)
+    else:
+        seen: set[int] = set()
+        current: BaseException | None = failure
+        while current is not None and id(current) not in seen:
+            seen.add(id(current))
+            if isinstance(current, subprocess.CalledProcessError) and current.returncode < 0:
+                return f"the build was killed: {current}"[:300]
+            texts.append(str(current))
+            current = current.__cause__ or current.__context__
+    for text in texts:
+        m = _KILLED_BUILD.search(text)
+        if m:
+            return f"the build was killed: {m.group(0).strip()}"[:300]
+    return None
+
+
 def free_mb(path: str) -> float:
     """MB an unprivileged process may still write where ``path`` is (or would be: a folder not made
     yet is judged by its nearest existing parent)."""
@@ -78,15 +121,15 @@ def low_space(folders: dict[str, str], floor_mb: float) -> str | None:
     return None
 
 
-def write_fails(folder: str) -> str | None:
-    """Whether a small write in ``folder`` fails for a reason of the host; the reason, or None."""
+def write_fails(folder: str, nbytes: int = PROBE_BYTES) -> str | None:
+    """Whether a write of ``nbytes`` (synced) in ``folder`` fails for a reason of the host; the reason, or None."""
     try:
         fd, path = tempfile.mkstemp(prefix=".kb-space-probe-", dir=folder)
     except OSError as exc:
         return host_error(exc)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(b"\0" * PROBE_BYTES)
+            fh.write(b"\0" * nbytes)
             fh.flush()
             os.fsync(fh.fileno())
     except OSError as exc:

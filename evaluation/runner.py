@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from .backends import kernel_backend, missing_library
 from .build import BuildDir, needs_build
-from .build_stage import build_dir_for, build_env, build_locked
+from .build_stage import build_dir_for, build_env, build_locked, recorded_failure
 from .correctness import check_correctness, load_models
 from .hardware import hardware_slug
-from .host_errors import INFRASTRUCTURE_ERROR, confirm, host_error
+from .host_errors import INFRASTRUCTURE_ERROR, confirm, host_error, killed_build
 from .protocol import EstimateReply, MalformedReply, ReadyReply, parse
 from .sandbox import ChildError, Sandbox, SandboxProcess
 from .seeds import derive_seed
@@ -175,6 +175,10 @@ def _host_or_kernel(prep: Prepared, ab: Abort) -> Abort:
     folder short of space or failing a write. Unconfirmed, it is the kernel's runtime error."""
     if not ab.kernel_side:
         return ab  # the reference's process and the parent are trusted
+    if killed_build(f"{ab.error}\n{ab.log}"):
+        # A compiler killed by a signal gives no verdict. A kernel that fakes one gains nothing:
+        # after its attempts it ends `failed`, never on a board.
+        return ab
     confirmed = confirm([prep.sandbox.root, prep.build.path or ""])
     if confirmed:
         return Abort(INFRASTRUCTURE_ERROR, f"{ab.error} (the host: {confirmed})", ab.log)
@@ -209,13 +213,16 @@ def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> None
     the kernel's uid."""
     build = prep.build
     if build.locked:
-        failure = build.failure
+        failure = recorded_failure(build)
         if failure is not None:
             raise Abort("compile_error", failure.get("error") or "the kernel failed to build", failure.get("log", ""))
+        res.build_cached = build.built  # an entry recorded for a killed build was dropped: not cached
         if not build.built and needs_build(prep.kernel_source):
             out = build_locked(build, prep.kernel_source, prep.cfg, deadline)
             res.timings_s["compile"] = round(out.seconds, 4)
             res.environment["build_steps_s"] = out.steps_s
+            if out.status == INFRASTRUCTURE_ERROR:  # killed from outside: retried, never a verdict
+                raise Abort(INFRASTRUCTURE_ERROR, out.error or "the build was killed", out.log)
             if out.status in ("compile_error", "timeout", "crashed"):
                 raise Abort(out.status, out.error or "the kernel failed to build", out.log)
         if not build.built:

@@ -573,6 +573,11 @@ class Evaluation(models.Model):
     environment = models.JSONField(default=dict, blank=True)
     # Lifecycle bookkeeping for the worker.
     attempts = models.PositiveIntegerField(default=0)
+    # Attempts given back: used up by a worker host later found broken (its write probe failed, or
+    # EVAL_HOST_FAILURE_LIMIT evaluations in a row ended in its infrastructure errors). A claim
+    # allows EVAL_MAX_ATTEMPTS + this; at most EVAL_MAX_ATTEMPTS are ever given back
+    # (leaderboard/evaluations/host_space.py).
+    attempts_returned = models.PositiveIntegerField(default=0)
     job_id = models.CharField(max_length=64, blank=True)
     worker_name = models.CharField(max_length=200, blank=True)
     failure_reason = models.TextField(blank=True)

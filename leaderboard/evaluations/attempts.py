@@ -36,11 +36,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, F, IntegerField, Q, Subquery, When
-from django.utils import timezone
+from django.db.models.functions import Least
 
 from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS, speedup_problem
+from leaderboard.evaluations.clock import db_now
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for
 from leaderboard.models import Evaluation, Kernel, Origin
 from leaderboard.reads.board import store as board_store
@@ -68,7 +69,7 @@ class Claim:
 def claim(evaluation_id: int, worker_name: str, job_id: str = "") -> Claim | None:
     """Atomically move a QUEUED evaluation to RUNNING for one new attempt; None if someone else has
     it, it is finished, not due yet (`not_before`), or its attempts are used up."""
-    now = timezone.now()
+    now = db_now()
     fields: dict[str, Any] = dict(
         state=Evaluation.State.RUNNING,
         attempts=F("attempts") + 1,
@@ -80,7 +81,8 @@ def claim(evaluation_id: int, worker_name: str, job_id: str = "") -> Claim | Non
     if job_id:
         fields["job_id"] = job_id[:64]
     claimed = (
-        Evaluation.objects.filter(pk=evaluation_id, state=Evaluation.State.QUEUED, attempts__lt=settings.EVAL_MAX_ATTEMPTS)
+        Evaluation.objects.filter(pk=evaluation_id, state=Evaluation.State.QUEUED)
+        .filter(attempts_left())
         .filter(due(now))
         .update(**fields)
     )
@@ -88,6 +90,25 @@ def claim(evaluation_id: int, worker_name: str, job_id: str = "") -> Claim | Non
         return None
     attempt = Evaluation.objects.values_list("attempts", flat=True).get(pk=evaluation_id)
     return Claim(evaluation_id, attempt, worker_name)
+
+
+def attempts_left() -> Q:
+    """Evaluations that have attempts left: EVAL_MAX_ATTEMPTS, plus those given back."""
+    return Q(attempts__lt=F("attempts_returned") + settings.EVAL_MAX_ATTEMPTS)
+
+
+def give_back_attempts(burned: dict[int, int], reason: str) -> int:
+    """A worker host was found broken: give back the attempts it used up (evaluation id -> how many),
+    at most EVAL_MAX_ATTEMPTS in an evaluation's life. A `failed` one with attempts left again is
+    retried once a healthy host sweeps (sweep.retry_given_back). Returns how many rows changed."""
+    changed = 0
+    for pk, n in burned.items():
+        changed += Evaluation.objects.filter(pk=pk).exclude(state=Evaluation.State.DONE).update(
+            attempts_returned=Least(F("attempts_returned") + n, settings.EVAL_MAX_ATTEMPTS)
+        )
+    if changed:
+        log.warning("gave back the attempts of %s evaluation(s): %s", changed, reason)
+    return changed
 
 
 def due(now: datetime) -> Q:
@@ -99,7 +120,7 @@ def defer(evaluation_id: int, reason: str, delay_s: float) -> bool:
     """Leave a due QUEUED evaluation unclaimed for `delay_s` seconds (this host cannot run it now),
     without using an attempt; the sweep enqueues it again when due, for any worker. False if it
     was not queued and due."""
-    now = timezone.now()
+    now = db_now()
     deferred = (
         Evaluation.objects.filter(pk=evaluation_id, state=Evaluation.State.QUEUED)
         .filter(due(now))
@@ -113,8 +134,11 @@ def _mine(c: Claim) -> Q:
 
 
 class Heartbeat:
-    """Refresh `heartbeat_at` of the claimed row every few seconds, from a thread of its own (with
-    its own database connection), until stopped."""
+    """Refresh `heartbeat_at` of the claimed row every few seconds (by the database's clock), from a
+    thread of its own (with its own database connection), until stopped. A beat that fails drops
+    its connection, so that the next one opens a fresh one: after a PostgreSQL restart or failover
+    the old connection is closed for good, and a thread that kept it beat into it for the rest of
+    the attempt while the sweep released the live attempt as dead."""
 
     def __init__(self, c: Claim, interval_s: float) -> None:
         self.claim, self.interval_s = c, interval_s
@@ -130,12 +154,19 @@ class Heartbeat:
         self._thread.join(timeout=10)
 
     def _beat(self) -> None:
+        failed = 0
         try:
             while not self._stop.wait(self.interval_s):
                 try:
-                    Evaluation.objects.filter(_mine(self.claim)).update(heartbeat_at=timezone.now())
+                    Evaluation.objects.filter(_mine(self.claim)).update(heartbeat_at=db_now())
                 except Exception as exc:  # a missed beat is harmless; many in a row mean the sweep retries
+                    failed += 1
                     log.warning("heartbeat of evaluation %s failed: %s", self.claim.evaluation_id, exc)
+                    connection.close()  # reconnect on the next beat
+                    continue
+                if failed:
+                    log.info("heartbeat of evaluation %s back after %s missed beat(s)", self.claim.evaluation_id, failed)
+                    failed = 0
         finally:
             connection.close()
 
@@ -143,19 +174,29 @@ class Heartbeat:
 # --- storing the verdict -----------------------------------------------------------------------
 
 
-def with_db_retries(fn: Callable[[], bool], tries: int = 5) -> bool:
+#: Longest wait between two tries of a store while the database is away.
+STORE_RETRY_CAP_S = 8.0
+
+
+def with_db_retries(fn: Callable[[], bool], budget_s: float | None = None) -> bool:
     """Run `fn`, retrying database errors (SQLite 'database is locked', a dropped PostgreSQL
-    connection) with short backoff: an evaluation is too costly to redo over a transient lock."""
-    for attempt in range(1, tries + 1):
+    connection, a database that is down) with backoff (1 s doubling, at most 8 s between tries)
+    for `budget_s` (default the evaluation's own budget, EVAL_TIMEOUT_S): a finished verdict is
+    too costly to redo over an outage shorter than the evaluation itself. (Tries spanning 15.5 s
+    once lost a verdict to a 20 s outage.) The caller's heartbeat keeps the attempt alive meanwhile."""
+    deadline = time.monotonic() + (settings.EVAL_TIMEOUT_S if budget_s is None else budget_s)
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return fn()
-        except OperationalError:
-            if attempt == tries:
+        except (OperationalError, InterfaceError):
+            wait = min(STORE_RETRY_CAP_S, 0.5 * 2**attempt)
+            if time.monotonic() + wait > deadline:
                 raise
-            log.warning("database error storing a result; retry %s/%s", attempt, tries - 1, exc_info=True)
+            log.warning("database error storing a result; try %s again in %.0f s", attempt + 1, wait, exc_info=True)
             connection.close()
-            time.sleep(0.5 * 2**attempt)
-    raise AssertionError("unreachable")
+            time.sleep(wait)
 
 
 RESULT_FIELDS = (
@@ -184,7 +225,7 @@ def store_result(c: Claim, data: dict[str, Any], worker_stages: dict[str, float]
         _apply_verdict(ev, data)
         stages = _stage_seconds(ev, data, worker_stages)
         ev.state = Evaluation.State.DONE
-        ev.finished_at = timezone.now()
+        ev.finished_at = db_now()
         ev.heartbeat_at = None
         stages["worker_db_store"] = round(time.monotonic() - t0, 4)
         ev.stage_seconds = stages
@@ -304,7 +345,7 @@ def give_up(condition: Q, reason: str) -> str:
         if ev is None:
             return ""
         reason = f"attempt {ev.attempts} on {ev.worker_name or 'unknown worker'}: {reason}"[:2000]
-        if ev.attempts >= settings.EVAL_MAX_ATTEMPTS:
+        if ev.attempts - ev.attempts_returned >= settings.EVAL_MAX_ATTEMPTS:
             _fail(ev, f"gave up after {ev.attempts} attempts; last: {reason}")
             return Evaluation.State.FAILED
         _requeue(ev, reason)
@@ -314,7 +355,7 @@ def give_up(condition: Q, reason: str) -> str:
 def _fail(ev: Evaluation, reason: str) -> None:
     ev.state = Evaluation.State.FAILED
     ev.failure_reason = reason
-    ev.finished_at = timezone.now()
+    ev.finished_at = db_now()
     ev.heartbeat_at = None
     ev.save(update_fields=["state", "failure_reason", "finished_at", "heartbeat_at"])
     log.warning("evaluation %s failed: %s", ev.pk, ev.failure_reason)
@@ -329,7 +370,7 @@ def _requeue(ev: Evaluation, reason: str) -> None:
     ev.failure_reason = f"{reason}; retry in {delay} s"
     ev.job_id = job_id_for(ev.pk, ev.attempts + 1)
     ev.heartbeat_at = None
-    ev.not_before = timezone.now() + timedelta(seconds=delay) if delay > 0 else None
+    ev.not_before = db_now() + timedelta(seconds=delay) if delay > 0 else None
     ev.save(update_fields=["state", "failure_reason", "job_id", "heartbeat_at", "not_before"])
     pk = ev.pk
     if delay <= 0:

@@ -61,9 +61,17 @@ def run_evaluation_job(evaluation_id: int) -> str:
             stored = _evaluate_and_store(c, {"db_claim": claim_s})
     except Exception as exc:
         log.exception("evaluation %s: attempt %s failed on our side", evaluation_id, c.attempt)
-        release(c, failure_reason(exc))
+        reason = failure_reason(exc)
+        release(c, reason)
+        if reason.startswith(HOST_FAULT):
+            host_space.note_failure(evaluation_id, reason)  # N in a row: this host stops claiming
         return "retrying"
+    if stored:
+        host_space.note_verdict()
     return "done" if stored else "dropped"
+
+
+HOST_FAULT = "infrastructure error:"  # how failure_reason starts for a failure of the host
 
 
 class InfrastructureFailure(Exception):
@@ -73,15 +81,16 @@ class InfrastructureFailure(Exception):
 def failure_reason(exc: Exception) -> str:
     """What `failure_reason` says about a failure of our side: the host's reason when it is one."""
     if isinstance(exc, InfrastructureFailure):
-        return f"infrastructure error: {exc}"
+        return f"{HOST_FAULT} {exc}"
     host = host_error(exc)  # e.g. the sandbox's folder could not be made on a full disk
-    return f"infrastructure error: {host}" if host else f"{type(exc).__name__}: {exc}"
+    return f"{HOST_FAULT} {host}" if host else f"{type(exc).__name__}: {exc}"
 
 
 def _refused_for_space(evaluation_id: int, worker_name: str) -> bool:
-    """Below EVAL_MIN_FREE_MB on the scratch or build folder this host starts nothing: the
-    evaluation waits (no attempt used) and the host says why where operators look."""
-    shortage = host_space.shortage()
+    """Below EVAL_MIN_FREE_MB on the scratch or build folder, or with a folder that fails a write,
+    or sick (host_space.refusal), this host starts nothing: the evaluation waits (no attempt used)
+    and the host says why where operators look. (The worker checks the same before it takes a job.)"""
+    shortage = host_space.refusal()
     if not shortage:
         return False
     host_space.report()

@@ -154,16 +154,29 @@ def job_id_for(evaluation_id: int, attempt: int) -> str:
     return f"evaluation-{evaluation_id}-{attempt}"
 
 
-@lru_cache(maxsize=4)
-def _redis(url: str) -> Redis:
-    return Redis.from_url(url, health_check_interval=30, socket_connect_timeout=5, socket_keepalive=True)
+#: Seconds any one Redis command of a request (or a sweep) may take: a hung Redis fails it, and the
+#: submission is left to the sweep. (Without it a verify blocked 26.7 s on a 30 s hang.)
+REDIS_SOCKET_TIMEOUT_S = 5
+
+
+@lru_cache(maxsize=8)
+def _redis(url: str, socket_timeout: float | None = REDIS_SOCKET_TIMEOUT_S) -> Redis:
+    return Redis.from_url(url, health_check_interval=30, socket_connect_timeout=5, socket_keepalive=True,
+                          socket_timeout=socket_timeout)
 
 
 def redis_connection() -> Redis:
     """The Redis that carries evaluation jobs: settings.REDIS_URL (every evaluation queue of RQ_QUEUES
     is built from it; check kb.E003), read at call time and kept open per URL, with a connect
-    timeout so that an unreachable Redis fails fast instead of hanging a request."""
+    timeout and a socket timeout on every command, so that an unreachable or hung Redis fails fast
+    instead of hanging a request."""
     return _redis(settings.REDIS_URL)
+
+
+def worker_redis_connection() -> Redis:
+    """The same Redis for an RQ worker's own loop, whose dequeue blocks (BLPOP) for minutes by
+    design: no socket timeout (RQ's dequeue timeout bounds the wait)."""
+    return _redis(settings.REDIS_URL, None)
 
 
 def eval_queue(name: str) -> Queue:
@@ -181,7 +194,7 @@ def enqueue_evaluation(evaluation_id: int) -> bool:
     returns False, and the sweep picks the evaluation up later. Returns True when the job is in Redis."""
     evaluation = (
         Evaluation.objects.select_related("hardware")
-        .only("job_id", "state", "hardware__slug")
+        .only("job_id", "state", "attempts", "hardware__slug")
         .filter(pk=evaluation_id)
         .first()
     )
@@ -194,6 +207,8 @@ def enqueue_evaluation(evaluation_id: int) -> bool:
         job_timeout=settings.EVAL_JOB_TIMEOUT,
         result_ttl=RESULT_TTL,
         description=f"evaluation {evaluation_id}",
+        # A retry (a released attempt) goes to the front of its queue: it has waited its turn once.
+        at_front=evaluation.attempts > 0,
     )
     try:
         eval_queue(queue_name).enqueue(JOB_FUNCTION, **options)

@@ -8,12 +8,17 @@ import logging
 import os
 import secrets
 import socket
+import time
 from typing import Any
 
-from django.db import connections
+from django.db import connection, connections
 from rq import Worker
 
+from leaderboard.evaluations import host_space
 from leaderboard.evaluations.attempts import release_running_on
+
+#: Seconds between health checks of a worker that takes no job.
+GATE_POLL_S = 2.0
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +26,55 @@ log = logging.getLogger(__name__)
 class EvalWorker(Worker):
     """Each job runs in a forked work horse (its own process group), as in plain RQ; the scoring
     library then starts the untrusted code in children of that horse."""
+
+    _refusing = ""
+
+    def dequeue_job_and_maintain_ttl(self, timeout: Any, max_idle_time: Any = None) -> Any:
+        """Take a job only while this host can run and record it: folders that take a write, not
+        sick (host_space.refusal), and the database answering. Meanwhile the worker
+        stays registered and the jobs stay in Redis for other hosts. (An idle worker once drained
+        a whole queue in 2 s into RQ's failed registry while the database was down.)"""
+        while True:
+            reason = self.refusal()
+            if not reason:
+                break
+            if reason != self._refusing:
+                log.warning("worker %s takes no job: %s", self.name, reason)
+                self._report(reason)
+            self._refusing = reason
+            self.heartbeat()
+            if self._stop_requested:
+                return None
+            time.sleep(GATE_POLL_S)
+        if self._refusing:
+            log.warning("worker %s takes jobs again", self.name)
+            self._refusing = ""
+            host_space.report()
+        return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+
+    def refusal(self) -> str:
+        try:
+            connection.ensure_connection()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        except Exception as exc:
+            connections.close_all()  # a fresh connection next time
+            return f"the database is unreachable ({type(exc).__name__}: {str(exc).strip()[:200]})"
+        finally:
+            connections.close_all()  # the horse forks from here: no connection shared with it
+        # Short of space, the job itself defers the evaluation, saying why on its row (jobs.py).
+        return host_space.refusal(space=False)
+
+    def _report(self, reason: str) -> None:
+        """Say so where operators look, and give back what this host burned before it noticed."""
+        try:
+            if not reason.startswith("the database"):
+                host_space.give_back(reason)
+            host_space.report()
+        except Exception:
+            log.exception("worker %s: could not report its refusal", self.name)
+        finally:
+            connections.close_all()
 
     def fork_work_horse(self, job: Any, queue: Any) -> None:
         # The horse must open its own database connections, never share the parent's sockets.

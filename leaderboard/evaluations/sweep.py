@@ -28,14 +28,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.db.models import Min, Q
-from django.utils import timezone
 from redis import Redis
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
-from leaderboard.evaluations.attempts import due, give_up
+from leaderboard.evaluations.attempts import attempts_left, due, give_up
+from leaderboard.evaluations.clock import db_now
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for, redis_connection
 from leaderboard.models import Evaluation
 
@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 # scheduler that never comes; the database says when it is due.
 LIVE_JOB_STATUSES = {JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED}
 FETCH_CHUNK = 500
+ENQUEUE_MARK_PREFIX = "kb:eval-enqueued:"
+ENQUEUE_MARK_S = 3  # longer than two sweeps racing take; a lost job is re-enqueued after it
 # A sweeper woken for a retry sleeps this much past its time, so that the retry is due when it looks.
 RETRY_WAKE_SLACK_S = 0.05
 
@@ -69,7 +71,7 @@ class SweepReport:
 def sweep_evaluations(now: datetime | None = None) -> SweepReport:
     """Make Redis agree with the database. Safe to run concurrently and as often as wanted."""
     close_old_connections()
-    now = now or timezone.now()
+    now = now or db_now()  # the database's clock: heartbeats and not_before were written by others
     report = SweepReport()
     report.abandoned = release_abandoned(now)
     report.reenqueued, report.redis_ok = reenqueue_lost(now)
@@ -120,9 +122,21 @@ def reenqueue_lost(now: datetime) -> tuple[int, bool]:
             continue
         if not job_id:
             Evaluation.objects.filter(pk=pk, job_id="").update(job_id=job_id_for(pk, 1))
+        if not first_to_enqueue(job_id or job_id_for(pk, 1)):
+            continue  # another sweeper enqueued this very job a moment ago
         if enqueue_evaluation(pk):
             reenqueued += 1
     return reenqueued, True
+
+
+def first_to_enqueue(job_id: str) -> bool:
+    """Whether this sweeper is the one to enqueue `job_id` now: a key set only if absent (Redis
+    SET NX) for a few seconds, so that several sweepers (or start-up sweeps at once) enqueue a
+    retry once, not once each (19 jobs for 12 rows, once). True when Redis cannot say."""
+    try:
+        return bool(redis_connection().set(ENQUEUE_MARK_PREFIX + job_id, "1", nx=True, ex=ENQUEUE_MARK_S))
+    except Exception:
+        return True
 
 
 def jobs_held_by_redis(job_ids: list[str]) -> set[str]:
@@ -130,7 +144,7 @@ def jobs_held_by_redis(job_ids: list[str]) -> set[str]:
     marked 'started' long ago whose evaluation is still queued never got as far as its claim (its
     work horse died first): it is not held."""
     conn = redis_connection()
-    started_before = timezone.now() - timedelta(seconds=settings.EVAL_STALE_AFTER_S)
+    started_before = db_now() - timedelta(seconds=settings.EVAL_STALE_AFTER_S)
     held: set[str] = set()
     for start in range(0, len(job_ids), FETCH_CHUNK):
         jobs = _fetch_jobs(job_ids[start : start + FETCH_CHUNK], conn)
@@ -160,6 +174,29 @@ def _fetch_job(job_id: str, conn: Redis) -> Job | None:
         return None
 
 
+def retry_given_back(hardware_slug: str) -> int:
+    """Queue again the `failed` evaluations on `hardware_slug` that have attempts left because a
+    broken host gave back the ones it burned (attempts.give_back_attempts). Called by the sweeper
+    of a healthy host of that hardware. Returns how many were queued."""
+    revived = 0
+    rows = Evaluation.objects.filter(state=Evaluation.State.FAILED, hardware__slug=hardware_slug).filter(attempts_left())
+    for pk, attempts in rows.values_list("pk", "attempts"):
+        try:
+            with transaction.atomic():
+                changed = Evaluation.objects.filter(pk=pk, state=Evaluation.State.FAILED, attempts=attempts).update(
+                    state=Evaluation.State.QUEUED, job_id=job_id_for(pk, attempts + 1), not_before=None,
+                    finished_at=None, heartbeat_at=None,
+                )
+                if changed:
+                    transaction.on_commit(lambda pk=pk: enqueue_evaluation(pk))
+        except IntegrityError:  # the kernel was asked for again meanwhile: that evaluation stands
+            continue
+        if changed:
+            log.warning("evaluation %s: retried on a healthy host (a broken host gave its attempts back)", pk)
+            revived += 1
+    return revived
+
+
 def next_due_in(now: datetime) -> float | None:
     """Seconds until the earliest queued evaluation waiting on its `not_before` is due; None if none."""
     first = (
@@ -179,7 +216,7 @@ def run_sweeper(interval_s: float, stop: threading.Event, after_each: Callable[[
                 log.info("sweep: %s", report)
             if after_each:
                 after_each()
-            due_in = next_due_in(timezone.now())
+            due_in = next_due_in(db_now())
             if due_in is not None:
                 wait = min(wait, due_in + RETRY_WAKE_SLACK_S)
         except Exception:

@@ -23,6 +23,7 @@ from redis.exceptions import RedisError
 
 from leaderboard.evaluations import host_space
 from leaderboard.ops.clients import is_operator
+from leaderboard.ops.outage import RETRY_AFTER_S
 from leaderboard.reads.board import store as board_store
 
 CHECK_TIMEOUT_S = 2
@@ -66,7 +67,10 @@ def evaluation_hosts() -> dict:
     except Exception as exc:  # noqa: BLE001 - Redis trouble is the redis check's to report
         return {"ok": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
     low = [{"host": h.host, "reason": h.shortage, "at": h.at} for h in hosts if h.low]
-    return {"ok": not low, "hosts": len(hosts), "low_disk": low, "floor_mb": settings.EVAL_MIN_FREE_MB}
+    # Short of space, a folder failing a write, or sick after its infrastructure errors in a row.
+    refusing = [{"host": h.host, "reason": h.reason, "at": h.at} for h in hosts if h.refusing]
+    return {"ok": not refusing, "hosts": len(hosts), "low_disk": low, "not_claiming": refusing,
+            "floor_mb": settings.EVAL_MIN_FREE_MB}
 
 
 def boards() -> dict:
@@ -90,7 +94,10 @@ def healthz(request: HttpRequest) -> JsonResponse:
     if not is_operator(request):
         checks = {name: {"ok": result["ok"]} for name, result in checks.items()}
         hosts, read_model = {"ok": hosts["ok"]}, {"ok": read_model["ok"]}
-    return JsonResponse(
+    response = JsonResponse(
         {"status": status, "checks": checks, "evaluation_hosts": hosts, "boards": read_model},
         status=200 if healthy else 503,
     )
+    if not healthy:
+        response["Retry-After"] = str(RETRY_AFTER_S)  # as the outage pages say (leaderboard/ops/outage.py)
+    return response

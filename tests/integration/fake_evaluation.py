@@ -12,6 +12,7 @@ The kernel source steers the fake with comment lines:
     # fake: raise                raises (an infrastructure failure, as a broken library would)
     # fake: raise_first          raises on the first call for this marker only
     # fake: status=<status>      the verdict to return (default: correct), or infrastructure_error
+    # fake: broken_host=<name>   infrastructure_error (EROFS) on the host of that EVAL_HOST_NAME only
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 # What the fake says went wrong, by status (a host's failure names the host's reason).
 FAKE_ERRORS = {"infrastructure_error": "fake: No space left on device"}
+BROKEN_HOST_ERROR = "could not set up the sandbox: EROFS: Read-only file system (fake)"
 
 
 def _directives(source: str) -> dict[str, str]:
@@ -59,6 +61,9 @@ def evaluate(problem_source: str, kernel_source: str, config: Any = None) -> dic
     if "raise" in d or ("raise_first" in d and first):
         raise RuntimeError("fake infrastructure failure")
     status = d.get("status", "correct")
+    if d.get("broken_host") and d["broken_host"] == os.environ.get("EVAL_HOST_NAME"):
+        _log(f"end {marker} {os.getpid()}")
+        return {"status": "infrastructure_error", "error": BROKEN_HOST_ERROR}
     correct = status == "correct"
     _log(f"end {marker} {os.getpid()}")
     return {

@@ -29,7 +29,7 @@ from evaluation import probe_hardware
 from evaluation.build_stage import default_build_workers
 from evaluation.sweep import host_gpu_count
 from leaderboard.evaluations.attempts import release_running_on
-from leaderboard.evaluations.queue import redis_connection
+from leaderboard.evaluations.queue import redis_connection, worker_redis_connection
 from leaderboard.evaluations.rq_worker import default_worker_name
 from leaderboard.evaluations.sweep import sweep_evaluations
 from leaderboard.evaluations.worker_pool import default_worker_count, run_workers, worker_commands
@@ -182,8 +182,8 @@ class Command(BaseCommand):
 
     def connect(self) -> Redis:
         try:
-            conn = redis_connection()
-            conn.ping()
+            redis_connection().ping()
+            conn = worker_redis_connection()  # RQ's dequeue blocks: no socket timeout on its loop
         except Exception as exc:
             raise CommandError(f"Redis at {settings.REDIS_URL} is unreachable: {exc}") from exc
         return conn

@@ -12,11 +12,11 @@ from datetime import datetime
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db.models import Count, Min
-from django.utils import timezone
 from redis import Redis
 from rq import Worker
 
 from leaderboard.evaluations import host_space
+from leaderboard.evaluations.clock import db_now
 from leaderboard.evaluations.queue import eval_queue, redis_connection
 from leaderboard.evaluations.sweep import dead_worker_bound_s
 from leaderboard.models import Evaluation
@@ -27,7 +27,7 @@ class Command(BaseCommand):
     help = "Show each evaluation queue: jobs in Redis, evaluations pending in the database, workers."
 
     def handle(self, *args, **options):
-        now = timezone.now()
+        now = db_now()  # ages by the clock the workers wrote them with
         hardware = list(Hardware.objects.all())
         conn = self.connect()
         self.show_queues(now, conn, hardware)
@@ -81,7 +81,7 @@ class Command(BaseCommand):
         self.stdout.write(f"\ndisk space on worker hosts (floor EVAL_MIN_FREE_MB={settings.EVAL_MIN_FREE_MB}):")
         for space in host_space.reports():
             free = ", ".join(f"{label} {mb:.0f} MB free" for label, mb in space.free_mb.items())
-            verdict = f"STARTS NOTHING: {space.shortage}" if space.low else "ok"
+            verdict = f"STARTS NOTHING: {space.reason}" if space.refusing else "ok"
             self.stdout.write(f"  {space.host:<24} {free:<48} {verdict}")
 
 

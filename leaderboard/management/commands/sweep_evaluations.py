@@ -8,10 +8,10 @@ import threading
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.utils import timezone
 
 from leaderboard.evaluations import host_space
-from leaderboard.evaluations.sweep import dead_worker_bound_s, run_sweeper, sweep_evaluations
+from leaderboard.evaluations.clock import db_now
+from leaderboard.evaluations.sweep import dead_worker_bound_s, retry_given_back, run_sweeper, sweep_evaluations
 from problems.models import Hardware
 
 
@@ -38,8 +38,9 @@ class Command(BaseCommand):
 
         def touch() -> None:
             if slug:  # the sweeper child of a worker: say the worker host is alive, and its free space
-                Hardware.objects.filter(slug=slug).update(last_seen_at=timezone.now())
+                Hardware.objects.filter(slug=slug).update(last_seen_at=db_now())
                 host_space.evict_build_cache()
-                host_space.report()
+                if not host_space.report().refusing:  # a healthy host: retry what a broken one burned
+                    retry_given_back(slug)
 
         run_sweeper(interval, stop, after_each=touch)
