@@ -21,8 +21,8 @@ from .build import BuildDir, needs_build
 from .build_stage import arch_env, build_dir_for, build_locked
 from .correctness import check_correctness, load_models
 from .hardware import hardware_slug
-from .instruments.phase import run_instruments
 from .host_errors import INFRASTRUCTURE_ERROR, confirm, host_error
+from .instruments.phase import run_instruments
 from .protocol import EstimateReply, MalformedReply, ReadyReply, parse
 from .sandbox import ChildError, Sandbox, SandboxProcess
 from .seeds import derive_seed

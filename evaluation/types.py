@@ -169,10 +169,7 @@ class EvaluationConfig:
             raise ValueError("min_timing_rounds must be >= 2")
         if self.reference_processes is not None and self.reference_processes not in (1, 2):
             raise ValueError("reference_processes must be 1 or 2")
-        unknown = set(self.instruments) - set(KNOWN_INSTRUMENTS)
-        if unknown:
-            raise ValueError(f"unknown instrument(s): {', '.join(sorted(unknown))}")
-        self.instruments = frozenset(self.instruments)
+        self.instruments = _known_instruments(self.instruments)
         self.disable_defences = frozenset(self.disable_defences)
         self.hide_paths = tuple(self.hide_paths)
         self.cpus = tuple(int(c) for c in self.cpus)
@@ -182,6 +179,13 @@ class EvaluationConfig:
         if self.reference_processes is not None:
             return self.reference_processes
         return 2 if self.device == "cuda" else 1
+
+
+def _known_instruments(names: frozenset[str]) -> frozenset[str]:
+    unknown = set(names) - set(KNOWN_INSTRUMENTS)
+    if unknown:
+        raise ValueError(f"unknown instrument(s): {', '.join(sorted(unknown))}")
+    return frozenset(names)
 
 
 def _msg(code: str, message: str) -> dict[str, str]:
