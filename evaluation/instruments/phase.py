@@ -46,8 +46,8 @@ def run_instruments(pair: Pair, sandbox: Sandbox) -> None:
         t = time.monotonic()
         try:
             step(sub, sandbox)
-        except Abort as ab:
-            res.instruments.setdefault(name, {})["skipped"] = f"{ab.status}: {ab.error}"[:400]
+        except Abort as ab:  # the error text may be the kernel's own: kept apart (public pages leave it out)
+            res.instruments.setdefault(name, {}).update(skipped=f"ended early: {ab.status}", error=ab.error[:400])
             costs[name] = round(time.monotonic() - t, 4)
             break
         costs[name] = round(time.monotonic() - t, 4)
@@ -168,7 +168,7 @@ def _one_shape(pair: Pair, sandbox: Sandbox, j: int, sizes: dict[str, int]) -> t
         if not r_ref.ok:
             return {"verdict": "not_applicable", "detail": f"the reference fails at these sizes: {r_ref.error}"}, True
         if not r_ker.ok:
-            return {"verdict": "failed", "detail": f"ModelNew could not be built: {r_ker.error}"}, True
+            return {"verdict": "failed", "detail": "ModelNew could not be built", "error": r_ker.error[:300]}, True
         trial = 1100 + j
         seed = derive_seed(pair.master, "shapes", j)
         c_ref, c_ker = pair.both({"op": "correct", "seed": seed, "trial": trial, "spot_seed": None}, CorrectReply)
@@ -176,11 +176,11 @@ def _one_shape(pair: Pair, sandbox: Sandbox, j: int, sizes: dict[str, int]) -> t
         if not c_ref.ok:
             return {"verdict": "not_applicable", "detail": f"the reference fails at these sizes: {c_ref.error}"}, True
         if not c_ker.ok:
-            return {"verdict": "failed", "detail": c_ker.error[:300]}, True
+            return {"verdict": "failed", "detail": f"its forward failed ({c_ker.kind})", "error": c_ker.error[:300]}, True
         cmp, _ = compare_trial(pair, sandbox, c_ker, trial)
     except Abort as ab:
         side = "not_applicable" if ab.error.startswith("reference") else "failed"
-        return {"verdict": side, "detail": f"{ab.status}: {ab.error}"[:300]}, False
+        return {"verdict": side, "detail": f"ended early ({ab.status})", "error": ab.error[:300]}, False
     if cmp.ok:
         return {"verdict": "correct", "detail": f"max abs diff {cmp.max_abs_diff:.3g}"}, True
     return {"verdict": "incorrect", "detail": str(cmp.reason)[:300]}, True
