@@ -64,7 +64,8 @@ def _shapes(r: dict) -> InstrumentView:
         return InstrumentView("shapes", "Other shapes", f"not measured: {r.get('skipped', 'no other sizes')}")
     verdicts = ", ".join(f"{v.get('label')}: {v.get('verdict')}" for v in variants)
     details = [(f"{v.get('label')} ({', '.join(f'{k}={n}' for k, n in (v.get('sizes') or {}).items())})",
-                f"{v.get('verdict')}: {v.get('detail', '')}") for v in variants]
+                f"{v.get('verdict')}: {v.get('detail', '')}" + (f" ({v['error']})" if v.get("error") else ""))
+               for v in variants]  # the kernel's error text only where the record still has it (raw output)
     return InstrumentView("shapes", "Other shapes", f"given {sizes}; {verdicts}", bool(r.get("specialised")), details)
 
 
