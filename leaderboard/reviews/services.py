@@ -31,7 +31,6 @@ from django.db.models.functions import Cast
 
 from evaluation.types import FLAG_CODES, NOTE_CODES
 from leaderboard.evaluations.queue import request_evaluation
-from leaderboard.reads.instruments import SORT_FIGURES, figure
 from leaderboard.models import (
     EXCLUDING_VERDICTS,
     REVIEW_NOTE_CODES,
@@ -41,6 +40,7 @@ from leaderboard.models import (
     Review,
     code_q,
 )
+from leaderboard.reads.instruments import SORT_FIGURES, figure
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser

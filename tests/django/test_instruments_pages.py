@@ -9,6 +9,7 @@ import copy
 import pytest
 from django.test import Client
 
+from leaderboard.evaluations.attempts import claim, store_result
 from leaderboard.models import Evaluation
 from leaderboard.reads import disclosure
 from leaderboard.reads.instruments import instrument_views
@@ -124,8 +125,6 @@ def test_public_instruments_leave_the_stored_record_alone():
 
 
 def test_the_worker_stores_the_instruments_with_the_evaluation(world):
-    from leaderboard.evaluations.attempts import claim, store_result  # deferred: only this test needs the worker's store
-
     kernel = world.kernel(world.problems[0])
     queued = Evaluation.objects.create(kernel=kernel, hardware=world.hardware)
     stored = record(sol=0.5)
