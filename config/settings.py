@@ -167,6 +167,12 @@ EVAL_WORKERS = env_optional_int("EVAL_WORKERS")
 # sandboxed CPU processes (None: from the host's cores and GPUs; 0: no builder, each job builds its own).
 EVAL_BUILD_WORKERS = env_optional_int("EVAL_BUILD_WORKERS")
 EVAL_BUILD_AHEAD = env_int("EVAL_BUILD_AHEAD", 8)
+# The build cache (issue 28): a build that leaves more than EVAL_BUILD_ENTRY_MAX_MB in its entry is
+# not published; each worker host's sweeper evicts entries unused for EVAL_BUILD_CACHE_MAX_AGE_DAYS,
+# then the least recently used until the cache holds EVAL_BUILD_CACHE_MAX_MB (evaluation.cache_evict).
+EVAL_BUILD_ENTRY_MAX_MB = env_int("EVAL_BUILD_ENTRY_MAX_MB", 2048)
+EVAL_BUILD_CACHE_MAX_MB = env_int("EVAL_BUILD_CACHE_MAX_MB", 50_000)
+EVAL_BUILD_CACHE_MAX_AGE_DAYS = env_int("EVAL_BUILD_CACHE_MAX_AGE_DAYS", 30)
 
 # Cap on one kernel's source, in bytes (uploads, API and forms all use it).
 KERNEL_SOURCE_MAX_BYTES = env_int("KERNEL_SOURCE_MAX_BYTES", 1_000_000)
@@ -190,6 +196,10 @@ API_BODY_MAX_BYTES = env_int("API_BODY_MAX_BYTES", 100_000)
 REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", RUN_UPLOAD_MAX_BYTES + 1_000_000)
 # Imported, unverified kernels faster than this go to the review queue.
 REVIEW_SPEEDUP_THRESHOLD = float(env_str("REVIEW_SPEEDUP_THRESHOLD", "3.0"))
+# Kernels whose published speedup (someone else's figure: PublishedFigure) is above this go to the
+# review queue, as a claim, and again once measured here: the scoring library's flag threshold
+# (evaluation.types.EvaluationConfig.speedup_flag_threshold, 10x) unless set otherwise.
+REVIEW_PUBLISHED_SPEEDUP_THRESHOLD = float(env_str("REVIEW_PUBLISHED_SPEEDUP_THRESHOLD", "10.0"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 50_000_000)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
 

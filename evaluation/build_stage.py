@@ -23,7 +23,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .build import BuildDir, needs_build
+from .build import MAX_READ_BYTES, BuildDir, needs_build
+from .safe_files import read_below, subdirectories
 from .sandbox import ChildError, Sandbox
 from .types import EvaluationConfig
 
@@ -78,7 +79,9 @@ def arch_env(cfg: EvaluationConfig) -> dict[str, str]:
 
 
 def build_dir_for(kernel_source: str, cfg: EvaluationConfig) -> BuildDir:
-    return BuildDir(cfg.build_cache_dir, kernel_source, cfg.device, target_arch(cfg))
+    build = BuildDir(cfg.build_cache_dir, kernel_source, cfg.device, target_arch(cfg))
+    build.max_bytes = cfg.build_entry_max_mb * 2**20
+    return build
 
 
 def prebuild(kernel_source: str, cfg: EvaluationConfig, wait: bool = True) -> BuildOutcome:
@@ -162,16 +165,12 @@ def ninja_steps(entry: str) -> dict[str, float]:
     """Seconds per output of the builds in an entry, from ninja's own log (``.ninja_log``: start and
     end in ms per output): where a build's time went (the C++ wrapper, the .cu file, the link)."""
     steps: dict[str, float] = {}
-    ext = os.path.join(entry, "torch_extensions")
-    for name in (os.listdir(ext) if os.path.isdir(ext) else []):
-        try:
-            with open(os.path.join(ext, name, ".ninja_log"), encoding="utf-8") as fh:
-                lines = fh.read().splitlines()
-        except OSError:
-            continue
-        for line in lines:
+    # What a kernel's build left is hostile: no link followed, no FIFO opened (evaluation.safe_files).
+    for name in subdirectories(entry, ["torch_extensions"]) if entry else []:
+        raw = read_below(entry, ["torch_extensions", name, ".ninja_log"], MAX_READ_BYTES)
+        for line in (raw or b"").decode("utf-8", "replace").splitlines():
             parts = line.split("\t")
-            if len(parts) >= 4 and parts[0].isdigit():
+            if len(parts) >= 4 and parts[0].isdigit() and parts[1].isdigit():
                 steps[f"{name}/{parts[3]}"] = (int(parts[1]) - int(parts[0])) / 1000.0
     return steps
 

@@ -223,15 +223,21 @@ def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> None
                 raise Abort(out.status, out.error or "the kernel failed to build", out.log)
         if not build.built:
             build.begin()
-    if prep.sandbox.switch_uid:
-        build.give_to(prep.sandbox.uids["kernel"])
+    if prep.sandbox.switch_uid and build.locked:
+        if build.private:  # the GPU phase builds (Triton, lazy builds): its own folder
+            build.give_to(prep.sandbox.uids["kernel"])
+        else:  # a published entry: read-only to the kernel
+            build.lend(prep.sandbox.uids["kernel"])
 
 
 def _release_build(prep: Prepared, res: EvaluationResult) -> None:
     """Back to root; what the GPU phase built is published if the kernel loaded, else dropped."""
     build = prep.build
-    if prep.sandbox.switch_uid:
-        build.give_to(0)
+    if prep.sandbox.switch_uid and build.locked:
+        if build.private:
+            build.give_to(0)
+        else:
+            build.reclaim()  # what the kernel added to a published entry goes
     if build.private:
         if res.compiled:
             build.publish()
