@@ -35,6 +35,7 @@ from evaluation.child_utils import cpu_name
 from evaluation.compare import compare_outputs
 from evaluation.hardware import _nvidia_driver
 from evaluation.host_errors import INFRASTRUCTURE_ERROR, host_error, killed_build
+from evaluation.instruments import determinism, precision, profile, roofline, shapes
 
 # Captured before anything untrusted can run (the kernel is imported much later).
 _perf_counter_ns = time.perf_counter_ns
@@ -419,17 +420,9 @@ class Harness:
         else:
             cls = problem.Model
         t_import = _perf_counter_ns()
-        init_seed = int(req["init_seed"])
+        self.model_cls, self.init_seed = cls, int(req["init_seed"])
         try:
-            torch.manual_seed(init_seed)
-            init_inputs = self._cast(list(self.get_init_inputs()))
-            torch.manual_seed(init_seed)
-            with torch.device(self.device):
-                model = cls(*init_inputs)
-            if isinstance(model, torch.nn.Module):
-                model = model.to(self.device) if self.dtype is None else model.to(self.device, self.dtype)
-            self.model = model
-            self._sync()
+            self.model = self._construct()
         except BaseException as exc:  # noqa: BLE001
             kind = "compile_error" if self.role == "kernel" else "runtime_error"
             if _classify_exception(exc) in ("crashed", INFRASTRUCTURE_ERROR):
@@ -447,6 +440,19 @@ class Harness:
         if self.role == "reference":
             info["environment"] = self.environment()
         return info
+
+    def _construct(self) -> Any:
+        """The model (reference or kernel) from get_init_inputs() under the load's seed, on the device."""
+        torch = self.torch
+        torch.manual_seed(self.init_seed)
+        init_inputs = self._cast(list(self.get_init_inputs()))
+        torch.manual_seed(self.init_seed)
+        with torch.device(self.device):
+            model = self.model_cls(*init_inputs)
+        if isinstance(model, torch.nn.Module):
+            model = model.to(self.device) if self.dtype is None else model.to(self.device, self.dtype)
+        self._sync()
+        return model
 
     def build(self, req: dict[str, Any]) -> dict[str, Any]:
         """Build role (no GPU visible): import the kernel module, which compiles what it loads with
@@ -571,6 +577,7 @@ class Harness:
                     "traceback": traceback.format_exc(), "flags": self.take_flags()}
         run_s = (_perf_counter_ns() - t0) / 1e9
         if self.role == "reference":
+            self.last_seed = int(req["seed"])  # the fp64 reference (instruments) runs on these inputs again
             return self._reference_outputs(req, outs, run_s)
         self._kernel_checks(before, pristine, tensors, outs)
         return {"ok": True, "run_s": run_s, "flags": self.take_flags(), **self._hand_out(snapshot, int(req["trial"]))}
@@ -658,8 +665,39 @@ class Harness:
             return {"ok": False, "kind": "incorrect", "error": "kernel outputs are not a list of plain tensors"}
         cmp = compare_outputs(self.last_outs, theirs, req.get("atol"), req.get("rtol"),
                               scale_check=bool(req.get("scale_check", True)))
+        reply: dict[str, Any] = {"ok": True, "comparison": dataclasses.asdict(cmp)}
+        if req.get("fingerprint"):
+            reply["fingerprint"] = determinism.fingerprint(self.torch, theirs)
+        if req.get("fp64"):
+            inputs = self.gen_inputs(self.last_seed)
+            reply["fp64"] = precision.fp64_errors(self.torch, self.model, inputs, self.last_outs, theirs)
         del theirs
-        return {"ok": True, "comparison": dataclasses.asdict(cmp)}
+        return reply
+
+    def instrument(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The reviewer's instruments (evaluation/instruments/): what this process measures of itself."""
+        what, torch = req.get("what"), self.torch
+        if what == "modes":
+            return {"ok": True, "data": precision.math_modes(torch)}
+        if what == "profile":
+            inputs = self.gen_inputs(int(req["seed"]))
+            data = profile.profile_forward(torch, lambda: (self.flatten(self.model(*inputs)), self._sync()),
+                                           self.device, self.spec["workdir"])
+            return {"ok": True, "data": data}
+        if what == "size_constants":
+            return {"ok": True, "data": shapes.size_constants(self._problem())}
+        if what == "sizes":  # set sizes (empty: the originals) and rebuild the model
+            self._release_shared()
+            shapes.apply_sizes(self._problem(), dict(req.get("sizes") or {}), self.__dict__.setdefault("_sizes0", {}))
+            self.model = None
+            self.model = self._construct()
+            return {"ok": True, "data": {}, "flags": self.take_flags()}
+        if what == "work" and self.role == "reference":
+            return {"ok": True, "data": roofline.minimum_work(torch, self._problem(), self._cast, self._work_on_device)}
+        return {"ok": False, "kind": "runtime_error", "error": f"unknown instrument {what!r}"}
+
+    def _work_on_device(self) -> tuple[Any, list[Any]]:
+        return self.model, self.gen_inputs(0)
 
     def _import_shared(self, layout: Any) -> tuple[Any, dict[str, Any] | None]:
         if self.fd_sock is None:
@@ -854,7 +892,7 @@ def main() -> None:
                "pid": os.getpid()})
     handlers = {"load": harness.load, "correct": harness.correctness, "time": harness.time_calls, "place": harness.place,
                 "compare": harness.compare, "export_file": harness.export_file, "estimate": harness.estimate,
-                "build": harness.build}
+                "build": harness.build, "instrument": harness.instrument}
     while True:
         req = chan.recv()
         if req is None or req.get("op") == "exit":

@@ -28,6 +28,9 @@ class Comparison:
     rel_l2: float = 0.0
     ref_max_abs: float = 0.0
     near_zero: bool = False
+    # The largest share of the allowed error any element used: max |out - ref| / (atol + rtol*|ref|)
+    # (1.0 is the tolerance's edge; the near-tolerance rule reads it).
+    tol_ratio: float = 0.0
     details: list[str] = field(default_factory=list)
 
 
@@ -134,6 +137,7 @@ def _compare_chunk(c: Comparison, tag: str, rc: Any, oc: Any, a_tol: float, r_to
     absr = rcf.abs()
     c.max_abs_diff = max(c.max_abs_diff, float(diff.max()))
     c.max_rel_diff = max(c.max_rel_diff, float((diff / absr.clamp_min(a_tol)).max()))
+    c.tol_ratio = max(c.tol_ratio, float((diff / (a_tol + r_tol * absr).clamp_min(1e-300)).max()))
     sums.ref_max = max(sums.ref_max, float(absr.max()))
     sums.sq_err += float((diff * diff).sum())
     sums.sq_ref += float((absr * absr).sum())

@@ -81,6 +81,15 @@ class EstimateReply(Reply):
 @dataclass
 class CompareReply(Reply):
     comparison: dict[str, Any] = field(default_factory=dict)
+    fingerprint: list[str] = field(default_factory=list)  # asked for: a digest of each kernel output's bits
+    fp64: dict[str, Any] = field(default_factory=dict)  # asked for: errors against an fp64 reference
+
+
+@dataclass
+class InstrumentReply(Reply):
+    """What one of the reviewer's instruments measured in a process (evaluation/instruments/)."""
+
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

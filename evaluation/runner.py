@@ -22,6 +22,7 @@ from .build_stage import build_dir_for, build_env, build_locked, recorded_failur
 from .correctness import check_correctness, load_models
 from .hardware import hardware_slug
 from .host_errors import INFRASTRUCTURE_ERROR, confirm, host_error, killed_build
+from .instruments.phase import run_instruments
 from .protocol import EstimateReply, MalformedReply, ReadyReply, parse
 from .sandbox import ChildError, Sandbox, SandboxProcess
 from .seeds import derive_seed
@@ -93,7 +94,8 @@ def evaluate_prepared(prep: Prepared) -> EvaluationResult:
        handed to the kernel's uid; processes ready (``_start``), memory the inputs need;
     5. load the models: the kernel's module only loads what was built (``correctness.load_models``);
     6. correctness trials (``correctness.check_correctness``);
-    7. timing rounds and their cross-checks (``timing.measure``);
+    7. timing rounds and their cross-checks (``timing.measure``), then the reviewer's instruments
+       (``instruments.phase.run_instruments``: precision, shapes, determinism, speed of light, profile);
     8. collect logs and environment, close the sandbox, publish or drop what the GPU phase built and
        release the entry (``_release_build``, ``_finish``).
     """
@@ -157,6 +159,7 @@ def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: fl
         out_dtypes = check_correctness(pair, prep.sandbox)
         if cfg.timing_trials > 0:
             measure(pair, out_dtypes)
+        run_instruments(pair, prep.sandbox)  # after the timed rounds: they never perturb them
     except Abort as ab:
         if ab.status == INFRASTRUCTURE_ERROR:
             ab = _host_or_kernel(prep, ab)

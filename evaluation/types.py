@@ -34,6 +34,13 @@ FLAG_CODES: dict[str, str] = {
     "non_finite_reference": "(check-problem) the reference output contains NaN/Inf",
     "forged_reply": "the kernel wrote messages into the harness's reply channel",
     "background_cpu_work": "the kernel process used CPU time while the reference was being timed",
+    # The reviewer's instruments (evaluation/instruments/): added only to a correct kernel.
+    "precision_downgrade": "an fp32 problem computed in lower precision (TF32, fp16/bf16 casts): its error "
+                           "against an fp64 reference is far above the fp32 reference's own",
+    "shape_specialised": "correct at the problem's shapes but not at other sizes of the same problem",
+    "nondeterministic": "two runs on the same inputs gave different outputs",
+    "impossible_speed": "faster than the GPU's peak bandwidth and arithmetic allow for the problem's minimum work",
+    "near_tolerance": "the error came near the tolerance (more trials were run before the verdict)",
 }
 NOTE_CODES: dict[str, str] = {
     "pytorch_only": "the kernel uses only PyTorch operators (no custom C++/CUDA/Triton code)",
@@ -43,6 +50,12 @@ NOTE_CODES: dict[str, str] = {
     "isolation_degraded": "some sandbox layer was not available on this host",
     "speedup_uncertain": "the speedup's 95% interval is wide",
 }
+
+#: The reviewer's instruments (evaluation/instruments/), run after the timed rounds.
+INSTRUMENTS: frozenset[str] = frozenset({"precision", "shapes", "determinism", "speed_of_light", "profile"})
+#: Known names: the default ones, and cpu_profile (the profile on a CPU too: off by default, since the
+#: profiler's first use imports ~800 modules, 2-15 s, for a profile of little use there).
+KNOWN_INSTRUMENTS: frozenset[str] = INSTRUMENTS | {"cpu_profile"}
 
 #: KernelBench's precision option -> the torch dtype the models and floating-point inputs are cast to.
 PRECISIONS: dict[str, str] = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -117,6 +130,17 @@ class EvaluationConfig:
     # KernelBench's precision (PRECISIONS): models and floating-point inputs are cast to it; the
     # tolerances follow the outputs' dtype (1e-4 for fp32, 1e-2 for fp16 and bf16, as KernelBench's).
     precision: str = "fp32"
+    # The reviewer's instruments run after the timed rounds (evaluation/instruments/, docs/evaluation.md
+    # "Instruments"): any of KNOWN_INSTRUMENTS (the profile runs on a GPU, or on a CPU with cpu_profile).
+    instruments: frozenset[str] = INSTRUMENTS
+    instruments_budget_s: float = 60.0  # time the instruments may take (their own deadline)
+    # Peaks for the speed of light: None = the hardware's (evaluation.instruments.roofline.PEAKS; none
+    # known for a CPU), else {"bytes_per_s": .., "flops_per_s": ..} (tests, other hardware).
+    peaks: dict[str, float] | None = None
+    # A passing kernel whose error reached this share of the tolerance on some element gets
+    # near_tolerance_trials more trials before its verdict (issue 29).
+    near_tolerance_ratio: float = 0.5
+    near_tolerance_trials: int = 10
     isolation: str = "auto"  # 'auto' (strongest available) | 'none' (plain child processes)
     # Internal switches used by the adversarial tests to show each defence matters. Never set in
     # production. Known names: fresh_inputs, timer_capture, type_check, scale_check, parent_clock,
@@ -146,6 +170,7 @@ class EvaluationConfig:
             raise ValueError("min_timing_rounds must be >= 2")
         if self.reference_processes is not None and self.reference_processes not in (1, 2):
             raise ValueError("reference_processes must be 1 or 2")
+        self.instruments = _known_instruments(self.instruments)
         self.disable_defences = frozenset(self.disable_defences)
         self.hide_paths = tuple(self.hide_paths)
         self.cpus = tuple(int(c) for c in self.cpus)
@@ -155,6 +180,13 @@ class EvaluationConfig:
         if self.reference_processes is not None:
             return self.reference_processes
         return 2 if self.device == "cuda" else 1
+
+
+def _known_instruments(names: frozenset[str]) -> frozenset[str]:
+    unknown = set(names) - set(KNOWN_INSTRUMENTS)
+    if unknown:
+        raise ValueError(f"unknown instrument(s): {', '.join(sorted(unknown))}")
+    return frozenset(names)
 
 
 def _msg(code: str, message: str) -> dict[str, str]:
@@ -183,6 +215,8 @@ class EvaluationResult:
     backend: str = "torch"
     seed: int | None = None  # only filled when the caller chose the seed (never a secret one)
     environment: dict[str, Any] = field(default_factory=dict)
+    # What the reviewer's instruments measured, by instrument (evaluation/instruments/).
+    instruments: dict[str, Any] = field(default_factory=dict)
 
     def add_flag(self, code: str, message: str) -> None:
         if not any(f["code"] == code for f in self.flags):

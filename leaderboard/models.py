@@ -571,6 +571,9 @@ class Evaluation(models.Model):
     log = models.TextField(blank=True)
     stage_seconds = models.JSONField(default=dict, blank=True)
     environment = models.JSONField(default=dict, blank=True)
+    # What the reviewer's instruments measured (evaluation/instruments/): precision against fp64, other
+    # shapes, determinism, speed of light, profile, tolerance margin; keyed by instrument.
+    instruments = models.JSONField(default=dict, blank=True)
     # Lifecycle bookkeeping for the worker.
     attempts = models.PositiveIntegerField(default=0)
     # Attempts given back: used up by a worker host later found broken (its write probe failed, or

@@ -257,6 +257,7 @@ def _apply_verdict(ev: Evaluation, data: dict[str, Any]) -> None:
     ev.error = (data.get("error") or "")[:LOG_MAX_CHARS]
     ev.log = (data.get("log") or "")[-LOG_MAX_CHARS:]
     ev.environment = data.get("environment") or {}
+    ev.instruments = data.get("instruments") or {}
 
 
 def _apply_speedup(ev: Evaluation, speedup: Any, interval: Any) -> None:

@@ -9,6 +9,9 @@ submitter see (leaderboard.reviews.services.can_read_raw_output decides who).
   uids it runs kernels as, the paths it hides, the build cache's paths. The environment is
   published by an allow-list, so a key the scoring library adds later stays private until
   someone adds it here.
+- The instruments' record (evaluation/instruments/) is public, less what the kernel's process wrote:
+  error text it raised (an ``error`` key anywhere in it) and the names of the GPU activities in its
+  profile (a kernel names what it launches, and could name it after a file's contents).
 """
 
 from __future__ import annotations
@@ -42,6 +45,29 @@ def public_environment(environment: Any) -> dict[str, Any]:
     return {key: value for key, value in environment.items() if key in PUBLIC_ENVIRONMENT_KEYS}
 
 
+WITHHELD_NAME = "(name withheld)"
+
+
+def public_instruments(instruments: Any) -> dict[str, Any]:
+    """The instruments' record without the kernel's own text (module docstring)."""
+    if not isinstance(instruments, Mapping):
+        return {}
+    public = _without_errors(instruments)
+    kernel_profile = (public.get("profile") or {}).get("kernel") if isinstance(public.get("profile"), dict) else None
+    if isinstance(kernel_profile, dict) and isinstance(kernel_profile.get("events"), list):
+        kernel_profile["events"] = [{**e, "name": WITHHELD_NAME} if isinstance(e, dict) else e
+                                    for e in kernel_profile["events"]]  # fmt: skip
+    return public
+
+
+def _without_errors(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _without_errors(v) for k, v in value.items() if k != "error"}
+    if isinstance(value, list):
+        return [_without_errors(v) for v in value]
+    return value
+
+
 def hide_worker(text: str, worker_name: str) -> str:
     """`text` without the worker's name: this attempt's worker, and those of earlier attempts
     that failure reasons name."""
@@ -69,6 +95,8 @@ def public_evaluation_data(data: dict[str, Any], worker_name: str) -> dict[str, 
             data[name] = None
     if "environment" in data:
         data["environment"] = public_environment(data["environment"])
+    if "instruments" in data:
+        data["instruments"] = public_instruments(data["instruments"])
     if "worker_name" in data:
         data["worker_name"] = ""
     if "failure_reason" in data:

@@ -10,6 +10,7 @@ from leaderboard.evaluations import progress as lifecycle
 from leaderboard.models import Evaluation, Kernel
 from leaderboard.reads import disclosure
 from leaderboard.reads.diffs import Diff, compute_diff
+from leaderboard.reads.instruments import instrument_views
 
 
 def pick_against(requested: str | None, siblings: Sequence[Kernel]) -> Kernel | None:
@@ -59,14 +60,17 @@ def is_demo(evaluation: Evaluation | None) -> bool:
 
 
 def shown_details(evaluation: Evaluation | None, raw_output: bool) -> dict:
-    """The environment and infrastructure failure the page shows: all of them to those who may
+    """The environment, infrastructure failure and instruments the page shows: all of them to those who may
     read raw output, the public part to others (disclosure.py)."""
-    shown = {"environment": {}, "failure_reason": "", "withheld_reason": disclosure.WITHHELD_REASON}
+    shown: dict = {"environment": {}, "failure_reason": "", "withheld_reason": disclosure.WITHHELD_REASON,
+                   "instruments": []}  # fmt: skip
     if evaluation is not None and raw_output:
-        shown.update(environment=evaluation.environment, failure_reason=evaluation.failure_reason)
+        shown.update(environment=evaluation.environment, failure_reason=evaluation.failure_reason,
+                     instruments=instrument_views(evaluation.instruments))  # fmt: skip
     elif evaluation is not None:
         shown.update(
             environment=disclosure.public_environment(evaluation.environment),
             failure_reason=disclosure.hide_worker(evaluation.failure_reason, evaluation.worker_name),
+            instruments=instrument_views(disclosure.public_instruments(evaluation.instruments)),
         )
     return shown

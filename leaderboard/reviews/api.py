@@ -128,6 +128,12 @@ QueueRowSerializer = inline_serializer(
         "latest_verdict": serializers.CharField(allow_null=True),
         "evaluated_at": serializers.DateTimeField(allow_null=True),
         "latest_report_at": serializers.DateTimeField(allow_null=True),
+        "instruments": serializers.DictField(
+            child=serializers.FloatField(allow_null=True),
+            help_text="The figures the queue sorts by (sol: the kernel's fraction of the speed of light; precision: "
+            "its error against fp64 over the fp32 reference's; margin: the largest share of the tolerance used; "
+            "busy: the GPU-busy share of its profiled forward); null where not measured.",
+        ),
     },
     many=True,
 )
@@ -260,6 +266,7 @@ class ReviewQueueView(APIView):
                 "latest_verdict": kernel.latest_verdict,
                 "evaluated_at": kernel.evaluated_at,
                 "latest_report_at": kernel.latest_report_at,
+                "instruments": reviews.queue_figures(kernel),
             }
             for kernel in page
         ]

@@ -30,11 +30,13 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, FloatField
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast
 
 from evaluation.types import FLAG_CODES, NOTE_CODES
 from leaderboard.evaluations.queue import request_evaluation
@@ -47,6 +49,7 @@ from leaderboard.models import (
     Review,
     code_q,
 )
+from leaderboard.reads.instruments import SORT_FIGURES, figure
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -89,7 +92,14 @@ QUEUE_SORTS: dict[str, str] = {
     "-speedup": "speedup, lowest first",
     "date": "newest first",
     "-date": "oldest first",
+    # The reviewer's instruments (leaderboard.reads.instruments.SORT_FIGURES): most suspicious first.
+    "sol": "share of the speed of light, highest first",
+    "precision": "error against fp64 over the reference's, highest first",
+    "margin": "share of the tolerance used, highest first",
+    "busy": "GPU-busy share of the profile, lowest first",
 }
+# Instrument sorts: the figure's path in Evaluation.instruments, and whether the highest comes first.
+INSTRUMENT_SORTS: dict[str, bool] = {"sol": True, "precision": True, "margin": True, "busy": False}
 QUEUE_REASONS: dict[str, str] = {
     "flagged": "flagged by the scoring library",
     "reported": "reported by a visitor",
@@ -129,6 +139,10 @@ def review_queue(filters: QueueFilters | None = None) -> KernelQuerySet:
         kernels = kernels.filter(is_high_published=True)
     speedup = F("latest_speedup")  # stored with the review state (no join sort over the queue)
     date = F("review_queued_at")  # stored: Coalesce(latest report, evaluation, creation), indexed
+    if filters.sort in INSTRUMENT_SORTS:
+        value = _instrument_figure(filters.sort)
+        return kernels.order_by(value.desc(nulls_last=True) if INSTRUMENT_SORTS[filters.sort]
+                                else value.asc(nulls_last=True), "-pk")  # fmt: skip
     order = {
         "speedup": [speedup.desc(nulls_last=True)],
         "-speedup": [speedup.asc(nulls_last=True)],
@@ -136,6 +150,21 @@ def review_queue(filters: QueueFilters | None = None) -> KernelQuerySet:
         "-date": [date.asc()],
     }.get(filters.sort, [date.desc()])
     return kernels.order_by(*order, "-pk")
+
+
+def _instrument_figure(name: str) -> Cast:
+    """The latest evaluation's figure for an instrument sort, as a number (NULL where not measured)."""
+    *keys, last = SORT_FIGURES[name]
+    value: Any = F("latest_evaluation__instruments")  # KT() would not follow the relation
+    for key in keys:
+        value = KeyTransform(key, value)
+    return Cast(KeyTextTransform(last, value), FloatField())
+
+
+def queue_figures(kernel: Kernel) -> dict[str, float | None]:
+    """The figures the queue sorts by, for one row (the API's queue rows)."""
+    instruments = kernel.latest_evaluation.instruments if kernel.latest_evaluation else {}
+    return {name: figure(instruments, name) for name in SORT_FIGURES}
 
 
 # ---------------------------------------------------------------------------------------------

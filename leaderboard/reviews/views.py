@@ -54,6 +54,8 @@ def queue_page(request: HttpRequest) -> HttpResponse:
     form = QueueFilterForm(request.GET or None)
     filters = form.filters() if request.GET else reviews.QueueFilters()
     page = Paginator(reviews.review_queue(filters), QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    for kernel in page.object_list:  # the instruments' figures of each row (the queue sorts by them)
+        kernel.figures = reviews.queue_figures(kernel)
     context = {
         "form": form if request.GET else QueueFilterForm(),
         "filters": filters,

@@ -1,0 +1,186 @@
+"""The instruments' phase of an evaluation: after the timed rounds, for a correct kernel only.
+
+Each instrument runs in turn under the phase's own deadline (``instruments_budget_s``), so that a
+kernel that hangs or dies here costs at most that and never changes the verdict: what an instrument
+could not finish is recorded as skipped, with why, and the instruments after it are left out (the
+process may be gone). What they find goes to ``res.instruments`` and, as flags, to ``res.flags``.
+
+Order: the speed of light (reference only, no kernel code), two repeat runs on one seed (the
+determinism check, and on the first the fp64 reference of the precision check), the profile, and
+last the other shapes, which rebuild the models.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..correctness import compare_trial
+from ..hardware import hardware_slug
+from ..protocol import CorrectReply, InstrumentReply
+from ..sandbox import Sandbox
+from ..seeds import derive_seed
+from ..session import Abort, Pair
+from . import determinism, precision, roofline, shapes
+
+#: On a GPU, the fp64 reference is skipped when its copies (inputs, parameters, outputs) pass this.
+FP64_GPU_BYTES = 16 * 2**30
+
+
+def run_instruments(pair: Pair, sandbox: Sandbox) -> None:
+    """Run the configured instruments (``cfg.instruments``) on a correct kernel."""
+    cfg, res = pair.cfg, pair.res
+    if not cfg.instruments or not res.correct:
+        return
+    t0 = time.monotonic()
+    sub = dataclasses.replace(pair, deadline=min(pair.deadline, t0 + cfg.instruments_budget_s))
+    steps: list[tuple[str, Callable[[Pair, Sandbox], None]]] = [
+        ("speed_of_light", _speed_of_light), ("repeat", _repeat_runs), ("profile", _profile),
+        ("shapes", _other_shapes)]
+    costs: dict[str, float] = {}
+    for name, step in steps:
+        if name != "repeat" and name not in cfg.instruments:
+            continue
+        t = time.monotonic()
+        try:
+            step(sub, sandbox)
+        except Abort as ab:  # the error text may be the kernel's own: kept apart (public pages leave it out)
+            res.instruments.setdefault(name, {}).update(skipped=f"ended early: {ab.status}", error=ab.error[:400])
+            costs[name] = round(time.monotonic() - t, 4)
+            break
+        costs[name] = round(time.monotonic() - t, 4)
+    res.instruments["cost_s"] = costs
+    res.timings_s["instruments"] = round(time.monotonic() - t0, 4)
+
+
+def _speed_of_light(pair: Pair, sandbox: Sandbox) -> None:
+    cfg, res = pair.cfg, pair.res
+    r = pair.request(pair.ref, {"op": "instrument", "what": "work"}, InstrumentReply)
+    if not r.ok:
+        raise pair.reference_failed(r, "reference failed counting its work: ")
+    res.environment["param_mb"] = round(int(r.data.get("param_bytes", 0)) / 2**20, 1)
+    peaks = roofline.peaks_for(hardware_slug(str(res.environment.get("device_name", "")), cfg.device), cfg.peaks)
+    ker = (res.kernel_ms or {}).get("median")
+    ref = (res.reference_ms or {}).get("median")
+    record, flag = roofline.assess(r.data, ker, ref, peaks)
+    res.instruments["speed_of_light"] = record
+    if flag:
+        res.add_flag("impossible_speed", flag)
+
+
+def _fp64_fits(pair: Pair) -> bool:
+    """Whether the fp64 copies of inputs, parameters and outputs fit (CPU: a quarter of the memory limit)."""
+    env = pair.res.environment
+    mb = sum(float(env.get(k) or 0.0) for k in ("input_mb", "output_mb", "param_mb"))
+    if pair.cfg.device == "cpu":
+        return 2 * mb <= pair.cfg.memory_limit_mb / 4
+    return 2 * mb * 2**20 <= FP64_GPU_BYTES
+
+
+def _repeat_runs(pair: Pair, sandbox: Sandbox) -> None:
+    """Determinism (two runs on one seed, digests compared) and, on the first, the fp64 reference."""
+    cfg, res = pair.cfg, pair.res
+    want_det = "determinism" in cfg.instruments
+    want_fp64 = "precision" in cfg.instruments
+    if want_fp64 and cfg.precision != "fp32":
+        res.instruments["precision"] = {"skipped": f"the run's precision is {cfg.precision}"}
+        want_fp64 = False
+    elif want_fp64 and not _fp64_fits(pair):
+        res.instruments["precision"] = {"skipped": "the float64 copies would not fit the memory budget"}
+        want_fp64 = False
+    if not (want_det or want_fp64):
+        return
+    seed = derive_seed(pair.master, "instruments")
+    runs: list[tuple[Any, Any]] = []
+    for k in range(2 if want_det else 1):
+        runs.append(_run_once(pair, sandbox, seed, 1000 + k, {"fingerprint": want_det, "fp64": want_fp64 and k == 0}))
+    if want_fp64:
+        _judge_precision(pair, runs[0][1].fp64)
+    if want_det:
+        record, flag = determinism.judge(runs[0][1].fingerprint, runs[1][1].fingerprint,
+                                         (runs[0][0].max_abs_diff, runs[1][0].max_abs_diff))
+        record["correct"] = [bool(c.ok) for c, _ in runs]
+        res.instruments["determinism"] = record
+        if flag:
+            res.add_flag("nondeterministic", flag)
+
+
+def _run_once(pair: Pair, sandbox: Sandbox, seed: int, trial: int, extra: dict[str, Any]) -> tuple[Any, Any]:
+    """One forward of both sides on ``seed``, compared (with ``extra`` asked of the comparison)."""
+    r_ref, r_ker = pair.both({"op": "correct", "seed": seed, "trial": trial, "spot_seed": None}, CorrectReply)
+    pair.merge_flags(r_ker)
+    if not r_ker.ok:
+        raise pair.kernel_failed(r_ker)
+    if not r_ref.ok:
+        raise pair.reference_failed(r_ref)
+    return compare_trial(pair, sandbox, r_ker, trial, extra)
+
+
+def _judge_precision(pair: Pair, errors: dict[str, Any]) -> None:
+    r_ref, r_ker = pair.both({"op": "instrument", "what": "modes"}, InstrumentReply)
+    record, flag = precision.judge(errors, r_ker.data if r_ker.ok else {}, r_ref.data if r_ref.ok else {})
+    pair.res.instruments["precision"] = record
+    if flag:
+        pair.res.add_flag("precision_downgrade", flag)
+
+
+def _profile(pair: Pair, sandbox: Sandbox) -> None:
+    if pair.cfg.device == "cpu" and "cpu_profile" not in pair.cfg.instruments:
+        pair.res.instruments["profile"] = {"skipped": "GPU only (on the CPU with the cpu_profile instrument)"}
+        return
+    seed = derive_seed(pair.master, "profile")
+    r_ref, r_ker = pair.both({"op": "instrument", "what": "profile", "seed": seed}, InstrumentReply)
+    if not r_ker.ok:
+        raise pair.kernel_failed(r_ker, "while profiling: ")
+    if not r_ref.ok:
+        raise pair.reference_failed(r_ref, "reference failed while profiling: ")
+    pair.res.instruments["profile"] = {"device": pair.cfg.device, "kernel": r_ker.data, "reference": r_ref.data}
+
+
+def _other_shapes(pair: Pair, sandbox: Sandbox) -> None:
+    res = pair.res
+    r = pair.request(pair.ref, {"op": "instrument", "what": "size_constants"}, InstrumentReply)
+    if not r.ok:
+        raise pair.reference_failed(r, "reference failed listing its sizes: ")
+    sizes = {str(k): int(v) for k, v in r.data.items() if type(v) is int}
+    record: dict[str, Any] = {"sizes": sizes, "variants": []}
+    res.instruments["shapes"] = record
+    if not sizes:
+        record["skipped"] = "the problem exposes no size constants that get_inputs/get_init_inputs read"
+        return
+    for j, (label, new) in enumerate(shapes.variants(sizes)):
+        result, go_on = _one_shape(pair, sandbox, j, new)
+        record["variants"].append({"label": label, "sizes": new, **result})
+        if not go_on:
+            break
+    flag = shapes.judge(record["variants"])
+    record["specialised"] = flag is not None
+    if flag:
+        res.add_flag("shape_specialised", flag)
+
+
+def _one_shape(pair: Pair, sandbox: Sandbox, j: int, sizes: dict[str, int]) -> tuple[dict[str, Any], bool]:
+    """One variant: ({"verdict", "detail"}, whether the processes are still there for the next)."""
+    try:
+        r_ref, r_ker = pair.both({"op": "instrument", "what": "sizes", "sizes": sizes}, InstrumentReply)
+        if not r_ref.ok:
+            return {"verdict": "not_applicable", "detail": f"the reference fails at these sizes: {r_ref.error}"}, True
+        if not r_ker.ok:
+            return {"verdict": "failed", "detail": "ModelNew could not be built", "error": r_ker.error[:300]}, True
+        trial = 1100 + j
+        seed = derive_seed(pair.master, "shapes", j)
+        c_ref, c_ker = pair.both({"op": "correct", "seed": seed, "trial": trial, "spot_seed": None}, CorrectReply)
+        pair.merge_flags(c_ker)
+        if not c_ref.ok:
+            return {"verdict": "not_applicable", "detail": f"the reference fails at these sizes: {c_ref.error}"}, True
+        if not c_ker.ok:
+            return {"verdict": "failed", "detail": f"its forward failed ({c_ker.kind})", "error": c_ker.error[:300]}, True
+        cmp, _ = compare_trial(pair, sandbox, c_ker, trial)
+    except Abort as ab:
+        side = "not_applicable" if ab.error.startswith("reference") else "failed"
+        return {"verdict": side, "detail": f"ended early ({ab.status})", "error": ab.error[:300]}, False
+    if cmp.ok:
+        return {"verdict": "correct", "detail": f"max abs diff {cmp.max_abs_diff:.3g}"}, True
+    return {"verdict": "incorrect", "detail": str(cmp.reason)[:300]}, True
