@@ -256,13 +256,13 @@ def choose_problem_set(named: str | None, kernels: list[KernelFile]) -> ProblemS
     if len(every) == 1:
         return every[0]
     if not every:
-        raise RowErrors(["give problem_set: none exists yet (import_problems first)"])
+        raise RowErrors(["problem_set: no problem set exists yet (import_problems first)"])
     holding = sets.holding({(kernel.level, kernel.problem) for kernel in kernels})
     if len(holding) == 1:
         return holding[0]
     candidates = ", ".join(f"{s.slug} ({s.name})" for s in holding) if holding else sets.listing()
     why = "more than one set holds" if holding else "no one set holds"
-    raise RowErrors([f"give problem_set: {why} every problem of these kernels; the candidates: {candidates}"])
+    raise RowErrors([f"problem_set: name one ({why} every problem of these kernels); the candidates: {candidates}"])
 
 
 def _status(result: Result) -> str:
