@@ -689,6 +689,9 @@ class ProblemStats(models.Model):
     problem = models.OneToOneField(Problem, on_delete=models.CASCADE, primary_key=True, related_name="stats")
     n_kernels = models.PositiveIntegerField(default=0)
 
+    class Meta:
+        verbose_name = verbose_name_plural = "problem stats"  # not Django's "problem statss"
+
     def __str__(self) -> str:
         return f"problem {self.problem_id}: {self.n_kernels} kernels"
 
