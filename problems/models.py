@@ -145,10 +145,15 @@ class ScoringRules(models.Model):
     @property
     def summary(self) -> str:
         """One line for pages and exports: what a reader needs to compare two runs' verdicts."""
+        return self.summary_on(Hardware.Kind.GPU)
+
+    def summary_on(self, kind: str) -> str:
+        """`summary` for runs on hardware of `kind`: a CPU has no CUDA events, and the harness times
+        it by the process's own clock (time.perf_counter_ns, evaluation/_child.py)."""
+        timing = self.get_timing_method_display() if kind == Hardware.Kind.GPU else "timed by the CPU clock"
         return (
             f"{self.name}: tolerance {self.fp32_tolerance:g} fp32, {self.fp16_tolerance:g} fp16, "
-            f"{self.bf16_tolerance:g} bf16; {self.correctness_trials} correctness trials; "
-            f"{self.get_timing_method_display()}"
+            f"{self.bf16_tolerance:g} bf16; {self.correctness_trials} correctness trials; {timing}"
         )
 
     def as_dict(self) -> dict:

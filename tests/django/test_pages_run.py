@@ -3,6 +3,7 @@
 import pytest
 
 from leaderboard.models import Evaluation, Kernel, Origin
+from problems.models import Hardware
 from leaderboard.reads import runs as reads
 from tests.pagekit import REFERENCE, count_queries, evaluate, make_model, make_run, make_set, plain_static  # noqa: F401
 
@@ -150,3 +151,17 @@ def test_the_run_page_and_the_board_agree():
     (score,) = reads.run_scores(run, reads.run_problems(run))
     assert score.fast_p["fast_1"] == row.summary["fast_1"] and score.correct_rate == row.summary["correct_rate"]
     assert score.best_of_n["fast_1"] == row.summary["best_fast_1"]
+
+
+def test_the_rules_line_says_how_the_runs_hardware_was_timed(client):
+    # Issue 30: a CPU run's page said "CUDA events".
+    problem_set = make_set(levels=(1,))
+    cpu = Hardware.objects.create(slug="cpu", name="CPU", kind=Hardware.Kind.CPU)
+    on_cpu, on_gpu = make_run(problem_set, [1.0], hardware=cpu), make_run(problem_set, [1.0])
+
+    def rules_line(run):
+        html = client.get(f"/runs/{run.pk}/").content.decode()
+        return html[html.index('id="run-rules"') :].split("</dd>")[0]
+
+    assert "CUDA events" not in rules_line(on_cpu) and "timed by the CPU clock" in rules_line(on_cpu)
+    assert "CUDA events" in rules_line(on_gpu)
