@@ -3,8 +3,8 @@
 import pytest
 
 from leaderboard.models import Evaluation, Kernel, Origin
-from problems.models import Hardware
 from leaderboard.reads import runs as reads
+from problems.models import Hardware
 from tests.pagekit import REFERENCE, count_queries, evaluate, make_model, make_run, make_set, plain_static  # noqa: F401
 
 pytestmark = pytest.mark.django_db
