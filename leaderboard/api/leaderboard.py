@@ -152,7 +152,7 @@ class LeaderboardView(APIView):
         served = board_cache.serve(
             request, problem_set, "data", lambda as_of: self._page(request, problem_set, filters, page, page_size, as_of)
         )
-        return served.not_modified(request) or served.stamp(Response(served.body))
+        return served.not_modified(request) or served.stamp(Response(served.body, status=served.status))
 
     def _page(self, request, problem_set: ProblemSet, filters: dict, page: int, page_size: int, as_of) -> dict:
         level, hardware, p = filters["level"], filters["hardware"], filters["p"]
