@@ -190,6 +190,10 @@ API_BODY_MAX_BYTES = env_int("API_BODY_MAX_BYTES", 100_000)
 REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", RUN_UPLOAD_MAX_BYTES + 1_000_000)
 # Imported, unverified kernels faster than this go to the review queue.
 REVIEW_SPEEDUP_THRESHOLD = float(env_str("REVIEW_SPEEDUP_THRESHOLD", "3.0"))
+# Kernels whose published speedup (someone else's figure: PublishedFigure) is above this go to the
+# review queue, as a claim, and again once measured here: the scoring library's flag threshold
+# (evaluation.types.EvaluationConfig.speedup_flag_threshold, 10x) unless set otherwise.
+REVIEW_PUBLISHED_SPEEDUP_THRESHOLD = float(env_str("REVIEW_PUBLISHED_SPEEDUP_THRESHOLD", "10.0"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 50_000_000)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
 

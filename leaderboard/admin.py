@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from leaderboard.ingest import launch_posts, reported_scores
-from leaderboard.ingest.admin_actions import CsvUploadMixin, VerifyRunsMixin
+from leaderboard.ingest.admin_actions import CsvUploadMixin, VerifyRunsMixin, merge_selected_models
 from leaderboard.models import (
     BoardVersion,
     DirtyRun,
@@ -11,7 +11,10 @@ from leaderboard.models import (
     Lab,
     LanguageModel,
     LaunchPost,
+    ModelAlias,
+    ModelMerge,
     ProblemStats,
+    PublishedFigure,
     ReportedScore,
     Review,
     Run,
@@ -30,14 +33,61 @@ class LabAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
 
 
+class ModelAliasInline(admin.TabularInline):
+    model = ModelAlias
+    fields = ["alias", "source", "created_at"]
+    readonly_fields = ["created_at"]
+    formfield_overrides = PLAIN_TEXT_FIELDS
+    extra = 1
+
+
 @admin.register(LanguageModel)
 class LanguageModelAdmin(admin.ModelAdmin):
     formfield_overrides = PLAIN_TEXT_FIELDS  # no control characters in names and settings
     list_display = ["name", "lab", "release_date", "open_weights", "is_demo", "added_at"]
     list_filter = ["lab", "open_weights", "is_demo"]
-    search_fields = ["name", "lab__name"]
+    search_fields = ["name", "lab__name", "aliases__key"]
     prepopulated_fields = {"slug": ["name"]}
     list_select_related = ["lab"]
+    inlines = [ModelAliasInline]
+    actions = [merge_selected_models]
+
+
+@admin.register(ModelAlias)
+class ModelAliasAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_TEXT_FIELDS
+    list_display = ["alias", "model", "source", "created_at"]
+    search_fields = ["key", "model__name", "source"]
+    list_select_related = ["model"]
+    raw_id_fields = ["model"]
+
+
+@admin.register(ModelMerge)
+class ModelMergeAdmin(admin.ModelAdmin):
+    """The audit trail of merges: recorded by the merge, never edited."""
+
+    list_display = ["merged_name", "into", "merged_by_name", "merged_at"]
+    search_fields = ["merged_name", "merged_slug", "into__name"]
+    readonly_fields = ["merged_name", "merged_slug", "into", "moved", "merged_by", "merged_by_name", "merged_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(PublishedFigure)
+class PublishedFigureAdmin(admin.ModelAdmin):
+    formfield_overrides = PLAIN_TEXT_FIELDS
+    list_display = ["kernel", "hardware", "correct", "speedup_eager", "speedup_compile", "runtime_ms", "ranked_by_source", "source"]
+    list_filter = ["hardware", "ranked_by_source", "source", "kernel__problem__level"]
+    search_fields = ["kernel__source_hash", "kernel__run__model__name", "source"]
+    list_select_related = ["kernel__problem", "hardware"]
+    raw_id_fields = ["kernel"]
 
 
 @admin.register(Run)
@@ -67,7 +117,7 @@ class KernelAdmin(admin.ModelAdmin):
     list_select_related = ["problem", "run__model", "run__hardware", "latest_evaluation"]
     raw_id_fields = ["run", "problem", "latest_evaluation", "submitted_by"]
     readonly_fields = ["source_hash", "created_at"]
-    inlines = [EvaluationInline]
+    inlines = [EvaluationInline]  # its published figures: PublishedFigureAdmin, filtered by kernel
 
     def get_readonly_fields(self, request, obj=None) -> list[str]:
         # A stored kernel's source never changes (new source, new kernel; Kernel.save refuses it).

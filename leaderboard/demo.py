@@ -1,5 +1,7 @@
-"""Demo data for a first visit: the starter catalogue, the real reported scores, and a few
-synthetic labs, models, runs, kernels and evaluations.
+"""Demo data for a first visit: the starter catalogue, the real reported scores, the field (the
+kernels KernelBench's original leaderboard published, with their published figures and, where the
+results file exists, their re-measurement here: seed_field), and a few synthetic labs, models,
+runs, kernels and evaluations.
 
 Synthetic rows carry is_demo=True (runs, models, labs, posts) and their evaluations say so in
 their environment, so pages can mark them; none of their numbers is a measurement.
@@ -14,7 +16,11 @@ import re
 from django.conf import settings
 from django.db import transaction
 
+from leaderboard.ingest.field_figures import read_figures
+from leaderboard.ingest.kernelbench_leaderboard import store_leaderboard
+from leaderboard.ingest.model_names import find_model
 from leaderboard.ingest.reported_scores import read_csv, store_rows
+from leaderboard.ingest.results_exchange import import_records, read_jsonl
 from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, Origin, Run
 from problems.catalogue import CATALOGUE_DIR
 from problems.importing import upsert
@@ -23,6 +29,9 @@ from problems.models import Hardware, Problem, ProblemSet
 
 STARTER_SET = "Starter v1"
 REPORTED_SCORES_CSV = settings.BASE_DIR / "data" / "reported_scores.csv"
+# The field without its code (export_field_figures) and its re-measurement (export_results on the GPU host).
+FIELD_FIGURES = settings.BASE_DIR / "data" / "field" / "kernelbench_leaderboard_figures.json"
+FIELD_RESULTS = settings.BASE_DIR / "data" / "field" / "h200_results.jsonl"
 DEMO_LAB = "Demo Lab (synthetic)"
 # name, skill: the chance that a kernel is correct, and the centre of its speedups.
 DEMO_MODELS = (("Demo Alpha", 0.85, 1.4), ("Demo Beta", 0.65, 1.0), ("Demo Gamma", 0.45, 0.8))
@@ -61,7 +70,7 @@ def seed_hardware() -> dict[str, Hardware]:
 def seed_launch_posts(models: list[LanguageModel], lab: Lab) -> None:
     for lab_name, model_name, title, url, date, lists, score in REAL_LAUNCH_POSTS:
         post_lab = Lab.objects.filter(name__iexact=lab_name).first() or Lab.objects.create(name=lab_name)
-        model = LanguageModel.objects.filter(name__iexact=model_name).first()
+        model = find_model(model_name)
         upsert(
             LaunchPost,
             {"url": url},
@@ -124,15 +133,30 @@ def seed_demo_runs(problem_set: ProblemSet, hardware: Hardware) -> list[Language
     return models
 
 
+def seed_field(hardware: Hardware) -> dict[str, int]:
+    """The field's published figures (kernels stored without their code, linked to it) on runs
+    measured on `hardware`, and the committed re-measurement, where those files exist."""
+    counts = {"field_kernels": 0, "field_results": 0}
+    if FIELD_FIGURES.is_file():
+        result = store_leaderboard(read_figures(FIELD_FIGURES), hardware, None, lambda _: None)
+        counts["field_kernels"] = sum(run_import.run.kernels.count() for run_import in result.runs)
+    if FIELD_RESULTS.is_file():  # made on the GPU host later: absent is fine
+        with open(FIELD_RESULTS, encoding="utf-8") as handle:
+            counts["field_results"] = import_records(read_jsonl(handle)).counts["created"]
+    return counts
+
+
 @transaction.atomic
 def seed_demo() -> dict[str, int]:
     problem_set = seed_starter_catalogue()
     hardware = seed_hardware()
     report = store_rows(read_csv(REPORTED_SCORES_CSV.read_text(encoding="utf-8"), str(REPORTED_SCORES_CSV)))
+    field = seed_field(hardware["h200"])
     models = seed_demo_runs(problem_set, hardware["h200"])
     seed_launch_posts(models, Lab.objects.get(name=DEMO_LAB))
     return {
         "problems": problem_set.problems.count(),
         "reported_scores_created": report.counts["created"],
+        **field,
         "demo_kernels": Kernel.objects.filter(run__is_demo=True).count(),
     }

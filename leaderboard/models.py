@@ -76,6 +76,55 @@ class LanguageModel(models.Model):
         return reverse("model-detail", args=[self.slug])
 
 
+def alias_key(text: str) -> str:
+    """How an alias is compared: case-folded, runs of white space as one space, ends stripped.
+    Nothing else is normalised: `gpt-o1` and `o1` are different names (never a guess)."""
+    return " ".join((text or "").split()).casefold()
+
+
+class ModelAlias(models.Model):
+    """A name another source uses for a model (`claude-3-5-sonnet-20241022`, `gpt-o1`): one model,
+    one record, whoever names it. Matched exactly (alias_key), never by similarity."""
+
+    alias = models.CharField(max_length=200, help_text="As the source writes it.")
+    key = models.CharField(max_length=200, unique=True, editable=False, help_text="alias_key(alias): what is matched.")
+    model = models.ForeignKey(LanguageModel, on_delete=models.CASCADE, related_name="aliases")
+    source = models.CharField(max_length=200, blank=True, help_text="Who uses this name (a file, a leaderboard).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["key"]
+        verbose_name_plural = "model aliases"
+
+    def __str__(self) -> str:
+        return f"{self.alias} -> {self.model_id}"
+
+    def save(self, *args, **kwargs) -> None:
+        self.key = alias_key(self.alias)
+        super().save(*args, **kwargs)
+
+
+class ModelMerge(models.Model):
+    """The audit row of one merge of a model into another (leaderboard/ingest/model_names.merge_models):
+    the merged model is gone, so its name, slug and what moved are kept here."""
+
+    merged_name = models.CharField(max_length=120)
+    merged_slug = models.CharField(max_length=80)
+    into = models.ForeignKey(LanguageModel, on_delete=models.PROTECT, related_name="merges")
+    moved = models.JSONField(default=dict, help_text="How many runs, reported scores, launch posts and aliases moved.")
+    merged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    merged_by_name = models.CharField(max_length=150, blank=True, help_text="Who, as text (kept if the user goes).")
+    merged_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-merged_at"]
+
+    def __str__(self) -> str:
+        return f"{self.merged_name} merged into {self.into_id} at {self.merged_at:%Y-%m-%d %H:%M}"
+
+
 class Origin(models.TextChoices):
     MEASURED = "measured", "measured here"
     IMPORTED = "imported", "imported, unverified"
@@ -188,7 +237,7 @@ class KernelQuerySet(models.QuerySet):
 
     def with_review_state(self) -> KernelQuerySet:
         """Annotate latest_verdict, latest_review_at, latest_report_at and the booleans is_flagged,
-        is_reported, is_high_imported, is_excluded and needs_review (all in the one query; the rules
+        is_reported, is_high_imported, is_high_published, is_excluded and needs_review (all in the one query; the rules
         are spelled out in leaderboard/reviews/services.py). Only positive conditions (no
         negation), so that NULLs (no review, no evaluation) read as false on every database."""
         reviews = Review.objects.filter(kernel=OuterRef("pk")).order_by("-created_at", "-pk")
@@ -207,12 +256,19 @@ class KernelQuerySet(models.QuerySet):
             latest_evaluation__origin=Origin.IMPORTED, latest_evaluation__speedup__gt=settings.REVIEW_SPEEDUP_THRESHOLD
         )
         no_verdict_since_evaluation = Q(evaluated_at__gt=reviewed_at)
+        # A published claim above the flag threshold: reviewed once as a claim, again once measured.
+        high_published = Q(published_speedup__gt=settings.REVIEW_PUBLISHED_SPEEDUP_THRESHOLD)
         return kernels.annotate(
             is_flagged=_flag(flagged_q()),
             is_reported=_flag(reported),
             is_high_imported=_flag(high_imported),
+            is_high_published=_flag(high_published),
             is_excluded=_flag(Q(latest_verdict__in=EXCLUDING_VERDICTS)),
-            needs_review=_flag(reported | ((flagged_q() | high_imported) & no_verdict_since_evaluation)),
+            needs_review=_flag(
+                reported
+                | ((flagged_q() | high_imported) & no_verdict_since_evaluation)
+                | (high_published & (Q(latest_review_at__isnull=True) | no_verdict_since_evaluation))
+            ),
         )
 
     def needing_review(self) -> KernelQuerySet:
@@ -300,6 +356,10 @@ class Kernel(models.Model):
     # stored score reads it; pages show it apart, labelled "published, <published_hardware>".
     published_speedup = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0)])
     published_hardware = models.CharField(max_length=60, blank=True, help_text="Where the published figure was timed.")
+    # Where the source is public, for a kernel stored without it (source "" and the hash of the
+    # public file: seed_demo's field figures, whose code is not ours to redistribute). Importing the
+    # file later fills the source in: the one write of a source allowed, since its hash is the stored one.
+    source_url = models.URLField(max_length=500, blank=True, help_text="The source's public location.")
 
     objects = KernelQuerySet.as_manager()
 
@@ -340,7 +400,9 @@ class Kernel(models.Model):
         writes_source = "source" in self.__dict__ and (
             update_fields is None or IMMUTABLE_KERNEL_FIELDS.intersection(update_fields)
         )
-        if writes_source:
+        if writes_source and self.source == "" and self.source_hash:
+            self._check_withheld()  # stored without its source (source_url says where): the given hash stands
+        elif writes_source:
             new_hash = source_sha256(self.source)
             stored = self._stored_hash()
             if stored is not None and stored != new_hash:
@@ -352,6 +414,16 @@ class Kernel(models.Model):
         super().save(*args, **kwargs)
         self._stored_source_hash = self.source_hash
 
+    def _check_withheld(self) -> None:
+        """A kernel stored without its source keeps the hash it was given; a stored source is never
+        emptied and a stored hash never changes (ImmutableSourceError)."""
+        stored = self._stored_hash()
+        if stored is not None and (
+            stored != self.source_hash or Kernel.objects.filter(pk=self.pk, source_bytes__gt=0).exists()
+        ):
+            raise ImmutableSourceError(f"kernel {self.pk}'s source never changes: store a new kernel instead")
+        self.source_bytes = 0
+
     def _stored_hash(self) -> str | None:
         """The stored row's source hash; None for a kernel not stored yet."""
         if self.pk is None:
@@ -362,6 +434,11 @@ class Kernel(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("kernel-detail", args=[self.pk])
+
+    @property
+    def source_withheld(self) -> bool:
+        """Stored without its source: only its hash and where it is public (source_url)."""
+        return self.source == "" and bool(self.source_hash)
 
     @property
     def published_label(self) -> str:
@@ -380,6 +457,41 @@ def guess_backend(source: str) -> str:
     if "load_inline" in source or "cpp_extension" in source:
         return Kernel.Backend.CUDA if ("__global__" in source or "cuda_sources" in source) else Kernel.Backend.CPP
     return Kernel.Backend.TORCH
+
+
+class PublishedFigure(models.Model):
+    """What someone else measured for one kernel on their GPU (KernelBench's original leaderboard:
+    correct, speedups over eager and torch.compile, runtimes, on an L40S), kept beside the
+    Evaluations measured here and never inside them: no fast_p or stored score counts it. Its
+    hardware is the GPU it was timed on, never the hardware that re-measures it here.
+    Kernel.published_speedup / published_hardware keep the eager speedup denormalised."""
+
+    kernel = models.ForeignKey(Kernel, on_delete=models.CASCADE, related_name="published_figures")
+    hardware = models.ForeignKey(Hardware, on_delete=models.PROTECT, related_name="published_figures")
+    correct = models.BooleanField(null=True, blank=True)
+    speedup_eager = models.FloatField(null=True, blank=True, help_text="Over PyTorch eager.")
+    speedup_compile = models.FloatField(null=True, blank=True, help_text="Over torch.compile.")
+    runtime_ms = models.FloatField(null=True, blank=True, help_text="The kernel's time.")
+    reference_eager_ms = models.FloatField(null=True, blank=True)
+    reference_compile_ms = models.FloatField(null=True, blank=True)
+    ranked_by_source = models.BooleanField(default=False, help_text="The source's own ranking shows it (its top 5).")
+    source = models.CharField(max_length=200, help_text="Who published it.")
+    source_url = models.URLField(max_length=500)
+    recorded_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["kernel", "hardware"]
+        constraints = [
+            models.UniqueConstraint(fields=["kernel", "hardware", "source_url"], name="publishedfigure_unique"),
+            models.CheckConstraint(
+                condition=(models.Q(speedup_eager__isnull=True) | models.Q(speedup_eager__gt=0))
+                & (models.Q(speedup_compile__isnull=True) | models.Q(speedup_compile__gt=0)),
+                name="publishedfigure_speedups_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"published figure of kernel {self.kernel_id} on {self.hardware_id}"
 
 
 class EvaluationQuerySet(models.QuerySet):

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_http_methods
 from leaderboard.evaluations.quotas import QuotaExceeded
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
-from leaderboard.models import LanguageModel, Origin, Precision
+from leaderboard.models import LanguageModel, ModelAlias, Origin, Precision, alias_key
 from leaderboard.reads import board_cache, board_query, charts, kernel_page, level_table, published, queries
 from leaderboard.reads import overview as almanac
 from leaderboard.reads.diffs import highlight_python
@@ -178,7 +178,12 @@ def models_index(request: HttpRequest) -> HttpResponse:
 
 
 def model_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    model = get_object_or_404(LanguageModel.objects.select_related("lab"), slug=slug)
+    model = LanguageModel.objects.select_related("lab").filter(slug=slug).first()
+    if model is None:  # a merged model's slug lives on as an alias of the one it was merged into
+        alias = ModelAlias.objects.select_related("model").filter(key=alias_key(slug)).first()
+        if alias is None:
+            raise Http404("no such model")
+        return redirect(alias.model, permanent=True)
     page = _page(request, queries.model_runs(model), per_page=20)
     runs = list(page.object_list)
     scores = queries.model_level_scores(model, runs)
@@ -289,6 +294,7 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "history": history,
         "pending": pending,
         "charts": {"timing": charts.timing_distributions(evaluation)},
+        "published_figures": kernel.published_figures.select_related("hardware"),
     }
     return render(request, "leaderboard/kernel_detail.html", context)
 

@@ -232,6 +232,9 @@ class Problem(models.Model):
     name = models.CharField(max_length=200)
     source = models.TextField()
     source_hash = models.CharField(max_length=64, editable=False)
+    # Where the text is public, for a problem stored without it (source "" and the public file's
+    # hash: the field's figures, whose problem texts are not ours to redistribute).
+    source_url = models.URLField(max_length=500, blank=True, help_text="The text's public location.")
     # Comma-separated, lower case ("matmul,fused"); guessed from the name and the ops used.
     tags = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -251,11 +254,17 @@ class Problem(models.Model):
         return f"L{self.level} #{self.number} {self.name}"
 
     def save(self, *args, **kwargs) -> None:
-        self.source_hash = source_sha256(self.source)
+        if self.source or not self.source_hash:  # a text withheld ("") keeps the hash it was given
+            self.source_hash = source_sha256(self.source)
         super().save(*args, **kwargs)
 
     def get_absolute_url(self) -> str:
         return reverse("problem-detail", args=[self.pk])
+
+    @property
+    def source_withheld(self) -> bool:
+        """Stored without its text: only its hash and where it is public (source_url)."""
+        return self.source == "" and bool(self.source_hash)
 
     @property
     def tag_list(self) -> list[str]:

@@ -8,6 +8,8 @@ from rest_framework import serializers, viewsets
 from rest_framework.renderers import BrowsableAPIRenderer
 
 from leaderboard.api.renderers import AsciiJSONRenderer
+from leaderboard.ingest.model_names import find_model
+from leaderboard.models import LanguageModel
 from problems.models import Hardware
 from problems.text import control_character_problem
 
@@ -75,3 +77,21 @@ class HardwareField(SlugField):
         if hardware is None:
             raise serializers.ValidationError(f"no hardware {data[:60]!r}; the hardware: {Hardware.objects.listing()}")
         return hardware
+
+
+class ModelNameField(SlugField):
+    """A model named by its slug, an alias or its name (leaderboard.ingest.model_names.find_model:
+    exact matches only, the same rule as every importer)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("slug_field", "slug")
+        kwargs.setdefault("queryset", LanguageModel.objects.all())
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str) or "\x00" in data or not data.isprintable() or len(data) > 200:
+            self.fail("invalid")
+        model = find_model(data)
+        if model is None:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=data)
+        return model

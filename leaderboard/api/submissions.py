@@ -9,14 +9,14 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from leaderboard.api.base import HardwareField, PlainText, SlugField
+from leaderboard.api.base import HardwareField, ModelNameField, PlainText
 from leaderboard.api.common import submission_max_bytes
 from leaderboard.api.parsers import BoundedMultiPartParser, StrictJSONParser
 from leaderboard.api.permissions import CanSubmitKernel
 from leaderboard.api.refusals import REFUSALS, refusal
 from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.ingest.submissions import SubmissionError, check_source, check_target, submit_kernel
-from leaderboard.models import LanguageModel, Run
+from leaderboard.models import Run
 from problems.models import Problem
 
 
@@ -33,7 +33,7 @@ class SubmissionSerializer(serializers.Serializer):
         required=False,
         help_text="Where to evaluate; defaults to the run's hardware when a run is given.",
     )
-    model = SlugField(slug_field="slug", queryset=LanguageModel.objects.all(), required=False)
+    model = ModelNameField(required=False, help_text="The model's slug, name or one of its aliases.")
     run = serializers.PrimaryKeyRelatedField(
         queryset=Run.objects.select_related("problem_set", "hardware", "model"), required=False
     )

@@ -66,6 +66,11 @@ def request_evaluations(kernels: list[Kernel], hardware: Hardware, user=None) ->
     most one (constraint evaluation_one_pending), and a concurrent request that loses the race on
     the constraint skips it too."""
     _check_hardware(kernels, hardware)
+    withheld = [kernel.pk for kernel in kernels if kernel.source_withheld]
+    if withheld:
+        raise EvaluationRefused(
+            f"kernel {withheld[0]} is stored without its source (only its hash and public URL): import its code first"
+        )
     busy = set(
         Evaluation.objects.pending()
         .filter(hardware=hardware, kernel__run_id__in={kernel.run_id for kernel in kernels})

@@ -1,5 +1,5 @@
 """Ingestion in the Django admin: CSV upload for reported scores and launch posts (the same parsers
-as the API and the commands), and the "re-evaluate every kernel" action on runs."""
+as the API and the commands), the "re-evaluate every kernel" action on runs, and merging models."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from leaderboard.evaluations.quotas import QuotaExceeded
+from leaderboard.ingest.model_names import MergeConflict, merge_models
 from leaderboard.ingest.run_import import rescore_run, verify_run
 from leaderboard.ingest.uploads import RowErrors, read_upload
 from problems.models import ScoringRules
@@ -123,3 +124,36 @@ class VerifyRunsMixin:
 
     def has_verify_permission(self, request) -> bool:
         return request.user.has_perm("leaderboard.add_evaluation")
+
+
+class MergeForm(forms.Form):
+    keep = forms.ModelChoiceField(queryset=None, help_text="The record that stays; the others are merged into it.")
+
+    def __init__(self, *args, models=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["keep"].queryset = models
+
+
+@admin.action(description="Merge the selected models into one (runs, scores, posts and aliases move)", permissions=["change"])
+def merge_selected_models(modeladmin, request, queryset):
+    """Asks which model stays on an intermediate page, then merges the others into it
+    (model_names.merge_models, which records who merged and when)."""
+    form = MergeForm(request.POST if "keep" in request.POST else None, models=queryset)
+    if queryset.count() < 2 or not form.is_valid():
+        if queryset.count() < 2:
+            modeladmin.message_user(request, "Select at least two models to merge.", messages.WARNING)
+            return None
+        context = {
+            **modeladmin.admin_site.each_context(request), "opts": modeladmin.model._meta,
+            "title": "Merge models", "form": form, "models": queryset, "action": "merge_selected_models",
+        }  # fmt: skip
+        return TemplateResponse(request, "admin/leaderboard/merge_models.html", context)
+    keep = form.cleaned_data["keep"]
+    for model in queryset.exclude(pk=keep.pk):
+        try:
+            merge = merge_models(model, keep, request.user)
+        except MergeConflict as exc:  # this one is left as it was; the others go on
+            modeladmin.message_user(request, str(exc), messages.ERROR)
+            continue
+        modeladmin.message_user(request, f"Merged {merge.merged_name} into {keep.name}: {merge.moved}", messages.SUCCESS)
+    return None

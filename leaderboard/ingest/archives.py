@@ -85,6 +85,9 @@ class KernelFile:
     problem: int
     sample: int
     source: str
+    # A kernel whose source is withheld (source ""): the public file's hash and URL (Kernel.source_url).
+    source_hash: str = ""
+    source_url: str = ""
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
-from leaderboard.ingest.reported_scores import match_lab, match_model
+from leaderboard.ingest.model_names import match_lab, match_model
 from leaderboard.ingest.tables import RowErrors, check_texts, read_csv_rows, validate_rows
 from leaderboard.models import LaunchPost
 from problems.importing import ImportReport, upsert

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from leaderboard.ingest.model_names import match_lab, match_model
 from leaderboard.ingest.tables import RowErrors, check_texts, read_csv_rows, validate_rows
-from leaderboard.models import Lab, LanguageModel, ReportedScore
-from problems.importing import ImportReport, find_or_create, upsert
+from leaderboard.models import ReportedScore
+from problems.importing import ImportReport, upsert
 
 COLUMNS = ("model", "organization", "variant", "metric", "value", "unit", "setting", "hardware", "date", "source_url")
 REQUIRED = ("model", "variant", "metric", "value", "unit", "date", "source_url")
@@ -145,29 +146,6 @@ def parse_json_rows(items) -> list[ScoreRow]:
     if errors:
         raise RowErrors(errors)
     return rows
-
-
-def match_lab(name: str) -> Lab | None:
-    """The lab of this name (case-insensitive), made on first use; concurrent first uses agree."""
-    if not name:
-        return None
-    lab, _ = find_or_create(
-        lambda: Lab.objects.filter(name__iexact=name).first(), lambda: Lab.objects.create(name=name)
-    )
-    return lab
-
-
-def match_model(name: str, lab: Lab | None) -> LanguageModel:
-    """The model of this name (case-insensitive), made on first use; concurrent imports naming a
-    new model all get the one row (find_or_create)."""
-    model, created = find_or_create(
-        lambda: LanguageModel.objects.filter(name__iexact=name).first(),
-        lambda: LanguageModel.objects.create(name=name, lab=lab),
-    )
-    if not created and model.lab is None and lab is not None:
-        model.lab = lab
-        model.save(update_fields=["lab"])
-    return model
 
 
 @transaction.atomic

@@ -52,7 +52,7 @@ from leaderboard.ingest.archives import (
     read_json_upload,
     read_zip,
 )
-from leaderboard.ingest.reported_scores import match_lab, match_model
+from leaderboard.ingest.model_names import match_lab, match_model
 from leaderboard.ingest.submissions import MODEL_NEW
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, Origin, Precision, Run, guess_backend, utf8_size
@@ -234,6 +234,8 @@ class RunSpec:
     notes: str = ""
     precision: str = Precision.FP32
     samples: int | None = None  # samples per problem the run asked for (generation_config.yaml's num_samples)
+    aliases: tuple[str, ...] = ()  # other names of the model in the same source (model_names.match_model)
+    alias_source: str = ""  # who uses those names
 
 
 @dataclass
@@ -311,7 +313,7 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
     problems, seen = _check_kernels(spec, bundle.kernels)
     warnings = _result_warnings(results, seen, bundle.results is not None) + _kernel_warnings(bundle.kernels)
     plan = _Plan(spec, bundle.kernels, problems, results, _eager_baselines(spec), user)
-    plan.hashes = {(k.level, k.problem, k.sample): source_sha256(k.source) for k in bundle.kernels}
+    plan.hashes = {(k.level, k.problem, k.sample): k.source_hash or source_sha256(k.source) for k in bundle.kernels}
     kernel_report, evaluation_report = ImportReport(), ImportReport()
     with transaction.atomic():
         run = _store_run_row(plan)
@@ -368,7 +370,7 @@ def _result_warnings(results: dict[Key, Result], seen: dict[Key, str], has_resul
 def _kernel_warnings(kernels: list[KernelFile]) -> list[str]:
     """Kernel files that define no `class ModelNew` (imported all the same: the file is what the
     model wrote; verified, it ends as a compile error)."""
-    lacking = [kernel.name for kernel in kernels if not MODEL_NEW.search(kernel.source)]
+    lacking = [kernel.name for kernel in kernels if kernel.source and not MODEL_NEW.search(kernel.source)]  # "" is withheld
     if not lacking:
         return []
     shown = ", ".join(lacking[:5]) + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else "")
@@ -391,7 +393,7 @@ def _store_run_row(plan: _Plan) -> Run:
     (named "<name> (revision N)"), and the stored run keeps its kernels, evaluations and verdicts."""
     spec = plan.spec
     identity = {
-        "model": match_model(spec.model, match_lab(spec.organization)),
+        "model": match_model(spec.model, match_lab(spec.organization), aliases=spec.aliases, source=spec.alias_source),
         "problem_set": spec.problem_set,
         "hardware": spec.hardware,
         "setting": spec.setting,
@@ -496,7 +498,8 @@ def _store_kernels(plan: _Plan, run: Run, report: ImportReport) -> list[tuple[Ke
                 source=file.source,
                 source_hash=plan.hashes[(file.level, file.problem, file.sample)],
                 source_bytes=utf8_size(file.source),
-                backend=guess_backend(file.source),
+                backend=guess_backend(file.source) if file.source else Kernel.Backend.OTHER,
+                source_url=file.source_url,
             )
             created.append(kernel)
             report.add(CREATED)
@@ -505,7 +508,22 @@ def _store_kernels(plan: _Plan, run: Run, report: ImportReport) -> list[tuple[Ke
         stored.append(((file.level, file.problem, file.sample), kernel))
     check_source_bytes(plan.user, sum(kernel.source_bytes for kernel in created))
     Kernel.objects.bulk_create(created, batch_size=BATCH_SIZE)
+    _fill_withheld(plan, run, report)
     return stored
+
+
+def _fill_withheld(plan: _Plan, run: Run, report: ImportReport) -> None:
+    """Kernels of the run stored without their source (only the public file's hash) get it from
+    the upload where its hash is theirs: the one write of a source Kernel.save allows."""
+    files = {(f.level, f.problem, f.sample): f for f in plan.kernels if f.source}
+    withheld = Kernel.objects.filter(run=run, source="").select_related("problem")
+    for kernel in withheld:
+        file = files.get((kernel.problem.level, kernel.problem.number, kernel.sample_index))
+        if file is not None and plan.hashes[(file.level, file.problem, file.sample)] == kernel.source_hash:
+            kernel.source, kernel.backend = file.source, guess_backend(file.source)
+            kernel.save(update_fields=["source", "source_hash", "source_bytes", "backend"])
+            report.counts[UNCHANGED] -= 1  # counted unchanged by _store_kernels: its source is filled in
+            report.add(UPDATED)
 
 
 def _evaluation_values(plan: _Plan, problem_id: int, result: Result) -> dict:

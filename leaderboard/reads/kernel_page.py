@@ -22,12 +22,15 @@ def pick_against(requested: str | None, siblings: Sequence[Kernel]) -> Kernel | 
     return chosen
 
 
-def reference_diff(kernel: Kernel) -> Diff:
+def reference_diff(kernel: Kernel) -> Diff | None:
+    """None where the kernel's or the problem's source is not stored (source_withheld)."""
+    if kernel.source_withheld or kernel.problem.source_withheld:
+        return None
     return compute_diff(kernel.problem.source, kernel.source, "reference (class Model)", f"kernel {kernel.pk}")
 
 
 def against_diff(kernel: Kernel, against: Kernel | None) -> Diff | None:
-    if against is None:
+    if against is None or kernel.source_withheld or not against.source:
         return None
     return compute_diff(against.source, kernel.source, f"kernel {against.pk}", f"kernel {kernel.pk}")
 

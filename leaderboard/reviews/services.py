@@ -8,8 +8,13 @@ Rules, in one place (the queue page, the kernel page, the API and the standings 
   verdict yet).
 - It is **high imported** when its latest evaluation was imported (unverified here) with a speedup
   above `REVIEW_SPEEDUP_THRESHOLD` (3x unless settings say otherwise).
+- It is **high published** when someone else published a speedup for it (Kernel.published_speedup,
+  e.g. KernelBench's original leaderboard) above `REVIEW_PUBLISHED_SPEEDUP_THRESHOLD` (10x: the
+  scoring library's flag threshold): a claim that looks too good.
 - It **needs review** (it is in the queue, it counts as "unreviewed" on leaderboard rows) when it
-  is reported, or flagged or high imported with no verdict recorded since its latest evaluation.
+  is reported, or flagged or high imported with no verdict recorded since its latest evaluation, or
+  high published with no verdict yet or none since its latest evaluation (so the claim is reviewed
+  as a claim, and again once it is re-measured here).
   So a clean verdict takes it out; a fresh evaluation that is still suspicious brings it back; a
   "needs rerun" verdict parks it until the new evaluation lands.
 - It is **excluded** when its latest verdict is reward hack or invalid: it leaves fast_p and every
@@ -85,6 +90,7 @@ QUEUE_REASONS: dict[str, str] = {
     "flagged": "flagged by the scoring library",
     "reported": "reported by a visitor",
     "imported": "imported unverified with a high speedup",
+    "published": "a published speedup above the flag threshold",
 }
 
 
@@ -115,6 +121,8 @@ def review_queue(filters: QueueFilters | None = None) -> KernelQuerySet:
         kernels = kernels.filter(is_reported=True)
     elif filters.reason == "imported":
         kernels = kernels.filter(is_high_imported=True)
+    elif filters.reason == "published":
+        kernels = kernels.filter(is_high_published=True)
     speedup = F("latest_speedup")  # stored with the review state (no join sort over the queue)
     date = F("review_queued_at")  # stored: Coalesce(latest report, evaluation, creation), indexed
     order = {

@@ -60,6 +60,7 @@ def queue_page(request: HttpRequest) -> HttpResponse:
         "page": page,
         "sorts": reviews.QUEUE_SORTS,
         "threshold": settings.REVIEW_SPEEDUP_THRESHOLD,
+        "published_threshold": settings.REVIEW_PUBLISHED_SPEEDUP_THRESHOLD,
         "flag_codes": dict(reviews.flag_choices()),
     }
     return render(request, "reviews/queue.html", context)

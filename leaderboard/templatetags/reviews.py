@@ -34,13 +34,24 @@ class ReviewPanel:
         return list(Review.Verdict.choices)
 
 
+def _published_claim(kernel: Kernel) -> str:
+    claim = (
+        f"its published speedup ({kernel.published_speedup:g}x, {kernel.published_label}) is above "
+        f"{settings.REVIEW_PUBLISHED_SPEEDUP_THRESHOLD:g}x"
+    )
+    measured = kernel.latest_evaluation.speedup if kernel.latest_evaluation_id else None
+    if kernel.latest_evaluation_id is None:
+        return claim + "; not measured here yet"
+    return claim + (f"; measured here: {measured:g}x" if measured else "; measured here: no speedup (not correct)")
+
+
 @register.simple_tag
 def review_panel(kernel: Kernel, user) -> ReviewPanel:
     state = reviews.kernel_review_state(kernel)
     flags = (
         Kernel.objects.with_review_state()
         .filter(pk=kernel.pk)
-        .values("needs_review", "is_flagged", "is_reported", "is_high_imported")
+        .values("needs_review", "is_flagged", "is_reported", "is_high_imported", "is_high_published")
         .first()
         or {}
     )
@@ -54,6 +65,8 @@ def review_panel(kernel: Kernel, user) -> ReviewPanel:
             why.append(f"reported by {n} visitor{'s' if n != 1 else ''}")
         if flags.get("is_high_imported"):
             why.append(f"imported unverified with a speedup above {settings.REVIEW_SPEEDUP_THRESHOLD:g}x")
+        if flags.get("is_high_published"):
+            why.append(_published_claim(kernel))
     can_review = reviews.can_review(user)
     signed_in = bool(user is not None and user.is_authenticated)
     my_report = reviews.open_report_by(kernel, user) if signed_in else None

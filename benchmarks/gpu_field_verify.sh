@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Re-measure (part of) the field on a bare GPU host through the site's own path: Redis, a throwaway
+# SQLite database, `manage.py evalworker` (RQ workers + the look-ahead builder), driven by
+# `import_kernelbench_leaderboard --verify`. Each call imports the previous results file first, so it
+# goes on where the last one stopped; it stops the workers cleanly before FIELD_BUDGET_S and exports
+# every evaluation measured so far to $OUT/h200_results.jsonl (figures only, no code: docs/field.md).
+#
+# Carried with the checkout (all git-ignored): .whl/ and .redis/ (as benchmarks/gpu_worker_run.sh),
+# and the leaderboard's checkout at $FIELD_CHECKOUT (default .field/KernelBenchLeaderboard), whose
+# kernels are the code to evaluate (it is never committed). The previous results: data/field/h200_results.jsonl.
+#
+# Environment: FIELD_BUDGET_S (480: seconds for the whole script), FIELD_LEVELS ("1 2 3"),
+# FIELD_LIMIT (kernels to queue this call; default all not yet measured), FIELD_COMMIT (the
+# checkout's commit), FIELD_RESULTS (the previous results file), PY (python3), SKIP_INSTALL=1.
+set -euo pipefail
+PY=${PY:-python3}
+OUT=${OUT:-/tmp/kb-field-out}
+BUDGET=${FIELD_BUDGET_S:-480}
+RESERVE=${FIELD_EXPORT_RESERVE_S:-45}  # stop the workers this long before the budget ends
+LEVELS=${FIELD_LEVELS:-1 2 3}
+CHECKOUT=${FIELD_CHECKOUT:-.field/KernelBenchLeaderboard}
+COMMIT=${FIELD_COMMIT:-170ca7965f53bba599d1078b6fcaa5dd2658ec50}
+PREVIOUS=${FIELD_RESULTS:-data/field/h200_results.jsonl}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+START=$(date +%s)
+elapsed() { echo $(( $(date +%s) - START )); }
+say() { printf '[%4ss] %s\n' "$(elapsed)" "$*" | tee -a "$OUT/field_verify.log"; }
+
+if [ -z "${SKIP_INSTALL:-}" ]; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site
+  say "wheels installed"
+fi
+
+R=$PWD/.redis/root
+port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p /tmp/kb-redis
+LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-server" --port "$port" --bind 127.0.0.1 \
+  --save '' --appendonly no --dir /tmp/kb-redis --daemonize yes >/dev/null
+until LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
+export REDIS_URL=redis://127.0.0.1:$port/0
+WORKER=""
+cleanup() {
+  if [ -n "$WORKER" ] && kill -0 "$WORKER" 2>/dev/null; then kill -KILL -- "-$WORKER" 2>/dev/null || true; fi
+  LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" shutdown nosave >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+say "redis on $port"
+
+export KB_VAR_DIR=/tmp/kb-var DATABASE_URL=sqlite:////tmp/kb-field.sqlite3
+rm -f /tmp/kb-field.sqlite3
+M() { "$PY" manage.py "$@"; }
+M migrate -v0 --noinput
+M shell -c "from problems.models import Hardware; Hardware.objects.get_or_create(slug='h200', defaults={'name': 'NVIDIA H200'})"
+M import_kernelbench_leaderboard "$CHECKOUT" --commit "$COMMIT" --hardware h200 | tee -a "$OUT/field_verify.log"
+M import_results "$PREVIOUS" --missing-ok | tee -a "$OUT/field_verify.log"
+limit=(); [ -n "${FIELD_LIMIT:-}" ] && limit=(--limit "$FIELD_LIMIT")
+# shellcheck disable=SC2086  # LEVELS is a list of words
+M import_kernelbench_leaderboard "$CHECKOUT" --commit "$COMMIT" --hardware h200 --verify --levels $LEVELS "${limit[@]}" \
+  | grep -E "verify:|runs," | tee -a "$OUT/field_verify.log"
+
+setsid "$PY" manage.py evalworker --queue eval-h200 --device cuda > "$OUT/evalworker.log" 2>&1 &
+WORKER=$!
+say "evalworker $WORKER started"
+pending() { M shell -c "from leaderboard.models import Evaluation; print(Evaluation.objects.pending().count())" 2>/dev/null | tail -1; }
+while :; do
+  sleep 10
+  left=$(pending)
+  say "pending: $left"
+  if [ "$left" = "0" ]; then say "all queued kernels measured"; break; fi
+  if [ "$(elapsed)" -ge $(( BUDGET - RESERVE )) ]; then say "budget nearly spent: stopping the workers"; break; fi
+  kill -0 "$WORKER" 2>/dev/null || { say "evalworker exited (see evalworker.log)"; break; }
+done
+kill -TERM -- "-$WORKER" 2>/dev/null || true
+for _ in $(seq 1 40); do kill -0 "$WORKER" 2>/dev/null || break; sleep 0.5; done
+kill -KILL -- "-$WORKER" 2>/dev/null || true
+WORKER=""
+say "workers stopped"
+
+M export_results --hardware h200 --problem-set kernelbench-leaderboard --out "$OUT/h200_results.jsonl" | tee -a "$OUT/field_verify.log"
+M shell -c "
+from collections import Counter
+from leaderboard.models import Evaluation
+done = Evaluation.objects.filter(hardware__slug='h200', state='done', origin='measured').select_related('kernel__run__model', 'kernel__problem')
+rows = Counter((e.kernel.run.model.name, e.kernel.problem.level, e.status) for e in done)
+for key, n in sorted(rows.items()): print(*key, n, sep='\t')
+" | tee "$OUT/field_status.tsv"
+say "done: $(wc -l < "$OUT/h200_results.jsonl") lines in $OUT/h200_results.jsonl (first line: header)"

@@ -1,0 +1,118 @@
+"""Results that travel without code (issue 26.6): export_results and import_results round trip."""
+
+import datetime as dt
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
+from problems.models import Hardware, Problem, ProblemSet, ScoringRules
+from tests.sources import PROBLEM_SOURCE
+
+pytestmark = pytest.mark.django_db
+KERNEL = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b  # secret-kernel-text\n"
+WHEN = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def world() -> tuple[Kernel, Hardware]:
+    rules = ScoringRules.objects.for_version("v0")
+    problem_set = ProblemSet.objects.create(slug="kb-lb", name="Leaderboard", rules=rules)
+    problem = Problem.objects.create(problem_set=problem_set, level=1, number=12, name="Diag", source=PROBLEM_SOURCE)
+    hardware = Hardware.objects.create(slug="h200", name="NVIDIA H200", device_name="NVIDIA H200", cuda_version="12.8")
+    run = Run.objects.create(model=LanguageModel.objects.create(name="o1-preview"), problem_set=problem_set, hardware=hardware)
+    return Kernel.objects.create(run=run, problem=problem, source=KERNEL), hardware
+
+
+def measured(kernel: Kernel, hardware: Hardware, **values) -> Evaluation:
+    base = {
+        "state": "done", "status": "correct", "compiled": True, "correct": True, "speedup": 1.25, "speedup_low": 1.2,
+        "speedup_high": 1.3, "kernel_ms": 0.8, "reference_ms": 1.0, "trials_passed": 5, "trials_total": 5,
+        "flags": [{"code": "suspicious_speedup", "message": "x"}], "environment": {"torch": "2.8", "gpu": "H200"},
+        "error": "secret error text", "log": "secret log", "worker_name": "gpu-host-7", "finished_at": WHEN,
+        "started_at": WHEN - dt.timedelta(seconds=30), "rules": kernel.run.rules,
+    }  # fmt: skip
+    return Evaluation.objects.create(kernel=kernel, hardware=hardware, **{**base, **values})
+
+
+def export(path, *args) -> str:
+    out = io.StringIO()
+    call_command("export_results", "--out", str(path), *args, stdout=out)
+    return out.getvalue()
+
+
+def load(path, *args) -> str:
+    out = io.StringIO()
+    call_command("import_results", str(path), *args, stdout=out)
+    return out.getvalue()
+
+
+def test_results_round_trip_without_code_and_a_second_import_changes_nothing(tmp_path):
+    kernel, hardware = world()
+    first = measured(kernel, hardware)
+    measured(kernel, hardware, status="incorrect", correct=False, speedup=None, speedup_low=None, speedup_high=None,
+             finished_at=WHEN + dt.timedelta(hours=1))  # fmt: skip
+    path = tmp_path / "h200_results.jsonl"
+    assert "wrote 2 evaluation(s)" in export(path, "--hardware", "h200")
+    text = path.read_text()
+    for secret in ("secret-kernel-text", "ModelNew", "torch.matmul", "secret error text", "secret log", "gpu-host-7"):
+        assert secret not in text  # figures and environment only
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert lines[0]["format"] == "kernelbench-results/1" and len(lines) == 3
+    assert lines[1]["kernel"] == {
+        "source_hash": kernel.source_hash, "problem_set": "kb-lb", "level": 1, "problem": 12,
+        "problem_hash": kernel.problem.source_hash, "model": "o1-preview", "sample": 0,
+    }  # fmt: skip
+    assert lines[1]["hardware"]["slug"] == "h200" and lines[1]["rules"]["slug"] == "kernelbench-v0"
+
+    Evaluation.objects.all().delete()  # a fresh instance: the same kernel, none of its evaluations
+    assert "2 evaluation(s) stored on 1 kernel(s)" in load(path)
+    back = Evaluation.objects.get(status="correct")
+    for name in ("speedup", "speedup_low", "speedup_high", "kernel_ms", "reference_ms", "flags", "environment",
+                 "trials_passed", "finished_at", "started_at", "origin", "rules_id", "hardware_id"):  # fmt: skip
+        assert getattr(back, name) == getattr(first, name), name
+    assert back.error == "" and back.log == "" and back.worker_name == ""
+    kernel.refresh_from_db()
+    assert kernel.latest_evaluation.finished_at == WHEN + dt.timedelta(hours=1)  # the newest, as the worker picks
+
+    assert "0 evaluation(s) stored on 0 kernel(s); 2 already stored" in load(path)
+    assert Evaluation.objects.count() == 2
+
+
+def test_import_never_creates_kernels_and_attaches_only_by_hash_and_problem(tmp_path):
+    kernel, hardware = world()
+    measured(kernel, hardware)
+    path = tmp_path / "r.jsonl"
+    export(path)
+    Evaluation.objects.all().delete()
+    Kernel.objects.all().delete()
+    other = Kernel.objects.create(run=Run.objects.get(), problem=Problem.objects.get(), source=KERNEL + "# changed\n")
+    out = load(path)
+    assert "0 evaluation(s) stored on 0 kernel(s); 1 skipped: no kernel with that source hash and problem here" in out
+    assert Kernel.objects.count() == 1 and not other.evaluations.exists()
+
+
+def test_a_missing_or_foreign_file(tmp_path):
+    assert "nothing imported" in load(tmp_path / "absent.jsonl", "--missing-ok")
+    with pytest.raises(CommandError, match="no file"):
+        load(tmp_path / "absent.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "something else"}\n')
+    with pytest.raises(CommandError, match="not a results file"):
+        load(bad)
+
+
+def test_seed_demo_loads_the_results_file_when_there_is_one(tmp_path, settings, monkeypatch):
+    from leaderboard import demo  # deferred: the module reads BASE_DIR paths the test points elsewhere
+
+    kernel, hardware = world()
+    measured(kernel, hardware)
+    path = tmp_path / "h200_results.jsonl"
+    export(path)
+    Evaluation.objects.all().delete()
+    monkeypatch.setattr(demo, "FIELD_FIGURES", tmp_path / "no-figures.json")
+    monkeypatch.setattr(demo, "FIELD_RESULTS", path)
+    assert demo.seed_field(hardware) == {"field_kernels": 0, "field_results": 1}
+    monkeypatch.setattr(demo, "FIELD_RESULTS", tmp_path / "absent.jsonl")
+    assert demo.seed_field(hardware) == {"field_kernels": 0, "field_results": 0}
