@@ -66,6 +66,7 @@ def main() -> int:
     from tests.integration.live_front import replay_front, seed_front
     from tests.integration.live_integrity import replay_integrity, seed_integrity
     from tests.integration.live_site import LiveSite, replay, seed
+    from tests.integration.sandbox_round3_cases import replay_sandbox_round3
 
     call_command("migrate", verbosity=0)
     data = seed()
@@ -81,6 +82,7 @@ def main() -> int:
         outcomes += replay_integrity(site, data["integrity"])
         outcomes += replay_front(site, data)  # issue 19 cases 4, 5, 7, 10, 12, 13, 14, 15
         outcomes += replay(site, budgets, BUDGET_CASES)  # issue 19 cases 2, 3, 9, 10, 11
+        outcomes += replay_sandbox_round3()  # issue 28 cases 2, 3, 4, 8: real kernels, root sandbox
     finally:
         site.stop()
     cache = "redis" if site.redis else "local memory (per worker)"

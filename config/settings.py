@@ -167,6 +167,12 @@ EVAL_WORKERS = env_optional_int("EVAL_WORKERS")
 # sandboxed CPU processes (None: from the host's cores and GPUs; 0: no builder, each job builds its own).
 EVAL_BUILD_WORKERS = env_optional_int("EVAL_BUILD_WORKERS")
 EVAL_BUILD_AHEAD = env_int("EVAL_BUILD_AHEAD", 8)
+# The build cache (issue 28): a build that leaves more than EVAL_BUILD_ENTRY_MAX_MB in its entry is
+# not published; each worker host's sweeper evicts entries unused for EVAL_BUILD_CACHE_MAX_AGE_DAYS,
+# then the least recently used until the cache holds EVAL_BUILD_CACHE_MAX_MB (evaluation.cache_evict).
+EVAL_BUILD_ENTRY_MAX_MB = env_int("EVAL_BUILD_ENTRY_MAX_MB", 2048)
+EVAL_BUILD_CACHE_MAX_MB = env_int("EVAL_BUILD_CACHE_MAX_MB", 50_000)
+EVAL_BUILD_CACHE_MAX_AGE_DAYS = env_int("EVAL_BUILD_CACHE_MAX_AGE_DAYS", 30)
 
 # Cap on one kernel's source, in bytes (uploads, API and forms all use it).
 KERNEL_SOURCE_MAX_BYTES = env_int("KERNEL_SOURCE_MAX_BYTES", 1_000_000)

@@ -34,6 +34,8 @@ import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 
+from .safe_files import TreePolicy, clean_tree, read_below, remove_below, subdirectories, write_new
+
 BUILT_MARKER = ".kb_built"
 #: A build that failed in the compiler: its message, so that the source is not compiled again.
 FAILED_MARKER = ".kb_compile_error.json"
@@ -43,6 +45,10 @@ STALE_LOCKS = ("lock", ".ninja_lock")
 COMPILER_ENV = ("CC", "CXX", "CUDA_HOME", "CUDA_PATH")
 #: Bumped when the harness changes how kernels are built.
 BUILD_FORMAT = "2"
+#: Bytes a published entry may hold (``BuildDir.max_bytes``; EvaluationConfig.build_entry_max_mb).
+DEFAULT_ENTRY_MAX_MB = 2048
+#: Largest marker or ninja log the worker reads from an entry.
+MAX_READ_BYTES = 4 * 2**20
 
 _NEEDS_BUILD = re.compile(r"cpp_extension|load_inline")
 
@@ -118,11 +124,15 @@ class BuildDir:
         self.root = cache_root
         self.private: str | None = None  # the folder being built in, while a build runs
         self._lock_fd: int | None = None
+        self.max_bytes = DEFAULT_ENTRY_MAX_MB * 2**20
+        self.refused: str | None = None  # why the last publish() refused the build
         try:
             for sub in ("", ".building", ".locks"):
                 os.makedirs(os.path.join(cache_root, sub), mode=0o755, exist_ok=True)
             if os.geteuid() == 0:
-                os.chmod(cache_root, 0o755)
+                # Kernels may traverse to their own entry but list none (they cannot guess keys).
+                os.chmod(cache_root, 0o711)
+                os.chmod(os.path.join(cache_root, ".building"), 0o711)
                 os.chmod(os.path.join(cache_root, ".locks"), 0o700)
             self.path = os.path.join(cache_root, self.key)
         except OSError:
@@ -140,10 +150,10 @@ class BuildDir:
         """The compiler error recorded for this source (``error``, ``log``), if its build failed."""
         if not self.built:
             return None
+        raw = read_below(self.path or "", [FAILED_MARKER], MAX_READ_BYTES)
         try:
-            with open(os.path.join(self.path or "", FAILED_MARKER), encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
+            data = json.loads(raw or b"")
+        except ValueError:
             return None
         return data if isinstance(data, dict) else None
 
@@ -171,6 +181,7 @@ class BuildDir:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 self._lock_fd = fd
+                os.utime(fd)  # the entry's last use (evaluation.cache_evict)
                 self._clean_stale()
                 return True
             except OSError:
@@ -194,11 +205,10 @@ class BuildDir:
             _remove(target)
         elif os.path.isdir(self.path) and not self.built:
             _remove(self.path)  # a folder without its marker was not published by us
-        ext = os.path.join(self.path, "torch_extensions")
-        if os.path.isdir(ext):
-            for name in os.listdir(ext):
-                for stale in STALE_LOCKS:
-                    _remove(os.path.join(ext, name, stale))
+        # Real folders only, by descriptors: a kernel may have planted links (evaluation.safe_files).
+        for name in subdirectories(self.path, ["torch_extensions"]):
+            for stale in STALE_LOCKS:
+                remove_below(self.path, ["torch_extensions", name, stale])
 
     # -- a build -------------------------------------------------------------------------------
     def begin(self) -> str | None:
@@ -223,13 +233,11 @@ class BuildDir:
             return False
         private, self.private = self.private, None
         try:
+            if not self._sanitize(private):
+                raise OSError(f"build refused: {self.refused}")
             if failure is not None:
-                with open(os.path.join(private, FAILED_MARKER), "w", encoding="utf-8") as fh:
-                    json.dump(failure, fh)
-            with open(os.path.join(private, BUILT_MARKER), "w", encoding="utf-8") as fh:
-                fh.write(f"{time.time()}\n")
-            if os.geteuid() == 0:
-                _chown_tree(private, 0, 0)
+                write_new(private, FAILED_MARKER, json.dumps(failure).encode())
+            write_new(private, BUILT_MARKER, f"{time.time()}\n".encode())
             os.unlink(self.path)
             os.rename(private, self.path)
             return True
@@ -237,6 +245,33 @@ class BuildDir:
             _remove(private)
             _remove(self.path)
             return False
+
+    def _sanitize(self, private: str) -> bool:
+        """Keep only plain files and folders of the build (no links, FIFOs, devices), the worker's,
+        mode 0755/0644, within ``max_bytes``; the kernel's processes are gone by now."""
+        root = os.geteuid() == 0
+        report = clean_tree(private, TreePolicy(uid=0 if root else None, gid=0, max_bytes=self.max_bytes))
+        os.chmod(private, 0o700)  # only the worker lists an entry; a kernel is lent its own (lend())
+        if report.over_budget:
+            self.refused = f"the build left {report.bytes} bytes, over the entry's budget of {self.max_bytes}"
+        return not report.over_budget
+
+    def lend(self, gid: int) -> None:
+        """Open the published entry to a kernel's group for one evaluation, read-only: its files stay
+        the worker's (0644); folders are sticky and group-writable, so that torch's ``lock`` files can
+        be made but nothing of the build can be changed or removed. ``reclaim()`` undoes it."""
+        if self.path and self.built:
+            clean_tree(self.path, TreePolicy(uid=0, gid=gid, dir_mode=0o1770))
+            os.chown(self.path, 0, gid)
+            os.chmod(self.path, 0o750)
+
+    def reclaim(self) -> None:
+        """After the kernel's processes are gone: remove whatever they added (not the worker's) and
+        close the entry again (0700)."""
+        if self.path and self.built:
+            clean_tree(self.path, TreePolicy(uid=0, gid=0, keep=lambda st: st.st_uid == 0))
+            os.chown(self.path, 0, 0)
+            os.chmod(self.path, 0o700)
 
     def abandon(self) -> None:
         """Drop a build that did not finish (nothing is published)."""

@@ -23,7 +23,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .build import BuildDir, needs_build
+from .build import MAX_READ_BYTES, BuildDir, needs_build
+from .build_pool import BuildUsage, PoolSizer, measure_tree
+from .pch import HeaderCache
+from .safe_files import read_below, subdirectories
 from .sandbox import ChildError, Sandbox
 from .types import EvaluationConfig
 
@@ -41,10 +44,18 @@ class BuildOutcome:
     steps_s: dict[str, float] = field(default_factory=dict)  # ninja's own record: seconds per output
     started: float = 0.0  # time.monotonic() when the build began (after the lock)
     finished: float = 0.0
+    #: The precompiled torch headers: "shared" (found published), "built" (built for this build),
+    #: "none" (off, failed, or still being built by another process after the wait).
+    headers: str = ""
+    headers_s: float = 0.0  # waiting for / building the headers (before ``started``)
+    usage: BuildUsage | None = None  # CPU seconds and peak memory of the build process tree
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "seconds": round(self.seconds, 3), "error": self.error,
-                "steps_s": self.steps_s}
+        out = {"status": self.status, "seconds": round(self.seconds, 3), "error": self.error,
+               "steps_s": self.steps_s, "headers": self.headers, "headers_s": round(self.headers_s, 3)}
+        if self.usage is not None:
+            out.update(cpu_s=round(self.usage.cpu_s, 2), peak_rss_mb=round(self.usage.peak_rss_mb, 1))
+        return out
 
 
 def default_build_workers(gpus: int = 1) -> int:
@@ -77,8 +88,37 @@ def arch_env(cfg: EvaluationConfig) -> dict[str, str]:
     return {"TORCH_CUDA_ARCH_LIST": arch} if arch else {}
 
 
+def header_cache_for(cfg: EvaluationConfig) -> HeaderCache:
+    """The host's precompiled torch headers for builds under ``cfg`` (``evaluation.pch``)."""
+    return HeaderCache(cfg.build_cache_dir, cfg.device, target_arch(cfg))
+
+
+def build_env(cfg: EvaluationConfig) -> dict[str, str]:
+    """The environment build and kernel processes get: the architecture, and the precompiled headers
+    where they are published (``CPATH`` is not in ninja's commands: with or without it, a build
+    stays up to date)."""
+    return {**arch_env(cfg), **header_cache_for(cfg).env()}
+
+
+def _prepare_headers(cfg: EvaluationConfig, deadline: float, out: BuildOutcome) -> None:
+    """Have the host's headers built if nobody has (once per key) and wait for them ``KB_PCH_WAIT_S``
+    at most (default 0: a build is never slower for them; a third of the time left at most); else
+    build without them: they are finished by their own process for the builds after."""
+    t0 = time.monotonic()
+    headers = header_cache_for(cfg)
+    if headers.ready:
+        out.headers = "shared"
+        return
+    wait_s = min(float(os.environ.get("KB_PCH_WAIT_S", "0")), max(0.0, (deadline - t0) / 3))
+    ok = headers.ensure(wait_s=wait_s)
+    out.headers = "built" if ok else "none"
+    out.headers_s = time.monotonic() - t0
+
+
 def build_dir_for(kernel_source: str, cfg: EvaluationConfig) -> BuildDir:
-    return BuildDir(cfg.build_cache_dir, kernel_source, cfg.device, target_arch(cfg))
+    build = BuildDir(cfg.build_cache_dir, kernel_source, cfg.device, target_arch(cfg))
+    build.max_bytes = cfg.build_entry_max_mb * 2**20
+    return build
 
 
 def prebuild(kernel_source: str, cfg: EvaluationConfig, wait: bool = True) -> BuildOutcome:
@@ -103,9 +143,11 @@ def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, dea
         return BuildOutcome("compile_error", error=failure.get("error"), log=failure.get("log", ""))
     if build.built:
         return BuildOutcome("cached")
+    out = BuildOutcome("deferred")
+    _prepare_headers(cfg, deadline, out)
     if build.begin() is None:
         return BuildOutcome("deferred", error="the build cache is unusable")
-    out = BuildOutcome("deferred", started=time.monotonic())
+    out.started = time.monotonic()
     try:
         reply = _run_build_process(build, kernel_source, cfg, deadline, out)
     finally:
@@ -127,7 +169,7 @@ def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, dea
 
 def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
                        out: BuildOutcome) -> dict[str, Any]:
-    env = {**arch_env(cfg), "CUDA_VISIBLE_DEVICES": ""}
+    env = {**build_env(cfg), "CUDA_VISIBLE_DEVICES": ""}
     sandbox = Sandbox(device="cpu", size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
                       hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
                       disable=cfg.disable_defences, max_processes=cfg.max_processes,
@@ -139,6 +181,7 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
         proc = sandbox.spawn("build", "", sandbox.write_source("kernel.py", kernel_source))
         ready = proc.recv(deadline)
         reply = proc.request({"op": "build"}, deadline) if ready.get("ok") else ready
+        out.usage = measure_tree(proc)
         out.error = reply.get("error") or None
         out.log = (reply.get("traceback") or "") + proc.read_log()
     except ChildError as exc:
@@ -162,30 +205,30 @@ def ninja_steps(entry: str) -> dict[str, float]:
     """Seconds per output of the builds in an entry, from ninja's own log (``.ninja_log``: start and
     end in ms per output): where a build's time went (the C++ wrapper, the .cu file, the link)."""
     steps: dict[str, float] = {}
-    ext = os.path.join(entry, "torch_extensions")
-    for name in (os.listdir(ext) if os.path.isdir(ext) else []):
-        try:
-            with open(os.path.join(ext, name, ".ninja_log"), encoding="utf-8") as fh:
-                lines = fh.read().splitlines()
-        except OSError:
-            continue
-        for line in lines:
+    # What a kernel's build left is hostile: no link followed, no FIFO opened (evaluation.safe_files).
+    for name in subdirectories(entry, ["torch_extensions"]) if entry else []:
+        raw = read_below(entry, ["torch_extensions", name, ".ninja_log"], MAX_READ_BYTES)
+        for line in (raw or b"").decode("utf-8", "replace").splitlines():
             parts = line.split("\t")
-            if len(parts) >= 4 and parts[0].isdigit():
+            if len(parts) >= 4 and parts[0].isdigit() and parts[1].isdigit():
                 steps[f"{name}/{parts[3]}"] = (int(parts[1]) - int(parts[0])) / 1000.0
     return steps
 
 
 class BuildPool:
-    """Builds side by side in ``workers`` sandboxed build processes (one thread drives each).
+    """Builds side by side in sandboxed build processes (one thread drives each), on ``cpus``.
 
+    ``workers`` builds at once; None: as many as the build cores and the host's memory hold at what
+    the recent builds used (``evaluation.build_pool.PoolSizer``, re-estimated after every build).
     ``submit(source)`` returns a future of the ``BuildOutcome``; sources are built in the order
     submitted, so a pool fed the GPU queue's order builds N+1 ... N+k while the GPUs evaluate N.
     The same source submitted twice is built once.
     """
 
-    def __init__(self, workers: int, cfg: EvaluationConfig, cpus: list[int] | None = None) -> None:
-        self.workers = max(1, workers)
+    def __init__(self, workers: int | None, cfg: EvaluationConfig, cpus: list[int] | None = None) -> None:
+        cores = len(cpus) if cpus else len(os.sched_getaffinity(0))
+        self.sizer = PoolSizer(cores, workers)
+        self.workers = max(1, workers) if workers else cores  # threads; the sizer admits ``limit`` at a time
         self.cfg = cfg
         # Build processes inherit their thread's CPU mask: keep them off the cores timed processes use.
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kb-build",
@@ -198,9 +241,20 @@ class BuildPool:
         with self._lock:
             fut = self._futures.get(kernel_source)
             if fut is None:
-                fut = self._pool.submit(_safe_prebuild, kernel_source, cfg or self.cfg)
+                fut = self._pool.submit(self._admitted_build, kernel_source, cfg or self.cfg)
                 self._futures[kernel_source] = fut
             return fut
+
+    def _admitted_build(self, kernel_source: str, cfg: EvaluationConfig) -> BuildOutcome:
+        self.sizer.acquire()
+        try:
+            out = _safe_prebuild(kernel_source, cfg)
+        finally:
+            self.sizer.release()
+        if out.usage is not None and out.status in ("built", "compile_error"):
+            out.usage.wall_s = out.seconds
+            self.sizer.record(out.usage)
+        return out
 
     @property
     def pending(self) -> int:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .backends import kernel_backend, missing_library
 from .build import BuildDir, needs_build
-from .build_stage import arch_env, build_dir_for, build_locked
+from .build_stage import build_dir_for, build_env, build_locked
 from .correctness import check_correctness, load_models
 from .hardware import hardware_slug
 from .host_errors import INFRASTRUCTURE_ERROR, confirm, host_error
@@ -68,7 +68,7 @@ def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | 
                       hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
                       disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads,
                       max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb,
-                      extra_env=arch_env(cfg))
+                      extra_env=build_env(cfg))
     try:
         problem_path = sandbox.write_source("problem.py", problem_source)
         kernel_path = sandbox.write_source("kernel.py", kernel_source)
@@ -220,15 +220,21 @@ def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> None
                 raise Abort(out.status, out.error or "the kernel failed to build", out.log)
         if not build.built:
             build.begin()
-    if prep.sandbox.switch_uid:
-        build.give_to(prep.sandbox.uids["kernel"])
+    if prep.sandbox.switch_uid and build.locked:
+        if build.private:  # the GPU phase builds (Triton, lazy builds): its own folder
+            build.give_to(prep.sandbox.uids["kernel"])
+        else:  # a published entry: read-only to the kernel
+            build.lend(prep.sandbox.uids["kernel"])
 
 
 def _release_build(prep: Prepared, res: EvaluationResult) -> None:
     """Back to root; what the GPU phase built is published if the kernel loaded, else dropped."""
     build = prep.build
-    if prep.sandbox.switch_uid:
-        build.give_to(0)
+    if prep.sandbox.switch_uid and build.locked:
+        if build.private:
+            build.give_to(0)
+        else:
+            build.reclaim()  # what the kernel added to a published entry goes
     if build.private:
         if res.compiled:
             build.publish()

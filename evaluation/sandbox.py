@@ -37,6 +37,7 @@ import time
 from typing import Any
 
 from .limits import DEFAULT_MAX_PROCESSES, NPROC_HEADROOM, MemoryMeter, process_table
+from .safe_files import UnsafeFile, read_capped, take_over
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -281,7 +282,9 @@ class SandboxProcess:
         self.fd_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         spec = dict(self.spec, cmd_fd=cmd_r, resp_fd=resp_w, fd_sock=child_sock.fileno())
         argv = [*self.prefix, sys.executable, "-I", "-c", BOOT.format(pylib=pylib), json.dumps(spec)]
-        self._log = open(self.log_path, "wb")
+        # The worker's own (0600): one sandbox's processes never read another's log.
+        self._log = os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                      0o600), "wb")
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
             cwd=self.spec["workdir"], pass_fds=(cmd_r, resp_w, child_sock.fileno()), start_new_session=True,
@@ -648,20 +651,16 @@ class Sandbox:
         return rlimits
 
     def hand_over(self, src: SandboxProcess, dst: SandboxProcess, name: str, new_name: str) -> str:
-        """Move an output file from one child's directory into another's (refusing links and
-        non-regular files) and give it to the receiving child's uid. Returns the new file name."""
+        """Move an output file from one child's directory into another's and give it to the receiving
+        child's uid (``safe_files.take_over``: by descriptor, refusing links, non-regular files, files
+        of another uid and a file swapped while it moves). Returns the new file name."""
         if not name or "/" in name or name.startswith("."):
             raise ChildError("crashed", f"the {src.role} process named an invalid output file")
-        path = os.path.join(src.spec["workdir"], name)
-        st = os.lstat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise ChildError("crashed", f"the {src.role} process left an invalid output file")
-        target = os.path.join(dst.spec["workdir"], new_name)
-        os.rename(path, target)
-        uid = dst.spec.get("uid")
-        if uid is not None:
-            os.chown(target, uid, uid)
-        os.chmod(target, 0o600)
+        try:
+            take_over(src.spec["workdir"], name, dst.spec["workdir"], new_name, dst.spec.get("uid"),
+                      src.spec.get("uid"))
+        except UnsafeFile as exc:
+            raise ChildError("crashed", f"the {src.role} process left an invalid output file: {exc}") from exc
         return new_name
 
     def read_output(self, proc: SandboxProcess, name: str, max_bytes: int = 16 * 2**30) -> Any:
@@ -671,15 +670,10 @@ class Sandbox:
         if "/" in name or name.startswith("."):
             raise ChildError("crashed", f"the {proc.role} process named an invalid output file")
         path = os.path.join(proc.spec["workdir"], name)
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
-                raise ChildError("crashed", f"the {proc.role} process left an invalid output file")
-            with os.fdopen(fd, "rb", closefd=False) as fh:
-                data = fh.read()
-        finally:
-            os.close(fd)
+            data = read_capped(path, max_bytes)
+        except UnsafeFile as exc:
+            raise ChildError("crashed", f"the {proc.role} process left an invalid output file: {exc}") from exc
         os.unlink(path)
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 

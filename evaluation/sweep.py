@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from .build import needs_build
-from .build_stage import BuildOutcome, BuildPool, default_build_workers, target_arch
+from .build_pool import build_cpus
+from .build_stage import BuildOutcome, BuildPool, target_arch
 from .metrics import fast_p
 from .runner import Prepared, evaluate_prepared, prepare
 from .stats import median
@@ -118,7 +119,7 @@ def _worker(gpu: str, cpus: list[int], cfg: EvaluationConfig, tasks: Any, result
         # The sandboxed processes being timed get a core each (cfg.cpus, the same for every
         # evaluation); this worker and the processes it starts ahead run on the rest of the slice.
         timing, rest = cpus[:TIMING_CORES], cpus[TIMING_CORES:]
-        os.sched_setaffinity(0, rest)
+        os.sched_setaffinity(0, build_cpus(rest, timing) or rest)  # not on the timing core's SMT sibling
         cfg = dataclasses.replace(cfg, cpus=tuple(timing))
     ahead: deque[tuple[Task, Prepared | None]] = deque()
     more = True
@@ -202,7 +203,10 @@ def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: Te
             pool.close(wait=False)
     for p in procs:
         p.join(timeout=60)
-    return summarise(outcomes, (time.monotonic() - t0) / 60.0, len(gpus), pool.workers if pool else 0)
+    summary = summarise(outcomes, (time.monotonic() - t0) / 60.0, len(gpus), pool.sizer.limit if pool else 0)
+    if pool is not None:
+        summary["build_pool"] = pool.sizer.describe()
+    return summary
 
 
 def _start_builds(tasks: list[Task], cfg: EvaluationConfig, workers: int | None, n_gpus: int,
@@ -210,11 +214,12 @@ def _start_builds(tasks: list[Task], cfg: EvaluationConfig, workers: int | None,
     """Submit every kernel that compiles to a build pool, in queue order (the GPUs take them in the same order)."""
     sources = {(t.level, t.problem): _sources(t)[1] for t in tasks if t.kernel_path}
     sources = {k: v for k, v in sources.items() if needs_build(v)}
-    n = default_build_workers(n_gpus) if workers is None else workers
-    if not sources or n <= 0:
+    if not sources or (workers is not None and workers <= 0):
         return None, {}
-    cpus = [c for c in sorted(os.sched_getaffinity(0)) if c not in timing_cores]
-    pool = BuildPool(n, cfg, cpus)
+    # Off the timing cores and every core sharing a physical core with one (SMT siblings); as many
+    # builds at once as those cores and the memory hold at what builds use (workers None).
+    cpus = build_cpus(os.sched_getaffinity(0), timing_cores) or sorted(os.sched_getaffinity(0))
+    pool = BuildPool(workers, cfg, cpus)
     return pool, {key: pool.submit(src) for key, src in sources.items()}
 
 
@@ -304,6 +309,26 @@ def _correct_speedup(r: dict[str, Any]) -> float | None:
     return float(speedup) if r.get("status") == "correct" and speedup is not None and speedup > 0 else None
 
 
+#: The parts of an evaluation's held time (``timings_s``), in the order they happen; ``other`` is the
+#: rest of the held time (static checks, the sandbox's set-up and tear-down, comparisons' overhead).
+STAGES = ("process_start", "load", "correctness", "timing")
+
+
+def stage_seconds(rs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Median and p90 seconds per part of the evaluations' held time (waiting for builds left out)."""
+    parts: dict[str, list[float]] = {k: [] for k in (*STAGES, "other", "held")}
+    for r in rs:
+        t = r.get("timings_s") or {}
+        held = float(t.get("total", 0.0)) - float(t.get("build_wait", 0.0))
+        for k in STAGES:
+            if k in t:
+                parts[k].append(float(t[k]))
+        parts["other"].append(held - sum(float(t.get(k, 0.0)) for k in STAGES))
+        parts["held"].append(held)
+    return {k: {"median": round(median(v), 3), "p90": round(_pct(v, 0.9), 3), "n": len(v)}
+            for k, v in parts.items() if v}
+
+
 def summarise(outcomes: list[Outcome], minutes: float, n_gpus: int, build_workers: int = 0) -> dict[str, Any]:
     """Status counts; wall times, throughput, builds; for the problems against themselves the
     self-speedup error and the interval's coverage of 1.0, for kernels fast_p per level
@@ -330,6 +355,7 @@ def summarise(outcomes: list[Outcome], minutes: float, n_gpus: int, build_worker
         "device": str(outcomes[0].gpu == "cpu" and "cpu" or "cuda") if outcomes else "cpu",
         "evals_per_min_per_gpu": len(rs) / minutes / max(1, n_gpus) if minutes > 0 else None,
         "build_workers": build_workers, **build_figures(rs, minutes, n_gpus),
+        "stage_seconds": stage_seconds(rs),
         **(kernel_figures(outcomes) if any(o.task.kernel_path for o in outcomes) else {"kernels": False}),
     }
 
@@ -347,6 +373,10 @@ def format_summary(s: dict[str, Any]) -> str:
              f"builds: {s['builds']} by {s['build_workers']} build process(es), median {_f(s['build_median_s'], '.1f')} s, "
              f"p90 {_f(s['build_p90_s'], '.1f')} s; {s['builds_in_evaluation']} built inside an evaluation; "
              f"{s['build_cached']} found built"]  # fmt: skip
+    stages = s.get("stage_seconds") or {}
+    if stages:
+        lines.append("held time by part (median / p90 s): " + ", ".join(
+            f"{k} {v['median']:.2f}/{v['p90']:.2f}" for k, v in stages.items()))
     return "\n".join(lines)
 
 

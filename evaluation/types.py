@@ -88,6 +88,7 @@ class EvaluationConfig:
     speedup_flag_threshold: float = 10.0
     size_scale: int = 1  # passed to the children as KB_SCALE
     build_cache_dir: str = field(default_factory=default_build_cache_dir)
+    build_entry_max_mb: int = 2048  # a build that leaves more in its cache entry is not published
     # CUDA: the architecture kernels are built for (TORCH_CUDA_ARCH_LIST, e.g. "9.0"); None = the
     # environment's TORCH_CUDA_ARCH_LIST, else the GPU's own (probed once). Part of the build key.
     cuda_arch: str | None = None

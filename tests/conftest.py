@@ -23,6 +23,13 @@ def _boards_wait_for_their_build(settings):
     settings.BOARD_COLD_WAIT_MS = COLD_WAIT_MS
 
 
+def pytest_configure(config) -> None:
+    # The host-wide precompiled torch headers (evaluation.pch) cost ~70 s of CPU per cache folder,
+    # and nearly every test builds into a fresh one: off, except where tests/evaluation/test_pch.py
+    # turns them on (KB_PCH=1 in the environment runs every suite with them).
+    os.environ.setdefault("KB_PCH", "0")
+
+
 def _user_in(username: str, group: str | None) -> User:
     # No password (force_login or a token signs them in): hashing one costs a second per test.
     user = User.objects.create_user(username, f"{username}@example.com", None)

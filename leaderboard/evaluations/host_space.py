@@ -23,6 +23,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from evaluation.cache_evict import evict
 from evaluation.host_errors import free_mb, low_space, scratch_root
 from evaluation.sandbox import work_root
 from evaluation.types import default_build_cache_dir
@@ -49,6 +50,15 @@ class HostSpace:
 def evaluation_folders() -> dict[str, str]:
     """The folders an evaluation writes to on this host, by label."""
     return {"scratch": scratch_root(work_root()), "build cache": default_build_cache_dir()}
+
+
+def evict_build_cache() -> list[str]:
+    """Keep this host's build cache within EVAL_BUILD_CACHE_MAX_AGE_DAYS and EVAL_BUILD_CACHE_MAX_MB
+    (the sweeper child runs it each sweep); the keys removed."""
+    removed = evict(default_build_cache_dir(), settings.EVAL_BUILD_CACHE_MAX_MB, settings.EVAL_BUILD_CACHE_MAX_AGE_DAYS)
+    if removed:
+        log.info("build cache: evicted %d entries", len(removed))
+    return removed
 
 
 def shortage() -> str:

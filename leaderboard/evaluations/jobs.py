@@ -137,6 +137,7 @@ def load_inputs(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
         "timing_trials": settings.EVAL_TIMING_TRIALS,
         "size_scale": settings.EVAL_SIZE_SCALE,
         "memory_limit_mb": settings.EVAL_MEMORY_LIMIT_MB,
+        "build_entry_max_mb": settings.EVAL_BUILD_ENTRY_MAX_MB,
     }
     options.update({key: int(value) for key, value in optional.items() if value is not None})
     return problem.source, ev.kernel.source, EvaluationConfig(**options)

@@ -81,6 +81,18 @@ def test_summary_figures():
     assert "interval covers 1.0: 1/2" in format_summary(s)
 
 
+def test_summary_breaks_the_held_time_down_by_part():
+    t1 = {"total": 5.0, "build_wait": 1.0, "process_start": 0.8, "load": 0.4, "correctness": 0.6, "timing": 2.0}
+    t2 = {"total": 3.0, "process_start": 0.6, "load": 0.2, "correctness": 0.4, "timing": 1.4}
+    s = summarise([Outcome(Task(1, "p", "p.py"), "0", {"status": "correct", "timings_s": t})
+                   for t in (t1, t2)], 0.5, 1)
+    stages = s["stage_seconds"]
+    assert stages["held"]["median"] == 3.5  # (5 - 1 waiting for the build) and 3
+    assert stages["timing"]["median"] == 1.7 and stages["process_start"]["p90"] == 0.8
+    assert stages["other"]["median"] == 0.3  # what the named parts do not explain: 0.2 and 0.4
+    assert "held time by part" in format_summary(s) and "timing 1.70/" in format_summary(s)
+
+
 def test_sweep_cli_on_cpu(tmp_path):
     kb = kb_tree(tmp_path)
     out = tmp_path / "res.jsonl"

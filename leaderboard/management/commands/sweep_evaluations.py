@@ -39,6 +39,7 @@ class Command(BaseCommand):
         def touch() -> None:
             if slug:  # the sweeper child of a worker: say the worker host is alive, and its free space
                 Hardware.objects.filter(slug=slug).update(last_seen_at=timezone.now())
+                host_space.evict_build_cache()
                 host_space.report()
 
         run_sweeper(interval, stop, after_each=touch)

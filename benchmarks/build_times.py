@@ -1,0 +1,244 @@
+"""Build times of load_inline kernels before and after the host's precompiled torch headers, through
+the build stage itself (sandboxed build processes, ``evaluation.build_stage.prebuild``), per step
+(ninja's own record: the C++ wrapper ``main.o``, the ``.cu`` file, the link), with each build's CPU
+seconds and peak memory.
+
+Phases (each in a fresh cache folder unless said; a phase is skipped when the time budget is spent):
+
+  1. alone, before    the first kernel, headers off (the code before this change)
+  2. headers          the host's precompiled headers built once (what the first build after a
+                      restart pays; "cold" = 2 + 3)
+  3. alone, after     the first kernel again, headers published ("warm")
+  4. again            the same source once more: found in the build cache (a re-submission)
+  5. pool, before     the other kernels through a build pool, headers off
+  6. pool, after      the same kernels through a build pool, headers published
+
+    python benchmarks/build_times.py --out DIR [--device cpu|cuda] [--kernels PATH ...] [--limit N]
+        [--workers N] [--budget-s S]
+
+With no ``--kernels``, two C++ kernels written here (CPU). ``--kernels`` takes kernel files or
+folders (every ``*.py`` under them that calls ``load_inline``). Figures print; ``DIR/build_times.json``
+keeps every outcome.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from evaluation.build import needs_build  # noqa: E402
+from evaluation.build_stage import BuildPool, header_cache_for, prebuild, target_arch  # noqa: E402
+from evaluation.types import EvaluationConfig  # noqa: E402
+
+CPP_KERNEL = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SRC = """
+torch::Tensor scale_shift(torch::Tensor x, double a) {
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] * (float)a + 0.25f;
+    return out;
+}
+"""
+
+ext = load_inline(name="NAME", cpp_sources=SRC, functions=["scale_shift"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.scale_shift(x, 1.5)
+'''
+
+
+def kernel_sources(paths: list[str], limit: int) -> list[tuple[str, str]]:
+    if not paths:
+        return [(f"cpp_{n}", CPP_KERNEL.replace('"NAME"', repr(f"kb_bench_{n}"))) for n in ("a", "b", "c")][:max(2, limit)]
+    files: list[str] = []
+    for p in paths:
+        files += sorted(glob.glob(os.path.join(p, "**", "*.py"), recursive=True)) if os.path.isdir(p) else [p]
+    out = []
+    for f in files:
+        with open(f, encoding="utf-8") as fh:
+            src = fh.read()
+        if needs_build(src):
+            out.append((os.path.relpath(f), src))
+    return out[:limit]
+
+
+def step_figures(steps: dict[str, float]) -> dict[str, float]:
+    """ninja's per-output seconds, by kind: main.o (the wrapper), *.cuda.o (the .cu), the .so (link)."""
+    out: dict[str, float] = {}
+    for name, s in steps.items():
+        kind = "wrapper" if name.endswith("/main.o") else "cu" if name.endswith(".cuda.o") else \
+            "link" if name.endswith(".so") else "other"
+        out[kind] = round(out.get(kind, 0.0) + s, 2)
+    return out
+
+
+def record(phase: str, name: str, outcome: Any) -> dict[str, Any]:
+    d = outcome.to_dict()
+    return {"phase": phase, "kernel": name, **d, "steps": step_figures(outcome.steps_s)}
+
+
+def show(r: dict[str, Any]) -> None:
+    steps = " ".join(f"{k} {v:.1f}s" for k, v in sorted(r["steps"].items()))
+    print(f"  {r['phase']:<14} {r['kernel'][:48]:<48} {r['status']:<13} wall {r['seconds']:6.1f} s  "
+          f"cpu {r.get('cpu_s', 0):6.1f} s  peak {r.get('peak_rss_mb', 0):6.0f} MB  headers {r['headers'] or '-':<6} "
+          f"[{steps}]", flush=True)
+
+
+def pool_phase(phase: str, kernels: list[tuple[str, str]], cfg: EvaluationConfig, workers: int | None) -> dict[str, Any]:
+    t0 = time.monotonic()
+    with BuildPool(workers, cfg) as pool:
+        futs = [(n, pool.submit(s)) for n, s in kernels]
+        rows = [record(phase, n, f.result()) for n, f in futs]
+        sizing = pool.sizer.describe()
+    for r in rows:
+        show(r)
+    wall = time.monotonic() - t0
+    built = [r["seconds"] for r in rows if r["status"] == "built"]
+    summary = {"phase": phase, "kernels": len(rows), "wall_s": round(wall, 1), "pool": sizing,
+               "build_median_s": statistics.median(built) if built else None,
+               "build_p90_s": sorted(built)[max(0, int(0.9 * len(built)) - 1)] if built else None,
+               "cpu_s_total": round(sum(r.get("cpu_s", 0) for r in rows), 1),
+               "builds_per_min": round(len(built) / wall * 60, 2) if wall > 0 else None}
+    print(f"  {phase}: {len(rows)} builds in {wall:.0f} s wall, median {summary['build_median_s']} s, "
+          f"{summary['cpu_s_total']} s CPU, pool {sizing}", flush=True)
+    return {"rows": rows, "summary": summary}
+
+
+def same_objects(cache_a: str, cache_b: str) -> dict[str, bool]:
+    """Object files of the same build in two caches, byte for byte (per extension/object)."""
+    out: dict[str, bool] = {}
+    for obj in glob.glob(os.path.join(cache_a, "*", "torch_extensions", "*", "*.o")):
+        rel = os.path.relpath(obj, cache_a).split(os.sep, 1)[1]
+        twins = glob.glob(os.path.join(cache_b, "*", rel))
+        if twins:
+            with open(obj, "rb") as fa, open(twins[0], "rb") as fb:
+                out[rel] = fa.read() == fb.read()
+    return out
+
+
+def nvcc_probe() -> dict[str, Any]:
+    """What nvcc runs for a .cu file (``--dryrun``): the host compiler's input is cudafe++'s output
+    (``*.cudafe1.cpp``, headers already expanded), which is why no precompiled header applies there."""
+    import shutil as _sh  # deferred: only with --device cuda
+    import subprocess  # deferred: only with --device cuda
+
+    nvcc = _sh.which("nvcc") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+    with tempfile.TemporaryDirectory() as tmp:
+        cu = os.path.join(tmp, "k.cu")
+        with open(cu, "w", encoding="utf-8") as fh:
+            fh.write("#include <cuda_runtime.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n")
+        try:
+            r = subprocess.run([nvcc, "--dryrun", "-c", cu, "-o", os.path.join(tmp, "k.o")], capture_output=True,
+                               text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return {"error": str(exc)}
+    steps = [line[3:].strip() for line in r.stderr.splitlines() if line.startswith("#$ ") and "=" not in line.split()[1][:1]]
+    host = [c for c in steps if ("gcc" in c.split()[0] or "g++" in c.split()[0] or "c++" in c.split()[0]) and " -c " in c]
+    return {"steps": [c.split()[0] for c in steps], "host_compile": host,
+            "host_input_is_cudafe_output": any(".cudafe1.cpp" in c for c in host)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--kernels", nargs="*", default=[])
+    ap.add_argument("--limit", type=int, default=12)
+    ap.add_argument("--workers", type=int, default=None, help="builds at once (default: sized by the pool)")
+    ap.add_argument("--arch", default=None, help="TORCH_CUDA_ARCH_LIST (default: the GPU's)")
+    ap.add_argument("--budget-s", type=float, default=480.0)
+    ap.add_argument("--work", default=None, help="folder for the cache folders (default: a temporary one)")
+    args = ap.parse_args(argv)
+    t_begin = time.monotonic()
+    os.makedirs(args.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="kb-build-times-", dir=args.work)
+    kernels = kernel_sources(args.kernels, args.limit + 1)
+    if len(kernels) < 2:
+        print("need at least two kernels that build", file=sys.stderr)
+        return 2
+    base = EvaluationConfig(device=args.device, timeout_s=900, cuda_arch=args.arch)
+    if args.device == "cuda" and not base.cuda_arch:
+        base = EvaluationConfig(device="cuda", timeout_s=900, cuda_arch=target_arch(base) or None)
+    cfg = {name: EvaluationConfig(device=base.device, timeout_s=900, cuda_arch=base.cuda_arch,
+                                  build_cache_dir=os.path.join(work, name)) for name in ("before", "after", "pool_before")}
+    result: dict[str, Any] = {"host": {"cpus": len(os.sched_getaffinity(0)), "machine": platform.node(),
+                                       "python": platform.python_version(), "device": args.device,
+                                       "arch": base.cuda_arch, "load_avg_start": os.getloadavg()},
+                              "kernels": [n for n, _ in kernels], "phases": {}}
+
+    def left() -> float:
+        return args.budget_s - (time.monotonic() - t_begin)
+
+    def save() -> None:
+        result["host"]["load_avg_end"] = os.getloadavg()
+        with open(os.path.join(args.out, "build_times.json"), "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=1, default=str)
+
+    if args.device == "cuda":
+        result["nvcc_probe"] = nvcc_probe()
+        print(f"0. nvcc --dryrun: host compile of cudafe++'s output: "
+              f"{result['nvcc_probe'].get('host_input_is_cudafe_output')}", flush=True)
+    first_name, first = kernels[0]
+    rest = kernels[1:]
+    os.environ["KB_PCH"] = "0"
+    print("1. alone, before (headers off)", flush=True)
+    r = record("alone_before", first_name, prebuild(first, cfg["before"]))
+    show(r)
+    result["phases"]["alone_before"] = r
+    save()
+    os.environ["KB_PCH"] = "1"
+    print("2. the host's precompiled headers", flush=True)
+    headers = header_cache_for(cfg["after"])
+    t0 = time.monotonic()
+    ok = headers.ensure(wait_s=900.0)
+    result["phases"]["headers"] = {"ok": ok, "wall_s": round(time.monotonic() - t0, 1), "manifest": headers.manifest()}
+    print(f"  built: {ok} in {time.monotonic() - t0:.1f} s wall, {headers.manifest().get('cpu_s')} s CPU, "
+          f"peak {headers.manifest().get('max_rss_mb')} MB, bytes {headers.manifest().get('bytes')}", flush=True)
+    save()
+    print("3. alone, after (headers published)", flush=True)
+    r = record("alone_after", first_name, prebuild(first, cfg["after"]))
+    show(r)
+    result["phases"]["alone_after"] = r
+    result["phases"]["same_objects"] = same_objects(cfg["before"].build_cache_dir, cfg["after"].build_cache_dir)
+    print(f"  objects the same byte for byte, before and after: {result['phases']['same_objects']}", flush=True)
+    print("4. the same source again (build cache)", flush=True)
+    t0 = time.monotonic()
+    again = prebuild(first, cfg["after"])
+    result["phases"]["again"] = {"status": again.status, "wall_s": round(time.monotonic() - t0, 3)}
+    print(f"  {again.status} in {time.monotonic() - t0:.3f} s", flush=True)
+    save()
+    for phase, pch, c in (("pool_before", "0", cfg["pool_before"]), ("pool_after", "1", cfg["after"])):
+        if left() < 60:
+            print(f"{phase}: skipped (budget spent)", flush=True)
+            continue
+        os.environ["KB_PCH"] = pch
+        print(f"{'5' if pch == '0' else '6'}. {phase}: {len(rest)} kernels", flush=True)
+        result["phases"][phase] = pool_phase(phase, rest, c, args.workers)
+        save()
+    shutil.rmtree(work, ignore_errors=True)
+    save()
+    print(f"wrote {os.path.join(args.out, 'build_times.json')} ({time.monotonic() - t_begin:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Sizing the build pool (``evaluation.build_pool``): the cores builds get (never a timing core nor
+its SMT sibling), what a build's process tree used (its reaped children included), and how many
+builds the measured use lets run at once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from evaluation.build_pool import (
+    PRIOR_CORES_PER_BUILD,
+    BuildUsage,
+    PoolSizer,
+    build_cpus,
+    parse_cpu_list,
+    pool_size,
+    thread_siblings,
+    tree_cpu_seconds,
+)
+
+
+def _fake_sys(tmp_path, siblings: dict[int, str]) -> str:
+    for cpu, text in siblings.items():
+        d = tmp_path / f"devices/system/cpu/cpu{cpu}/topology"
+        d.mkdir(parents=True)
+        (d / "thread_siblings_list").write_text(text + "\n")
+    return str(tmp_path)
+
+
+def test_cpu_lists_parse():
+    assert parse_cpu_list("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11}
+    assert parse_cpu_list("5\n") == {5}
+
+
+def test_builds_keep_off_the_timing_core_and_its_smt_sibling(tmp_path):
+    # 8 logical CPUs, 4 physical cores: cpu N and N+4 share one (the usual Linux numbering).
+    root = _fake_sys(tmp_path, {n: f"{n % 4},{n % 4 + 4}" for n in range(8)})
+    assert thread_siblings(0, root) == {0, 4}
+    assert build_cpus(range(8), {0}, root) == [1, 2, 3, 5, 6, 7]
+    assert build_cpus(range(8), {0, 1}, root) == [2, 3, 6, 7]
+    # Adjacent numbering (cpu 2k and 2k+1 share a core), as some hypervisors show it.
+    root2 = _fake_sys(tmp_path / "b", {n: f"{n - n % 2}-{n - n % 2 + 1}" for n in range(8)})
+    assert build_cpus(range(8), {0}, root2) == [2, 3, 4, 5, 6, 7]
+    # No topology file: only the core itself is kept free.
+    assert build_cpus(range(4), {3}, str(tmp_path / "none")) == [0, 1, 2]
+
+
+def test_this_hosts_topology_is_read():
+    cpus = sorted(os.sched_getaffinity(0))
+    kept = build_cpus(cpus, {cpus[0]})
+    assert cpus[0] not in kept
+    assert not thread_siblings(cpus[0]) & set(kept)
+
+
+def test_a_build_process_tree_counts_the_children_it_reaped():
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n"
+    parent = ("import subprocess, sys, time\n"
+              f"subprocess.run([sys.executable, '-c', {burn!r}])\n"
+              "print('reaped', flush=True)\n"
+              "time.sleep(30)\n")
+    p = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "reaped"
+        assert tree_cpu_seconds([p.pid]) >= 0.5  # the child's 0.6 s, in the parent's cutime
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_the_pool_size_follows_the_measured_cores_and_memory():
+    assert pool_size(14, 0, 2.0, 2000) == 7  # memory unknown: the cores decide
+    assert pool_size(14, 64_000, 1.0, 2000) == 14
+    assert pool_size(14, 10_000, 1.0, 2000) == 4  # 80 % of 10 GB holds four 2 GB builds
+    assert pool_size(2, 100, 2.0, 8000) == 1  # at least one
+
+
+def test_the_sizer_starts_from_priors_then_follows_the_builds():
+    sizer = PoolSizer(cores=14, memory_mb=200_000)
+    assert sizer.limit == pool_size(14, 200_000, PRIOR_CORES_PER_BUILD, 2500)
+    for _ in range(5):  # builds that kept 2 cores busy (two compiles side by side), 1.5 GB
+        sizer.record(BuildUsage(cpu_s=120.0, peak_rss_mb=1500.0, wall_s=60.0))
+    assert sizer.limit == 7
+    for _ in range(20):  # then builds of one core (a precompiled header cut the wrapper's compile)
+        sizer.record(BuildUsage(cpu_s=30.0, peak_rss_mb=1500.0, wall_s=30.0))
+    assert sizer.limit == 14
+    small = PoolSizer(cores=14, memory_mb=6000)
+    small.record(BuildUsage(cpu_s=30.0, peak_rss_mb=2400.0, wall_s=30.0))
+    assert small.limit == 2  # memory-bound
+    assert PoolSizer(cores=14, workers=3).limit == 3  # a fixed number wins
+
+
+def test_the_sizer_admits_at_most_its_limit():
+    sizer = PoolSizer(cores=3, workers=2)
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def job() -> None:
+        sizer.acquire()
+        try:
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            time.sleep(0.05)
+            with lock:
+                running[0] -= 1
+        finally:
+            sizer.release()
+
+    threads = [threading.Thread(target=job) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert peak[0] == 2 and sizer.running == 0
