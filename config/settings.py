@@ -303,6 +303,9 @@ CACHES = {
 # board too), and a board is rebuilt in the background at most once every BOARD_REBUILD_SECONDS.
 BOARD_FRESHNESS_SECONDS = env_int("BOARD_FRESHNESS_SECONDS", 5)
 BOARD_REBUILD_SECONDS = env_int("BOARD_REBUILD_SECONDS", 2)
+# A board with no kept build is built in the background; its first request waits at most this long
+# (milliseconds) for it, then is answered "being built" (503, Retry-After) while the build goes on (board_cache).
+BOARD_COLD_WAIT_MS = env_int("BOARD_COLD_WAIT_MS", 50)
 
 LOGIN_URL = "review-sign-in"
 # Where a sign-in lands when `next` is missing or unsafe (Django's default, /accounts/profile/, is a 404).

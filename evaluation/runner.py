@@ -307,6 +307,8 @@ def _collect(res: EvaluationResult, sandbox: Sandbox, log_parts: list[str]) -> N
 
 def _finish(cfg: EvaluationConfig, res: EvaluationResult, sandbox: Sandbox, log_parts: list[str],
             t_begin: float) -> None:
+    if not res.compiled:  # a review note on code that never built or loaded says nothing
+        res.notes = [note for note in res.notes if note["code"] != "pytorch_only"]
     mode = res.environment.get("isolation_mode")
     if mode != "root":
         res.add_note("isolation_degraded", f"Sandbox mode '{mode}': no uid switch"

@@ -29,6 +29,7 @@ from typing import Any, TextIO
 from .build import needs_build
 from .build_pool import build_cpus
 from .build_stage import BuildOutcome, BuildPool, target_arch
+from .metrics import fast_p
 from .runner import Prepared, evaluate_prepared, prepare
 from .stats import median
 from .types import EvaluationConfig
@@ -286,6 +287,28 @@ def build_figures(rs: list[dict[str, Any]], minutes: float, n_gpus: int) -> dict
     }
 
 
+def kernel_figures(outcomes: list[Outcome]) -> dict[str, Any]:
+    """For a sweep of kernels (not the problems against themselves): per level, the kernels
+    evaluated, the correct ones and fast_1 / fast_2 over them (problems without a kernel in the folder
+    are not counted), and how many are faster with their whole 95% interval above 1.0."""
+    levels: dict[str, Any] = {}
+    for level in sorted({o.task.level for o in outcomes}):
+        rs = [o.result for o in outcomes if o.task.level == level]
+        entries = [_correct_speedup(r) for r in rs]
+        correct = sum(r.get("status") == "correct" for r in rs)
+        levels[str(level)] = {
+            "kernels": len(rs), "correct": correct, "fast_0": correct / len(rs),
+            "fast_1": fast_p(entries, len(rs), 1.0), "fast_2": fast_p(entries, len(rs), 2.0),
+            "surely_faster": sum(bool(r.get("speedup_interval")) and r["speedup_interval"][0] > 1.0 for r in rs),
+        }  # fmt: skip
+    return {"kernels": True, "levels": levels}
+
+
+def _correct_speedup(r: dict[str, Any]) -> float | None:
+    speedup = r.get("speedup")
+    return float(speedup) if r.get("status") == "correct" and speedup is not None and speedup > 0 else None
+
+
 #: The parts of an evaluation's held time (``timings_s``), in the order they happen; ``other`` is the
 #: rest of the held time (static checks, the sandbox's set-up and tear-down, comparisons' overhead).
 STAGES = ("process_start", "load", "correctness", "timing")
@@ -307,7 +330,9 @@ def stage_seconds(rs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def summarise(outcomes: list[Outcome], minutes: float, n_gpus: int, build_workers: int = 0) -> dict[str, Any]:
-    """Status counts; self-speedup error, interval coverage of 1.0, wall times, throughput, builds."""
+    """Status counts; wall times, throughput, builds; for the problems against themselves the
+    self-speedup error and the interval's coverage of 1.0, for kernels fast_p per level
+    (kernel_figures)."""
     rs = [o.result for o in outcomes]
     statuses: dict[str, int] = {}
     for r in rs:
@@ -331,29 +356,44 @@ def summarise(outcomes: list[Outcome], minutes: float, n_gpus: int, build_worker
         "evals_per_min_per_gpu": len(rs) / minutes / max(1, n_gpus) if minutes > 0 else None,
         "build_workers": build_workers, **build_figures(rs, minutes, n_gpus),
         "stage_seconds": stage_seconds(rs),
+        **(kernel_figures(outcomes) if any(o.task.kernel_path for o in outcomes) else {"kernels": False}),
     }
 
 
 def format_summary(s: dict[str, Any]) -> str:
-    def f(x: Any, spec: str = ".3f") -> str:
-        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
-
     lines = [f"evaluations: {s['evaluations']}  statuses: {s['statuses']}",
-             f"speedup: median {f(s['speedup_median'])}, geomean {f(s['speedup_geomean'])} over {s['timed']} timed",
-             f"self-speedup error |s-1|: median {f(s['self_error_median'], '.2%')}, p90 {f(s['self_error_p90'], '.2%')}, "
-             f"max {f(s['self_error_max'], '.2%')}; within 2%: {s['within_2pct']}/{s['timed']}",
-             f"95% interval covers 1.0: {s['interval_covers_1']}/{s['timed']} ({f(s['interval_coverage'], '.1%')})",
-             f"wall per evaluation: median {f(s['wall_median_s'], '.1f')} s, p90 {f(s['wall_p90_s'], '.1f')} s, "
-             f"max {f(s['wall_max_s'], '.1f')} s",
-             f"{f(s['minutes'], '.2f')} min on {s['gpus']} {'worker' if s['device'] == 'cpu' else 'GPU'}(s): "
-             f"{f(s['evals_per_min_per_gpu'], '.1f')} evaluations per minute per {'worker' if s['device'] == 'cpu' else 'GPU'}",
-             f"held per evaluation: median {f(s['gpu_held_median_s'], '.1f')} s, p90 {f(s['gpu_held_p90_s'], '.1f')} s; "
-             f"busy {f(s['gpu_busy_share'], '.0%')} of the wall time; {f(s['build_wait_total_s'], '.0f')} s waiting for builds",
-             f"builds: {s['builds']} by {s['build_workers']} build process(es), median {f(s['build_median_s'], '.1f')} s, "
-             f"p90 {f(s['build_p90_s'], '.1f')} s; {s['builds_in_evaluation']} built inside an evaluation; "
-             f"{s['build_cached']} found built"]
+             f"speedup: median {_f(s['speedup_median'])}, geomean {_f(s['speedup_geomean'])} over {s['timed']} timed",
+             *(_kernel_lines(s) if s.get("kernels") else _self_lines(s)),
+             f"wall per evaluation: median {_f(s['wall_median_s'], '.1f')} s, p90 {_f(s['wall_p90_s'], '.1f')} s, "
+             f"max {_f(s['wall_max_s'], '.1f')} s",
+             f"{_f(s['minutes'], '.2f')} min on {s['gpus']} {'worker' if s['device'] == 'cpu' else 'GPU'}(s): "
+             f"{_f(s['evals_per_min_per_gpu'], '.1f')} evaluations per minute per {'worker' if s['device'] == 'cpu' else 'GPU'}",
+             f"held per evaluation: median {_f(s['gpu_held_median_s'], '.1f')} s, p90 {_f(s['gpu_held_p90_s'], '.1f')} s; "
+             f"busy {_f(s['gpu_busy_share'], '.0%')} of the wall time; {_f(s['build_wait_total_s'], '.0f')} s waiting for builds",
+             f"builds: {s['builds']} by {s['build_workers']} build process(es), median {_f(s['build_median_s'], '.1f')} s, "
+             f"p90 {_f(s['build_p90_s'], '.1f')} s; {s['builds_in_evaluation']} built inside an evaluation; "
+             f"{s['build_cached']} found built"]  # fmt: skip
     stages = s.get("stage_seconds") or {}
     if stages:
         lines.append("held time by part (median / p90 s): " + ", ".join(
             f"{k} {v['median']:.2f}/{v['p90']:.2f}" for k, v in stages.items()))
     return "\n".join(lines)
+
+
+def _f(x: Any, spec: str = ".3f") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def _self_lines(s: dict[str, Any]) -> list[str]:
+    """The problems against themselves: how far from 1.0 the measured speedups are."""
+    return [f"self-speedup error |s-1|: median {_f(s['self_error_median'], '.2%')}, p90 {_f(s['self_error_p90'], '.2%')}, "
+            f"max {_f(s['self_error_max'], '.2%')}; within 2%: {s['within_2pct']}/{s['timed']}",
+            f"95% interval covers 1.0: {s['interval_covers_1']}/{s['timed']} ({_f(s['interval_coverage'], '.1%')})"]  # fmt: skip
+
+
+def _kernel_lines(s: dict[str, Any]) -> list[str]:
+    """Kernels: per level, correct and fast_p over the kernels evaluated."""
+    return [f"level {level}: {d['correct']}/{d['kernels']} correct (fast_0 {_f(d['fast_0'], '.1%')}), "
+            f"fast_1 {_f(d['fast_1'], '.1%')}, fast_2 {_f(d['fast_2'], '.1%')} of the {d['kernels']} kernels evaluated; "
+            f"{d['surely_faster']} faster with the whole 95% interval above 1.0"
+            for level, d in s["levels"].items()]  # fmt: skip

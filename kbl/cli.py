@@ -161,6 +161,12 @@ def export(api: Api, args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"submit": submit, "status": status, "kernel": kernel, "export": export}
+# The API's field names as each command's flags, so that the site's errors name what to type.
+FLAGS = {
+    "submit": {"hardware": "--hardware", "problem_set": "--set", "model": "--model", "setting": "--setting",
+               "name": "--name", "precision": "--precision", "organization": "--organization", "file": "PATH"},
+    "kernel": {"problem": "PROBLEM", "source": "KERNEL", "hardware": "--hardware", "model": "--model", "run": "--run"},
+}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -172,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kbl: {exc}", file=sys.stderr)
         return USAGE
     except ApiError as exc:
-        print(f"kbl: {exc}", file=sys.stderr)
+        print(f"kbl: {exc.render(FLAGS.get(args.command, {}))}", file=sys.stderr)
         return API
     except TimeoutError as exc:
         print(f"kbl: {exc}", file=sys.stderr)

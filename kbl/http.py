@@ -45,15 +45,33 @@ class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
 OPENER = urllib.request.build_opener(SameOriginRedirects)
 
 
-def _message(status: int, body: bytes) -> str:
+def _error(status: int, body: bytes) -> ApiError:
+    """The site's 4xx/5xx as one ApiError: its detail, and its errors one a line (`field: message`
+    for DRF's field errors, rather than the raw JSON)."""
     try:
         data = json.loads(body)
     except ValueError:
-        return f"HTTP {status}: {printable(body[:300].decode('utf-8', 'replace'))}"
-    if isinstance(data, dict) and isinstance(data.get("errors"), list):
-        errors = "\n  ".join(printable(str(error)) for error in data["errors"])
-        return f"HTTP {status}: {printable(str(data.get('detail', '')))}\n  " + errors
-    return f"HTTP {status}: {printable(json.dumps(data)[:1000])}"
+        return ApiError(f"HTTP {status}: {printable(body[:300].decode('utf-8', 'replace'))}", status)
+    if not isinstance(data, dict):
+        return ApiError(f"HTTP {status}: {printable(json.dumps(data)[:1000])}", status)
+    if isinstance(data.get("errors"), list):
+        lines = [printable(str(error)) for error in data["errors"]]
+        return ApiError(f"HTTP {status}: {printable(str(data.get('detail', '')))}", status, lines)
+    detail = data.get("detail")
+    lines = [
+        f"{printable(str(field))}: {printable(_text(errors))}" for field, errors in data.items() if field != "detail"
+    ]
+    head = f"HTTP {status}: {printable(str(detail))}" if detail else f"HTTP {status}: the site refused the request"
+    return ApiError(head, status, lines[:20])
+
+
+def _text(errors: Any) -> str:
+    """DRF's messages for one field (a string, a list of them, or nested) as one line."""
+    if isinstance(errors, list):
+        return " ".join(_text(error) for error in errors)
+    if isinstance(errors, dict):
+        return "; ".join(f"{key}: {_text(value)}" for key, value in errors.items())
+    return str(errors)
 
 
 def multipart(fields: dict[str, str], files: dict[str, tuple[str, bytes]]) -> tuple[bytes, str]:
@@ -87,7 +105,7 @@ class Api:
             with OPENER.open(request, timeout=TIMEOUT_S) as response:
                 return response.read()
         except urllib.error.HTTPError as exc:
-            raise ApiError(_message(exc.code, exc.read()), exc.code) from None
+            raise _error(exc.code, exc.read()) from None
         except (urllib.error.URLError, OSError) as exc:
             raise ApiError(f"cannot reach {self.settings.url}: {getattr(exc, 'reason', exc)}") from None
 

@@ -211,6 +211,11 @@ class Run(models.Model):
     def get_absolute_url(self) -> str:
         return reverse("run-detail", args=[self.pk])
 
+    @property
+    def rules_summary(self) -> str:
+        """The rules it was scored under, as they apply on its hardware (no CUDA events on a CPU)."""
+        return self.rules.summary_on(self.hardware.kind)
+
     def writable_by(self, user) -> bool:
         """Whether `user` may write into this run: its creator, or a holder of write_any_run.
         `None` is the server's own command line (import_run), which may."""
@@ -852,6 +857,9 @@ class ProblemStats(models.Model):
 
     problem = models.OneToOneField(Problem, on_delete=models.CASCADE, primary_key=True, related_name="stats")
     n_kernels = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "problem stats"  # not Django's "problem statss"
 
     def __str__(self) -> str:
         return f"problem {self.problem_id}: {self.n_kernels} kernels"

@@ -174,6 +174,7 @@ def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "baselines": queries.problem_baselines(problem),
         "page": page,
         "charts": {"speedups": charts.speedup_bars(queries.problem_speedups(problem))},
+        "can_submit": request.user.has_perm(SUBMIT_PERMISSION),  # the form refuses anyone else
     }
     return render(request, "leaderboard/problem_detail.html", context)
 

@@ -17,19 +17,34 @@ from problems.models import LEVELS, Problem
 PROBLEM_FILE = re.compile(r"^(?P<number>[1-9]\d*)_(?P<name>.+)\.py$", re.ASCII)
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
-# Tag -> patterns in the problem's name or source. Order is display order.
-TAG_PATTERNS: dict[str, tuple[str, ...]] = {
-    "matmul": (r"matmul", r"matrix", r"\bgemm\b", r"nn\.Linear", r"torch\.bmm", r"torch\.mm\b", r"einsum"),
-    "conv": (r"conv", r"nn\.Conv"),
-    "norm": (r"norm", r"LayerNorm", r"BatchNorm", r"GroupNorm", r"InstanceNorm", r"RMS"),
-    "activation": (r"relu", r"gelu", r"sigmoid", r"tanh", r"swish", r"silu", r"softplus", r"elu\b", r"mish"),
-    "reduction": (r"sum", r"mean", r"\bmax\b", r"\bmin\b", r"argmax", r"argmin", r"cumsum", r"cumprod", r"reduction"),
-    "softmax": (r"softmax",),
-    "pooling": (r"pool",),
-    "attention": (r"attention", r"scaled_dot_product", r"MultiheadAttention"),
-    "loss": (r"loss",),
-    "recurrent": (r"\blstm\b", r"\bgru\b", r"\brnn\b", r"nn\.LSTM", r"nn\.GRU"),
-    "elementwise": (r"elementwise", r"\badd\b", r"scale", r"clamp", r"hardtanh", r"\bexp\b"),
+# Tag -> (a pattern searched in the problem's name, words apart: "Conv2D ReLU BiasAdd"; a pattern that
+# must match a whole name the source calls: `nn.Conv2d(` -> "conv2d", `torch.matmul(` -> "matmul").
+# Docstrings, comments and variable names never count ("Performs" is no RMSNorm, `scale = ...` no
+# scaling). Case-insensitive; order is display order (tests/unit/test_problem_tags.py).
+TAG_RULES: dict[str, tuple[str, str]] = {
+    "matmul": (
+        r"\b(matmul|gemm|bmm|mlp)\b|\bmatrix (?!scalar)(\w+ )*multiplication",
+        r"matmul|mm|bmm|addmm|baddbmm|einsum|linear|tensordot|mv",
+    ),
+    "conv": (r"\bconv", r"conv(?!ert)\w*"),
+    "norm": (r"norm\b", r"\w*norm(\dd)?|normalize"),
+    "activation": (
+        r"(relu|gelu|sigmoid|tanh|swish|silu|softplus|softsign|elu|mish|activation)\b",
+        r"(leaky_?|hard|log)?(relu6?|gelu|sigmoid|tanh|swish|silu|softplus|softsign|s?elu|mish)_?",
+    ),
+    "reduction": (
+        r"\b(sum|mean|max(?! pool)|min|argmax|argmin|cumsum|cumprod|logsumexp|reduction)\b",
+        r"sum|mean|max|min|amax|amin|argmax|argmin|cumsum|cumprod|logsumexp|prod",
+    ),
+    "softmax": (r"softmax", r"(log_?)?softmax"),
+    "pooling": (r"pool", r"\w*pool\w*"),
+    "attention": (r"attention", r"\w*attention\w*"),
+    "loss": (r"loss\b", r"\w*_loss|\w*loss|cross_entropy|kl_div"),
+    "recurrent": (r"lstm|gru\b|gru[a-z]|rnn", r"lstm\w*|gru\w*|rnn\w*"),
+    "elementwise": (
+        r"\b(\w*add|multiply|subtract|divide|scal(e|ing)|scalar|clamp|hardtanh|exp|elementwise)\b",
+        r"add|mul|sub|div|clamp|exp|hardtanh",
+    ),
 }
 LEVEL_TAGS = {2: "fused", 3: "model", 4: "model"}
 
@@ -77,11 +92,38 @@ def missing_definitions(source: str, path: Path) -> list[str]:
 
 
 def guess_tags(level: int, name: str, source: str) -> str:
-    text = f"{name.replace('_', ' ')}\n{source}"
-    tags = [tag for tag, patterns in TAG_PATTERNS.items() if any(re.search(p, text, re.IGNORECASE) for p in patterns)]
+    """Tags by TAG_RULES from the problem's name and the names its source calls, the level's tag
+    first and what it needs beyond PyTorch last: "fused,conv,activation,elementwise"."""
+    words = name.replace("_", " ").lower()
+    called = called_names(source)
+    tags = [
+        tag
+        for tag, (in_name, in_calls) in TAG_RULES.items()
+        if re.search(in_name, words) or any(re.fullmatch(in_calls, call) for call in called)
+    ]
     if level in LEVEL_TAGS:
         tags.insert(0, LEVEL_TAGS[level])
     return ",".join(tags + requirement_tags(source))
+
+
+def called_names(source: str) -> set[str]:
+    """The names a source calls, lowercased (`nn.Conv2d(...)` -> "conv2d", `x.sum()` -> "sum"), and
+    "matmul" for the `@` operator; empty for a source that does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute):
+                names.add(func.attr.lower())
+            elif isinstance(func, ast.Name):
+                names.add(func.id.lower())
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            names.add("matmul")
+    return names
 
 
 # Modules every evaluation host has; anything else a problem imports is a requirement worth naming.

@@ -46,6 +46,14 @@ def named_by(rows, text: str, max_length: int):
     return None
 
 
+def listing(rows: models.QuerySet, most: int = 30) -> str:
+    """Rows with a slug and a name as `slug (name), ...` (the first `most`), for error messages
+    that ask the user to choose one; "none exists yet" when there are none."""
+    shown = [f"{row.slug} ({row.name})" for row in rows[: most + 1]]
+    more = ", ..." if len(shown) > most else ""
+    return ", ".join(shown[:most]) + more or "none exists yet"
+
+
 def resolve_by_slug_or_name(queryset: models.QuerySet, text: str, max_length: int) -> models.Model | None:
     """named_by over the few rows of `queryset` that can match (one query)."""
     text = (text or "").strip()
@@ -137,10 +145,15 @@ class ScoringRules(models.Model):
     @property
     def summary(self) -> str:
         """One line for pages and exports: what a reader needs to compare two runs' verdicts."""
+        return self.summary_on(Hardware.Kind.GPU)
+
+    def summary_on(self, kind: str) -> str:
+        """`summary` for runs on hardware of `kind`: a CPU has no CUDA events, and the harness times
+        it by the process's own clock (time.perf_counter_ns, evaluation/_child.py)."""
+        timing = self.get_timing_method_display() if kind == Hardware.Kind.GPU else "timed by the CPU clock"
         return (
             f"{self.name}: tolerance {self.fp32_tolerance:g} fp32, {self.fp16_tolerance:g} fp16, "
-            f"{self.bf16_tolerance:g} bf16; {self.correctness_trials} correctness trials; "
-            f"{self.get_timing_method_display()}"
+            f"{self.bf16_tolerance:g} bf16; {self.correctness_trials} correctness trials; {timing}"
         )
 
     def as_dict(self) -> dict:
@@ -174,7 +187,7 @@ class ProblemSetQuerySet(models.QuerySet):
 
     def listing(self) -> str:
         """Every set as `slug (name)`, for error messages that ask the user to choose one."""
-        return ", ".join(f"{s.slug} ({s.name})" for s in self.order_by("name")) or "none exists yet"
+        return listing(self.order_by("name"))
 
 
 class ProblemSet(models.Model):
@@ -272,6 +285,10 @@ class HardwareQuerySet(models.QuerySet):
     def resolve(self, text: str) -> Hardware | None:
         """The hardware that `text` names: slug or name, case-insensitively (resolve_by_slug_or_name)."""
         return resolve_by_slug_or_name(self, text, Hardware.SLUG_LENGTH)
+
+    def listing(self) -> str:
+        """Every hardware as `slug (name)`, for error messages that ask the user to choose one."""
+        return listing(self.order_by("slug"))
 
 
 class Hardware(models.Model):

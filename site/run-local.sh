@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Start Redis, one RQ worker for the CPU queue and gunicorn; stop all three on Ctrl-C.
+# Start a Redis of this site's own (site/local-redis.sh: never one another process already runs), one
+# RQ worker for the CPU queue and gunicorn; stop all three on Ctrl-C.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
 PORT=${PORT:-8000}
-REDIS_PORT=${REDIS_PORT:-6379}
-export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:$REDIS_PORT/0}
 RUN_DIR=var/run
+# shellcheck source=site/local-redis.sh
+source "$(dirname "$0")/local-redis.sh"
 mkdir -p "$RUN_DIR"
 pids=()
 
@@ -17,14 +18,9 @@ stop_all() {
 }
 trap stop_all INT TERM EXIT
 
-if redis-cli -u "$REDIS_URL" ping >/dev/null 2>&1; then
-  echo "Redis already answers at $REDIS_URL; using it."
-else
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$RUN_DIR" >"$RUN_DIR/redis.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  echo "Redis on 127.0.0.1:$REDIS_PORT (log: $RUN_DIR/redis.log)"
-fi
+REDIS_PID=""
+start_local_redis "$RUN_DIR" || exit 1
+[ -n "$REDIS_PID" ] && pids+=("$REDIS_PID")
 
 if "$PY" manage.py help evalworker >/dev/null 2>&1; then
   "$PY" manage.py evalworker --queue eval-cpu >"$RUN_DIR/worker.log" 2>&1 &

@@ -89,17 +89,22 @@ def evaluate(kernel: Kernel, speedup: float | None, hardware: Hardware | None = 
 
 
 def make_run(
-    problem_set: ProblemSet, speedups: list[float | None] | None = None, model: LanguageModel | None = None, **extra
+    problem_set: ProblemSet,
+    speedups: list[float | None] | None = None,
+    model: LanguageModel | None = None,
+    source_note: str = "",
+    **extra,
 ) -> Run:
     """A run with one evaluated kernel per problem of the set; `speedups` in problem order
-    (None: incorrect). Without speedups every kernel gets 1.5x."""
+    (None: incorrect). Without speedups every kernel gets 1.5x. Every run's kernels have the same
+    source unless `source_note` (a comment added to each) tells them apart."""
     hardware = extra.pop("hardware", None) or make_hardware()
     run = Run.objects.create(model=model or make_model(), problem_set=problem_set, hardware=hardware, **extra)
     problems = list(problem_set.problems.order_by("level", "number"))
     values = speedups if speedups is not None else [1.5] * len(problems)
     for problem, speedup in zip(problems, values, strict=False):
         kernel = Kernel.objects.create(
-            run=run, problem=problem, source=REFERENCE.replace("class Model(", "class ModelNew(")
+            run=run, problem=problem, source=REFERENCE.replace("class Model(", "class ModelNew(") + source_note
         )
         evaluate(kernel, speedup)
     return run

@@ -75,7 +75,7 @@ class HardwareField(SlugField):
             self.fail("invalid")
         hardware = self.get_queryset().resolve(data)
         if hardware is None:
-            self.fail("does_not_exist", slug_name=self.slug_field, value=data)
+            raise serializers.ValidationError(f"no hardware {data[:60]!r}; the hardware: {Hardware.objects.listing()}")
         return hardware
 
 

@@ -10,10 +10,10 @@ from rest_framework import serializers
 
 from leaderboard.api.base import ReadOnly, query_param
 from leaderboard.api.common import query_choice, query_int, query_text
+from leaderboard.api.pagination import CachedCountPagination
 from leaderboard.evaluations import progress as lifecycle
 from leaderboard.models import Evaluation, Origin
 from leaderboard.reads import disclosure
-from leaderboard.reads.counts import CachedCountPagination
 from leaderboard.reviews.services import can_read_raw_output
 from problems.models import Hardware
 

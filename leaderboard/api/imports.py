@@ -3,6 +3,7 @@ launch posts), the counts an import replies with, and the reply listing every ro
 
 from __future__ import annotations
 
+from django.template.defaultfilters import pluralize
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -42,7 +43,8 @@ def import_counts(report) -> dict:
 
 def row_errors_reply(errors: list[str], noun: str) -> dict:
     """A 400 body (RowErrorsSerializer): nothing was written, and here is every problem."""
-    return {"detail": f"Nothing was imported: {len(errors)} problem(s) in the {noun}.", "errors": errors}
+    count = f"{len(errors)} error{pluralize(len(errors))}"
+    return {"detail": f"Nothing was imported: {count} in the {noun}.", "errors": errors}
 
 
 class TableIngestMixin:

@@ -10,8 +10,8 @@ from rest_framework import serializers
 from leaderboard.api.base import ReadOnly, query_param
 from leaderboard.api.common import query_choice, query_int, query_text
 from leaderboard.api.evaluations import EvaluationBriefSerializer
+from leaderboard.api.pagination import CachedCountPagination
 from leaderboard.models import Evaluation, Kernel
-from leaderboard.reads.counts import CachedCountPagination
 from problems.models import ProblemSet
 
 

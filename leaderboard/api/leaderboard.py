@@ -153,7 +153,7 @@ class LeaderboardView(APIView):
         build = served.serve(
             request, problem_set, "data", lambda as_of: self._page(request, problem_set, filters, page, page_size, as_of)
         )
-        return build.not_modified(request) or build.stamp(Response(build.body))
+        return build.not_modified(request) or build.stamp(Response(build.body, status=build.status))
 
     def _page(self, request, problem_set: ProblemSet, filters: dict, page: int, page_size: int, as_of) -> dict:
         level, hardware, p = filters["level"], filters["hardware"], filters["p"]

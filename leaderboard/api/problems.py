@@ -106,7 +106,9 @@ class ProblemSetViewSet(NamedDetail):
 @extend_schema(
     parameters=[
         query_param("set", description="Problem set slug or name (case-insensitive)."),
+        query_param("problem_set", description="The same as set= (the name of the field in each row)."),
         query_param("level", int, "Level, 1-4."),
+        query_param("number", int, "The problem's number in its level (with level= and set=: one problem)."),
         query_param("tag", description="One tag, e.g. matmul."),
         query_param("search", description="Text in the name or tags."),
     ]
@@ -121,10 +123,12 @@ class ProblemViewSet(ReadOnly):
         problems = Problem.objects.select_related("problem_set").order_by("problem_set__name", "level", "number")
         if self.action != "list":
             return problems
-        if name := query_text(self.request, "set"):
+        if name := query_text(self.request, "set") or query_text(self.request, "problem_set"):
             problems = problems.filter(problem_set=ProblemSet.objects.resolve(name))
         if (level := query_int(self.request, "level", low=1, high=4)) is not None:
             problems = problems.filter(level=level)
+        if (number := query_int(self.request, "number", low=1)) is not None:
+            problems = problems.filter(number=number)
         if tag := query_text(self.request, "tag"):
             problems = problems.filter(tags__icontains=tag.lower())
         if text := query_text(self.request, "search"):

@@ -21,7 +21,13 @@ from problems.models import Problem
 
 
 class SubmissionSerializer(serializers.Serializer):
-    problem = serializers.PrimaryKeyRelatedField(queryset=Problem.objects.select_related("problem_set"))
+    problem = serializers.PrimaryKeyRelatedField(
+        queryset=Problem.objects.select_related("problem_set"),
+        help_text="The problem's id: /api/v1/problems/?set=SET&level=L&number=N finds it.",
+        error_messages={
+            "does_not_exist": "no problem {pk_value}; find a problem's id with /api/v1/problems/?set=SET&level=L&number=N"
+        },
+    )
     source = serializers.CharField(trim_whitespace=False, help_text="Python source defining class ModelNew.")
     hardware = HardwareField(
         required=False,

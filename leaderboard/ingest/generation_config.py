@@ -19,6 +19,12 @@ CONFIG_NAME = "generation_config.yaml"
 PROMPT_SETTINGS = {"zero_shot": "zero-shot", "one_shot": "one-shot", "few_shot": "few-shot"}
 
 
+def prompt_option(setting: str) -> str:
+    """A run's setting as KernelBench's prompt_option names it ("one-shot" -> "one_shot"): the
+    inverse of PROMPT_SETTINGS, so that an export reads back as KernelBench wrote it."""
+    return {ours: theirs for theirs, ours in PROMPT_SETTINGS.items()}.get(setting, setting)
+
+
 def _unset(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value.strip() in ("", "None", "null"))
 

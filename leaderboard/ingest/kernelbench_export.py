@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 from django.utils.text import slugify
 
+from leaderboard.ingest.generation_config import prompt_option
 from leaderboard.models import Evaluation, Kernel, Run
 from problems.models import Baseline, Problem
 
@@ -151,7 +152,7 @@ def generation_config(run: Run, level: int | None) -> str:
         "model_name": str(run.model.name),
         "level": level,
         "num_samples": run.samples_per_problem,
-        "prompt_option": str(run.setting),
+        "prompt_option": prompt_option(str(run.setting)),
         "precision": str(run.precision),
         "hardware": run.hardware.slug,
         "problem_set": run.problem_set.slug,

@@ -38,6 +38,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Q
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS, plausible_speedup
@@ -53,6 +54,7 @@ from leaderboard.ingest.archives import (
     read_zip,
 )
 from leaderboard.ingest.model_names import match_lab, match_model
+from leaderboard.ingest.submissions import MODEL_NEW
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, Origin, Precision, Run, guess_backend, utf8_size
 from leaderboard.reads.board import store as board_store
@@ -262,13 +264,13 @@ def choose_problem_set(named: str | None, kernels: list[KernelFile]) -> ProblemS
     if len(every) == 1:
         return every[0]
     if not every:
-        raise RowErrors(["give problem_set: none exists yet (import_problems first)"])
+        raise RowErrors(["problem_set: no problem set exists yet (import_problems first)"])
     holding = sets.holding({(kernel.level, kernel.problem) for kernel in kernels})
     if len(holding) == 1:
         return holding[0]
     candidates = ", ".join(f"{s.slug} ({s.name})" for s in holding) if holding else sets.listing()
     why = "more than one set holds" if holding else "no one set holds"
-    raise RowErrors([f"give problem_set: {why} every problem of these kernels; the candidates: {candidates}"])
+    raise RowErrors([f"problem_set: name one ({why} every problem of these kernels); the candidates: {candidates}"])
 
 
 def _status(result: Result) -> str:
@@ -314,7 +316,7 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
         raise RowErrors(["no kernel files (level_<L>_problem_<P>_sample_<S>_kernel.py) in the upload"])
     results = parse_results(bundle.results, {kernel.level for kernel in bundle.kernels}, spec.level)
     problems, seen = _check_kernels(spec, bundle.kernels)
-    warnings = _result_warnings(results, seen, bundle.results is not None)
+    warnings = _result_warnings(results, seen, bundle.results is not None) + _kernel_warnings(bundle.kernels)
     plan = _Plan(spec, bundle.kernels, problems, results, _eager_baselines(spec), user)
     _check_speedups(plan)
     plan.hashes = {(k.level, k.problem, k.sample): k.source_hash or source_sha256(k.source) for k in bundle.kernels}
@@ -392,6 +394,18 @@ def _result_warnings(results: dict[Key, Result], seen: dict[Key, str], has_resul
     if has_results and no_result:
         warnings.append(f"{no_result} kernel(s) have no result in {RESULTS_NAME}; they can be verified here")
     return warnings
+
+
+def _kernel_warnings(kernels: list[KernelFile]) -> list[str]:
+    """Kernel files that define no `class ModelNew` (imported all the same: the file is what the
+    model wrote; verified, it ends as a compile error)."""
+    lacking = [kernel.name for kernel in kernels if kernel.source and not MODEL_NEW.search(kernel.source)]  # "" is withheld
+    if not lacking:
+        return []
+    shown = ", ".join(lacking[:5]) + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else "")
+    n = len(lacking)
+    ends = pluralize(n, "it ends,they end")
+    return [f"no class ModelNew in {n} kernel file{pluralize(n)} ({shown}): imported; verified, {ends} as a compile error"]
 
 
 def _eager_baselines(spec: RunSpec) -> dict[int, float]:

@@ -8,7 +8,6 @@ import hashlib
 from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.utils.functional import cached_property
-from rest_framework.pagination import PageNumberPagination
 
 COUNT_SECONDS = 60
 
@@ -27,9 +26,3 @@ class CachedCountPaginator(Paginator):
             count = super().count
             cache.set(key, count, COUNT_SECONDS)
         return count
-
-
-class CachedCountPagination(PageNumberPagination):
-    """The API's page-number pagination over CachedCountPaginator (for tables of a million rows)."""
-
-    django_paginator_class = CachedCountPaginator

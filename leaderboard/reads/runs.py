@@ -49,6 +49,9 @@ class Sample:
     flags: list[str]
     excluded: bool
     pending: str  # "queued", "running", "failed" or "" (the newest evaluation's state when not done)
+    source_hash: str = ""
+    speedup_low: float | None = None  # the speedup's 95% interval
+    speedup_high: float | None = None
 
     @property
     def unscored(self) -> bool:
@@ -127,6 +130,9 @@ def _sample_rows(run: Run):
             "latest_evaluation__flags",
             "is_excluded",
             "newest_state",
+            "source_hash",
+            "latest_evaluation__speedup_low",
+            "latest_evaluation__speedup_high",
         )
     )
 
@@ -138,14 +144,14 @@ def run_problems(run: Run) -> list[ProblemLine]:
         (pk, sample, backend, problem_id, level, number, name, status, compiled, correct, speedup, origin, flags) = row[
             :13
         ]
-        excluded, newest_state = row[13], row[14]
+        excluded, newest_state, source_hash, low, high = row[13:18]
         line = lines.setdefault(problem_id, ProblemLine(problem_id, level, number, name))
         pending = newest_state if newest_state and newest_state != Evaluation.State.DONE else ""
         codes = [flag.get("code", "") for flag in flags or [] if isinstance(flag, dict)]
         line.samples.append(
             Sample(
                 pk, sample, backend, status or "", bool(compiled) or bool(correct), bool(correct), speedup,
-                origin or "", codes, bool(excluded), pending,
+                origin or "", codes, bool(excluded), pending, source_hash or "", low, high,
             )
         )  # fmt: skip
     return list(lines.values())
@@ -324,6 +330,27 @@ class CompareLine:
         b = self.right.speedup if self.right and self.right.counts_correct else None
         return a / b if a and b else None
 
+    @property
+    def same_source(self) -> bool:
+        """Both runs hold the very same kernel: any difference in speed is the machine's noise."""
+        return bool(self.left and self.right and self.left.source_hash and self.left.source_hash == self.right.source_hash)
+
+    @property
+    def faster(self) -> str:
+        """"left" or "right" when that side is faster beyond noise: different sources, both correct,
+        and the two speedups' 95% intervals apart (without intervals, the speedups); "" otherwise."""
+        if self.ratio is None or self.same_source:
+            return ""
+        left, right = self.left, self.right
+        assert left is not None and right is not None  # a ratio needs both
+        if left.speedup_low is not None and right.speedup_high is not None and left.speedup_low > right.speedup_high:
+            return "left"
+        if right.speedup_low is not None and left.speedup_high is not None and right.speedup_low > left.speedup_high:
+            return "right"
+        if None in (left.speedup_low, left.speedup_high, right.speedup_low, right.speedup_high):
+            return "left" if self.ratio > 1 else "right" if self.ratio < 1 else ""
+        return ""
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "level": self.level,
@@ -333,6 +360,8 @@ class CompareLine:
             "right": self.right.as_dict() if self.right else None,
             "verdict": self.verdict,
             "ratio": self.ratio,
+            "faster": self.faster,
+            "same_source": self.same_source,
         }
 
 
@@ -354,14 +383,14 @@ def compare(left: Iterable[ProblemLine], right: Iterable[ProblemLine]) -> list[C
 
 def compare_summary(lines: list[CompareLine]) -> dict[str, int]:
     verdicts = Counter(line.verdict for line in lines)
-    faster = sum(1 for line in lines if line.ratio is not None and line.ratio > 1)
-    slower = sum(1 for line in lines if line.ratio is not None and line.ratio < 1)
+    faster = Counter(line.faster for line in lines)
     return {
         "problems": len(lines),
         "only_left_correct": verdicts["only left correct"],
         "only_right_correct": verdicts["only right correct"],
-        "left_faster": faster,
-        "right_faster": slower,
+        "left_faster": faster["left"],
+        "right_faster": faster["right"],
+        "same_source": sum(line.same_source for line in lines),
     }
 
 

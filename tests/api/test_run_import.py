@@ -113,6 +113,19 @@ def test_results_for_samples_without_a_kernel_are_skipped_with_a_warning(token_c
     assert any("sample 3 has no kernel file" in warning for warning in body["warnings"])
 
 
+def test_a_kernel_file_without_modelnew_is_imported_with_a_warning(token_client, ingestor, problem_set, hardware):
+    # Issue 30: such a file imported silently, to fail later as a compile error.
+    files = {
+        **FILES,
+        "level_1_problem_2_sample_0_kernel.py": "import torch\n\nclass Model(torch.nn.Module):\n    pass\n",
+    }
+    body = upload(token_client(ingestor), run_zip(files=files)).json()
+    assert body["kernels"]["created"] == 2
+    assert "no class ModelNew in 1 kernel file (level_1_problem_2_sample_0_kernel.py)" in " ".join(body["warnings"])
+    clean = upload(token_client(ingestor), run_zip(), name="clean").json()
+    assert not any("ModelNew" in warning for warning in clean["warnings"])
+
+
 def test_kernels_spanning_levels_need_keyed_results(token_client, ingestor, problem_set, hardware):
     files = {**FILES, "level_2_problem_1_sample_0_kernel.py": KERNEL}
     response = upload(token_client(ingestor), run_zip(files=files))

@@ -73,8 +73,8 @@ def test_a_kernel_of_a_run_is_not_evaluated_on_other_hardware(token_client, inge
 @pytest.mark.parametrize(
     ("change", "field", "message"),
     [
-        ({"problem": 99999}, "problem", "does not exist"),
-        ({"hardware": "h999"}, "hardware", "does not exist"),
+        ({"problem": 99999}, "problem", "no problem 99999"),
+        ({"hardware": "h999"}, "hardware", "no hardware 'h999'; the hardware: cpu"),
         ({"model": "nobody"}, "model", "does not exist"),
         ({"source": "print('hi')"}, "source", "class ModelNew"),
         ({"source": KERNEL + "\x00"}, "source", "Null characters"),

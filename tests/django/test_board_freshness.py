@@ -5,14 +5,19 @@ it. Committed transactions (transaction=True): the rebuild runs in a thread of i
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
+from django.contrib.auth.models import AnonymousUser
 from django.core.cache import cache
+from django.http import HttpResponse
+from django.test import RequestFactory
 from django.utils.http import parse_http_date
 
 from leaderboard.evaluations import attempts
 from leaderboard.models import Evaluation, Kernel
+from leaderboard.reads.board import served as board_cache
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,12 +86,69 @@ def test_a_stored_result_reaches_the_board_within_the_bound(client, world, url):
     assert client.get(url, HTTP_IF_NONE_MATCH=fresh["ETag"]).status_code == 304
 
 
-def test_a_build_lacking_a_write_older_than_the_bound_is_never_served(client, world, settings):
-    settings.BOARD_FRESHNESS_SECONDS = 0  # every write is "too old" at once: the request builds
+def test_a_build_lacking_a_write_older_than_the_bound_is_served_and_rebuilt_behind(client, world, settings):
+    # Issue 30, item 2: no request builds a board, even one nobody asked for since a write: it gets
+    # the kept build (its "as of" line says when; no shared cache keeps it) and the next gets the new.
+    settings.BOARD_FRESHNESS_SECONDS = 0  # every write is "too old" at once
     _store(world, _kernel(world, world.problems[0]), 2.5)
     assert "2.50x" in client.get("/levels/1/").content.decode()
     _store(world, _kernel(world, world.problems[1]), 3.5)
-    assert "2.96x" in client.get("/levels/1/").content.decode()
+    stale = client.get("/levels/1/")
+    assert "2.50x" in stale.content.decode() and "s-maxage=0" in stale["Cache-Control"]
+    fresh, _ = _wait_for(client, "/levels/1/", "2.96x", limit=10)
+    assert fresh.status_code == 200
+
+
+def _request(path: str = "/levels/1/"):
+    request = RequestFactory().get(path)
+    request.user = AnonymousUser()
+    return request
+
+
+def _held_build(release: threading.Event, body):
+    """A build that cannot finish before the test releases it: proof that no request waits for it."""
+    started = threading.Event()
+
+    def build(as_of):
+        started.set()
+        assert release.wait(30)
+        return body
+
+    return build, started
+
+
+@pytest.mark.parametrize("kind", ["page", "data"])
+def test_a_board_nobody_asked_for_is_built_behind_the_first_request(world, settings, kind):
+    settings.BOARD_COLD_WAIT_MS = 20
+    _store(world, _kernel(world, world.problems[0]), 2.5)
+    release = threading.Event()
+    body = HttpResponse("the board") if kind == "page" else {"results": ["the board"]}
+    build, started = _held_build(release, body)
+
+    first = board_cache.serve(_request(), world.problem_set, kind, build)
+    assert started.wait(10)  # the build runs, in the background
+    assert first.status == 503 and first.body is not body
+    if kind == "page":
+        page = first.stamp(first.body)
+        assert page.status_code == 503 and page["Retry-After"] == "1" and "no-store" in page["Cache-Control"]
+        assert "being built" in page.content.decode() and 'http-equiv="refresh"' in page.content.decode()
+    else:
+        assert "being built" in first.body["detail"] and first.body["retry_after"] == 1
+    assert board_cache.serve(_request(), world.problem_set, kind, build).status == 503  # still building
+
+    release.set()
+    deadline = time.monotonic() + 10
+    while (served := board_cache.serve(_request(), world.problem_set, kind, build)).status != 200:
+        assert time.monotonic() < deadline, "the background build never landed"
+        time.sleep(0.05)
+    assert served.body == body if kind == "data" else served.body is not None
+
+
+def test_a_quick_build_is_waited_for(world, settings):
+    settings.BOARD_COLD_WAIT_MS = 10_000  # small data: the first request gets the board itself
+    _store(world, _kernel(world, world.problems[0]), 2.5)
+    served = board_cache.serve(_request(), world.problem_set, "data", lambda as_of: {"results": [1]})
+    assert served.status == 200 and served.body == {"results": [1]}
 
 
 def test_the_page_says_how_current_it_is(client, world):

@@ -43,3 +43,12 @@ def test_it_costs_the_same_queries_with_more_kernels(client, problem):
         make_run(problem.problem_set, [speedup])
     assert Kernel.objects.filter(problem=problem).count() == 7
     assert count_queries(client, problem.get_absolute_url()) == before
+
+
+def test_submit_a_kernel_is_offered_only_to_who_may_submit(client, problem, ingestor, visitor):
+    # Issue 30: signed-out visitors were offered a form that then refused them.
+    assert "Submit a kernel" not in client.get(problem.get_absolute_url()).content.decode()
+    client.force_login(visitor)
+    assert "Submit a kernel" not in client.get(problem.get_absolute_url()).content.decode()
+    client.force_login(ingestor)
+    assert "Submit a kernel" in client.get(problem.get_absolute_url()).content.decode()

@@ -4,6 +4,7 @@ import pytest
 
 from leaderboard.models import Evaluation, Kernel, Origin
 from leaderboard.reads import runs as reads
+from problems.models import Hardware
 from tests.pagekit import REFERENCE, count_queries, evaluate, make_model, make_run, make_set, plain_static  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -70,12 +71,13 @@ def test_progress_counts_the_newest_evaluation_of_each_kernel(client):
 def test_compare_shows_where_one_run_is_correct_and_the_other_is_not(client):
     problem_set = make_set(levels=(1, 1))
     left = make_run(problem_set, [2.0, None], model=make_model("Left"))
-    right = make_run(problem_set, [1.0, 1.5], model=make_model("Right"))
+    right = make_run(problem_set, [1.0, 1.5], model=make_model("Right"), source_note="# another kernel\n")
     html = client.get(f"/runs/{left.pk}/?compare={right.pk}").content.decode()
     assert 'id="compare-table"' in html and "only right correct" in html
     body = client.get(f"/api/v1/runs/{left.pk}/compare/{right.pk}/").json()
     assert body["summary"] == {
         "problems": 2, "only_left_correct": 0, "only_right_correct": 1, "left_faster": 1, "right_faster": 0,
+        "same_source": 0,
     }  # fmt: skip
     assert body["problems"][0]["ratio"] == 2.0
 
@@ -150,3 +152,31 @@ def test_the_run_page_and_the_board_agree():
     (score,) = reads.run_scores(run, reads.run_problems(run))
     assert score.fast_p["fast_1"] == row.summary["fast_1"] and score.correct_rate == row.summary["correct_rate"]
     assert score.best_of_n["fast_1"] == row.summary["best_fast_1"]
+
+
+def test_the_rules_line_says_how_the_runs_hardware_was_timed(client):
+    # Issue 30: a CPU run's page said "CUDA events".
+    problem_set = make_set(levels=(1,))
+    cpu = Hardware.objects.create(slug="cpu", name="CPU", kind=Hardware.Kind.CPU)
+    on_cpu, on_gpu = make_run(problem_set, [1.0], hardware=cpu), make_run(problem_set, [1.0])
+
+    def rules_line(run):
+        html = client.get(f"/runs/{run.pk}/").content.decode()
+        return html[html.index('id="run-rules"') :].split("</dd>")[0]
+
+    assert "CUDA events" not in rules_line(on_cpu) and "timed by the CPU clock" in rules_line(on_cpu)
+    assert "CUDA events" in rules_line(on_gpu)
+
+
+def test_compare_calls_nothing_faster_within_noise(client):
+    # Issue 30: the same source measured twice on a CPU (1.05x against 1.00x) was "faster here".
+    problem_set = make_set(levels=(1, 1))
+    left = make_run(problem_set, [1.05, 1.05], model=make_model("Left"))
+    same = make_run(problem_set, [1.0, 3.0], model=make_model("Same source"))
+    other = make_run(problem_set, [1.0, 3.0], model=make_model("Other source"), source_note="# mine\n")
+    summary = client.get(f"/api/v1/runs/{left.pk}/compare/{same.pk}/").json()["summary"]
+    assert (summary["left_faster"], summary["right_faster"], summary["same_source"]) == (0, 0, 2)
+    summary = client.get(f"/api/v1/runs/{left.pk}/compare/{other.pk}/").json()["summary"]
+    assert (summary["left_faster"], summary["right_faster"], summary["same_source"]) == (0, 1, 0)  # 1.05 vs 1.0: noise
+    html = client.get(f"/runs/{left.pk}/?compare={same.pk}").content.decode()
+    assert "faster here on 0, faster there on 0" in html and "2 with the same source" in html

@@ -135,3 +135,22 @@ def test_sweep_builds_kernels_in_the_pool_ahead_of_the_workers(tmp_path, monkeyp
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["build_workers"] == 2 and summary["builds_in_evaluation"] == 0
     assert summary["builds"] == 2 and "builds: 2 by 2 build process(es)" in r.stdout
+
+
+def test_a_sweep_of_kernels_ends_with_fast_p_not_self_speedup_error():
+    # Issue 30: the figures of a self-sweep (how far from 1.0) mean nothing for kernels that are
+    # not the reference; a sweep of kernels reports correctness and fast_p per level instead.
+    def outcome(level: int, status: str, speedup: float | None, lo: float = 0.0) -> Outcome:
+        r = {"status": status, "speedup": speedup, "speedup_interval": [lo, 9.0] if speedup else None,
+             "timings_s": {"total": 1.0}}  # fmt: skip
+        return Outcome(Task(level, "p", "p.py", kernel_path="k.py"), "0", r)
+
+    s = summarise([outcome(1, "correct", 2.5, 2.1), outcome(1, "correct", 1.5, 0.9), outcome(1, "incorrect", None),
+                   outcome(1, "compile_error", None), outcome(2, "correct", 0.5, 0.4)], 0.5, 1)  # fmt: skip
+    assert s["kernels"] is True
+    assert s["levels"]["1"] == {"kernels": 4, "correct": 2, "fast_0": 0.5, "fast_1": 0.5, "fast_2": 0.25,
+                                "surely_faster": 1}  # fmt: skip
+    text = format_summary(s)
+    assert "self-speedup" not in text and "covers 1.0" not in text
+    assert "level 1: 2/4 correct (fast_0 50.0%), fast_1 50.0%, fast_2 25.0% of the 4 kernels evaluated" in text
+    assert "level 2: 1/1 correct" in text

@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -54,7 +55,9 @@ class Command(BaseCommand):
     def handle(self, path: Path, **options):
         hardware = Hardware.objects.resolve(options["hardware"])
         if hardware is None:
-            raise CommandError(f"no hardware {options['hardware']!r}")
+            raise CommandError(
+                f"--hardware: no hardware {options['hardware']!r}; the hardware: {Hardware.objects.listing()}"
+            )
         try:
             bundle = self._read(path)
             problem_set = choose_problem_set(options["problem_set"], bundle.kernels)
@@ -67,7 +70,8 @@ class Command(BaseCommand):
         except FileNotFoundError:
             raise CommandError(f"{path}: no such file") from None
         except RowErrors as exc:
-            raise CommandError("nothing imported:\n  " + "\n  ".join(exc.errors)) from None
+            errors = [re.sub(r"^problem_set: ", "--set: ", error) for error in exc.errors]  # this command's flag
+            raise CommandError("nothing imported:\n  " + "\n  ".join(errors)) from None
         for warning in result.warnings:
             self.stdout.write(self.style.WARNING(f"  {warning}"))
         self.stdout.write(self.style.SUCCESS(f"run {result.run.pk}: " + result.kernels.summary("kernels")))

@@ -8,11 +8,19 @@ version and the oldest unrefreshed mark in one small query (`board_store.board_s
 re-score) and then:
 
 - serves the kept build when nothing was written since;
-- serves the kept build when something was, as long as the oldest write it lacks is younger than
-  BOARD_FRESHNESS_SECONDS, and starts a rebuild in a background thread;
-- builds in the request when nothing is kept, or the kept build lacks a write older than the
-  bound (a board nobody asked for since), or the request runs inside a transaction (a test's: a
-  background thread could not see its writes).
+- serves the kept build when something was, and starts a rebuild in a background thread; when the
+  oldest write it lacks is older than BOARD_FRESHNESS_SECONDS (a board nobody asked for since), the
+  kept build is still what this request gets, marked for no shared cache (s-maxage=0), and its "as
+  of" line says how old it is; the next request after the rebuild gets the fresh one;
+- when nothing is kept (a board nobody asked for within CACHE_SECONDS, or since the cache was
+  emptied), starts the build in a background thread and waits for it at most
+  BOARD_COLD_WAIT_MS; a build that takes longer goes on, and this request is answered at once
+  with "being built" (503 with Retry-After: a page that reloads itself, or the API's JSON detail);
+- builds in the request only inside a transaction (a test's: a background thread could not see
+  its writes).
+
+No request builds a board, cold or not: its cost is a cache read and one small query, whatever
+the data's size.
 
 One build of a board runs at a time, and the next starts no sooner than BOARD_REBUILD_SECONDS
 after it ends (a lock in the cache: across processes when the cache is shared); a request that
@@ -33,6 +41,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as WaitedTooLong
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -41,6 +51,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse
+from django.template.loader import render_to_string
 from django.utils.cache import get_conditional_response, patch_cache_control
 from django.utils.http import http_date
 
@@ -51,6 +62,8 @@ log = logging.getLogger(__name__)
 
 CACHE_SECONDS = 600  # bounds memory; a kept build is replaced long before by its version moving
 LOCK_SECONDS = 30  # a board's build lock, should its process die while building
+RETRY_SECONDS = 1  # Retry-After of "being built"
+BUILDING_DETAIL = "This leaderboard is being built (nobody asked for it recently); ask again in a second."
 
 _one_rebuild = threading.Lock()  # one background rebuild per process at a time
 
@@ -75,8 +88,13 @@ class Served:
     etag: str
     modified: datetime | None
     cache_control: dict[str, Any]
+    status: int = 200  # 503 while the board is being built (`body` then says so)
 
     def stamp(self, response):
+        if self.status != 200:
+            response["Retry-After"] = str(RETRY_SECONDS)
+            patch_cache_control(response, no_store=True)
+            return response
         response["ETag"] = self.etag
         if self.modified is not None:
             response["Last-Modified"] = http_date(self.modified.timestamp())
@@ -85,6 +103,8 @@ class Served:
 
     def not_modified(self, request: HttpRequest) -> HttpResponse | None:
         """A 304 when the visitor's copy is this build."""
+        if self.status != 200:
+            return None
         last_modified = self.modified.timestamp() if self.modified else None
         response = get_conditional_response(request, etag=self.etag, last_modified=last_modified)
         return None if response is None else self.stamp(response)
@@ -108,36 +128,60 @@ def serve(request: HttpRequest, problem_set: ProblemSet | None, kind: str, build
         return Served(build(datetime.now(UTC)), etag, state.updated_at, {"private": True, "no_cache": True})
     key = f"board-{kind}:" + _digest(f"{problem_set.pk if problem_set else 0}:{path}")
     kept, remaining = _current_build(key, problem_set, build)
+    if kept is None:
+        return Served(_building(request, kind), "", None, {}, status=503)
     etag = _etag(problem_set, kept.version, 0, path)
     return Served(kept.body, etag, kept.modified, {"public": True, "max_age": 0, "s_maxage": remaining})
 
 
-def _current_build(key: str, problem_set: ProblemSet | None, build: Build) -> tuple[Kept, int]:
-    """(the build to serve, seconds a shared cache may keep it)."""
+def _current_build(key: str, problem_set: ProblemSet | None, build: Build) -> tuple[Kept | None, int]:
+    """(the build to serve, seconds a shared cache may keep it); None while a cold board builds."""
     freshness = settings.BOARD_FRESHNESS_SECONDS
     state = board_store.board_state(problem_set)
     kept = cache.get(key)
+    since = None if kept is None else lacking_since(kept, state)
+    if (kept is None or since is not None) and transaction.get_connection().in_atomic_block:
+        return _build_and_keep(key, problem_set, build), freshness  # a background thread could not see the writes
     if kept is None:
-        return _build_and_keep(key, problem_set, build), freshness
-    since = lacking_since(kept, state)
+        return _cold(key, problem_set, build), freshness
     if since is None:
         return kept, freshness
-    if transaction.get_connection().in_atomic_block:
-        return _build_and_keep(key, problem_set, build), freshness
-    age = time.time() - since
     # One build of a board at a time, and none within BOARD_REBUILD_SECONDS of the last: whoever
     # does not get the lock is served the kept build while that build runs.
-    if not cache.add(_lock(key), 1, timeout=LOCK_SECONDS):
-        return kept, max(0, int(freshness - age))
-    if age < freshness:
-        if not _rebuild_later(key, problem_set, build):
-            cache.delete(_lock(key))  # this process is rebuilding another board: leave it to the next request
-        return kept, int(freshness - age)
-    # Older than the bound (a board nobody asked for since the write): this request builds it.
-    try:
-        return _build_and_keep(key, problem_set, build), freshness
-    finally:
-        _debounce(key)
+    if cache.add(_lock(key), 1, timeout=LOCK_SECONDS) and _rebuild_later(key, problem_set, build) is None:
+        cache.delete(_lock(key))  # this process is rebuilding another board: leave it to the next request
+    return kept, max(0, int(freshness - (time.time() - since)))
+
+
+def _cold(key: str, problem_set: ProblemSet | None, build: Build) -> Kept | None:
+    """A board with no kept build: built in the background, waited for at most
+    BOARD_COLD_WAIT_MS (in one process's slot, or another process's build); None when it is
+    not done by then."""
+    wait = settings.BOARD_COLD_WAIT_MS / 1000
+    if cache.add(_lock(key), 1, timeout=LOCK_SECONDS):
+        built = _rebuild_later(key, problem_set, build, wait=wait, debounce=False)
+        if built is None:
+            cache.delete(_lock(key))  # no slot free in time here: the next request tries again
+            return None
+        try:
+            return built.result(timeout=wait)
+        except WaitedTooLong:
+            return None
+        except Exception:  # logged by the thread; a request after it tries again
+            return None
+    deadline = time.monotonic() + wait  # another request (maybe another process) builds it
+    while (kept := cache.get(key)) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return kept
+
+
+def _building(request: HttpRequest, kind: str) -> Any:
+    """What a request gets while its board is being built: the API's detail, or a page that reloads."""
+    if kind != "page":
+        return {"detail": BUILDING_DETAIL, "retry_after": RETRY_SECONDS}
+    context = {"retry": RETRY_SECONDS, "detail": BUILDING_DETAIL}
+    html = render_to_string("leaderboard/board_building.html", context, request=request)
+    return HttpResponse(html, status=503)
 
 
 def lacking_since(kept: Kept, state: board_store.BoardState) -> float | None:
@@ -169,24 +213,31 @@ def _keepable(body: Any) -> bool:
     return not isinstance(body, HttpResponse) or body.status_code == 200
 
 
-def _rebuild_later(key: str, problem_set: ProblemSet | None, build: Build) -> bool:
-    """Rebuild in a thread of this process, if none is running here (a process rebuilding several
-    boards at once would starve its own requests); False when one is."""
-    if not _one_rebuild.acquire(blocking=False):
-        return False
+def _rebuild_later(
+    key: str, problem_set: ProblemSet | None, build: Build, wait: float = 0.0, debounce: bool = True
+) -> Future | None:
+    """Build in a thread of this process once its one slot is free (waiting at most `wait`
+    seconds for it: a process rebuilding several boards at once would starve its own requests);
+    the build's Future, or None when the slot stayed taken. A rebuild holds the board's lock
+    BOARD_REBUILD_SECONDS after it (the debounce); a cold build releases it at once."""
+    got_slot = _one_rebuild.acquire(timeout=wait) if wait > 0 else _one_rebuild.acquire(blocking=False)
+    if not got_slot:
+        return None
+    built: Future = Future()
 
     def rebuild() -> None:
         try:
-            _build_and_keep(key, problem_set, build)
-        except Exception:  # the kept build stays served; a request after the debounce retries
-            log.exception("rebuilding board %s failed", key)
+            built.set_result(_build_and_keep(key, problem_set, build))
+        except Exception as exc:  # the kept build stays served; a request after the debounce retries
+            log.exception("building board %s failed", key)
+            built.set_exception(exc)
         finally:
-            _debounce(key)
+            _debounce(key) if debounce else cache.delete(_lock(key))
             _one_rebuild.release()
             connections.close_all()  # this thread's own connections
 
     threading.Thread(target=rebuild, name="board-rebuild", daemon=True).start()
-    return True
+    return built
 
 
 def _lock(key: str) -> str:
