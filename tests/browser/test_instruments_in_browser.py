@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from leaderboard.models import Evaluation, Kernel
-from leaderboard.reads import board_store
+from leaderboard.reads.board import store as board_store
 from tests.browser.conftest import save_screenshot
 from tests.django.test_instruments_pages import record
 
