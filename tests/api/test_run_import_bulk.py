@@ -69,7 +69,9 @@ def test_the_query_count_of_an_import_does_not_grow_with_its_kernels(big_set, ha
     with CaptureQueriesContext(connection) as again:
         result = store_run(spec(big_set, hardware, "large"), bundle(40))
     assert result.kernels.counts[UNCHANGED] == 40 and result.evaluations.counts[UNCHANGED] == 40
-    assert len(again) <= 10, len(again)
+    # 13: the model found by alias (model_names: alias, name, lab) costs three more than the old
+    # name lookup; the point is that the count is a constant, not one per kernel.
+    assert len(again) <= 13, len(again)
 
 
 def stored_state() -> dict:
