@@ -20,7 +20,7 @@ from evaluation.stats import bootstrap_speedup_ci, median, summary
 from evaluation.types import FLAG_CODES, NOTE_CODES
 from tests.evaluation.helpers import ROOT
 
-RESULT_KEYS = {"status", "compiled", "correct", "speedup", "speedup_interval", "kernel_ms", "reference_ms",
+RESULT_KEYS = {"instruments", "status", "compiled", "correct", "speedup", "speedup_interval", "kernel_ms", "reference_ms",
                "max_abs_diff", "max_rel_diff", "trials_passed", "trials_total", "flags", "notes", "error", "log",
                "timings_s", "environment", "build_cached", "backend", "seed"}
 
