@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 
@@ -47,6 +48,11 @@ def _user_in(username: str, group: str | None) -> User:
     # No password (force_login or a token signs them in): hashing one costs a second per test.
     user = User.objects.create_user(username, f"{username}@example.com", None)
     if group:
+        if not Group.objects.filter(name=group).exists():  # flushed by a live-server (transactional) test
+            from django.apps import apps  # deferred: the app registry, only when the groups were flushed
+
+            migration = importlib.import_module("leaderboard.migrations.0002_ingestors_and_reviewers_groups")
+            migration.create_groups(apps, None)
         user.groups.add(Group.objects.get(name=group))
     return user
 
