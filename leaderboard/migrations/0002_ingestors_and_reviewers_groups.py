@@ -20,9 +20,15 @@ def _ensure_permissions(apps) -> None:
 
     for label in ("leaderboard", "problems"):
         app_config = apps.get_app_config(label)
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
+        # A historical app config has no models module, and create_permissions skips those. Put
+        # back what was there: called with the live registry (tests/conftest.py), a None left here
+        # would make every later post_migrate skip the app's permissions.
+        previous = getattr(app_config, "models_module", None)  # an AppConfigStub has none
+        app_config.models_module = previous or True
+        try:
+            create_permissions(app_config, apps=apps, verbosity=0)
+        finally:
+            app_config.models_module = previous
 
 
 def create_groups(apps, schema_editor) -> None:

@@ -16,9 +16,12 @@ def grant_reviewers(apps, schema_editor) -> None:
     from django.contrib.auth.management import create_permissions
 
     app_config = apps.get_app_config("leaderboard")
-    app_config.models_module = True
-    create_permissions(app_config, apps=apps, verbosity=0)
-    app_config.models_module = None
+    previous = getattr(app_config, "models_module", None)  # put back, as in 0002 (the live registry may be passed)
+    app_config.models_module = previous or True
+    try:
+        create_permissions(app_config, apps=apps, verbosity=0)
+    finally:
+        app_config.models_module = previous
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     reviewers, _ = Group.objects.get_or_create(name="Reviewers")
