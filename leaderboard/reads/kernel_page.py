@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from leaderboard.evaluations import progress as lifecycle
-from leaderboard.models import Evaluation, Kernel
+from leaderboard.models import Evaluation, Kernel, Origin
 from leaderboard.reads import disclosure
 from leaderboard.reads.diffs import Diff, compute_diff
 from leaderboard.reads.instruments import instrument_views
@@ -57,6 +57,12 @@ def described_evaluation(kernel: Kernel, history: Sequence[Evaluation]) -> Evalu
 def is_demo(evaluation: Evaluation | None) -> bool:
     """Whether the evaluation was made up by seed_demo (its environment says so)."""
     return bool(evaluation and isinstance(evaluation.environment, dict) and evaluation.environment.get("demo"))
+
+
+def measured_here(evaluation: Evaluation | None) -> int:
+    """1 when the evaluation the page describes was made by this site's workers (the origin badge's
+    `measured`: an imported run's kernel measured here is verified here, not "imported, unverified")."""
+    return int(bool(evaluation and evaluation.origin == Origin.MEASURED and not is_demo(evaluation)))
 
 
 def shown_details(evaluation: Evaluation | None, raw_output: bool) -> dict:

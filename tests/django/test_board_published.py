@@ -190,3 +190,16 @@ def test_the_overview_names_the_leader_by_published_figures(client, field):
     assert "o1-preview" in card[:600] and "published, L40S" in card[:800]
     measured_card = html[html.index('id="strongest-measured"') : html.index('id="strongest-published"')]
     assert "measured-model" in measured_card
+
+
+def test_a_kernel_measured_here_is_verified_on_its_page(client, field):
+    problem_set, listed, measured = field
+    kernel = listed.kernels.order_by("problem__number").first()
+
+    def header() -> str:
+        html = client.get(kernel.get_absolute_url()).content.decode()
+        return html[html.index("<h1>") : html.index('id="evaluation-heading"')]
+
+    assert "imported, unverified" in header() and "verified here" not in header()
+    evaluate(kernel, 1.2)
+    assert "verified here" in header() and "imported, unverified" not in header()
