@@ -62,6 +62,7 @@ def _overview(request: HttpRequest, problem_set: ProblemSet | None, as_of: datet
         "problem_set": problem_set,
         "strongest_measured": leaders.measured,
         "strongest_published": leaders.published,
+        "partly_measured": leaders.partly,
         "strongest_reported": queries.strongest_reported(groups),
         "last_model": queries.last_model_added(),
         "latest_post": queries.latest_kernelbench_post(),

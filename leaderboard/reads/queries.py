@@ -4,7 +4,7 @@ rows (select_related / prefetch / one aggregate), so views stay thin and page co
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
@@ -141,7 +141,7 @@ def overview_standings(problem_set: ProblemSet | None) -> tuple[Leaders, list[St
     measured = [row for row in real if row.measured_kernels and row.ranked_by == MEASURED]
     if not measured:
         measured = level_standings(problem_set, None, origin=Origin.DEMO)
-        best = Leaders(measured[0] if measured else None, best.published)
+        best = replace(best, measured=measured[0] if measured else None)
     return best, measured
 
 

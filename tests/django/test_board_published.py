@@ -203,3 +203,20 @@ def test_a_kernel_measured_here_is_verified_on_its_page(client, field):
     assert "imported, unverified" in header() and "verified here" not in header()
     evaluate(kernel, 1.2)
     assert "verified here" in header() and "imported, unverified" not in header()
+
+
+def test_a_partly_measured_row_says_so_on_the_board_and_the_overview(client, field):
+    problem_set, listed, measured = field
+    measured.delete()  # only the published run: no row is fully measured
+    evaluate(listed.kernels.order_by("problem__number").first(), 1.2)  # 1 of its 3 kernels measured here
+    board_store.refresh_dirty()
+    html = client.get(f"/levels/1/?set={problem_set.slug}").content.decode()
+    card = html[html.index('id="leader-measured"') : html.index('id="leader-published"')]
+    assert "No row fully measured here yet: 1 row partly (1 of 3 kernels so far)" in card
+    published_card = html[html.index('id="leader-published"') : html.index('id="level-table"')]
+    assert "1 of 3 kernels measured here so far" in published_card and "not yet measured" not in published_card
+    row = html[html.index(f'data-run="{listed.pk}"') :]
+    row = row[: row.index("</tr>")]
+    assert "partly verified here (1 of 3)" in row and 'data-ranked-by="published"' in row
+    overview = client.get("/").content.decode()
+    assert 'id="strongest-partly"' in overview and "No run fully measured here yet: 1 partly" in overview

@@ -368,6 +368,11 @@ class Leaders:
     measured: StandingRow | None
     published: StandingRow | None
     p: float = 1.0
+    # Rows with some but not all kernels measured here (they rank by published figures), and their
+    # kernels measured and in all: what the page says while no row is fully measured.
+    partly: int = 0
+    partly_measured: int = 0
+    partly_kernels: int = 0
 
     @property
     def measured_value(self) -> float | None:
@@ -389,9 +394,13 @@ class Leaders:
 def leaders(rows: list[StandingRow], p: float) -> Leaders:
     measured = [row for row in rows if row.ranked_by == MEASURED and row.measured_kernels]
     published = [row for row in rows if row.has_published]
+    partly = [row for row in rows if row.measured_kernels and not row.verified]
     return Leaders(
         max(measured, key=lambda row: (row.fast_p(p), row.tally.correct, -row.run.pk), default=None),
         max(published, key=lambda row: (row.published_fast_p(p) or 0.0, row.score.published.correct, -row.run.pk),
             default=None),
         p,
+        len(partly),
+        sum(row.measured_kernels for row in partly),
+        sum(row.score.kernels for row in partly),
     )  # fmt: skip
