@@ -48,7 +48,7 @@ def _measured_points(rows):
 def overview(request: HttpRequest) -> HttpResponse:
     board_params.keep_only(request, ())  # the overview reads no parameter: one cache entry
     problem_set = board_params.featured_problem_set()
-    return served.cached_board(request, problem_set, lambda as_of: _overview(request, problem_set, as_of))
+    return served.cached_board(request, problem_set, lambda nobody, as_of: _overview(nobody, problem_set, as_of))
 
 
 def _overview(request: HttpRequest, problem_set: ProblemSet | None, as_of: datetime) -> HttpResponse:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from leaderboard.models import LanguageModel
 from leaderboard.reads.board.served import Kept, lacking_since
@@ -60,3 +62,24 @@ def test_a_kept_build_knows_how_old_the_oldest_write_it_lacks_is():
     assert lacking_since(kept, BoardState(6, at[30], None)) == at[12].timestamp()
     assert lacking_since(kept, BoardState(3, at[10], at[20])) == at[20].timestamp()
     assert lacking_since(kept, BoardState(4, at[30], at[20])) == at[20].timestamp()
+
+
+@pytest.mark.parametrize("url", ["/levels/1/", "/", "/levels/1/grid/"])
+def test_a_signed_in_visitor_gets_the_kept_board_with_their_own_header(client, world, reviewer, url):
+    """No board is built per signed-in request (issue 30): the kept build is built for nobody, and
+    only the header's visitor parts are rendered for the visitor; nobody else ever sees them."""
+    world.kernel(world.problems[0], speedup=2.5)
+    client.force_login(reviewer)
+    mine = client.get(url)  # the board's first request: it is built now, for nobody
+    html = mine.content.decode()
+    assert mine.status_code == 200 and "reviewer</span>" in html and "Sign out" in html and "Review queue" in html
+    assert "private" in mine["Cache-Control"] and "public" not in mine["Cache-Control"]
+    with CaptureQueriesContext(connection) as queries:
+        again = client.get(url)
+    assert again.status_code == 200 and "reviewer</span>" in again.content.decode()
+    # The parameters (sets, hardware), session, user, board state, permissions; a build reads far more.
+    assert len(queries) <= 10, [q["sql"].partition("FROM")[2][:40] for q in queries]
+    client.logout()
+    theirs = client.get(url).content.decode()
+    assert "reviewer</span>" not in theirs and "Sign out" not in theirs and "Review queue" not in theirs
+    assert "Sign in" in theirs

@@ -36,7 +36,7 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
     board = params.read_level_board(level, request.GET)
     if params.use_query(request, params.level_board_query(request, board)):
         board = params.read_level_board(level, request.GET)  # as the cache key has it
-    return served.cached_board(request, board.problem_set, lambda as_of: _build(request, board, as_of))
+    return served.cached_board(request, board.problem_set, lambda nobody, as_of: _build(nobody, board, as_of))
 
 
 def _build(request: HttpRequest, board: params.LevelBoard, as_of: datetime) -> HttpResponse:
@@ -105,7 +105,7 @@ def level_grid(request: HttpRequest, level: int) -> HttpResponse:
     """The level's grid of problems x best kernels (leaderboard.reads.board.grid), for ?set=."""
     board = params.read_level_board(str(level), request.GET)
     params.keep_only(request, ("set",) if request.GET.get("set") else ())
-    return served.cached_board(request, board.problem_set, lambda as_of: _grid(request, board, level, as_of))
+    return served.cached_board(request, board.problem_set, lambda nobody, as_of: _grid(nobody, board, level, as_of))
 
 
 def _grid(request: HttpRequest, board: params.LevelBoard, level: int, as_of: datetime) -> HttpResponse:

@@ -31,11 +31,16 @@ by the write rate or the request rate.
 So a stored result shows within the bound whatever the write rate, and a board costs a cache read
 however often results arrive. ETag and Last-Modified describe the build served, and advance with
 it; Cache-Control lets shared caches keep an anonymous board for what is left of the window.
-Pages for signed-in users are built per request (their header differs), with validators that
-include the user; the API's data is kept for everyone."""
+
+A page is built for nobody (an anonymous copy of the first request) and kept once for everyone; a
+signed-in visitor gets the kept page with the header's marked parts that name the visitor (its
+name, sign-out form, review link: templates/includes/visitor_*.html) rendered for them
+(`for_visitor`), with validators that include the user and `private`. The API's data is kept for
+everyone."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import threading
@@ -48,6 +53,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.core.cache import cache
 from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse
@@ -68,6 +74,8 @@ BUILDING_DETAIL = "This leaderboard is being built (nobody asked for it recently
 _one_rebuild = threading.Lock()  # one background rebuild per process at a time
 
 Build = Callable[[datetime], Any]  # makes the board's body, given its "as of" time
+PageBuild = Callable[[HttpRequest, datetime], HttpResponse]  # a page, for a request, "as of" a time
+VISITOR_PARTS = ("nav", "account")  # base.html's <!--kb-visitor:NAME--> regions
 
 
 @dataclass(frozen=True)
@@ -110,28 +118,55 @@ class Served:
         return None if response is None else self.stamp(response)
 
 
-def cached_board(request: HttpRequest, problem_set: ProblemSet | None, render: Build) -> HttpResponse:
-    """The board `render` makes: the last complete build, or a 304 when the visitor has it."""
-    served = serve(request, problem_set, "page", render)
-    return served.not_modified(request) or served.stamp(served.body)
+def cached_board(request: HttpRequest, problem_set: ProblemSet | None, render: PageBuild) -> HttpResponse:
+    """The board page `render` makes, built for nobody and kept (the last complete build), with the
+    header's visitor parts rendered for this visitor; or a 304 when the visitor has it."""
+    nobody = _anonymous(request)
+    served = serve(request, problem_set, "page", lambda as_of: render(nobody, as_of))
+    return served.not_modified(request) or served.stamp(for_visitor(served.body, request))
 
 
 def serve(request: HttpRequest, problem_set: ProblemSet | None, kind: str, build: Build) -> Served:
-    """The build of this board that this request gets (see the module's docstring)."""
-    # A page names its signed-in user in its header: built per request, never kept. The API's
-    # data is the same for everyone.
+    """The build of this board that this request gets (see the module's docstring). Every build is
+    the same for everyone; a signed-in visitor's validators name the user, and only their browser
+    may keep the page (its header names them)."""
     user = request.user.pk if kind == "page" and request.user.is_authenticated else 0
     path = request.get_full_path()
-    if user:
-        state = board_store.board_state(problem_set)
-        etag = _etag(problem_set, state.key, user, path)
-        return Served(build(datetime.now(UTC)), etag, state.updated_at, {"private": True, "no_cache": True})
     key = f"board-{kind}:" + _digest(f"{problem_set.pk if problem_set else 0}:{path}")
     kept, remaining = _current_build(key, problem_set, build)
     if kept is None:
         return Served(_building(request, kind), "", None, {}, status=503)
-    etag = _etag(problem_set, kept.version, 0, path)
+    etag = _etag(problem_set, kept.version, user, path)
+    if user:
+        return Served(kept.body, etag, kept.modified, {"private": True, "no_cache": True})
     return Served(kept.body, etag, kept.modified, {"public": True, "max_age": 0, "s_maxage": remaining})
+
+
+def _anonymous(request: HttpRequest) -> HttpRequest:
+    """A copy of `request` as nobody signed in would send it: what a kept page is built for."""
+    nobody = copy.copy(request)
+    nobody.user = AnonymousUser()
+    return nobody
+
+
+def for_visitor(body: Any, request: HttpRequest) -> Any:
+    """The kept page with base.html's visitor parts rendered for this request's user (a new
+    response: the kept one is everyone's). Anything else (a download, "being built") as it is."""
+    if not request.user.is_authenticated or not isinstance(body, HttpResponse) or body.status_code != 200:
+        return body
+    html = body.content.decode()
+    for name in VISITOR_PARTS:
+        start, end = f"<!--kb-visitor:{name}-->", f"<!--/kb-visitor:{name}-->"
+        head, found, rest = html.partition(start)
+        if not found or end not in rest:
+            continue
+        part = render_to_string(f"includes/visitor_{name}.html", request=request)
+        html = head + start + part + rest[rest.index(end) :]
+    response = HttpResponse(html, status=body.status_code, content_type=body["Content-Type"])
+    for header, value in body.items():
+        if header.lower() not in ("content-type", "content-length"):
+            response[header] = value
+    return response
 
 
 def _current_build(key: str, problem_set: ProblemSet | None, build: Build) -> tuple[Kept | None, int]:
