@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
+from evaluation.metrics import MIN_RUNTIME_MS, speedup_problem
 from leaderboard.evaluations.attempts import refresh_latest_evaluation
 from leaderboard.models import Evaluation, Kernel, Origin
 from problems.models import RULE_PRESETS, Hardware, ScoringRules
@@ -142,6 +143,12 @@ def _check(item, number: int) -> None:
         value = figures.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0):
             raise MalformedResults(f"{where}: {name} {value!r} is not a positive number")
+        # Issue 28, case 1: the same floor and ceiling as every other way in (run_import, the API, the worker).
+        wrong = (speedup_problem(value) or "").replace("speedup", name, 1) if name.startswith("speedup") else ""
+        if name.endswith("_ms") and value is not None and value < MIN_RUNTIME_MS:
+            wrong = f"{name} {value!r} ms is under the physical floor of {MIN_RUNTIME_MS:g} ms"
+        if wrong:
+            raise MalformedResults(f"{where}: {wrong}")
     if figures.get("speedup") is not None and figures.get("correct") is not True:
         raise MalformedResults(f"{where}: a speedup for a kernel that is not correct")
     if not isinstance(figures.get("finished_at"), str) or parse_datetime(figures["finished_at"]) is None:
