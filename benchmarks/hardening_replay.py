@@ -96,8 +96,10 @@ def main() -> int:
     print(f"database: {env['DATABASE_URL'].split('@')[-1]}; gunicorn: 4 workers; cache: {cache}; API_WRITE_RATE=10/min")
     print(f"{'case':40} {'ok':3} {'rows same':9} statuses")
     for outcome in outcomes:
-        print(f"{outcome.case:40} {'yes' if outcome.ok else 'NO':3} {'yes' if outcome.counts_unchanged else 'NO':9} "
-              f"{' '.join(map(str, outcome.statuses))}  {outcome.note}")
+        print(
+            f"{outcome.case:40} {'yes' if outcome.ok else 'NO':3} {'yes' if outcome.counts_unchanged else 'NO':9} "
+            f"{' '.join(map(str, outcome.statuses))}  {outcome.note}"
+        )
         if not outcome.ok:
             for body in outcome.bodies:
                 print("      ", body[:200].replace("\n", " "))

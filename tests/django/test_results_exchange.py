@@ -21,7 +21,9 @@ def world() -> tuple[Kernel, Hardware]:
     problem_set = ProblemSet.objects.create(slug="kb-lb", name="Leaderboard", rules=rules)
     problem = Problem.objects.create(problem_set=problem_set, level=1, number=12, name="Diag", source=PROBLEM_SOURCE)
     hardware = Hardware.objects.create(slug="h200", name="NVIDIA H200", device_name="NVIDIA H200", cuda_version="12.8")
-    run = Run.objects.create(model=LanguageModel.objects.create(name="o1-preview"), problem_set=problem_set, hardware=hardware)
+    run = Run.objects.create(
+        model=LanguageModel.objects.create(name="o1-preview"), problem_set=problem_set, hardware=hardware
+    )
     return Kernel.objects.create(run=run, problem=problem, source=KERNEL), hardware
 
 
