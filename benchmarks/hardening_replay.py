@@ -54,6 +54,10 @@ def main() -> int:
         "KERNEL_SOURCE_MAX_BYTES_PER_USER": "300000",
         # Issue 19 case 14: loopback is not private here, so /metrics and /healthz answer as to a visitor.
         "PRIVATE_NETWORKS": "10.255.255.0/24",
+        # A board nobody asked for answers 503 "being built" when its build takes over this (default
+        # 50 ms; leaderboard/reads/board/served.py). The cases read boards for their content, as the
+        # suites do (tests/conftest.py): every site started here waits for the build, whatever the load.
+        "BOARD_COLD_WAIT_MS": os.environ.get("BOARD_COLD_WAIT_MS", "60000"),
     }
     os.environ.update(env)
     os.environ.pop("REDIS_URL", None)
@@ -92,8 +96,10 @@ def main() -> int:
     print(f"database: {env['DATABASE_URL'].split('@')[-1]}; gunicorn: 4 workers; cache: {cache}; API_WRITE_RATE=10/min")
     print(f"{'case':40} {'ok':3} {'rows same':9} statuses")
     for outcome in outcomes:
-        print(f"{outcome.case:40} {'yes' if outcome.ok else 'NO':3} {'yes' if outcome.counts_unchanged else 'NO':9} "
-              f"{' '.join(map(str, outcome.statuses))}  {outcome.note}")
+        print(
+            f"{outcome.case:40} {'yes' if outcome.ok else 'NO':3} {'yes' if outcome.counts_unchanged else 'NO':9} "
+            f"{' '.join(map(str, outcome.statuses))}  {outcome.note}"
+        )
         if not outcome.ok:
             for body in outcome.bodies:
                 print("      ", body[:200].replace("\n", " "))

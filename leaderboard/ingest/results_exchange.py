@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
+from evaluation.metrics import MIN_RUNTIME_MS, speedup_problem
 from leaderboard.evaluations.attempts import refresh_latest_evaluation
 from leaderboard.models import Evaluation, Kernel, Origin
 from problems.models import RULE_PRESETS, Hardware, ScoringRules
@@ -43,7 +44,16 @@ FIGURES = (
     "flags", "notes", "stage_seconds", "environment",
 )  # fmt: skip
 TIMES = ("queued_at", "started_at", "finished_at")
-HARDWARE_FIELDS = ("slug", "name", "kind", "device_name", "driver_version", "cuda_version", "torch_version", "python_version")
+HARDWARE_FIELDS = (
+    "slug",
+    "name",
+    "kind",
+    "device_name",
+    "driver_version",
+    "cuda_version",
+    "torch_version",
+    "python_version",
+)
 ORIGINS = {Origin.MEASURED.value, Origin.IMPORTED.value}  # demo rows never travel
 
 
@@ -57,7 +67,11 @@ class MalformedResults(ValueError):
 
 def exported(evaluations) -> Iterator[dict]:
     """The header, then one record per finished evaluation of `evaluations` (a queryset)."""
-    yield {"format": FORMAT, "exported_at": dt.datetime.now(dt.UTC).isoformat(), "note": "figures only; no code, no logs"}
+    yield {
+        "format": FORMAT,
+        "exported_at": dt.datetime.now(dt.UTC).isoformat(),
+        "note": "figures only; no code, no logs",
+    }
     rows = (
         evaluations.filter(state=Evaluation.State.DONE, origin__in=ORIGINS)
         .select_related("kernel__problem__problem_set", "kernel__run__model", "hardware", "rules")
@@ -133,15 +147,25 @@ def read_jsonl(lines: Iterable[str]) -> list[dict]:
 
 def _check(item, number: int) -> None:
     where = f"line {number}"
-    if not isinstance(item, dict) or not all(isinstance(item.get(k), dict) for k in ("kernel", "hardware", "evaluation")):
+    if not isinstance(item, dict) or not all(
+        isinstance(item.get(k), dict) for k in ("kernel", "hardware", "evaluation")
+    ):
         raise MalformedResults(f"{where}: must hold kernel, hardware and evaluation objects")
     figures = item["evaluation"]
     if figures.get("status") not in Evaluation.Status.values or figures.get("origin") not in ORIGINS:
         raise MalformedResults(f"{where}: status or origin is not one of ours")
     for name in ("speedup", "speedup_low", "speedup_high", "kernel_ms", "reference_ms"):
         value = figures.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
+        ):
             raise MalformedResults(f"{where}: {name} {value!r} is not a positive number")
+        # Issue 28, case 1: the same floor and ceiling as every other way in (run_import, the API, the worker).
+        wrong = (speedup_problem(value) or "").replace("speedup", name, 1) if name.startswith("speedup") else ""
+        if name.endswith("_ms") and value is not None and value < MIN_RUNTIME_MS:
+            wrong = f"{name} {value!r} ms is under the physical floor of {MIN_RUNTIME_MS:g} ms"
+        if wrong:
+            raise MalformedResults(f"{where}: {wrong}")
     if figures.get("speedup") is not None and figures.get("correct") is not True:
         raise MalformedResults(f"{where}: a speedup for a kernel that is not correct")
     if not isinstance(figures.get("finished_at"), str) or parse_datetime(figures["finished_at"]) is None:

@@ -21,7 +21,9 @@ def world() -> tuple[Kernel, Hardware]:
     problem_set = ProblemSet.objects.create(slug="kb-lb", name="Leaderboard", rules=rules)
     problem = Problem.objects.create(problem_set=problem_set, level=1, number=12, name="Diag", source=PROBLEM_SOURCE)
     hardware = Hardware.objects.create(slug="h200", name="NVIDIA H200", device_name="NVIDIA H200", cuda_version="12.8")
-    run = Run.objects.create(model=LanguageModel.objects.create(name="o1-preview"), problem_set=problem_set, hardware=hardware)
+    run = Run.objects.create(
+        model=LanguageModel.objects.create(name="o1-preview"), problem_set=problem_set, hardware=hardware
+    )
     return Kernel.objects.create(run=run, problem=problem, source=KERNEL), hardware
 
 
@@ -116,3 +118,28 @@ def test_seed_demo_loads_the_results_file_when_there_is_one(tmp_path, settings, 
     assert demo.seed_field(hardware) == {"field_kernels": 0, "field_results": 1}
     monkeypatch.setattr(demo, "FIELD_RESULTS", tmp_path / "absent.jsonl")
     assert demo.seed_field(hardware) == {"field_kernels": 0, "field_results": 0}
+
+
+@pytest.mark.parametrize(
+    ("figure", "value", "message"),
+    [
+        ("kernel_ms", 4e-320, "line 2: kernel_ms 4e-320 ms is under the physical floor"),
+        ("reference_ms", 1e-9, "line 2: reference_ms 1e-09 ms is under the physical floor"),
+        ("speedup", 2e300, "line 2: speedup 2e\\+300 is over the ceiling"),
+        ("speedup_high", 1e7, "line 2: speedup_high 1e\\+07 is over the ceiling"),
+    ],
+)
+def test_a_figure_under_the_floor_or_over_the_ceiling_is_refused_by_line(tmp_path, figure, value, message):
+    """Issue 28, case 1: import_results applies the floor and ceiling of every other way in."""
+    kernel, hardware = world()
+    measured(kernel, hardware)
+    path = tmp_path / "r.jsonl"
+    export(path)
+    Evaluation.objects.all().delete()
+    header, line = path.read_text().splitlines()
+    item = json.loads(line)
+    item["evaluation"][figure] = value
+    path.write_text(header + "\n" + json.dumps(item) + "\n")
+    with pytest.raises(CommandError, match=message):
+        load(path)
+    assert not Evaluation.objects.exists()
