@@ -132,7 +132,8 @@ def model_detail(request: HttpRequest, slug: str) -> HttpResponse:
     runs = list(page.object_list)
     scores = queries.model_level_scores(model, runs)
     reported = queries.model_reported_scores(model)
-    measured = [(run.created_at, scores[run.pk]["all"]) for run in runs if "all" in scores.get(run.pk, {})]
+    rows = {run.pk: scores[run.pk]["all"] for run in runs if "all" in scores.get(run.pk, {})}
+    measured, published = queries.model_history_points(runs, rows)
     context = {
         "model": model,
         "page": page,
@@ -140,7 +141,7 @@ def model_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "level_keys": ["all", *[str(level) for level in LEVELS]],
         "reported_groups": queries.best_reported_by_variant(reported),
         "reported": reported,
-        "charts": {"history": charts.model_history(reported, measured)},
+        "charts": {"history": charts.model_history(reported, measured, published)},
     }
     return render(request, "leaderboard/model_detail.html", context)
 

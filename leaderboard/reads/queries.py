@@ -3,10 +3,11 @@ rows (select_related / prefetch / one aggregate), so views stay thin and page co
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from leaderboard.models import (
@@ -21,7 +22,7 @@ from leaderboard.models import (
     Run,
 )
 from leaderboard.reads.board import store as board_store
-from leaderboard.reads.board.rows import MEASURED, Leaders, StandingRow, leaders, level_standings, make_row
+from leaderboard.reads.board.rows import MEASURED, PUBLISHED, Leaders, StandingRow, leaders, level_standings, make_row
 from leaderboard.reads.board.scoring import RULE_SAMPLE0, LevelScore
 from problems.models import LEVELS, Baseline, Problem, ProblemSet
 
@@ -176,6 +177,38 @@ def model_level_scores(model: LanguageModel, runs: list[Run]) -> dict[int, dict[
                     run, level, score, n, None, RULE_SAMPLE0
                 )
     return by_run
+
+
+HistoryPoints = list[tuple[dt.datetime, StandingRow]]
+
+
+def model_history_points(runs: list[Run], rows: dict[int, StandingRow]) -> tuple[HistoryPoints, HistoryPoints]:
+    """The history chart's points of `runs` (a page of a model's), from their all-levels `rows`
+    (by run id): (measured, published), each (date, row). One query.
+
+    A run that ranks by its published figures (imported from a published leaderboard, not yet all
+    measured here) plots its published fast_1, at the run's creation: published figures carry no
+    date of their own. A run with evaluated kernels plots its fast_1 at its newest result's finish.
+    A run with neither (imported and never measured, or still queued) is left out: its 0% would
+    only mean "not measured yet"."""
+    newest = dict(
+        Kernel.objects.filter(run_id__in=list(rows), latest_evaluation__isnull=False)
+        .order_by()
+        .values("run_id")
+        .annotate(at=Max("latest_evaluation__finished_at"))
+        .values_list("run_id", "at")
+    )
+    measured: HistoryPoints = []
+    published: HistoryPoints = []
+    for run in runs:
+        row = rows.get(run.pk)
+        if row is None:
+            continue
+        if row.ranked_by == PUBLISHED:
+            published.append((run.created_at, row))
+        elif run.pk in newest:
+            measured.append((newest[run.pk] or run.created_at, row))
+    return measured, published
 
 
 def model_reported_scores(model: LanguageModel) -> list[ReportedScore]:
