@@ -39,11 +39,27 @@ def label(text: object) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _legend_below(layout: dict[str, Any]) -> None:
+    """A horizontal legend at the foot of the figure (container coordinates), below the x-axis and
+    its title: plotly reserves its height in the bottom margin and pushes the axis's ticks and title
+    above it (automargin), however many rows the legend wraps to. (A legend at a fixed paper y, the
+    old layout, is anchored by its bottom edge and grew up into the axis title.)"""
+    layout["legend"] = {
+        "orientation": "h",
+        "x": 0,
+        "xanchor": "left",
+        "xref": "container",
+        "y": 0,
+        "yanchor": "bottom",
+        "yref": "container",
+    }
+    layout["xaxis"] = {"automargin": True, **(layout.get("xaxis") or {})}
+
+
 def _layout(title: str = "", **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "margin": {"l": 60, "r": 20, "t": 40 if title else 20, "b": 50},
         "hovermode": "closest",
-        "legend": {"orientation": "h", "y": -0.2},
         "font": {"family": "system-ui, sans-serif", "size": 12},
         "paper_bgcolor": "rgba(0,0,0,0)",
         "plot_bgcolor": "rgba(0,0,0,0)",
@@ -51,6 +67,8 @@ def _layout(title: str = "", **extra: Any) -> dict[str, Any]:
     if title:
         layout["title"] = {"text": label(title), "font": {"size": 14}}
     layout.update(extra)
+    if layout.get("showlegend", True) and "legend" not in extra:
+        _legend_below(layout)
     return layout
 
 
@@ -589,6 +607,5 @@ def run_fast_p_chart(scores: Sequence[Any]) -> Figure | None:
             height=360,
             xaxis={"title": {"text": "p (speedup threshold)"}, "range": [0, 3]},
             yaxis={"title": {"text": "fast_p (%)"}, "range": [0, 100]},
-            legend={"orientation": "h", "y": -0.3},
         ),
     }
