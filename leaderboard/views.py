@@ -173,6 +173,7 @@ def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "problem": problem,
         "source_html": highlight_python(problem.source, anchor="ref"),
         "baselines": queries.problem_baselines(problem),
+        "checks": queries.problem_checks(problem),
         "page": page,
         "charts": {"speedups": charts.speedup_bars(queries.problem_speedups(problem))},
         "can_submit": request.user.has_perm(SUBMIT_PERMISSION),  # the form refuses anyone else

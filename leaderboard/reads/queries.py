@@ -20,6 +20,7 @@ from leaderboard.models import (
     Origin,
     ReportedScore,
     Run,
+    code_q,
 )
 from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.rows import MEASURED, PUBLISHED, Leaders, StandingRow, leaders, level_standings, make_row
@@ -221,6 +222,32 @@ def model_reported_scores(model: LanguageModel) -> list[ReportedScore]:
 
 def problem_baselines(problem: Problem) -> list[Baseline]:
     return list(problem.baselines.select_related("hardware").order_by("hardware__slug", "mode", "compile_variant"))
+
+
+@dataclass(frozen=True)
+class ProblemChecks:
+    """What the latest evaluations of a problem's kernels found, counted in kernels."""
+
+    evaluated: int  # kernels with a finished evaluation
+    # whose evaluation found the reference output barely depends on its inputs, or is near zero,
+    # so that a constant (zeros) output passes the tolerance (input_independent_reference,
+    # near_zero_reference): a fact about the problem, seen by each kernel's evaluation
+    zeros_pass: int
+    precision_downgrade: int  # computed the problem in lower precision than it asks (TF32, fp16/bf16 casts)
+
+
+ZEROS_PASS_CODES = ("input_independent_reference", "near_zero_reference")
+
+
+def problem_checks(problem: Problem) -> ProblemChecks:
+    """The problem page's checks: one aggregate query over the problem's kernels."""
+    zeros = code_q(ZEROS_PASS_CODES[0]) | code_q(ZEROS_PASS_CODES[1])
+    counts = Kernel.objects.filter(problem=problem, latest_evaluation__isnull=False).aggregate(
+        evaluated=Count("pk"),
+        zeros_pass=Count("pk", filter=zeros),
+        precision_downgrade=Count("pk", filter=code_q("precision_downgrade")),
+    )
+    return ProblemChecks(**counts)
 
 
 def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:
