@@ -133,7 +133,8 @@ def model_detail(request: HttpRequest, slug: str) -> HttpResponse:
     runs = list(page.object_list)
     scores = queries.model_level_scores(model, runs)
     reported = queries.model_reported_scores(model)
-    measured = [(run.created_at, scores[run.pk]["all"]) for run in runs if "all" in scores.get(run.pk, {})]
+    rows = {run.pk: scores[run.pk]["all"] for run in runs if "all" in scores.get(run.pk, {})}
+    measured, published = queries.model_history_points(runs, rows)
     context = {
         "model": model,
         "page": page,
@@ -141,7 +142,7 @@ def model_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "level_keys": ["all", *[str(level) for level in LEVELS]],
         "reported_groups": queries.best_reported_by_variant(reported),
         "reported": reported,
-        "charts": {"history": charts.model_history(reported, measured)},
+        "charts": {"history": charts.model_history(reported, measured, published)},
     }
     return render(request, "leaderboard/model_detail.html", context)
 
@@ -173,6 +174,7 @@ def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "problem": problem,
         "source_html": highlight_python(problem.source, anchor="ref"),
         "baselines": queries.problem_baselines(problem),
+        "checks": queries.problem_checks(problem),
         "page": page,
         "charts": {"speedups": charts.speedup_bars(queries.problem_speedups(problem))},
         "can_submit": request.user.has_perm(SUBMIT_PERMISSION),  # the form refuses anyone else

@@ -39,11 +39,27 @@ def label(text: object) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _legend_below(layout: dict[str, Any]) -> None:
+    """A horizontal legend at the foot of the figure (container coordinates), below the x-axis and
+    its title: plotly reserves its height in the bottom margin and pushes the axis's ticks and title
+    above it (automargin), however many rows the legend wraps to. (A legend at a fixed paper y, the
+    old layout, is anchored by its bottom edge and grew up into the axis title.)"""
+    layout["legend"] = {
+        "orientation": "h",
+        "x": 0,
+        "xanchor": "left",
+        "xref": "container",
+        "y": 0,
+        "yanchor": "bottom",
+        "yref": "container",
+    }
+    layout["xaxis"] = {"automargin": True, **(layout.get("xaxis") or {})}
+
+
 def _layout(title: str = "", **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "margin": {"l": 60, "r": 20, "t": 40 if title else 20, "b": 50},
         "hovermode": "closest",
-        "legend": {"orientation": "h", "y": -0.2},
         "font": {"family": "system-ui, sans-serif", "size": 12},
         "paper_bgcolor": "rgba(0,0,0,0)",
         "plot_bgcolor": "rgba(0,0,0,0)",
@@ -51,6 +67,8 @@ def _layout(title: str = "", **extra: Any) -> dict[str, Any]:
     if title:
         layout["title"] = {"text": label(title), "font": {"size": 14}}
     layout.update(extra)
+    if layout.get("showlegend", True) and "legend" not in extra:
+        _legend_below(layout)
     return layout
 
 
@@ -194,7 +212,29 @@ def _measured_diamonds(points: list[tuple[dt.date, StandingRow]], is_demo: bool)
             "color": DEMO_COLOUR if is_demo else MEASURED_COLOUR,
             "line": {"width": 2},
         },
-        "hovertext": [f"{label(row.run.model.name)}: fast_1 {row.fast_p(1.0) * 100:.1f}% · {_run_label(row)}" for _, row in points],
+        "hovertext": [
+            f"{label(row.run.model.name)}: fast_1 {row.fast_p(1.0) * 100:.1f}% · {_run_label(row)}" for _, row in points
+        ],
+        "hoverinfo": "text",
+    }
+
+
+def _published_diamonds(points: list[tuple[dt.date, StandingRow]], where: str) -> dict[str, Any]:
+    """Published fast_1 of runs not measured here yet, as purple diamonds named with their GPU."""
+    return {
+        "type": "scatter",
+        "mode": "markers",
+        "name": f"fast_1, all levels ({label(where)})",
+        "legendgroup": "published",
+        "legendgrouptitle": {"text": "published, not measured here"},
+        "x": [_date(date) for date, _ in points],
+        "y": [round((row.published_fast_1 or 0.0) * 100, 2) for _, row in points],
+        "marker": {"symbol": "diamond", "size": 12, "color": PUBLISHED_COLOUR, "line": {"width": 2}},
+        "hovertext": [
+            f"{label(row.run.model.name)}: fast_1 {(row.published_fast_1 or 0.0) * 100:.1f}% "
+            f"({label(where)}) · {_run_label(row)}"
+            for _, row in points
+        ],
         "hoverinfo": "text",
     }
 
@@ -224,10 +264,13 @@ def _near_ceiling() -> dict[str, Any]:
 
 
 def scores_over_time(
-    reported: Iterable[ReportedScore], measured: Iterable[tuple[dt.date, StandingRow]]
+    reported: Iterable[ReportedScore],
+    measured: Iterable[tuple[dt.date, StandingRow]],
+    published: Iterable[tuple[dt.date, StandingRow]] = (),
 ) -> Figure | None:
     """Each score a dot over time: reported percentages (circles) apart from fast_1 measured
-    here (diamonds; demo runs hollow and grey), with a "near the ceiling" line."""
+    here (diamonds; demo runs hollow and grey) and the published fast_1 of runs not measured here
+    yet (purple diamonds, one trace per GPU), with a "near the ceiling" line."""
     reported = [s for s in reported if s.unit == "%"]
     measured = list(measured)
     traces: list[dict[str, Any]] = _reported_by_variant(reported)
@@ -235,6 +278,10 @@ def scores_over_time(
         points = [(date, row) for date, row in measured if (row.run.is_demo or row.run.model.is_demo) == is_demo]
         if points:
             traces.append(_measured_diamonds(points, is_demo))
+    by_gpu: dict[str, list[tuple[dt.date, StandingRow]]] = {}
+    for date, row in published:
+        by_gpu.setdefault(row.published_label, []).append((date, row))
+    traces += [_published_diamonds(points, where) for where, points in by_gpu.items()]
     if not traces:
         return None
     layout = _layout(
@@ -377,11 +424,16 @@ def fast_p_chart(rows: Sequence[StandingRow], p: float | None) -> Figure | None:
     }
 
 
-def model_history(reported: Iterable[ReportedScore], measured: Iterable[tuple[dt.date, StandingRow]]) -> Figure | None:
-    """One model over time: reported percentages and fast_1 measured here on the left axis,
-    reported speedups (x) on the right axis, so units never share a scale."""
+def model_history(
+    reported: Iterable[ReportedScore],
+    measured: Iterable[tuple[dt.date, StandingRow]],
+    published: Iterable[tuple[dt.date, StandingRow]] = (),
+) -> Figure | None:
+    """One model over time: reported percentages, fast_1 measured here and the published fast_1
+    of runs not measured here yet on the left axis, reported speedups (x) on the right axis, so
+    units never share a scale."""
     reported = list(reported)
-    figure = scores_over_time(reported, measured)
+    figure = scores_over_time(reported, measured, published)
     speedups = [s for s in reported if s.unit == "x"]
     if speedups:
         trace = {
@@ -555,6 +607,5 @@ def run_fast_p_chart(scores: Sequence[Any]) -> Figure | None:
             height=360,
             xaxis={"title": {"text": "p (speedup threshold)"}, "range": [0, 3]},
             yaxis={"title": {"text": "fast_p (%)"}, "range": [0, 100]},
-            legend={"orientation": "h", "y": -0.3},
         ),
     }

@@ -3,10 +3,11 @@ rows (select_related / prefetch / one aggregate), so views stay thin and page co
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from leaderboard.models import (
@@ -19,9 +20,10 @@ from leaderboard.models import (
     Origin,
     ReportedScore,
     Run,
+    code_q,
 )
 from leaderboard.reads.board import store as board_store
-from leaderboard.reads.board.rows import MEASURED, Leaders, StandingRow, leaders, level_standings, make_row
+from leaderboard.reads.board.rows import MEASURED, PUBLISHED, Leaders, StandingRow, leaders, level_standings, make_row
 from leaderboard.reads.board.scoring import RULE_SAMPLE0, LevelScore
 from problems.models import LEVELS, Baseline, Problem, ProblemSet
 
@@ -178,6 +180,38 @@ def model_level_scores(model: LanguageModel, runs: list[Run]) -> dict[int, dict[
     return by_run
 
 
+HistoryPoints = list[tuple[dt.datetime, StandingRow]]
+
+
+def model_history_points(runs: list[Run], rows: dict[int, StandingRow]) -> tuple[HistoryPoints, HistoryPoints]:
+    """The history chart's points of `runs` (a page of a model's), from their all-levels `rows`
+    (by run id): (measured, published), each (date, row). One query.
+
+    A run that ranks by its published figures (imported from a published leaderboard, not yet all
+    measured here) plots its published fast_1, at the run's creation: published figures carry no
+    date of their own. A run with evaluated kernels plots its fast_1 at its newest result's finish.
+    A run with neither (imported and never measured, or still queued) is left out: its 0% would
+    only mean "not measured yet"."""
+    newest = dict(
+        Kernel.objects.filter(run_id__in=list(rows), latest_evaluation__isnull=False)
+        .order_by()
+        .values("run_id")
+        .annotate(at=Max("latest_evaluation__finished_at"))
+        .values_list("run_id", "at")
+    )
+    measured: HistoryPoints = []
+    published: HistoryPoints = []
+    for run in runs:
+        row = rows.get(run.pk)
+        if row is None:
+            continue
+        if row.ranked_by == PUBLISHED:
+            published.append((run.created_at, row))
+        elif run.pk in newest:
+            measured.append((newest[run.pk] or run.created_at, row))
+    return measured, published
+
+
 def model_reported_scores(model: LanguageModel) -> list[ReportedScore]:
     return list(model.reported_scores.select_related("model").order_by("variant", "-reported_on")[:CHART_POINTS])
 
@@ -188,6 +222,32 @@ def model_reported_scores(model: LanguageModel) -> list[ReportedScore]:
 
 def problem_baselines(problem: Problem) -> list[Baseline]:
     return list(problem.baselines.select_related("hardware").order_by("hardware__slug", "mode", "compile_variant"))
+
+
+@dataclass(frozen=True)
+class ProblemChecks:
+    """What the latest evaluations of a problem's kernels found, counted in kernels."""
+
+    evaluated: int  # kernels with a finished evaluation
+    # whose evaluation found the reference output barely depends on its inputs, or is near zero,
+    # so that a constant (zeros) output passes the tolerance (input_independent_reference,
+    # near_zero_reference): a fact about the problem, seen by each kernel's evaluation
+    zeros_pass: int
+    precision_downgrade: int  # computed the problem in lower precision than it asks (TF32, fp16/bf16 casts)
+
+
+ZEROS_PASS_CODES = ("input_independent_reference", "near_zero_reference")
+
+
+def problem_checks(problem: Problem) -> ProblemChecks:
+    """The problem page's checks: one aggregate query over the problem's kernels."""
+    zeros = code_q(ZEROS_PASS_CODES[0]) | code_q(ZEROS_PASS_CODES[1])
+    counts = Kernel.objects.filter(problem=problem, latest_evaluation__isnull=False).aggregate(
+        evaluated=Count("pk"),
+        zeros_pass=Count("pk", filter=zeros),
+        precision_downgrade=Count("pk", filter=code_q("precision_downgrade")),
+    )
+    return ProblemChecks(**counts)
 
 
 def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:

@@ -99,7 +99,9 @@ class ProblemLine:
 
 
 def run_for_page(pk: int) -> QuerySet[Run]:
-    return Run.objects.filter(pk=pk).select_related("model__lab", "hardware", "problem_set__rules", "rules", "created_by")
+    return Run.objects.filter(pk=pk).select_related(
+        "model__lab", "hardware", "problem_set__rules", "rules", "created_by"
+    )
 
 
 def _newest(field_name: str) -> Subquery:
@@ -165,7 +167,12 @@ def run_problems(run: Run) -> list[ProblemLine]:
 class RunProgress:
     """Where the run's kernels stand, by the state of each kernel's newest evaluation (each count
     is of kernels), and, apart, its evaluations measured here by state (counts of evaluations: a
-    kernel evaluated twice counts once above and twice there)."""
+    kernel evaluated twice counts once above and twice there).
+
+    A re-verification queues a new evaluation of kernels already measured here: their newest
+    evaluation is pending, but their earlier result still stands (it is the one the boards count
+    until the new one finishes), so the label says how far the re-measuring is and that the earlier
+    results are shown meanwhile, never that nothing is evaluated."""
 
     total: int
     evaluated: int  # newest evaluation done here (measured)
@@ -175,6 +182,8 @@ class RunProgress:
     running: int
     failed: int  # the infrastructure gave up (no verdict)
     not_evaluated: int
+    settled: int = 0  # latest finished evaluation measured here, whatever is newer
+    remeasuring: int = 0  # of those, newest evaluation queued or running (being re-verified)
     evaluations: dict[str, int] = field(default_factory=dict)  # measured evaluations by state
 
     @property
@@ -183,13 +192,17 @@ class RunProgress:
 
     @property
     def label(self) -> str:
-        parts = [f"{self.evaluated} of {self.total} kernels evaluated"]
+        if self.remeasuring:
+            parts = [f"re-verifying: {self.evaluated} of {self.total} kernels re-measured"]
+        else:
+            parts = [f"{self.evaluated} of {self.total} kernels evaluated"]
         parts += [f"{n} {word}" for n, word in ((self.running, "running"), (self.queued, "queued")) if n]
         parts += [f"{self.failed} failed"] if self.failed else []
         parts += [f"{self.imported} imported, unverified"] if self.imported else []
         parts += [f"{self.demo} demo data (synthetic)"] if self.demo else []
         parts += [f"{self.not_evaluated} not evaluated"] if self.not_evaluated else []
-        return ", ".join(parts)
+        earlier = f"; previous results shown meanwhile ({self.settled} of {self.total} kernels evaluated)"
+        return ", ".join(parts) + (earlier if self.remeasuring else "")
 
     @property
     def percent_done(self) -> float:
@@ -201,16 +214,19 @@ class RunProgress:
 
 
 def run_progress(run: Run) -> RunProgress:
-    """Two queries: the newest evaluation's state and origin of every kernel of the run, and the
-    run's measured evaluations by state."""
+    """Two queries: the newest evaluation's state and origin of every kernel of the run with the
+    origin of its latest finished one, and the run's measured evaluations by state."""
     rows = (
         Kernel.objects.filter(run=run)
         .annotate(newest_state=_newest("state"), newest_origin=_newest("origin"))
         .order_by()
-        .values_list("newest_state", "newest_origin")
+        .values_list("newest_state", "newest_origin", "latest_evaluation__origin")
     )
     counts: Counter[str] = Counter()
-    for state, origin in rows:
+    for state, origin, settled in rows:
+        if settled == Origin.MEASURED:
+            counts["settled"] += 1
+            counts["remeasuring"] += state in Evaluation.PENDING_STATES
         if state is None:
             counts["not_evaluated"] += 1
         elif state == Evaluation.State.DONE:
@@ -218,7 +234,18 @@ def run_progress(run: Run) -> RunProgress:
         else:
             counts[state] += 1
         counts["total"] += 1
-    names = ("total", "evaluated", "imported", "demo", "queued", "running", "failed", "not_evaluated")
+    names = (
+        "total",
+        "evaluated",
+        "imported",
+        "demo",
+        "queued",
+        "running",
+        "failed",
+        "not_evaluated",
+        "settled",
+        "remeasuring",
+    )
     return RunProgress(**{name: counts[name] for name in names}, evaluations=_evaluation_counts(run))
 
 
@@ -333,11 +360,13 @@ class CompareLine:
     @property
     def same_source(self) -> bool:
         """Both runs hold the very same kernel: any difference in speed is the machine's noise."""
-        return bool(self.left and self.right and self.left.source_hash and self.left.source_hash == self.right.source_hash)
+        return bool(
+            self.left and self.right and self.left.source_hash and self.left.source_hash == self.right.source_hash
+        )
 
     @property
     def faster(self) -> str:
-        """"left" or "right" when that side is faster beyond noise: different sources, both correct,
+        """ "left" or "right" when that side is faster beyond noise: different sources, both correct,
         and the two speedups' 95% intervals apart (without intervals, the speedups); "" otherwise."""
         if self.ratio is None or self.same_source:
             return ""

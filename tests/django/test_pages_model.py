@@ -1,6 +1,10 @@
+import html as html_lib
+import json
+
 import pytest
 
-from tests.pagekit import count_queries, make_model, make_reported, make_run, make_set, plain_static  # noqa: F401
+from leaderboard.models import Kernel, Run
+from tests.pagekit import count_queries, make_hardware, make_model, make_reported, make_run, make_set, plain_static  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -42,3 +46,28 @@ def test_it_costs_the_same_queries_with_more_runs(client):
         make_run(problem_set, model=model, setting=f"agent-{index}")
         make_reported(model, variant=f"V{index}")
     assert count_queries(client, model.get_absolute_url()) == before
+
+
+def history_figure(client, model) -> dict:
+    page = client.get(model.get_absolute_url()).content.decode()
+    start = page.index('id="chart-data-history"')
+    return json.loads(html_lib.unescape(page[page.index(">", start) + 1 : page.index("</script>", start)]))
+
+
+def test_the_history_plots_no_unmeasured_run_at_zero_and_dates_runs_by_their_figures(client):
+    problem_set = make_set(levels=(1, 1))
+    model = make_model("Historian")
+    make_run(problem_set, [2.0, 2.0], model=model)  # evaluations finished 2026-01-01 (pagekit)
+    unmeasured = Run.objects.create(model=model, problem_set=problem_set, hardware=make_hardware(), origin="imported")
+    published = Run.objects.create(model=model, problem_set=problem_set, hardware=make_hardware(), origin="imported")
+    for run, figure in ((unmeasured, None), (published, 3.0)):
+        for problem in problem_set.problems.all():
+            Kernel.objects.create(
+                run=run, problem=problem, source=f"# {run.pk}", published_speedup=figure, published_hardware="L40S"
+            )
+    traces = history_figure(client, model)["data"]
+    points = [(trace["name"], x, y) for trace in traces for x, y in zip(trace["x"], trace["y"], strict=True)]
+    assert points == [
+        ("fast_1, all levels", "2026-01-01", 100.0),
+        ("fast_1, all levels (published, L40S)", published.created_at.date().isoformat(), 100.0),
+    ]

@@ -52,3 +52,16 @@ def test_submit_a_kernel_is_offered_only_to_who_may_submit(client, problem, inge
     assert "Submit a kernel" not in client.get(problem.get_absolute_url()).content.decode()
     client.force_login(ingestor)
     assert "Submit a kernel" in client.get(problem.get_absolute_url()).content.decode()
+
+
+def test_it_shows_whether_zeros_pass_and_how_many_kernels_lowered_the_precision(client, problem):
+    kernels = list(Kernel.objects.filter(problem=problem).select_related("latest_evaluation").order_by("pk"))
+    flagged = [("input_independent_reference", "precision_downgrade"), ("precision_downgrade",), ()]
+    for kernel, codes in zip(kernels, flagged, strict=True):
+        kernel.latest_evaluation.flags = [{"code": code, "message": "<b>x</b>"} for code in codes]
+        kernel.latest_evaluation.save(update_fields=["flags"])
+    html = client.get(problem.get_absolute_url()).content.decode()
+    zeros = html[html.index('id="problem-zeros-pass"') :]
+    assert "barely depends on its inputs" in zeros and "1 of 3 kernels" in zeros
+    precision = html[html.index('id="problem-precision"') :]
+    assert precision.startswith('id="problem-precision">2 of 3 evaluated kernels computed it in lower precision')

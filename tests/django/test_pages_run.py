@@ -60,12 +60,30 @@ def test_progress_counts_the_newest_evaluation_of_each_kernel(client):
     Evaluation.objects.create(kernel=kernels[1], hardware=run.hardware, state="running")
     Evaluation.objects.create(kernel=kernels[2], hardware=run.hardware, state="failed", failure_reason="gone")
     progress = reads.run_progress(run)
-    assert progress.label == "1 of 4 kernels evaluated, 1 running, 1 queued, 1 failed"
+    counts = "1 running, 1 queued, 1 failed"  # the earlier results of all four stand meanwhile
+    assert (
+        progress.label
+        == f"re-verifying: 1 of 4 kernels re-measured, {counts}; previous results shown meanwhile (4 of 4 kernels evaluated)"
+    )
     body = client.get(f"/api/v1/runs/{run.pk}/progress/").json()
     assert body["pending"] == 2 and body["done"] is False and body["label"] == progress.label
     html = client.get(f"/runs/{run.pk}/").content.decode()
-    assert "1 of 4 kernels evaluated, 1 running, 1 queued, 1 failed" in html
+    assert f"re-verifying: 1 of 4 kernels re-measured, {counts}" in html
     assert 'data-pending="2"' in html and "run_progress.js" in html
+
+
+def test_re_verifying_counts_what_is_re_measured_and_keeps_the_earlier_results():
+    problem_set = make_set(levels=(1, 1, 1))
+    run = make_run(problem_set, [1.5, 1.5, None])
+    kernels = list(run.kernels.order_by("pk"))
+    for kernel in kernels:  # the run is verified again: every kernel gets a new evaluation
+        Evaluation.objects.create(kernel=kernel, hardware=run.hardware, state="queued")
+    progress = reads.run_progress(run)
+    assert progress.label == (
+        "re-verifying: 0 of 3 kernels re-measured, 3 queued; previous results shown meanwhile (3 of 3 kernels evaluated)"
+    )
+    Evaluation.objects.filter(kernel=kernels[0]).update(state="done")  # the first one is re-measured
+    assert reads.run_progress(run).label.startswith("re-verifying: 1 of 3 kernels re-measured, 2 queued;")
 
 
 def test_compare_shows_where_one_run_is_correct_and_the_other_is_not(client):
