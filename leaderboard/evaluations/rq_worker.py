@@ -20,6 +20,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Worker
 
+from evaluation.sandbox import remove_group_trees
 from leaderboard.evaluations import host_space
 from leaderboard.evaluations.attempts import release_running_on
 from leaderboard.evaluations.queue import redis_connection
@@ -96,11 +97,19 @@ class EvalWorker(Worker):
 
     def handle_work_horse_killed(self, job: Any, retpid: Any, ret_val: Any, rusage: Any) -> None:
         super().handle_work_horse_killed(job, retpid, ret_val, rusage)
-        self.horse_died(ret_val)
+        self.horse_died(retpid, ret_val)
 
-    def horse_died(self, ret_val: Any) -> None:
-        """Killed by a signal, the out-of-memory killer or the job time limit: retry (or fail) the
-        evaluation now instead of waiting for the sweep to see its heartbeat go stale."""
+    def horse_died(self, pid: int | None, ret_val: Any) -> None:
+        """Killed by a signal, the out-of-memory killer or the job time limit: remove the sandbox
+        folders it could not (named by its process group: evaluation.sandbox.remove_group_trees),
+        and retry (or fail) the evaluation now instead of waiting for the sweep to see its heartbeat
+        go stale."""
+        if pid:
+            try:
+                for path in remove_group_trees(pid):
+                    log.warning("worker %s: removed %s, left by its dead work horse", self.name, path)
+            except Exception:
+                log.exception("worker %s: could not remove the folders of its dead work horse", self.name)
         try:
             released = release_running_on(self.name, f"work horse ended abnormally (wait status {ret_val})")
             if released:
@@ -163,7 +172,7 @@ class EvalWorker(Worker):
         except ChildProcessError:
             return
         if status != 0:
-            self.horse_died(status)
+            self.horse_died(pid, status)
 
 
 class _Signals:
