@@ -19,8 +19,9 @@ import threading
 import time
 
 import pytest
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 
+from leaderboard.evaluations import jobs as job_functions
 from leaderboard.evaluations import queue as jobs
 from leaderboard.evaluations import sweep
 from leaderboard.evaluations.attempts import claim, release, store_result, with_db_retries
@@ -59,6 +60,27 @@ def test_a_verdict_survives_a_20_s_database_outage(env, make_kernels, cpu, setti
         stored_after_s=round(waited, 1),
         final=f"{evaluation.state} {evaluation.status}, {evaluation.attempts} attempt",
     )
+
+
+def broken_scoring(problem_source: str, kernel_source: str, config: object = None) -> dict[str, str]:
+    raise RuntimeError("the scoring broke (test)")
+
+
+def test_a_failed_attempt_is_released_across_a_database_blip(env, make_kernels, cpu, settings, monkeypatch):
+    settings.EVAL_FUNCTION = f"{__name__}.broken_scoring"
+    (evaluation,) = submit(make_kernels([fake_source("blip-release")]), cpu)
+    tries = []
+
+    def release_once_unreachable(c, reason):
+        tries.append(reason)
+        if len(tries) == 1:
+            raise OperationalError("the database system is shutting down (test)")
+        return release(c, reason)
+
+    monkeypatch.setattr(job_functions, "release", release_once_unreachable)
+    assert job_functions.run_evaluation_job(evaluation.pk) == "retrying"
+    evaluation.refresh_from_db()
+    assert len(tries) == 2 and evaluation.state == "queued" and "the scoring broke" in evaluation.failure_reason
 
 
 def test_the_worker_lives_through_a_redis_restart_during_a_job(env, workers, make_kernels, cpu, settings, tmp_path):
