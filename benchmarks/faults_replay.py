@@ -33,9 +33,11 @@ Issue 32 (faults, round two):
 4. scratch read-only (EROFS): the host claims nothing and says so; a host failing 3 evaluations in a
    row stops, gives back what it burned, and a healthy host finishes them
    (tests/integration/test_faults_host.py);
-5, 7, 8. a verdict stored across a 20 s outage (PostgreSQL only), a verify while Redis hangs,
+5-8. a verdict stored across a 20 s outage (PostgreSQL only) and a release across a database
+   blip, the worker living through a Redis restart during a job, a verify while Redis hangs,
    retries at the front of the queue, one enqueue per retry across sweepers, Retry-After on
-   /healthz (tests/integration/test_faults_small.py).
+   /healthz (tests/integration/test_faults_small.py); a killed horse's sandbox folders removed
+   (tests/evaluation/test_isolation.py).
 
     .venv/bin/python benchmarks/faults_replay.py                                   # case 5 skipped
     PY=.venv/bin/python bash tests/with-postgres.sh .venv/bin/python benchmarks/faults_replay.py
@@ -64,6 +66,7 @@ SUITE = [
     "tests/integration/test_faults_clock.py",
     "tests/integration/test_faults_host.py",
     "tests/integration/test_faults_small.py",
+    "tests/evaluation/test_isolation.py::test_the_folders_of_a_killed_work_horse_are_removed",
 ]
 
 
@@ -71,8 +74,13 @@ def main() -> int:
     report = Path(tempfile.mkdtemp(prefix="kb-faults-")) / "report.jsonl"
     env = {**os.environ, "KB_FAULTS_REPORT": str(report)}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", *SUITE, "-q", "-rfEs", "-p", "no:cacheprovider"],
-                          cwd=REPO, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *SUITE, "-q", "-rfEs", "-p", "no:cacheprovider"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.monotonic() - started
     database = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
     print(f"# issue 20 and issue 32 faults replayed ({database}; {elapsed:.0f} s)")

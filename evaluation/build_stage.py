@@ -25,7 +25,7 @@ from typing import Any
 
 from .build import MAX_READ_BYTES, BuildDir, needs_build
 from .build_pool import BuildUsage, PoolSizer, measure_tree
-from .host_errors import INFRASTRUCTURE_ERROR, killed_build
+from .host_errors import INFRASTRUCTURE_ERROR, KILLED_BUILD, killed_build
 from .pch import HeaderCache
 from .safe_files import read_below, subdirectories
 from .sandbox import ChildError, Sandbox
@@ -160,7 +160,8 @@ def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, dea
     out.steps_s = ninja_steps(build.private or "")
     killed = killed_build(f"{out.error or ''}\n{out.log}")
     if killed or reply.get("kind") == INFRASTRUCTURE_ERROR:  # never cached: built again next time
-        out.status, out.error = INFRASTRUCTURE_ERROR, f"{killed or out.error} (the host's, not the kernel's)"
+        killed = killed or f"{KILLED_BUILD}: {out.error}"
+        out.status, out.error = INFRASTRUCTURE_ERROR, f"{killed} (no verdict: built again next time)"
         build.abandon()
     elif reply.get("ok"):
         out.status = "built"

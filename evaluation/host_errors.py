@@ -57,20 +57,25 @@ def host_error(exc: BaseException) -> str | None:
 
 
 # A build killed from outside (the out-of-memory killer, an operator, a builder that died): gcc's
-# driver says "c++: fatal error: Killed signal terminated program cc1plus" (older gcc: "internal
-# compiler error: Killed (program cc1plus)"), subprocess "died with <Signals.SIGKILL: 9>", the
-# sandbox "the build process was killed by signal SIGKILL". A compiler's own diagnostic says none.
+# driver says, on a line of its own, "c++: fatal error: Killed signal terminated program cc1plus"
+# (older gcc: "g++: internal compiler error: Killed (program cc1plus)"); subprocess "died with
+# <Signals.SIGKILL: 9>"; the sandbox "the build process was killed by signal SIGKILL". A compiler's
+# own diagnostic says none: it starts with the file and line ("k.cpp:1:2: error: #error signal
+# terminated program x" is the kernel's `#error`, a compile_error). (The line may follow the name
+# of the exception that carried it: "RuntimeError: c++: fatal error: ...".)
 _KILLED_BUILD = re.compile(
-    r"[^\n]*\bsignal terminated program \S+"
-    r"|internal compiler error: Killed \(program \S+\)"
+    r"^(?:\w+: )?[\w.+/-]+: fatal error: [\w ]+ signal terminated program \S+$"
+    r"|^(?:\w+: )?[\w.+/-]+: internal compiler error: Killed \(program \S+\)$"
     r"|died with <Signals\.SIG\w+: \d+>"
     r"|the build process was killed by signal SIGKILL"
     # Under the root sandbox the build process is PID 1 behind `unshare --fork`, which reports a
     # child killed by a signal as its own exit status 1. The build process catches everything the
-    # kernel's module raises (SystemExit included), so a death there is the host's (a kernel that
-    # os._exit()s at import to dodge its verdict gains nothing: it ends `failed`).
-    r"|the build process exited unexpectedly with status \d+"
+    # kernel's module raises (SystemExit included), so such a death is retried, not a verdict.
+    r"|the build process exited unexpectedly with status \d+",
+    re.MULTILINE,
 )
+#: How the error of a killed build starts (killed_build's answer, and the build stage's).
+KILLED_BUILD = "the build was killed"
 
 
 def killed_build(failure: BaseException | str) -> str | None:
@@ -87,14 +92,24 @@ def killed_build(failure: BaseException | str) -> str | None:
         while current is not None and id(current) not in seen:
             seen.add(id(current))
             if isinstance(current, subprocess.CalledProcessError) and current.returncode < 0:
-                return f"the build was killed: {current}"[:300]
+                return f"{KILLED_BUILD}: {current}"[:300]
             texts.append(str(current))
             current = current.__cause__ or current.__context__
     for text in texts:
         m = _KILLED_BUILD.search(text)
         if m:
-            return f"the build was killed: {m.group(0).strip()}"[:300]
+            return f"{KILLED_BUILD}: {m.group(0).strip()}"[:300]
     return None
+
+
+def counts_against_host(error: str) -> bool:
+    """Whether an infrastructure error (its ``error`` text) counts toward the host's failures in a
+    row (the worker's EVAL_HOST_FAILURE_LIMIT). A killed build does not: the kernel's own code runs
+    in the build process and can print any compiler's line, kill itself by a signal or ``os._exit``,
+    and the host has nothing independent to check it against (a full or read-only disk it does:
+    ``confirm`` and the worker's write probe). A killed build is still retried and never cached;
+    a kernel that is "killed" on every attempt ends ``failed``, its own loss."""
+    return not error.startswith(KILLED_BUILD)
 
 
 def free_mb(path: str) -> float:

@@ -178,10 +178,12 @@ def _host_or_kernel(prep: Prepared, ab: Abort) -> Abort:
     folder short of space or failing a write. Unconfirmed, it is the kernel's runtime error."""
     if not ab.kernel_side:
         return ab  # the reference's process and the parent are trusted
-    if killed_build(f"{ab.error}\n{ab.log}"):
-        # A compiler killed by a signal gives no verdict. A kernel that fakes one gains nothing:
-        # after its attempts it ends `failed`, never on a board.
-        return ab
+    killed = killed_build(f"{ab.error}\n{ab.log}")
+    if killed:
+        # A compiler killed by a signal gives no verdict, and says nothing the host can check: it
+        # does not count against the host (host_errors.counts_against_host). A kernel that fakes
+        # one gains nothing: after its attempts it ends `failed`, never on a board.
+        return Abort(INFRASTRUCTURE_ERROR, f"{killed} (no verdict: {ab.error})", ab.log)
     confirmed = confirm([prep.sandbox.root, prep.build.path or ""])
     if confirmed:
         return Abort(INFRASTRUCTURE_ERROR, f"{ab.error} (the host: {confirmed})", ab.log)

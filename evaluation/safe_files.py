@@ -12,7 +12,9 @@ host file, a FIFO that blocks an ``open`` for ever, or a device. So:
   if the very file checked is what landed (by device and inode);
 * a tree is walked by directory descriptors with ``lstat``, never through a link
   (``clean_tree``): links, FIFOs, sockets and devices are removed, not followed; files and folders
-  are given to an owner and a mode through their descriptors; a size budget is counted as it goes.
+  are given to an owner and a mode through their descriptors; a size budget is counted as it goes;
+* a tree is removed the same way (``remove_tree``), a folder made unreadable opened up through a
+  descriptor of that very folder.
 """
 
 from __future__ import annotations
@@ -289,3 +291,63 @@ def _keep(dfd: int, name: str, st: os.stat_result, kind: str, where: str, policy
         os.fchmod(fd, mode)
     finally:
         os.close(fd)
+
+
+def remove_tree(path: str) -> None:
+    """Remove the folder ``path`` (trusted: the worker made it) and all it holds, by descriptors,
+    never through a link, while a kernel's processes may still be changing it. A folder its owner
+    made unreadable (mode 0) is opened up first through an ``O_PATH`` descriptor of that very
+    folder. Best effort: what cannot be removed stays."""
+    parent, name = os.path.split(os.path.abspath(path))
+    try:
+        pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        _empty_dir(pfd, name, 0)
+        os.rmdir(name, dir_fd=pfd)
+    except (OSError, UnsafeFile):
+        pass
+    finally:
+        os.close(pfd)
+
+
+def _empty_dir(dfd: int, name: str, depth: int) -> None:
+    fd = _open_dir_for_removal(dfd, name)
+    try:
+        with os.scandir(fd) as it:
+            entries = list(it)
+        for entry in entries:
+            try:
+                if not entry.is_dir(follow_symlinks=False):
+                    os.unlink(entry.name, dir_fd=fd)
+                elif depth < MAX_DEPTH:
+                    _empty_dir(fd, entry.name, depth + 1)
+                    os.rmdir(entry.name, dir_fd=fd)
+                else:
+                    remove_name(fd, entry.name)
+            except (OSError, UnsafeFile):
+                continue
+    finally:
+        os.close(fd)
+
+
+def _open_dir_for_removal(dfd: int, name: str) -> int:
+    """A descriptor of the folder ``name`` in ``dfd`` (never a link), its mode made 0700 so that
+    what it holds can be removed."""
+    try:
+        fd = os.open(name, DIR_FLAGS, dir_fd=dfd)
+    except PermissionError:
+        pfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+        try:
+            if not stat.S_ISDIR(os.fstat(pfd).st_mode):
+                raise UnsafeFile(f"{name!r} is not a folder") from None
+            os.chmod(f"/proc/self/fd/{pfd}", 0o700)  # the folder the descriptor holds, whatever the name is now
+        finally:
+            os.close(pfd)
+        fd = os.open(name, DIR_FLAGS, dir_fd=dfd)
+    try:
+        os.fchmod(fd, 0o700)
+    except OSError:
+        pass
+    return fd

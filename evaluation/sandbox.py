@@ -37,7 +37,7 @@ import time
 from typing import Any
 
 from .limits import DEFAULT_MAX_PROCESSES, NPROC_HEADROOM, MemoryMeter, process_table
-from .safe_files import UnsafeFile, read_capped, take_over
+from .safe_files import UnsafeFile, read_capped, remove_tree, take_over
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -188,21 +188,32 @@ def nproc_counts_sandbox_only(mode: str, switch_uid: bool) -> bool:
     return False
 
 
-def remove_tree(path: str) -> None:
-    """Remove a sandbox's tree, also what a kernel made unreadable (a folder of mode 0 in its /tmp)."""
+def sandbox_prefix(pgid: int) -> str:
+    """How the per-evaluation folders of process group ``pgid`` are named. A worker's work horse
+    leads its own group, so the worker finds the folders of a horse that was killed before it could
+    remove them (``remove_group_trees``)."""
+    return f"kb-eval-g{pgid}-"
 
-    def retry_writable(func: Any, failed: str, _exc: Any) -> None:
+
+def remove_group_trees(pgid: int) -> list[str]:
+    """Remove the sandbox folders that processes of the group ``pgid`` (now dead: a killed work
+    horse) left in the work roots, by descriptors (``safe_files.remove_tree``). Returns their paths."""
+    removed = []
+    for root in sorted({r for r in (work_root(), "/dev/shm", tempfile.gettempdir()) if r}):
         try:
-            os.chmod(os.path.dirname(failed), 0o700)
-            if os.path.isdir(failed) and not os.path.islink(failed):
-                os.chmod(failed, 0o700)
-                shutil.rmtree(failed, onerror=retry_writable)
-            else:
-                func(failed)
+            names = [n for n in os.listdir(root) if n.startswith(sandbox_prefix(pgid))]
         except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=retry_writable)
+            continue
+        for name in names:
+            path = os.path.join(root, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():  # one this worker made
+                remove_tree(path)
+                removed.append(path)
+    return removed
 
 
 def compute_masks(needed: list[str], hide: tuple[str, ...],
@@ -522,7 +533,7 @@ class Sandbox:
         self.extra_env = dict(extra_env or {})
         self.iso = detect_isolation() if isolation == "auto" else {"mode": "none", "reason": "isolation='none'"}
         self.mode = self.iso["mode"]
-        self.root = tempfile.mkdtemp(prefix="kb-eval-", dir=work_root())
+        self.root = tempfile.mkdtemp(prefix=sandbox_prefix(os.getpgrp()), dir=work_root())
         os.chmod(self.root, 0o711)
         self.pylib = os.path.join(self.root, "pylib")
         os.mkdir(self.pylib)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Start a Redis of this site's own (site/local-redis.sh: never one another process already runs), one
-# RQ worker for the CPU queue and gunicorn; stop all three on Ctrl-C.
+# RQ worker for the CPU queue and gunicorn; stop all three on Ctrl-C. The worker runs under a small
+# supervisor loop: when it exits it is started again (after 1, 2, 4 ... up to 30 s), as compose's
+# `restart: unless-stopped` and systemd's `Restart=` do in production.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
 PORT=${PORT:-8000}
@@ -23,15 +25,32 @@ start_local_redis "$RUN_DIR" || exit 1
 [ -n "$REDIS_PID" ] && pids+=("$REDIS_PID")
 
 if "$PY" manage.py help evalworker >/dev/null 2>&1; then
-  "$PY" manage.py evalworker --queue eval-cpu >"$RUN_DIR/worker.log" 2>&1 &
+  WORKER=("$PY" manage.py evalworker --queue eval-cpu)
 else
-  "$PY" manage.py rqworker eval-cpu >"$RUN_DIR/worker.log" 2>&1 &
+  WORKER=("$PY" manage.py rqworker eval-cpu)
 fi
+supervise_worker() {
+  local child="" delay=1 started
+  trap 'if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" || true; fi; exit 0' TERM INT
+  while true; do
+    started=$SECONDS
+    "${WORKER[@]}" >>"$RUN_DIR/worker.log" 2>&1 &
+    child=$!
+    wait "$child" && status=0 || status=$?
+    child=""
+    [ $((SECONDS - started)) -ge 60 ] && delay=1  # it ran a while: start again soon
+    echo "The worker exited (status $status); restarting it in ${delay} s (log: $RUN_DIR/worker.log)"
+    sleep "$delay" & wait $!
+    delay=$((delay * 2 > 30 ? 30 : delay * 2))
+  done
+}
+: >"$RUN_DIR/worker.log"
+supervise_worker &
 pids+=($!)
-echo "Worker for queue eval-cpu (log: $RUN_DIR/worker.log)"
+echo "Worker for queue eval-cpu, restarted whenever it exits (log: $RUN_DIR/worker.log)"
 
 "$PY" -m gunicorn config.wsgi --config site/gunicorn.conf.py --bind "127.0.0.1:$PORT" &
 pids+=($!)
 echo "Serving http://127.0.0.1:$PORT/  (admin: http://127.0.0.1:$PORT/admin/; Ctrl-C stops everything)"
 wait -n "${pids[@]}"
-echo "A process exited; stopping the others."
+echo "Redis or the web server exited; stopping the others."

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -103,8 +103,10 @@ def give_back_attempts(burned: dict[int, int], reason: str) -> int:
     retried once a healthy host sweeps (sweep.retry_given_back). Returns how many rows changed."""
     changed = 0
     for pk, n in burned.items():
-        changed += Evaluation.objects.filter(pk=pk).exclude(state=Evaluation.State.DONE).update(
-            attempts_returned=Least(F("attempts_returned") + n, settings.EVAL_MAX_ATTEMPTS)
+        changed += (
+            Evaluation.objects.filter(pk=pk)
+            .exclude(state=Evaluation.State.DONE)
+            .update(attempts_returned=Least(F("attempts_returned") + n, settings.EVAL_MAX_ATTEMPTS))
         )
     if changed:
         log.warning("gave back the attempts of %s evaluation(s): %s", changed, reason)
@@ -165,7 +167,9 @@ class Heartbeat:
                     connection.close()  # reconnect on the next beat
                     continue
                 if failed:
-                    log.info("heartbeat of evaluation %s back after %s missed beat(s)", self.claim.evaluation_id, failed)
+                    log.info(
+                        "heartbeat of evaluation %s back after %s missed beat(s)", self.claim.evaluation_id, failed
+                    )
                     failed = 0
         finally:
             connection.close()
@@ -176,14 +180,23 @@ class Heartbeat:
 
 #: Longest wait between two tries of a store while the database is away.
 STORE_RETRY_CAP_S = 8.0
+T = TypeVar("T")
 
 
-def with_db_retries(fn: Callable[[], bool], budget_s: float | None = None) -> bool:
+def with_db_retries(fn: Callable[[], T], budget_s: float | None = None) -> T:
     """Run `fn`, retrying database errors (SQLite 'database is locked', a dropped PostgreSQL
     connection, a database that is down) with backoff (1 s doubling, at most 8 s between tries)
     for `budget_s` (default the evaluation's own budget, EVAL_TIMEOUT_S): a finished verdict is
     too costly to redo over an outage shorter than the evaluation itself. (Tries spanning 15.5 s
-    once lost a verdict to a 20 s outage.) The caller's heartbeat keeps the attempt alive meanwhile."""
+    once lost a verdict to a 20 s outage.) `fn` must be safe to run again after a failed try (one
+    transaction that checks the row is still this attempt's, as store_result and release do).
+
+    The caller's heartbeat does not keep the attempt alive meanwhile: its beats fail in the same
+    outage. Nothing releases the attempt while the database is down either (the sweep needs it
+    too); once it is back, an attempt whose last beat is older than EVAL_STALE_AFTER_S may be
+    released by a sweep before the next try lands, and that try then finds the row no longer
+    this attempt's (the result dropped, the evaluation retried). So a verdict survives an outage
+    shorter than both this budget and EVAL_STALE_AFTER_S."""
     deadline = time.monotonic() + (settings.EVAL_TIMEOUT_S if budget_s is None else budget_s)
     attempt = 0
     while True:
@@ -194,7 +207,7 @@ def with_db_retries(fn: Callable[[], bool], budget_s: float | None = None) -> bo
             wait = min(STORE_RETRY_CAP_S, 0.5 * 2**attempt)
             if time.monotonic() + wait > deadline:
                 raise
-            log.warning("database error storing a result; try %s again in %.0f s", attempt + 1, wait, exc_info=True)
+            log.warning("database error; try %s again in %.0f s", attempt + 1, wait, exc_info=True)
             connection.close()
             time.sleep(wait)
 

@@ -155,8 +155,10 @@ def note_failure(evaluation_id: int, reason: str) -> bool:
         return False
     if in_a_row < settings.EVAL_HOST_FAILURE_LIMIT:
         return False
-    why = (f"{in_a_row} evaluations in a row ended in this host's infrastructure errors (last: {reason[:300]}); "
-           f"no claims for {settings.EVAL_HOST_SICK_S} s from {db_now():%H:%M:%S}, then one trial")
+    why = (
+        f"{in_a_row} evaluations in a row ended in this host's infrastructure errors (last: {reason[:300]}); "
+        f"no claims for {settings.EVAL_HOST_SICK_S} s from {db_now():%H:%M:%S}, then a fresh count"
+    )
     conn.set(SICK_PREFIX + host, why, ex=max(1, settings.EVAL_HOST_SICK_S))
     log.warning("host %s stops claiming: %s", host, why)
     give_back(why)

@@ -18,7 +18,7 @@ from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
 from evaluation import INFRASTRUCTURE_ERROR, EvaluationConfig
-from evaluation.host_errors import host_error
+from evaluation.host_errors import counts_against_host, host_error
 from leaderboard.evaluations import host_space
 from leaderboard.evaluations.attempts import (
     Claim,
@@ -62,8 +62,10 @@ def run_evaluation_job(evaluation_id: int) -> str:
     except Exception as exc:
         log.exception("evaluation %s: attempt %s failed on our side", evaluation_id, c.attempt)
         reason = failure_reason(exc)
-        release(c, reason)
-        if reason.startswith(HOST_FAULT):
+        # Across a database outage too (the failure may be that outage): until the sweep would see
+        # the attempt's heartbeat go stale and release it anyway.
+        with_db_retries(lambda: release(c, reason), budget_s=settings.EVAL_STALE_AFTER_S)
+        if reason.startswith(HOST_FAULT) and counts_against_host(reason.removeprefix(HOST_FAULT).strip()):
             host_space.note_failure(evaluation_id, reason)  # N in a row: this host stops claiming
         return "retrying"
     if stored:

@@ -1,24 +1,36 @@
 """The RQ worker class that `evalworker` runs (settings.RQ["WORKER_CLASS"], read through django-rq's
-get_worker_class): RQ's forking Worker, made safe for Django and quick to notice a work horse that
-died."""
+get_worker_class): RQ's forking Worker, made safe for Django, quick to notice a work horse that
+died, and able to outlive Redis going away under a running job (RQ's loop quits on any Redis
+error outside its dequeue: `evalworker` then calls `ride_out_redis_loss` and works again)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
+import signal
 import socket
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from django.db import connection, connections
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Worker
 
+from evaluation.sandbox import remove_group_trees
 from leaderboard.evaluations import host_space
 from leaderboard.evaluations.attempts import release_running_on
+from leaderboard.evaluations.queue import redis_connection
 
 #: Seconds between health checks of a worker that takes no job.
 GATE_POLL_S = 2.0
+#: Redis errors that end RQ's loop without ending the worker.
+REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError)
+#: Longest wait between two pings of a Redis that went away.
+REDIS_WAIT_MAX_S = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +40,8 @@ class EvalWorker(Worker):
     library then starts the untrusted code in children of that horse."""
 
     _refusing = ""
+    #: The Redis error that ended RQ's loop, if one did (see ride_out_redis_loss).
+    redis_lost: BaseException | None = None
 
     def dequeue_job_and_maintain_ttl(self, timeout: Any, max_idle_time: Any = None) -> Any:
         """Take a job only while this host can run and record it: folders that take a write, not
@@ -83,8 +97,19 @@ class EvalWorker(Worker):
 
     def handle_work_horse_killed(self, job: Any, retpid: Any, ret_val: Any, rusage: Any) -> None:
         super().handle_work_horse_killed(job, retpid, ret_val, rusage)
-        # Killed by a signal, the out-of-memory killer or the job time limit: retry (or fail) the
-        # evaluation now instead of waiting for the sweep to see its heartbeat go stale.
+        self.horse_died(retpid, ret_val)
+
+    def horse_died(self, pid: int | None, ret_val: Any) -> None:
+        """Killed by a signal, the out-of-memory killer or the job time limit: remove the sandbox
+        folders it could not (named by its process group: evaluation.sandbox.remove_group_trees),
+        and retry (or fail) the evaluation now instead of waiting for the sweep to see its heartbeat
+        go stale."""
+        if pid:
+            try:
+                for path in remove_group_trees(pid):
+                    log.warning("worker %s: removed %s, left by its dead work horse", self.name, path)
+            except Exception:
+                log.exception("worker %s: could not remove the folders of its dead work horse", self.name)
         try:
             released = release_running_on(self.name, f"work horse ended abnormally (wait status {ret_val})")
             if released:
@@ -93,6 +118,92 @@ class EvalWorker(Worker):
             log.exception("worker %s: could not release the evaluation of a dead work horse; the sweep will", self.name)
         finally:
             connections.close_all()
+
+    # -- Redis going away under RQ's loop -------------------------------------------------------
+    @contextlib.contextmanager
+    def _noting_redis_loss(self) -> Iterator[None]:
+        try:
+            yield
+        except REDIS_ERRORS as exc:
+            self.redis_lost = exc
+            raise
+
+    def execute_job(self, job: Any, queue: Any) -> None:
+        with self._noting_redis_loss():  # RQ's monitor_work_horse beats Redis while the horse works
+            super().execute_job(job, queue)
+
+    def heartbeat(self, *args: Any, **kwargs: Any) -> None:
+        with self._noting_redis_loss():
+            super().heartbeat(*args, **kwargs)
+
+    @property
+    def stop_asked(self) -> bool:
+        """SIGTERM or SIGINT reached RQ's handler (which may itself have failed on Redis)."""
+        return bool(self._stop_requested or self._shutdown_requested_date)
+
+    def ride_out_redis_loss(self) -> bool:
+        """After Redis went away under RQ's loop: let the running horse finish (never two evaluations
+        at once on this host), wait until Redis answers, and end this registration so that the same
+        name registers again. False when SIGTERM or SIGINT came, before or meanwhile (the horse is
+        still waited for; a second signal kills it)."""
+        signals = _Signals(self._horse_pid, 1 if self.stop_asked else 0)
+        previous = {sig: signal.signal(sig, signals.note) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.outlive_horse()
+            if not signals.count:
+                wait_for_redis(signals)
+            if signals.count:
+                return False
+            for end in (self.unsubscribe, self.register_death):
+                with contextlib.suppress(Exception):
+                    end()
+            return True
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def outlive_horse(self) -> None:
+        pid, self._horse_pid = self._horse_pid, 0
+        if not pid:
+            return
+        log.warning("worker %s: Redis went away during a job; waiting for work horse %s", self.name, pid)
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return
+        if status != 0:
+            self.horse_died(pid, status)
+
+
+class _Signals:
+    """SIGTERM/SIGINT while the worker rides out a Redis loss: the first stops it once its horse
+    is done, a second kills the horse's process group (RQ's cold shutdown)."""
+
+    def __init__(self, horse_pid: int, count: int) -> None:
+        self.horse_pid, self.count = horse_pid, count
+
+    def note(self, signum: int, _frame: Any) -> None:
+        self.count += 1
+        if self.count > 1 and self.horse_pid:
+            with contextlib.suppress(OSError):
+                os.killpg(self.horse_pid, signal.SIGKILL)
+
+
+def wait_for_redis(signals: _Signals) -> None:
+    """Ping Redis (with the request's socket timeouts) until it answers, backing off up to
+    REDIS_WAIT_MAX_S, or until a signal comes."""
+    wait = 0.5
+    while not signals.count:
+        try:
+            redis_connection().ping()
+            log.warning("Redis answers again")
+            return
+        except Exception as exc:
+            log.warning("Redis is unreachable (%s); trying again in %.1f s", exc, wait)
+        deadline = time.monotonic() + wait
+        while not signals.count and time.monotonic() < deadline:
+            time.sleep(0.1)
+        wait = min(REDIS_WAIT_MAX_S, wait * 2)
 
 
 def default_worker_name() -> str:

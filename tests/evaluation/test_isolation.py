@@ -11,6 +11,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -18,6 +19,7 @@ import time
 
 import pytest
 
+from evaluation.sandbox import Sandbox, remove_group_trees
 from tests.evaluation.helpers import EVAL_PROBLEMS, needs_root, run
 
 ADD_ONE = EVAL_PROBLEMS / "add_one.py"
@@ -235,3 +237,29 @@ def test_a_kernel_cannot_read_the_checkouts_settings(leftovers_probe):
     res, _ = leftovers_probe
     assert "settings refused: FileNotFoundError" in (res.error or ""), res.error
     assert "settings:" not in res.error
+
+
+def test_the_folders_of_a_killed_work_horse_are_removed(tmp_path, monkeypatch):
+    """A work horse SIGKILLed mid-evaluation cannot close its sandbox: the worker removes what its
+    process group made (the horse leads its own), by descriptors, never through a link."""
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    (outside / "keep").write_text("not the sandbox's")
+    monkeypatch.setenv("KB_WORK_DIR", str(work))
+    pid = os.fork()
+    if pid == 0:  # the horse: makes its sandbox, a kernel fills it, and it is killed
+        try:
+            os.setpgrp()
+            box = Sandbox(device="cpu", size_scale=1, memory_limit_mb=512, isolation="none")
+            os.makedirs(os.path.join(box.src, "locked", "deep"))
+            os.symlink(outside, os.path.join(box.src, "link"))
+            os.symlink(outside / "keep", os.path.join(box.src, "locked", "file-link"))
+            os.chmod(os.path.join(box.src, "locked"), 0)
+        finally:
+            os.kill(os.getpid(), signal.SIGKILL)
+    os.waitpid(pid, 0)
+    (left,) = os.listdir(work)
+    assert left.startswith(f"kb-eval-g{pid}-")
+    assert remove_group_trees(pid) == [str(work / left)]
+    assert os.listdir(work) == [] and (outside / "keep").read_text() == "not the sandbox's"

@@ -20,7 +20,7 @@ import pytest
 from evaluation import INFRASTRUCTURE_ERROR
 from evaluation.build import FAILED_MARKER
 from evaluation.build_stage import build_dir_for, prebuild
-from evaluation.host_errors import killed_build
+from evaluation.host_errors import counts_against_host, killed_build
 from evaluation.types import EvaluationConfig
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
 from tests.evaluation.test_build_stage import kernel
@@ -39,6 +39,10 @@ KILLED_TEXTS = (
 )
 DIAGNOSTICS = (
     "main.cpp:3:5: error: expected ';' before '}' token",
+    # A kernel's own `#error` (or any text it prints) quoting the driver's words is the kernel's.
+    "/tmp/kb/main.cpp:1:2: error: #error signal terminated program cc1plus\n"
+    "    1 | #error signal terminated program cc1plus\n      |  ^~~~~",
+    "RuntimeError: /tmp/kb/main.cpp:1:2: error: #error signal terminated program cc1plus",
     "cc1plus: out of memory allocating 65536 bytes after a total of 1048576 bytes",
     "the build process exceeded the memory limit (5000 MB proportional set size > 4096 MB)",
     "the build process was killed by signal SIGSEGV",
@@ -142,8 +146,12 @@ def test_a_killed_compiler_is_retried_never_a_verdict_never_cached(tmp_path):
     # 3. An entry that an older release cached for a killed compiler is dropped and built again.
     poisoned = build_dir_for(source, cfg)
     assert poisoned.lock() and poisoned.begin()
-    poisoned.publish({"error": "RuntimeError: c++: fatal error: Killed signal terminated program cc1plus",
-                      "log": "compilation terminated."})
+    poisoned.publish(
+        {
+            "error": "RuntimeError: c++: fatal error: Killed signal terminated program cc1plus",
+            "log": "compilation terminated.",
+        }
+    )
     poisoned.unlock()
     assert poisoned.failure is not None
 
@@ -152,6 +160,47 @@ def test_a_killed_compiler_is_retried_never_a_verdict_never_cached(tmp_path):
     assert again.status == "correct", (again.status, again.error, again.log[-2000:])
     assert not again.build_cached and again.timings_s["compile"] > 0
     assert build_dir_for(source, cfg).built and _no_recorded_failure(cache)
-    record("1. cc1plus SIGKILLed mid-compile", look_ahead=ahead.status, evaluation=first.status,
-           evaluation_error=first.error[:160], poisoned_entry="dropped, rebuilt",
-           next_evaluation=again.status, rebuilt_in_s=round(time.monotonic() - t0, 1))
+    record(
+        "1. cc1plus SIGKILLed mid-compile",
+        look_ahead=ahead.status,
+        evaluation=first.status,
+        evaluation_error=first.error[:160],
+        poisoned_entry="dropped, rebuilt",
+        next_evaluation=again.status,
+        rebuilt_in_s=round(time.monotonic() - t0, 1),
+    )
+
+
+HASH_ERROR_KERNEL = """
+import torch.nn as nn
+from torch.utils.cpp_extension import load
+
+with open("kb_hash_error.cpp", "w") as fh:  # no torch header first: gcc stops at once
+    fh.write("#error signal terminated program cc1plus\\n")
+ext = load(name="kb_hash_error", sources=["kb_hash_error.cpp"])
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x + 1.0
+"""
+EXIT_KERNEL = """
+import os
+from torch.utils.cpp_extension import load_inline  # a C++ kernel: built by the build stage
+
+os._exit(3)
+"""
+
+
+def test_a_kernel_quoting_the_drivers_words_gets_its_compile_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_PCH", "0")
+    out = prebuild(HASH_ERROR_KERNEL, EvaluationConfig(build_cache_dir=str(tmp_path), timeout_s=300))
+    assert out.status == "compile_error", (out.status, out.error, out.log[-2000:])
+    assert "#error signal terminated program cc1plus" in out.log
+
+
+def test_a_build_process_that_exits_at_import_does_not_make_the_host_sick(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_PCH", "0")
+    out = prebuild(EXIT_KERNEL, EvaluationConfig(build_cache_dir=str(tmp_path), timeout_s=300))
+    # Retried (no verdict, nothing cached), but nothing the host can check says the host killed it.
+    assert out.status == INFRASTRUCTURE_ERROR and "exited unexpectedly with status" in out.error, out.error
+    assert not counts_against_host(out.error)

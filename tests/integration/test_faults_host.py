@@ -10,6 +10,8 @@
    its infrastructure errors it stops claiming, says so, and gives back the attempts it burned;
    the rows it drove to `failed` are retried once a healthy host (`healthy`) sweeps, and every
    evaluation ends `correct`.
+3. A killed build (a kernel can fake one: its own code runs in the build process) is retried but
+   never counts toward that limit, so hostile kernels cannot make a host stop claiming.
 
 Before the fix the first worker claimed the evaluation on the read-only scratch and burned all its
 attempts (`failed`), and the broken host of part 2 failed every evaluation.
@@ -25,6 +27,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from leaderboard.evaluations import host_space
+from leaderboard.evaluations.jobs import run_evaluation_job
 from leaderboard.models import Evaluation
 from tests.tmpfs import small_tmpfs
 
@@ -46,10 +50,14 @@ def read_only_scratch() -> Iterator[Path]:
         pytest.skip(f"no small tmpfs for the scratch folder: {exc}")
 
 
-def test_a_read_only_scratch_folder_stops_the_host_claiming(env, workers, make_kernels, cpu, read_only_scratch,
-                                                            client):
-    env.update(KB_WORK_DIR=str(read_only_scratch), EVAL_MIN_FREE_MB="0", EVAL_CORRECTNESS_TRIALS="1",
-               EVAL_TIMING_TRIALS="0", EVAL_HOST_NAME="ro-host")
+def test_a_read_only_scratch_folder_stops_the_host_claiming(env, workers, make_kernels, cpu, read_only_scratch, client):
+    env.update(
+        KB_WORK_DIR=str(read_only_scratch),
+        EVAL_MIN_FREE_MB="0",
+        EVAL_CORRECTNESS_TRIALS="1",
+        EVAL_TIMING_TRIALS="0",
+        EVAL_HOST_NAME="ro-host",
+    )
     (kernel,) = make_kernels([CORRECT_KERNEL])
     (evaluation,) = submit([kernel], cpu)
     workers.start("--no-probe")
@@ -69,12 +77,20 @@ def test_a_read_only_scratch_folder_stops_the_host_claiming(env, workers, make_k
     assert (evaluation.state, evaluation.attempts) == ("queued", 0)  # nothing burned
 
     subprocess.run(["mount", "-o", "remount,rw", str(read_only_scratch)], check=True)
-    wait_for(lambda: Evaluation.objects.get(pk=evaluation.pk).state == "done", timeout=150,
-             message="the evaluation to run once the scratch folder is writable")
+    wait_for(
+        lambda: Evaluation.objects.get(pk=evaluation.pk).state == "done",
+        timeout=150,
+        message="the evaluation to run once the scratch folder is writable",
+    )
     evaluation.refresh_from_db()
     assert (evaluation.status, evaluation.attempts) == ("correct", 1), evaluation.failure_reason
-    record("4. scratch read-only (EROFS)", refused=reason[:140], healthz=health["status"], attempts_used_meanwhile=0,
-           final=f"{evaluation.state} {evaluation.status} after {evaluation.attempts} attempt(s)")
+    record(
+        "4. scratch read-only (EROFS)",
+        refused=reason[:140],
+        healthz=health["status"],
+        attempts_used_meanwhile=0,
+        final=f"{evaluation.state} {evaluation.status} after {evaluation.attempts} attempt(s)",
+    )
 
 
 def test_a_host_failing_evaluations_in_a_row_stops_gives_back_and_a_healthy_host_finishes(
@@ -107,11 +123,39 @@ def test_a_host_failing_evaluations_in_a_row_stops_gives_back_and_a_healthy_host
     before = sorted(Evaluation.objects.filter(pk__in=rows).values_list("state", "attempts"))
     env["EVAL_HOST_NAME"] = "healthy"
     workers.start(fake=True)
-    wait_for(lambda: Evaluation.objects.filter(pk__in=rows, state="done").count() == len(rows), timeout=120,
-             message="a healthy host to finish every evaluation")
+    wait_for(
+        lambda: Evaluation.objects.filter(pk__in=rows, state="done").count() == len(rows),
+        timeout=120,
+        message="a healthy host to finish every evaluation",
+    )
     finished = list(Evaluation.objects.filter(pk__in=rows))
     assert {(e.state, e.status) for e in finished} == {("done", "correct")}
     assert broken.poll() is None  # it waits, registered, taking nothing
-    record("4. host failing evaluations in a row", evaluations=len(rows), attempts_burned=burned,
-           attempts_given_back=returned, failed_before_a_healthy_host=failed_meanwhile,
-           attempts_before=before, final=f"{len(finished)} done correct on the healthy host")
+    record(
+        "4. host failing evaluations in a row",
+        evaluations=len(rows),
+        attempts_burned=burned,
+        attempts_given_back=returned,
+        failed_before_a_healthy_host=failed_meanwhile,
+        attempts_before=before,
+        final=f"{len(finished)} done correct on the healthy host",
+    )
+
+
+def killed_build(problem_source: str, kernel_source: str, config: object = None) -> dict[str, str]:
+    """What the library answers for a kernel whose build process os._exit()s at import."""
+    error = (
+        "the build was killed: the build process exited unexpectedly with status 3 (no verdict: built again next time)"
+    )
+    return {"status": "infrastructure_error", "error": error}
+
+
+def test_killed_builds_do_not_make_the_host_sick(env, make_kernels, cpu, settings):
+    settings.EVAL_FUNCTION = f"{__name__}.killed_build"
+    settings.EVAL_HOST_FAILURE_LIMIT = 1
+    settings.EVAL_MIN_FREE_MB = 0
+    (evaluation,) = submit(make_kernels([fake_source("killed")]), cpu)
+    assert run_evaluation_job(evaluation.pk) == "retrying"
+    evaluation.refresh_from_db()
+    assert evaluation.attempts == 1 and "the build was killed" in evaluation.failure_reason
+    assert host_space.sick() == ""

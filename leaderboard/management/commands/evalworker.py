@@ -30,7 +30,7 @@ from evaluation.build_stage import default_build_workers
 from evaluation.sweep import host_gpu_count
 from leaderboard.evaluations.attempts import release_running_on
 from leaderboard.evaluations.queue import redis_connection, worker_redis_connection
-from leaderboard.evaluations.rq_worker import default_worker_name
+from leaderboard.evaluations.rq_worker import REDIS_ERRORS, default_worker_name
 from leaderboard.evaluations.sweep import sweep_evaluations
 from leaderboard.evaluations.worker_pool import default_worker_count, run_workers, worker_commands
 from problems.models import Hardware
@@ -195,15 +195,29 @@ class Command(BaseCommand):
             self.stderr.write(f"startup sweep failed: {exc}")
 
     def work(self, queues: list[str], conn: Redis, name: str, options: dict[str, Any]) -> None:
-        """Work the queues with settings.RQ's WORKER_CLASS (leaderboard.evaluations.rq_worker.EvalWorker)."""
-        connections.close_all()
-        worker = get_worker_class()(queues, connection=conn, name=name)
-        worker.work(
-            burst=options["burst"],
-            with_scheduler=False,  # retries wait in the database; the sweep enqueues them when due
-            max_jobs=options["max_jobs"],
-            logging_level=settings.LOGGING.get("root", {}).get("level", "INFO"),
-        )
+        """Work the queues with settings.RQ's WORKER_CLASS (leaderboard.evaluations.rq_worker.EvalWorker)
+        until SIGTERM; again, under the same name, after Redis went away under RQ's loop (which then
+        quits): the running horse finishes first, and Redis must answer."""
+        while True:
+            connections.close_all()
+            # The parent checks on its horse (and beats RQ's registration) as often as the attempt beats.
+            monitor_s = max(1, settings.EVAL_HEARTBEAT_S)
+            worker = get_worker_class()(queues, connection=conn, name=name, job_monitoring_interval=monitor_s)
+            try:
+                worker.work(
+                    burst=options["burst"],
+                    with_scheduler=False,  # retries wait in the database; the sweep enqueues them when due
+                    max_jobs=options["max_jobs"],
+                    logging_level=settings.LOGGING.get("root", {}).get("level", "INFO"),
+                )
+            except REDIS_ERRORS as exc:  # RQ's teardown, while Redis is still away
+                worker.redis_lost = worker.redis_lost or exc
+            if worker.redis_lost is None:
+                return
+            self.stderr.write(f"worker {name}: Redis went away during RQ's loop ({worker.redis_lost}); recovering")
+            if not worker.ride_out_redis_loss():  # False on SIGTERM, once the horse is done
+                return
+            self.stdout.write(f"worker {name}: Redis answers again; working again")
 
 
 def start_sweeper(slug: str) -> subprocess.Popen[bytes]:
