@@ -149,9 +149,11 @@ EVAL_FUNCTION = env_str("EVAL_FUNCTION") or "evaluation.evaluate"
 # Passed to the scoring library when set; None leaves the library's own default.
 EVAL_CORRECTNESS_TRIALS = env_optional_int("EVAL_CORRECTNESS_TRIALS")
 EVAL_TIMING_TRIALS = env_optional_int("EVAL_TIMING_TRIALS")
-# CPU cores every sandboxed process of an evaluation is pinned to, all to the same ones, so that
-# kernel and reference launch from equally fast cores (docs/evaluation.md, "Fidelity"): one core per
-# GPU worker on a GPU host, e.g. EVAL_CPUS=4 for the worker of GPU 0. Empty: no pinning.
+# CPU cores the timed processes of an evaluation are pinned to, all to the same one, so that kernel
+# and reference launch from equally fast cores (docs/evaluation.md, "Fidelity"). On a GPU host: one
+# core per GPU in GPU order (the worker of GPU i times on the i-th; builds keep off them and their SMT
+# siblings); empty: chosen from the CPU topology (leaderboard/evaluations/cores.py, docs/workers.md
+# "Cores on a GPU host"). On a host without GPUs: the cores as given; empty: no pinning.
 EVAL_CPUS = tuple(int(core) for core in env_list("EVAL_CPUS", []))
 EVAL_SIZE_SCALE = env_optional_int("EVAL_SIZE_SCALE")  # problem sizes (KB_SCALE of the catalogue): 16 on an H200
 # A worker starts no evaluation while its scratch folder or build cache has less free than this (MB);

@@ -7,6 +7,13 @@ the build cores and the host's available memory hold at the recent builds' media
 shares a physical core with one (their SMT siblings, from
 ``/sys/devices/system/cpu/cpu<N>/topology/thread_siblings_list``): a build on a timing core's sibling
 would take the core's execution units from the timed process.
+
+Which cores time (``place``, one rule for ``python -m evaluation sweep`` and the site's GPU workers
+and builder): the host's physical cores in order, cut into one equal slice per GPU; the worker of GPU
+i times on the first logical CPU of slice i (so no two timing cores share a physical core, and they
+spread over the host as the GPUs do over its sockets), and runs its other processes on the rest of
+its slice; builds get every core but the timing cores and their siblings. With fewer than
+``MIN_CPUS_PER_GPU`` logical CPUs per GPU nothing is pinned.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ PRIOR_MEMORY_MB = 2500.0
 #: The share of the host's available memory builds may take.
 MEMORY_SHARE = 0.8
 RECENT = 20
+#: Logical CPUs per GPU below which no core is set apart for timing (too few to keep one free).
+MIN_CPUS_PER_GPU = 4
 
 
 @dataclass
@@ -71,6 +80,49 @@ def build_cpus(available: Iterable[int], reserved: Iterable[int], sys_root: str 
     return sorted(set(available) - kept_off)
 
 
+def physical_cores(available: Iterable[int], sys_root: str = "/sys") -> list[list[int]]:
+    """``available`` grouped by physical core (SMT siblings together), in order of their first CPU."""
+    cpus = sorted(set(available))
+    seen: set[int] = set()
+    cores: list[list[int]] = []
+    for cpu in cpus:
+        if cpu not in seen:
+            group = sorted(thread_siblings(cpu, sys_root) & set(cpus) | {cpu})
+            seen.update(group)
+            cores.append(group)
+    return cores
+
+
+@dataclass
+class Placement:
+    """How a host's cores are split: ``timing[i]`` is the core the worker of GPU i times on,
+    ``slices[i]`` the cores its other processes run on (its slice less the timing cores' siblings),
+    ``builds`` the cores builds run on. No timing cores: nothing pinned, builds anywhere."""
+
+    timing: list[int]
+    slices: list[list[int]]
+    builds: list[int]
+
+
+def place(available: Iterable[int], gpus: int, sys_root: str = "/sys",
+          timing: Iterable[int] | None = None) -> Placement:
+    """The split of ``available`` for ``gpus`` GPU workers; ``timing`` given (an operator's choice,
+    one core per GPU in GPU order): those cores time, and builds keep off them the same way."""
+    cpus = sorted(set(available))
+    cores = physical_cores(cpus, sys_root)
+    n = max(1, gpus)
+    per = len(cores) // n
+    slices = [[c for core in cores[i * per:(i + 1) * per] for c in core] for i in range(n)]
+    if timing:
+        chosen = [int(c) for c in timing]
+    elif len(cpus) // n >= MIN_CPUS_PER_GPU and per >= 1:
+        chosen = [s[0] for s in slices]
+    else:
+        return Placement([], [[] for _ in range(n)], cpus)
+    return Placement(chosen, [build_cpus(s, chosen, sys_root) for s in slices],
+                     build_cpus(cpus, chosen, sys_root) or cpus)
+
+
 def available_memory_mb(meminfo: str = "/proc/meminfo") -> float:
     try:
         with open(meminfo, encoding="ascii") as fh:
@@ -111,12 +163,15 @@ def pool_size(cores: int, memory_mb: float, cores_per_build: float, memory_per_b
 
 class PoolSizer:
     """Admits builds as long as fewer run than the measured use allows (``limit``); a fixed
-    ``workers`` number admits exactly that many."""
+    ``workers`` number admits exactly that many. ``share``: this pool is one of that many on the
+    host's ``cores`` and memory (the site's per-GPU builders), and gets its part of each."""
 
-    def __init__(self, cores: int, workers: int | None = None, memory_mb: float | None = None) -> None:
-        self.cores = max(1, cores)
+    def __init__(self, cores: int, workers: int | None = None, memory_mb: float | None = None,
+                 share: int = 1) -> None:
+        share = max(1, share)
+        self.cores = max(1, cores // share)
         self.fixed = workers
-        self.memory_mb = available_memory_mb() if memory_mb is None else memory_mb
+        self.memory_mb = (available_memory_mb() if memory_mb is None else memory_mb) / share
         self.recent: deque[BuildUsage] = deque(maxlen=RECENT)
         self.running = 0
         self._cond = threading.Condition()

@@ -237,16 +237,18 @@ def ninja_steps(entry: str) -> dict[str, float]:
 class BuildPool:
     """Builds side by side in sandboxed build processes (one thread drives each), on ``cpus``.
 
-    ``workers`` builds at once; None: as many as the build cores and the host's memory hold at what
-    the recent builds used (``evaluation.build_pool.PoolSizer``, re-estimated after every build).
+    ``workers`` builds at once; None: as many as the build cores and the host's memory (their
+    ``share``-th part) hold at what the recent builds used (``evaluation.build_pool.PoolSizer``,
+    re-estimated after every build).
     ``submit(source)`` returns a future of the ``BuildOutcome``; sources are built in the order
     submitted, so a pool fed the GPU queue's order builds N+1 ... N+k while the GPUs evaluate N.
     The same source submitted twice is built once.
     """
 
-    def __init__(self, workers: int | None, cfg: EvaluationConfig, cpus: list[int] | None = None) -> None:
+    def __init__(self, workers: int | None, cfg: EvaluationConfig, cpus: list[int] | None = None,
+                 share: int = 1) -> None:
         cores = len(cpus) if cpus else len(os.sched_getaffinity(0))
-        self.sizer = PoolSizer(cores, workers)
+        self.sizer = PoolSizer(cores, workers, share=share)  # share: one of that many pools on ``cpus``
         self.workers = max(1, workers) if workers else cores  # threads; the sizer admits ``limit`` at a time
         self.cfg = cfg
         # Build processes inherit their thread's CPU mask: keep them off the cores timed processes use.

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from .build import needs_build
-from .build_pool import build_cpus
+from .build_pool import Placement, place
 from .build_stage import BuildOutcome, BuildPool, target_arch
 from .metrics import fast_p
 from .runner import Prepared, evaluate_prepared, prepare
@@ -35,8 +35,6 @@ from .stats import median
 from .types import EvaluationConfig
 
 _NUMBERED = re.compile(r"^(\d+)_")
-#: Cores of a worker's slice given to the timed processes (reference, kernel, second reference).
-TIMING_CORES = 1
 #: Evaluations whose sandboxes a worker keeps started ahead (their processes import torch meanwhile).
 PREPARE_AHEAD = 2
 
@@ -111,15 +109,17 @@ def _slim(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-def _worker(gpu: str, cpus: list[int], cfg: EvaluationConfig, tasks: Any, results: Any) -> None:
+def _worker(gpu: str, timing: list[int], others: list[int], cfg: EvaluationConfig, tasks: Any,
+            results: Any) -> None:
     """One GPU: take tasks until the queue yields None; prepare the next while evaluating the current."""
     if gpu != "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu
-    if cpus:
-        # The sandboxed processes being timed get a core each (cfg.cpus, the same for every
-        # evaluation); this worker and the processes it starts ahead run on the rest of the slice.
-        timing, rest = cpus[:TIMING_CORES], cpus[TIMING_CORES:]
-        os.sched_setaffinity(0, build_cpus(rest, timing) or rest)  # not on the timing core's SMT sibling
+    if timing:
+        # The sandboxed processes being timed share its timing core (cfg.cpus, the same for every
+        # evaluation); this worker and the processes it starts ahead run on the rest of its slice,
+        # less the timing cores' SMT siblings (evaluation.build_pool.place).
+        if others:
+            os.sched_setaffinity(0, others)
         cfg = dataclasses.replace(cfg, cpus=tuple(timing))
     ahead: deque[tuple[Task, Prepared | None]] = deque()
     more = True
@@ -167,13 +167,10 @@ def host_gpu_count() -> int:
         return 0
 
 
-def _cpu_slices(n: int) -> list[list[int]]:
-    """Split this process's CPUs into ``n`` equal slices (one per GPU worker); [] each when too few."""
+def _placement(n: int, pin: bool) -> Placement:
+    """This process's CPUs split among ``n`` GPU workers and the builds (``pin`` False: not at all)."""
     cpus = sorted(os.sched_getaffinity(0))
-    per = len(cpus) // max(1, n)
-    if per < 4:
-        return [[] for _ in range(n)]
-    return [cpus[i * per:(i + 1) * per] for i in range(n)]
+    return place(cpus, n) if pin else Placement([], [[] for _ in range(n)], cpus)
 
 
 def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: TextIO | None,
@@ -187,15 +184,16 @@ def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: Te
     results: Any = ctx.Queue()
     for t in tasks:
         queue.put(t)
-    slices = _cpu_slices(len(gpus)) if pin and cfg.device == "cuda" else [[] for _ in gpus]
-    procs = [ctx.Process(target=_worker, args=(g, s, cfg, queue, results), daemon=True) for g, s in zip(gpus, slices, strict=True)]
+    cores = _placement(len(gpus), pin and cfg.device == "cuda")
+    timing = [[cores.timing[i]] if cores.timing else [] for i in range(len(gpus))]
+    procs = [ctx.Process(target=_worker, args=(g, t, s, cfg, queue, results), daemon=True)
+             for g, t, s in zip(gpus, timing, cores.slices, strict=True)]
     for _ in procs:
         queue.put(None)
     t0 = time.monotonic()
     for p in procs:
         p.start()
-    timing_cores = {s[0] for s in slices if s}
-    pool, builds = _start_builds(tasks, cfg, build_workers, len(gpus), timing_cores)
+    pool, builds = _start_builds(tasks, cfg, build_workers, cores.builds)
     try:
         outcomes = _collect(results, procs, len(tasks), out, progress, builds)
     finally:
@@ -209,16 +207,16 @@ def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: Te
     return summary
 
 
-def _start_builds(tasks: list[Task], cfg: EvaluationConfig, workers: int | None, n_gpus: int,
-                  timing_cores: set[int]) -> tuple[BuildPool | None, dict[tuple[int, str], Any]]:
+def _start_builds(tasks: list[Task], cfg: EvaluationConfig, workers: int | None,
+                  cpus: list[int]) -> tuple[BuildPool | None, dict[tuple[int, str], Any]]:
     """Submit every kernel that compiles to a build pool, in queue order (the GPUs take them in the same order)."""
     sources = {(t.level, t.problem): _sources(t)[1] for t in tasks if t.kernel_path}
     sources = {k: v for k, v in sources.items() if needs_build(v)}
     if not sources or (workers is not None and workers <= 0):
         return None, {}
-    # Off the timing cores and every core sharing a physical core with one (SMT siblings); as many
-    # builds at once as those cores and the memory hold at what builds use (workers None).
-    cpus = build_cpus(os.sched_getaffinity(0), timing_cores) or sorted(os.sched_getaffinity(0))
+    # On ``cpus``: off the timing cores and every core sharing a physical core with one (SMT
+    # siblings); as many builds at once as those cores and the memory hold at what builds use
+    # (workers None).
     pool = BuildPool(workers, cfg, cpus)
     return pool, {key: pool.submit(src) for key, src in sources.items()}
 

@@ -30,6 +30,7 @@ from leaderboard.evaluations.attempts import (
     store_result,
     with_db_retries,
 )
+from leaderboard.evaluations.cores import timing_cpus
 from leaderboard.models import Evaluation
 
 log = logging.getLogger(__name__)
@@ -131,8 +132,9 @@ def load_inputs(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
     # them: one tolerance, as atol and rtol, for the run's precision; all trials must match.
     rules = ev.rules or run.rules
     tolerance = rules.tolerance(run.precision)
+    device = "cuda" if ev.hardware.kind == ev.hardware.Kind.GPU else "cpu"
     options: dict[str, Any] = dict(
-        device="cuda" if ev.hardware.kind == ev.hardware.Kind.GPU else "cpu",
+        device=device,
         timeout_s=float(settings.EVAL_TIMEOUT_S),
         atol=tolerance,
         rtol=tolerance,
@@ -140,7 +142,8 @@ def load_inputs(evaluation_id: int) -> tuple[str, str, EvaluationConfig]:
         precision=run.precision,  # the run's setting (KernelBench's precision option)
         # The site's private files (database, secret key, uploads) are not even visible to kernels.
         hide_paths=(str(settings.VAR_DIR),),
-        cpus=settings.EVAL_CPUS,
+        # On a GPU host the timing core of this worker's GPU (EVAL_CPUS, else from the host's topology).
+        cpus=timing_cpus(device),
     )
     # Passed on only when set, so that the library's own defaults apply otherwise.
     optional = {

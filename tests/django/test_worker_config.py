@@ -4,7 +4,8 @@ from django.conf import settings
 from django_rq.settings import get_queues_list
 from django_rq.workers import get_worker_class
 
-from evaluation import EvaluationConfig
+from evaluation import EvaluationConfig, build_pool
+from leaderboard.evaluations import cores
 from leaderboard.evaluations.jobs import load_inputs as _load
 from leaderboard.evaluations.queue import eval_queue, request_evaluation
 from leaderboard.evaluations.rq_worker import EvalWorker
@@ -57,10 +58,30 @@ def test_the_worker_passes_the_memory_limit_setting_through(evaluation, settings
     assert _load(evaluation.pk)[2].memory_limit_mb == 2500
 
 
-def test_the_worker_pins_evaluations_to_the_cores_it_is_given(evaluation, settings):
+def test_the_worker_pins_evaluations_to_the_cores_it_is_given(evaluation, settings, monkeypatch):
+    monkeypatch.setattr(cores, "host_gpu_count", lambda: 0)  # a host without GPUs: EVAL_CPUS as it is
     assert _load(evaluation.pk)[2].cpus == ()
     settings.EVAL_CPUS = (3,)
     assert _load(evaluation.pk)[2].cpus == (3,)
+    assert cores.builder_cpus() is None
+
+
+def test_a_gpu_hosts_workers_time_on_their_gpus_core_and_the_builder_keeps_off_them(
+    evaluation, settings, monkeypatch
+):
+    # 16 CPUs, cpu N and N+8 on one physical core, 2 GPUs; this worker has GPU 1.
+    monkeypatch.setattr(cores, "host_gpu_count", lambda: 2)
+    monkeypatch.setattr(cores, "_host_cpus", lambda: tuple(range(16)))
+    monkeypatch.setattr(build_pool, "thread_siblings", lambda cpu, _root="/sys": {cpu % 8, cpu % 8 + 8})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    cores._placement.cache_clear()
+    settings.EVAL_CPUS = ()
+    assert _load(evaluation.pk)[2].cpus == (4,)
+    assert cores.builder_cpus() == [1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15]
+    settings.EVAL_CPUS = (2, 6)  # the operator's: one per GPU, in GPU order
+    assert _load(evaluation.pk)[2].cpus == (6,)
+    assert not {2, 10, 6, 14} & set(cores.builder_cpus() or [])
+    cores._placement.cache_clear()
 
 
 def test_every_hardwares_queue_resolves_even_when_eval_queues_does_not_list_it(settings):

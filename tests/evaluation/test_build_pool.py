@@ -16,6 +16,7 @@ from evaluation.build_pool import (
     PoolSizer,
     build_cpus,
     parse_cpu_list,
+    place,
     pool_size,
     thread_siblings,
     tree_cpu_seconds,
@@ -46,6 +47,54 @@ def test_builds_keep_off_the_timing_core_and_its_smt_sibling(tmp_path):
     assert build_cpus(range(8), {0}, root2) == [2, 3, 4, 5, 6, 7]
     # No topology file: only the core itself is kept free.
     assert build_cpus(range(4), {3}, str(tmp_path / "none")) == [0, 1, 2]
+
+
+def _smt16(tmp_path, adjacent: bool = False) -> str:
+    """16 logical CPUs on 8 physical cores: cpu N and N+8 share one, or (adjacent) 2k and 2k+1."""
+    if adjacent:
+        return _fake_sys(tmp_path, {n: f"{n - n % 2}-{n - n % 2 + 1}" for n in range(16)})
+    return _fake_sys(tmp_path, {n: f"{n % 8},{n % 8 + 8}" for n in range(16)})
+
+
+def test_one_gpu_times_on_one_core_and_builds_get_the_other_physical_cores(tmp_path):
+    cores = place(range(16), 1, _smt16(tmp_path))
+    assert cores.timing == [0]
+    assert cores.builds == cores.slices[0] == [c for c in range(16) if c not in (0, 8)]
+
+
+def test_two_gpus_time_on_two_physical_cores_never_siblings(tmp_path):
+    # Splitting the logical CPUs in halves would give 0 and 8: one physical core for both GPUs.
+    cores = place(range(16), 2, _smt16(tmp_path))
+    assert cores.timing == [0, 4]
+    assert cores.builds == [1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15]
+    assert cores.slices == [[1, 2, 3, 9, 10, 11], [5, 6, 7, 13, 14, 15]]
+    adjacent = place(range(16), 2, _smt16(tmp_path / "adj", adjacent=True))
+    assert adjacent.timing == [0, 8]
+    assert adjacent.builds == [2, 3, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15]
+
+
+def test_the_builder_never_gets_a_timing_core_or_its_sibling(tmp_path):
+    for adjacent in (False, True):
+        root = _smt16(tmp_path / str(adjacent), adjacent)
+        for gpus in (1, 2, 3, 4):
+            for chosen in (None, [2, 6, 11, 13][:gpus]):
+                cores = place(range(16), gpus, root, timing=chosen)
+                kept_off = set().union(*(thread_siblings(c, root) for c in cores.timing))
+                assert len(cores.timing) == gpus and cores.builds
+                assert not kept_off & (set(cores.builds) | set().union(*map(set, cores.slices)))
+
+
+def test_the_operators_timing_cores_win_and_too_few_cpus_pin_nothing(tmp_path):
+    root = _smt16(tmp_path)
+    assert place(range(16), 2, root, timing=[3, 6]).builds == [0, 1, 2, 4, 5, 7, 8, 9, 10, 12, 13, 15]
+    few = place(range(4), 2, root)
+    assert (few.timing, few.slices, few.builds) == ([], [[], []], [0, 1, 2, 3])
+
+
+def test_one_builder_of_several_gets_its_part_of_the_cores_and_memory():
+    whole, half = PoolSizer(12, memory_mb=40_000), PoolSizer(12, memory_mb=40_000, share=2)
+    assert (half.cores, half.memory_mb) == (6, 20_000)
+    assert half.limit == whole.limit // 2 == 4
 
 
 def test_this_hosts_topology_is_read():

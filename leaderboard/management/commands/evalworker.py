@@ -26,9 +26,8 @@ from django_rq.workers import get_worker_class
 from redis import Redis
 
 from evaluation import probe_hardware
-from evaluation.build_stage import default_build_workers
-from evaluation.sweep import host_gpu_count
 from leaderboard.evaluations.attempts import release_running_on
+from leaderboard.evaluations.cores import pin_gpu_worker
 from leaderboard.evaluations.queue import redis_connection, worker_redis_connection
 from leaderboard.evaluations.rq_worker import REDIS_ERRORS, default_worker_name
 from leaderboard.evaluations.sweep import sweep_evaluations
@@ -166,6 +165,8 @@ class Command(BaseCommand):
                 if run_workers(commands):
                     raise CommandError(f"worker {name}: a worker exited with an error")
             else:
+                if device_of(info, hardware) == "cuda":
+                    pin_gpu_worker()  # off every timing core; its evaluations time on its GPU's core
                 self.work(queues, conn, name, options)
         finally:
             # After a cold shutdown (second SIGTERM) the horse was killed mid-job: retry it now.
@@ -231,14 +232,15 @@ def start_builder(queues: list[str], info: dict[str, Any], host_wide: bool) -> s
     """The builder child (`prebuild_evaluations`): compiles the next queued kernels on the CPU. The
     worker's jobs and the builder build for the GPU's architecture (the probe's), so one build serves
     every GPU of the host. ``host_wide``: this evalworker runs all of the host's GPU workers, so its
-    builder gets the host's whole build share (else each per-GPU worker's builder gets its part)."""
+    builder gets the host's whole build share (else each per-GPU worker's builder gets its part).
+    Either way it builds off the timing cores (leaderboard.evaluations.cores)."""
     if info.get("capability") and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
         os.environ["TORCH_CUDA_ARCH_LIST"] = str(info["capability"])
     command = [sys.executable, sys.argv[0], "prebuild_evaluations"]
     for queue in queues:
         command += ["--queue", queue]
-    if host_wide and settings.EVAL_BUILD_WORKERS is None:
-        command += ["--workers", str(default_build_workers(max(1, host_gpu_count())))]
+    if host_wide:
+        command.append("--host-wide")
     return subprocess.Popen(command, preexec_fn=_die_with_parent)
 
 
