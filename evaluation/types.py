@@ -41,6 +41,8 @@ FLAG_CODES: dict[str, str] = {
     "nondeterministic": "two runs on the same inputs gave different outputs",
     "impossible_speed": "faster than the GPU's peak bandwidth and arithmetic allow for the problem's minimum work",
     "near_tolerance": "the error came near the tolerance (more trials were run before the verdict)",
+    "instruments_failed": "the kernel passed correctness and timing, then crashed, hung or was wrong while the "
+                          "instruments ran (the verdict stands)",
 }
 NOTE_CODES: dict[str, str] = {
     "pytorch_only": "the kernel uses only PyTorch operators (no custom C++/CUDA/Triton code)",
