@@ -40,7 +40,10 @@ FLAG_CODES: dict[str, str] = {
     "shape_specialised": "correct at the problem's shapes but not at other sizes of the same problem",
     "nondeterministic": "two runs on the same inputs gave different outputs",
     "impossible_speed": "faster than the GPU's peak bandwidth and arithmetic allow for the problem's minimum work",
-    "near_tolerance": "the error came near the tolerance (more trials were run before the verdict)",
+    "instruments_failed": "the kernel passed correctness and timing, then crashed, hung or was wrong while the "
+                          "instruments ran (the verdict stands)",
+    # The tolerance's margin (issue 29): on a correct kernel, and on an incorrect one that failed by a hair.
+    "near_tolerance": "the error came near the tolerance, under it or over it (two evaluations may disagree)",
 }
 NOTE_CODES: dict[str, str] = {
     "pytorch_only": "the kernel uses only PyTorch operators (no custom C++/CUDA/Triton code)",

@@ -1,9 +1,13 @@
 """The instruments' phase of an evaluation: after the timed rounds, for a correct kernel only.
 
 Each instrument runs in turn under the phase's own deadline (``instruments_budget_s``), so that a
-kernel that hangs or dies here costs at most that and never changes the verdict: what an instrument
-could not finish is recorded as skipped, with why, and the instruments after it are left out (the
-process may be gone). What they find goes to ``res.instruments`` and, as flags, to ``res.flags``.
+kernel that hangs or dies here costs at most that and never changes the verdict. What a step could
+not finish is recorded as skipped, with why, under each instrument it measures; where the kernel is
+to blame (it raised, died or hung: a kernel that passed correctness and timing and fails only here
+may be detecting the instruments) the ``instruments_failed`` flag sends it to reviewers. The later
+steps still run where both processes are there and in step; else each is recorded as not run. A step
+whose instruments were not asked for does not run. What they find goes to ``res.instruments`` and,
+as flags, to ``res.flags``.
 
 Order: the speed of light (reference only, no kernel code), two repeat runs on one seed (the
 determinism check, and on the first the fp64 reference of the precision check), the profile, and
@@ -19,6 +23,7 @@ from typing import Any
 
 from ..correctness import compare_trial
 from ..hardware import hardware_slug
+from ..host_errors import INFRASTRUCTURE_ERROR
 from ..protocol import CorrectReply, InstrumentReply
 from ..sandbox import Sandbox
 from ..seeds import derive_seed
@@ -36,23 +41,67 @@ def run_instruments(pair: Pair, sandbox: Sandbox) -> None:
         return
     t0 = time.monotonic()
     sub = dataclasses.replace(pair, deadline=min(pair.deadline, t0 + cfg.instruments_budget_s))
-    steps: list[tuple[str, Callable[[Pair, Sandbox], None]]] = [
-        ("speed_of_light", _speed_of_light), ("repeat", _repeat_runs), ("profile", _profile),
-        ("shapes", _other_shapes)]
     costs: dict[str, float] = {}
-    for name, step in steps:
-        if name != "repeat" and name not in cfg.instruments:
+    gone: str | None = None  # why the later steps cannot run, once they cannot
+    for name, measures in STEPS:
+        asked = [m for m in measures if m in cfg.instruments]
+        if not asked:
+            continue
+        if gone is None and time.monotonic() >= sub.deadline:
+            gone = "not run: the instruments' time budget was spent"
+        if gone is not None:
+            for m in asked:
+                res.instruments.setdefault(m, {"skipped": gone})
             continue
         t = time.monotonic()
         try:
-            step(sub, sandbox)
-        except Abort as ab:  # the error text may be the kernel's own: kept apart (public pages leave it out)
-            res.instruments.setdefault(name, {}).update(skipped=f"ended early: {ab.status}", error=ab.error[:400])
-            costs[name] = round(time.monotonic() - t, 4)
-            break
+            _STEP_FUNCS[name](sub, sandbox)
+        except Abort as ab:
+            _record_abort(sub, name, asked, ab, sub.deadline - t)
+            if not _can_go_on(sub, ab):
+                gone = f"not run: a process ended during the {LABELS[name]}"
         costs[name] = round(time.monotonic() - t, 4)
     res.instruments["cost_s"] = costs
     res.timings_s["instruments"] = round(time.monotonic() - t0, 4)
+
+
+def _record_abort(pair: Pair, step: str, asked: list[str], ab: Abort, left_s: float) -> None:
+    """A step that ended early: each instrument it measures is recorded skipped, with the error (the
+    kernel's own text, maybe: public pages leave it out); where the kernel is to blame, the
+    ``instruments_failed`` flag sends it to reviewers (the verdict stands: docs/evaluation.md)."""
+    res = pair.res
+    for m in asked:
+        res.instruments.setdefault(m, {"skipped": f"ended early: {ab.status}", "error": ab.error[:400]})
+    if not _kernels_fault(pair, ab, left_s):
+        return
+    if ab.kernel_side:
+        how = "raised an error (its text is in the instruments' record, for reviewers)"
+    elif ab.status == "timeout":
+        how = "stopped answering"
+    else:  # the harness's own words (the process died, broke the protocol)
+        how = f"failed: {ab.error[:200]}"
+    res.add_flag("instruments_failed", f"The kernel passed correctness and timing, then, during the {LABELS[step]} "
+                                       f"of the instruments, {how} ({ab.status}): {' and '.join(asked)} not "
+                                       "measured. A kernel that fails only here may be detecting the instruments.")
+
+
+def _kernels_fault(pair: Pair, ab: Abort, left_s: float) -> bool:
+    """Whether an Abort of the instruments' phase is the kernel's doing, not the reference's or the host's."""
+    if ab.kernel_side:
+        return True  # the kernel's process replied with an error
+    if ab.status == INFRASTRUCTURE_ERROR or ab.error.startswith(("reference", "the reference process")):
+        return False
+    # A timeout counts against the kernel only where the step had time for it: twice what the whole
+    # correctness phase took (an honest kernel times out too when earlier steps spent the budget).
+    return ab.status != "timeout" or left_s >= 2 * pair.res.timings_s.get("correctness", 0.0)
+
+
+def _can_go_on(pair: Pair, ab: Abort) -> bool:
+    """Whether the later steps can use the processes: both still run, and the failure was a reply
+    (an error from the kernel's or the reference's code), so no reply is left unread."""
+    replied = ab.kernel_side or ab.error.startswith("reference failed")
+    return replied and all(p.proc is not None and p.proc.poll() is None and not p.killed_reason
+                           for p in (pair.ref, pair.ker))
 
 
 def _speed_of_light(pair: Pair, sandbox: Sandbox) -> None:
@@ -91,11 +140,15 @@ def _repeat_runs(pair: Pair, sandbox: Sandbox) -> None:
         res.instruments["precision"] = {"skipped": "the float64 copies would not fit the memory budget"}
         want_fp64 = False
     if not (want_det or want_fp64):
-        return
+        return  # the precision check's reason is recorded above; no run
     seed = derive_seed(pair.master, "instruments")
     runs: list[tuple[Any, Any]] = []
     for k in range(2 if want_det else 1):
         runs.append(_run_once(pair, sandbox, seed, 1000 + k, {"fingerprint": want_det, "fp64": want_fp64 and k == 0}))
+    wrong = [c for c, _ in runs if not c.ok]
+    if wrong:  # a fresh trial at the problem's own sizes: the verdict stands, reviewers are told
+        res.add_flag("instruments_failed", f"The kernel passed correctness and timing, then failed a repeat run of the "
+                                           f"instruments on fresh inputs at the problem's own sizes: {wrong[0].reason}")
     if want_fp64:
         _judge_precision(pair, runs[0][1].fp64)
     if want_det:
@@ -184,3 +237,13 @@ def _one_shape(pair: Pair, sandbox: Sandbox, j: int, sizes: dict[str, int]) -> t
     if cmp.ok:
         return {"verdict": "correct", "detail": f"max abs diff {cmp.max_abs_diff:.3g}"}, True
     return {"verdict": "incorrect", "detail": str(cmp.reason)[:300]}, True
+
+
+#: The steps in order, each with the instruments it measures: a step runs when one of them is asked for.
+STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("speed_of_light", ("speed_of_light",)), ("repeat", ("determinism", "precision")), ("profile", ("profile",)),
+    ("shapes", ("shapes",)))
+_STEP_FUNCS: dict[str, Callable[[Pair, Sandbox], None]] = {
+    "speed_of_light": _speed_of_light, "repeat": _repeat_runs, "profile": _profile, "shapes": _other_shapes}
+LABELS: dict[str, str] = {"speed_of_light": "speed of light", "repeat": "repeat runs", "profile": "profile",
+                          "shapes": "other shapes"}

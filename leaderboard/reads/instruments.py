@@ -39,7 +39,9 @@ def _g(x: Any, spec: str = ".3g") -> str:
 
 def _skipped(name: str, title: str, record: dict) -> InstrumentView | None:
     if "skipped" in record and len(record) <= 2:
-        return InstrumentView(name, title, f"not measured: {record['skipped']}")
+        # The error where the record still has it (raw output: leaderboard/reads/disclosure.py).
+        details = [("error", str(record["error"]))] if record.get("error") else []
+        return InstrumentView(name, title, f"not measured: {record['skipped']}", details=details)
     return None
 
 

@@ -114,7 +114,9 @@ def test_an_impossible_speed_sends_a_kernel_to_review_whatever_else_it_passed(wo
 def test_an_evaluation_without_instruments_shows_none():
     assert instrument_views({}) == [] and instrument_views(None) == []
     skipped = instrument_views({"precision": {"skipped": "the run's precision is fp16"}})
-    assert skipped[0].summary == "not measured: the run's precision is fp16"
+    assert skipped[0].summary == "not measured: the run's precision is fp16" and skipped[0].details == []
+    crashed = instrument_views({"determinism": {"skipped": "ended early: crashed", "error": "signal SIGSEGV"}})
+    assert crashed[0].summary == "not measured: ended early: crashed" and crashed[0].details == [("error", "signal SIGSEGV")]
 
 
 def test_public_instruments_leave_the_stored_record_alone():

@@ -68,6 +68,25 @@ NEAR = ADD_KERNEL.format(share="0.7")
 # 70% on its first three calls (the ordinary trials), 150% after: an extra trial fails it.
 NEAR_THEN_OUT = ADD_KERNEL.format(share="0.7 if self.calls <= 3 else 1.5")
 PLAIN_ADD = ADD_KERNEL.format(share="0.0")
+# 130% of the tolerance on every element: fails its first trial by a hair.
+JUST_OUT = ADD_KERNEL.format(share="1.3")
+# Correct in its three trials, then (the instruments' repeat runs) its process dies or its forward raises.
+CRASH_KERNEL = """
+import os
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls > 3:
+            {crash}
+        return x + 1.0
+"""
 
 
 def evaluate_with(problem, kernel: str, **options) -> EvaluationResult:
@@ -143,7 +162,17 @@ def test_a_kernel_that_fails_an_extra_trial_is_incorrect_and_the_verdict_says_ho
     result = evaluate_with(ADD_ONE, NEAR_THEN_OUT)
     assert result.status == "incorrect"
     assert "trial 4" in result.error and "an extra trial" in result.error and "70%" in result.error
-    assert "near_tolerance" not in codes(result)
+    assert "150% of the tolerance" in result.error and "near_tolerance" in codes(result)  # failed by under 2x
+
+
+def test_a_kernel_that_fails_by_a_hair_stays_incorrect_and_says_how_close_it_came():
+    result = evaluate_with(ADD_ONE, JUST_OUT)
+    assert result.status == "incorrect" and not result.correct and result.trials_passed == 0
+    assert "trial 1" in result.error and "130% of the tolerance" in result.error, result.error
+    message = next(f["message"] for f in result.flags if f["code"] == "near_tolerance")
+    assert "130% of the tolerance" in message and "over by 30%" in message
+    record = result.instruments["tolerance"]
+    assert record["near"] and 1.25 < record["worst_ratio"] < 1.35
 
 
 def test_an_error_far_from_the_tolerance_gets_no_extra_trial():
@@ -164,6 +193,7 @@ def test_a_kernel_faster_than_the_peaks_allow_is_flagged_impossible_speed():
     record = result.instruments["speed_of_light"]
     assert record["kernel_fraction"] > 1 and record["reference_fraction"] < 1 and record["bound"] == "memory"
     assert abs(record["sol_ms"] - 50.0) < 1e-6
+    assert set(result.instruments["cost_s"]) == {"speed_of_light"}  # no repeat runs: neither of theirs asked
 
 
 def test_the_cpu_profile_lists_the_forwards_operators_when_asked():
@@ -178,6 +208,25 @@ def test_instruments_do_not_run_for_an_incorrect_kernel():
     result = evaluate_with(ADD_ONE, ADD_KERNEL.format(share="3.0"))
     assert result.status == "incorrect"
     assert set(result.instruments) == {"tolerance"}
+    assert "near_tolerance" not in codes(result)  # 300% of the tolerance: not near
+
+
+@pytest.mark.parametrize("crash", ["os._exit(7)", "raise RuntimeError('not now')"], ids=["dies", "raises"])
+def test_a_kernel_that_fails_only_while_the_instruments_run_is_flagged(crash):
+    result = evaluate_with(ADD_ONE, CRASH_KERNEL.format(crash=crash))
+    assert result.status == "correct", (result.error, result.log[-2000:])  # the verdict stands
+    message = next(f["message"] for f in result.flags if f["code"] == "instruments_failed")
+    assert "repeat runs" in message and "determinism" in message
+    for name in ("determinism", "precision"):
+        assert result.instruments[name]["skipped"].startswith("ended early"), result.instruments
+        assert result.instruments[name]["error"]
+    assert "speed_of_light" in result.instruments and "bytes" in result.instruments["speed_of_light"]
+    shapes = result.instruments["shapes"]
+    if crash.startswith("os._exit"):  # the process is gone: what needed it is said not to have run
+        assert "exited unexpectedly" in message
+        assert shapes["skipped"].startswith("not run") and "variants" not in shapes
+    else:  # still there: the later instruments ran (a fresh model at each size: correct again)
+        assert [v["verdict"] for v in shapes["variants"]] == ["correct", "correct"]
 
 
 def test_an_unknown_instrument_is_refused():
