@@ -137,13 +137,14 @@ def _near_tolerance(pair: Pair, sandbox: Sandbox, seen: _Trials) -> None:
 def _near_miss(pair: Pair, cmp: Comparison, i: int) -> str:
     """A trial failed by a hair (issue 29): its worst element within ``1 / near_tolerance_ratio`` (2x)
     of the tolerance, the mirror of the pass side's band. The verdict stays incorrect; the error says how
-    close it came and the ``near_tolerance`` flag, with the margin, says why another evaluation may pass
+    close it came and the ``near_tolerance`` note, with the margin, says why another evaluation may pass
     it. Only an elementwise miss counts (not NaN, a shape, or the scale check)."""
     ratio, band = float(cmp.tol_ratio), pair.cfg.near_tolerance_ratio
     elementwise = "outside tolerance" in str(cmp.reason) and math.isfinite(float(cmp.max_abs_diff))
     if not (elementwise and band > 0 and 1.0 < ratio <= 1.0 / band):
         return ""
-    pair.res.add_flag("near_tolerance", f"Trial {i + 1} failed with its error at {ratio:.0%} of the tolerance on some "
+    # A note, not a flag: flags send kernels to reviewers, and an incorrect kernel scores nothing.
+    pair.res.add_note("near_tolerance", f"Trial {i + 1} failed with its error at {ratio:.0%} of the tolerance on some "
                                         f"element (over by {ratio - 1:.0%}; within {1 / band:g}x of it): another "
                                         "draw of inputs may pass it. The verdict stands.")
     return f" ({ratio:.0%} of the tolerance: a near miss)"
