@@ -34,7 +34,15 @@ import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 
-from .safe_files import TreePolicy, clean_tree, read_below, remove_below, subdirectories, write_new
+from .safe_files import (
+    TreePolicy,
+    UnsafeFile,
+    clean_tree,
+    read_below,
+    remove_below,
+    subdirectories,
+    write_new,
+)
 
 BUILT_MARKER = ".kb_built"
 #: A build that failed in the compiler: its message, so that the source is not compiled again.
@@ -101,14 +109,9 @@ def _chown_tree(path: str, uid: int, gid: int) -> None:
 
 
 def _remove(path: str) -> None:
-    """Remove a file, a link or a tree, whatever is there."""
-    if os.path.islink(path) or os.path.isfile(path):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-    elif os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
+    """Remove a file, a link or a tree, whatever is there, by descriptors at any depth (the folder
+    holding ``path`` is the worker's)."""
+    remove_below(os.path.dirname(path), [os.path.basename(path)])
 
 
 class BuildDir:
@@ -241,10 +244,14 @@ class BuildDir:
             os.unlink(self.path)
             os.rename(private, self.path)
             return True
-        except OSError:
+        except (OSError, UnsafeFile):
             _remove(private)
             _remove(self.path)
             return False
+        except BaseException:  # a bug: nothing half-published stays, and it is not hidden
+            _remove(private)
+            _remove(self.path)
+            raise
 
     def _sanitize(self, private: str) -> bool:
         """Keep only plain files and folders of the build (no links, FIFOs, devices), the worker's,

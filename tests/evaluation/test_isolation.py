@@ -263,3 +263,18 @@ def test_the_folders_of_a_killed_work_horse_are_removed(tmp_path, monkeypatch):
     assert left.startswith(f"kb-eval-g{pid}-")
     assert remove_group_trees(pid) == [str(work / left)]
     assert os.listdir(work) == [] and (outside / "keep").read_text() == "not the sandbox's"
+
+
+def test_a_sandbox_thousands_of_folders_deep_is_closed_and_removed(tmp_path, monkeypatch):
+    """A kernel nests 2000 folders in its sandbox (Python 3.11's recursive rmtree raised
+    RecursionError there, and the evaluation left its sandbox and its lent build entry behind)."""
+    from tests.unit.test_safe_files_depth import _nest  # deferred: a helper of another suite
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("KB_WORK_DIR", str(work))
+    box = Sandbox(device="cpu", size_scale=1, memory_limit_mb=512, isolation="none")
+    _nest(box.src)
+    box.close()
+    assert os.listdir(work) == []
+
