@@ -207,9 +207,11 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
         out.status, out.error = exc.kind, f"build process: {exc.message}"
         out.log = "".join(p.read_log() for p in sandbox.procs)
     finally:
-        sandbox.close()
-        if sandbox.switch_uid:
-            build.give_to(0)
+        try:
+            sandbox.close()
+        finally:  # the build folder comes back to root whatever closing raised
+            if sandbox.switch_uid:
+                build.give_to(0)
     return reply
 
 
