@@ -37,6 +37,7 @@ from importlib.metadata import PackageNotFoundError, version
 from .safe_files import (
     TreePolicy,
     UnsafeFile,
+    chown_tree,
     clean_tree,
     read_below,
     remove_below,
@@ -97,15 +98,6 @@ def build_key(kernel_source: str, device: str, arch: str = "") -> str:
              cuda_toolkit_version() if device == "cuda" else "", arch]
     parts += [f"{k}={os.environ.get(k, '')}" for k in COMPILER_ENV]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
-
-
-def _chown_tree(path: str, uid: int, gid: int) -> None:
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in [dirpath] + [os.path.join(dirpath, f) for f in dirnames + filenames]:
-            try:
-                os.lchown(name, uid, gid)
-            except OSError:
-                pass
 
 
 def _remove(path: str) -> None:
@@ -293,6 +285,8 @@ class BuildDir:
         self.private = None
 
     def give_to(self, uid: int) -> None:
-        """Hand the real directory tree to ``uid`` (0 = back to root)."""
+        """Hand the real directory tree to ``uid`` (0 = back to root), by descriptors: no link is
+        followed, no FIFO opened, nothing deeper than ``safe_files.MAX_DEPTH`` walked (publish()
+        removes it), so that it is safe even if a kernel's process still changes the tree."""
         if self.work:
-            _chown_tree(self.work, uid, uid)
+            chown_tree(self.work, uid, uid)

@@ -405,3 +405,77 @@ def _open_dir_for_removal(dfd: int, name: str) -> int:
         pass
     return fd
 
+
+def walk_tree(top: int, visit: Callable[[int, str, os.stat_result], int | None]) -> None:
+    """Call ``visit(dir_fd, name, lstat)`` for each entry below the folder ``top`` (a descriptor),
+    without recursion (an explicit stack of descriptors). ``visit`` returns a descriptor of the folder
+    ``name`` to walk into (this walk closes it) or None. Nothing deeper than ``MAX_DEPTH`` folders is
+    visited: at most ``MAX_DEPTH + 1`` descriptors are open. An entry gone or changed is skipped."""
+    stack: list[tuple[int, list[str]]] = [(top, _names(top))]
+    try:
+        while stack:
+            fd, names = stack[-1]
+            if not names:
+                stack.pop()
+                if stack:  # ``top`` is the caller's
+                    os.close(fd)
+                continue
+            name = names.pop()
+            try:
+                sub = visit(fd, name, os.stat(name, dir_fd=fd, follow_symlinks=False))
+            except (OSError, UnsafeFile):
+                continue
+            if sub is None:
+                continue
+            if len(stack) > MAX_DEPTH:
+                os.close(sub)
+                continue
+            try:
+                stack.append((sub, _names(sub)))
+            except OSError:
+                os.close(sub)
+    finally:
+        for fd, _ in stack[1:]:
+            os.close(fd)
+
+
+def open_checked(dir_fd: int, name: str, st: os.stat_result) -> int | None:
+    """A descriptor of ``name`` in ``dir_fd``, the very folder or single-named regular file ``st``
+    (an ``lstat``) describes, opened without following a link or blocking on a FIFO; None for
+    anything else (a link, a FIFO, a socket, a device); ``UnsafeFile`` when it changed meanwhile."""
+    kind = _kind(st)
+    if kind is None:
+        return None
+    fd = os.open(name, DIR_FLAGS if kind == "dir" else READ_FLAGS, dir_fd=dir_fd)
+    now = os.fstat(fd)
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or (kind == "file" and now.st_nlink != 1):
+        os.close(fd)
+        raise UnsafeFile(f"{name!r} changed while walked")
+    return fd
+
+
+def chown_tree(path: str, uid: int, gid: int) -> None:
+    """Give the folder ``path`` (trusted: the worker made it) and the folders and regular files below
+    it to ``uid:gid`` by descriptors (``walk_tree``, ``open_checked``, ``fchown``): links, FIFOs,
+    sockets, devices and files with other names (hard links) are left as they are, never followed;
+    nothing deeper than ``MAX_DEPTH`` is walked. Best effort."""
+    def visit(dir_fd: int, name: str, st: os.stat_result) -> int | None:
+        fd = open_checked(dir_fd, name, st)
+        if fd is None:
+            return None
+        try:
+            os.fchown(fd, uid, gid)
+        except BaseException:
+            os.close(fd)
+            raise
+        if stat.S_ISDIR(st.st_mode):
+            return fd
+        os.close(fd)
+        return None
+
+    top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fchown(top, uid, gid)
+        walk_tree(top, visit)
+    finally:
+        os.close(top)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 
-from evaluation.safe_files import MAX_DEPTH, TreePolicy, clean_tree, remove_below, remove_tree
+from evaluation.build_stage import _has_library
+from evaluation.safe_files import MAX_DEPTH, TreePolicy, chown_tree, clean_tree, remove_below, remove_tree
 
 LEVELS = 2000  # twice what Python 3.11 recursion allows
 
@@ -75,3 +76,15 @@ def test_remove_tree_follows_no_link_and_opens_unreadable_folders(tmp_path):
     after = os.stat(victim)
     assert (after.st_mode, after.st_uid) == (before.st_mode, before.st_uid)
 
+
+def test_walks_of_a_deep_tree_stop_at_the_depth_limit(tmp_path):
+    """``chown_tree`` (``BuildDir.give_to``) and ``_has_library`` walk by descriptors, iteratively,
+    no deeper than ``MAX_DEPTH``: a library hidden below it is not seen, and nothing raises."""
+    ext = tmp_path / "torch_extensions"
+    ext.mkdir()
+    _nest(str(ext))
+    chown_tree(str(tmp_path), os.geteuid(), os.getegid())
+    assert not _has_library(str(tmp_path))
+    (ext / "k.so").write_bytes(b"")
+    assert _has_library(str(tmp_path))
+    remove_tree(str(ext))
