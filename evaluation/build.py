@@ -34,7 +34,16 @@ import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 
-from .safe_files import TreePolicy, clean_tree, read_below, remove_below, subdirectories, write_new
+from .safe_files import (
+    TreePolicy,
+    UnsafeFile,
+    chown_tree,
+    clean_tree,
+    read_below,
+    remove_below,
+    subdirectories,
+    write_new,
+)
 
 BUILT_MARKER = ".kb_built"
 #: A build that failed in the compiler: its message, so that the source is not compiled again.
@@ -91,24 +100,10 @@ def build_key(kernel_source: str, device: str, arch: str = "") -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
-def _chown_tree(path: str, uid: int, gid: int) -> None:
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in [dirpath] + [os.path.join(dirpath, f) for f in dirnames + filenames]:
-            try:
-                os.lchown(name, uid, gid)
-            except OSError:
-                pass
-
-
 def _remove(path: str) -> None:
-    """Remove a file, a link or a tree, whatever is there."""
-    if os.path.islink(path) or os.path.isfile(path):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-    elif os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
+    """Remove a file, a link or a tree, whatever is there, by descriptors at any depth (the folder
+    holding ``path`` is the worker's)."""
+    remove_below(os.path.dirname(path), [os.path.basename(path)])
 
 
 class BuildDir:
@@ -241,10 +236,14 @@ class BuildDir:
             os.unlink(self.path)
             os.rename(private, self.path)
             return True
-        except OSError:
+        except (OSError, UnsafeFile):
             _remove(private)
             _remove(self.path)
             return False
+        except BaseException:  # a bug: nothing half-published stays, and it is not hidden
+            _remove(private)
+            _remove(self.path)
+            raise
 
     def _sanitize(self, private: str) -> bool:
         """Keep only plain files and folders of the build (no links, FIFOs, devices), the worker's,
@@ -286,6 +285,8 @@ class BuildDir:
         self.private = None
 
     def give_to(self, uid: int) -> None:
-        """Hand the real directory tree to ``uid`` (0 = back to root)."""
+        """Hand the real directory tree to ``uid`` (0 = back to root), by descriptors: no link is
+        followed, no FIFO opened, nothing deeper than ``safe_files.MAX_DEPTH`` walked (publish()
+        removes it), so that it is safe even if a kernel's process still changes the tree."""
         if self.work:
-            _chown_tree(self.work, uid, uid)
+            chown_tree(self.work, uid, uid)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,7 +28,7 @@ from .build import MAX_READ_BYTES, BuildDir, needs_build
 from .build_pool import BuildUsage, PoolSizer, measure_tree
 from .host_errors import INFRASTRUCTURE_ERROR, KILLED_BUILD, killed_build
 from .pch import HeaderCache
-from .safe_files import read_below, subdirectories
+from .safe_files import UnsafeFile, open_checked, open_dir_below, read_below, subdirectories, walk_tree
 from .sandbox import ChildError, Sandbox
 from .types import EvaluationConfig
 
@@ -207,17 +208,33 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
         out.status, out.error = exc.kind, f"build process: {exc.message}"
         out.log = "".join(p.read_log() for p in sandbox.procs)
     finally:
-        sandbox.close()
-        if sandbox.switch_uid:
-            build.give_to(0)
+        try:
+            sandbox.close()
+        finally:  # the build folder comes back to root whatever closing raised
+            if sandbox.switch_uid:
+                build.give_to(0)
     return reply
 
 
 def _has_library(private: str) -> bool:
-    for _dirpath, _dirs, files in os.walk(os.path.join(private, "torch_extensions")):
-        if any(f.endswith(".so") for f in files):
-            return True
-    return False
+    """Whether the build left a shared library (a regular ``*.so``) in ``torch_extensions``, walked by
+    descriptors (the build's processes wrote it: no link followed, no recursion, ``MAX_DEPTH``)."""
+    found: list[str] = []
+
+    def visit(dir_fd: int, name: str, st: os.stat_result) -> int | None:
+        if stat.S_ISREG(st.st_mode) and name.endswith(".so"):
+            found.append(name)
+        return open_checked(dir_fd, name, st) if stat.S_ISDIR(st.st_mode) and not found else None
+
+    try:
+        fd = open_dir_below(private, ["torch_extensions"])
+    except (OSError, UnsafeFile):
+        return False
+    try:
+        walk_tree(fd, visit)
+    finally:
+        os.close(fd)
+    return bool(found)
 
 
 def ninja_steps(entry: str) -> dict[str, float]:

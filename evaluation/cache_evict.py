@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import stat
 import time
 from dataclasses import dataclass
+
+from .safe_files import remove_below
 
 
 @dataclass
@@ -71,7 +72,7 @@ def _remove_unless_busy(cache_root: str, key: str) -> bool:
         os.close(fd)
         return False  # in use
     try:
-        shutil.rmtree(os.path.join(cache_root, key), ignore_errors=True)
+        remove_below(cache_root, [key])  # by descriptors, at any depth
         return not os.path.lexists(os.path.join(cache_root, key))
     finally:
         os.close(fd)  # releases the flock

@@ -117,8 +117,10 @@ def evaluate_prepared(prep: Prepared) -> EvaluationResult:
         _run_phases(prep, res, master, deadline, log_parts)
         _collect(res, sandbox, log_parts)
     finally:
-        sandbox.close()
-        _release_build(prep, res)
+        try:
+            sandbox.close()
+        finally:  # the entry is given back and unlocked whatever closing the sandbox raised
+            _release_build(prep, res)
     _finish(cfg, res, sandbox, log_parts, t_begin)
     return res
 
@@ -242,17 +244,19 @@ def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> None
 def _release_build(prep: Prepared, res: EvaluationResult) -> None:
     """Back to root; what the GPU phase built is published if the kernel loaded, else dropped."""
     build = prep.build
-    if prep.sandbox.switch_uid and build.locked:
+    try:
+        if prep.sandbox.switch_uid and build.locked:
+            if build.private:
+                build.give_to(0)
+            else:
+                build.reclaim()  # what the kernel added to a published entry goes
         if build.private:
-            build.give_to(0)
-        else:
-            build.reclaim()  # what the kernel added to a published entry goes
-    if build.private:
-        if res.compiled:
-            build.publish()
-        else:
-            build.abandon()
-    build.unlock()
+            if res.compiled:
+                build.publish()
+            else:
+                build.abandon()
+    finally:
+        build.unlock()
 
 
 def _start(prep: Prepared, deadline: float,

@@ -14,13 +14,16 @@ host file, a FIFO that blocks an ``open`` for ever, or a device. So:
   (``clean_tree``): links, FIFOs, sockets and devices are removed, not followed; files and folders
   are given to an owner and a mode through their descriptors; a size budget is counted as it goes;
 * a tree is removed the same way (``remove_tree``), a folder made unreadable opened up through a
-  descriptor of that very folder.
+  descriptor of that very folder;
+* no walk recurses in Python per level (a kernel may nest thousands of folders): an explicit stack
+  of at most ``MAX_DEPTH + 1`` descriptors; removal goes deeper by renaming a folder found below
+  ``MAX_DEPTH`` up into the folder being emptied (``empty_folder``); other walks stop there.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-import shutil
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,7 +46,7 @@ def open_regular(name: str, dir_fd: int | None = None, max_bytes: int | None = N
     try:
         fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno == 40:  # ELOOP: the last component is a symbolic link
+        if exc.errno == errno.ELOOP:  # the last component is a symbolic link
             raise UnsafeFile(f"{name!r} is a symbolic link") from exc
         raise
     st = os.fstat(fd)
@@ -126,16 +129,30 @@ def subdirectories(root: str, parts: list[str]) -> list[str]:
 
 
 def remove_name(dir_fd: int, name: str) -> None:
-    """Remove ``name`` in the folder ``dir_fd`` whatever it is; a folder with all it holds (never
-    through a link: ``shutil.rmtree`` works by descriptors on Linux)."""
+    """Remove ``name`` in the folder ``dir_fd`` whatever it is; a folder with all it holds, at any
+    depth, by descriptors, never through a link (``empty_folder``)."""
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return
-    if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(name, dir_fd=dir_fd, ignore_errors=True)
-    else:
+    if not stat.S_ISDIR(st.st_mode):
         os.unlink(name, dir_fd=dir_fd)
+        return
+    try:
+        fd = _open_dir_for_removal(dir_fd, name)
+    except (UnsafeFile, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        os.unlink(name, dir_fd=dir_fd)  # no longer a folder (a link, a file): removed as it is now
+        return
+    try:
+        empty_folder(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(name, dir_fd=dir_fd)
+    except OSError:
+        pass  # best effort, as before: what a live process added stays
 
 
 def remove_below(root: str, parts: list[str]) -> None:
@@ -295,41 +312,77 @@ def _keep(dfd: int, name: str, st: os.stat_result, kind: str, where: str, policy
 
 def remove_tree(path: str) -> None:
     """Remove the folder ``path`` (trusted: the worker made it) and all it holds, by descriptors,
-    never through a link, while a kernel's processes may still be changing it. A folder its owner
-    made unreadable (mode 0) is opened up first through an ``O_PATH`` descriptor of that very
-    folder. Best effort: what cannot be removed stays."""
+    never through a link, at any depth, while a kernel's processes may still be changing it. A
+    folder its owner made unreadable (mode 0) is opened up first through an ``O_PATH`` descriptor
+    of that very folder. Best effort: what cannot be removed stays; never raises."""
     parent, name = os.path.split(os.path.abspath(path))
     try:
         pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return
     try:
-        _empty_dir(pfd, name, 0)
-        os.rmdir(name, dir_fd=pfd)
+        remove_name(pfd, name)
     except (OSError, UnsafeFile):
         pass
     finally:
         os.close(pfd)
 
 
-def _empty_dir(dfd: int, name: str, depth: int) -> None:
-    fd = _open_dir_for_removal(dfd, name)
+def empty_folder(top: int) -> None:
+    """Remove everything in the folder ``top`` (a descriptor), by descriptors, never through a link,
+    without recursion: an explicit stack of folder descriptors, at most ``MAX_DEPTH`` deep. A folder
+    found deeper is first renamed up into ``top`` under a new name (a rename between two
+    descriptors of one file system) and emptied from there, so any depth takes at most
+    ``MAX_DEPTH + 1`` descriptors and no Python recursion. Best effort: what cannot be removed stays."""
+    stack: list[tuple[int, str, list[str]]] = [(top, "", _names(top))]
     try:
-        with os.scandir(fd) as it:
-            entries = list(it)
-        for entry in entries:
+        while stack:
+            fd, _, names = stack[-1]
+            if not names:
+                _leave(stack)
+                continue
+            name = names.pop()
             try:
-                if not entry.is_dir(follow_symlinks=False):
-                    os.unlink(entry.name, dir_fd=fd)
-                elif depth < MAX_DEPTH:
-                    _empty_dir(fd, entry.name, depth + 1)
-                    os.rmdir(entry.name, dir_fd=fd)
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if not stat.S_ISDIR(st.st_mode):
+                    os.unlink(name, dir_fd=fd)
+                elif len(stack) > MAX_DEPTH:
+                    moved = f".kb-deep-{os.urandom(8).hex()}"
+                    os.rename(name, moved, src_dir_fd=fd, dst_dir_fd=top)
+                    stack[0][2].append(moved)
                 else:
-                    remove_name(fd, entry.name)
+                    stack.append(_enter(fd, name))
             except (OSError, UnsafeFile):
                 continue
     finally:
+        for fd, _, _ in stack[1:]:
+            os.close(fd)
+
+
+def _names(fd: int) -> list[str]:
+    with os.scandir(fd) as it:
+        return [e.name for e in it]
+
+
+def _enter(dfd: int, name: str) -> tuple[int, str, list[str]]:
+    fd = _open_dir_for_removal(dfd, name)
+    try:
+        return fd, name, _names(fd)
+    except BaseException:
         os.close(fd)
+        raise
+
+
+def _leave(stack: list[tuple[int, str, list[str]]]) -> None:
+    """Done with the folder on top of ``stack``: closed and removed from its parent (not ``top``)."""
+    fd, name, _ = stack.pop()
+    if not stack:
+        return
+    os.close(fd)
+    try:
+        os.rmdir(name, dir_fd=stack[-1][0])
+    except OSError:
+        pass
 
 
 def _open_dir_for_removal(dfd: int, name: str) -> int:
@@ -351,3 +404,78 @@ def _open_dir_for_removal(dfd: int, name: str) -> int:
     except OSError:
         pass
     return fd
+
+
+def walk_tree(top: int, visit: Callable[[int, str, os.stat_result], int | None]) -> None:
+    """Call ``visit(dir_fd, name, lstat)`` for each entry below the folder ``top`` (a descriptor),
+    without recursion (an explicit stack of descriptors). ``visit`` returns a descriptor of the folder
+    ``name`` to walk into (this walk closes it) or None. Nothing deeper than ``MAX_DEPTH`` folders is
+    visited: at most ``MAX_DEPTH + 1`` descriptors are open. An entry gone or changed is skipped."""
+    stack: list[tuple[int, list[str]]] = [(top, _names(top))]
+    try:
+        while stack:
+            fd, names = stack[-1]
+            if not names:
+                stack.pop()
+                if stack:  # ``top`` is the caller's
+                    os.close(fd)
+                continue
+            name = names.pop()
+            try:
+                sub = visit(fd, name, os.stat(name, dir_fd=fd, follow_symlinks=False))
+            except (OSError, UnsafeFile):
+                continue
+            if sub is None:
+                continue
+            if len(stack) > MAX_DEPTH:
+                os.close(sub)
+                continue
+            try:
+                stack.append((sub, _names(sub)))
+            except OSError:
+                os.close(sub)
+    finally:
+        for fd, _ in stack[1:]:
+            os.close(fd)
+
+
+def open_checked(dir_fd: int, name: str, st: os.stat_result) -> int | None:
+    """A descriptor of ``name`` in ``dir_fd``, the very folder or single-named regular file ``st``
+    (an ``lstat``) describes, opened without following a link or blocking on a FIFO; None for
+    anything else (a link, a FIFO, a socket, a device); ``UnsafeFile`` when it changed meanwhile."""
+    kind = _kind(st)
+    if kind is None:
+        return None
+    fd = os.open(name, DIR_FLAGS if kind == "dir" else READ_FLAGS, dir_fd=dir_fd)
+    now = os.fstat(fd)
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or (kind == "file" and now.st_nlink != 1):
+        os.close(fd)
+        raise UnsafeFile(f"{name!r} changed while walked")
+    return fd
+
+
+def chown_tree(path: str, uid: int, gid: int) -> None:
+    """Give the folder ``path`` (trusted: the worker made it) and the folders and regular files below
+    it to ``uid:gid`` by descriptors (``walk_tree``, ``open_checked``, ``fchown``): links, FIFOs,
+    sockets, devices and files with other names (hard links) are left as they are, never followed;
+    nothing deeper than ``MAX_DEPTH`` is walked. Best effort."""
+    def visit(dir_fd: int, name: str, st: os.stat_result) -> int | None:
+        fd = open_checked(dir_fd, name, st)
+        if fd is None:
+            return None
+        try:
+            os.fchown(fd, uid, gid)
+        except BaseException:
+            os.close(fd)
+            raise
+        if stat.S_ISDIR(st.st_mode):
+            return fd
+        os.close(fd)
+        return None
+
+    top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fchown(top, uid, gid)
+        walk_tree(top, visit)
+    finally:
+        os.close(top)

@@ -201,3 +201,40 @@ def test_kernels_read_no_log_of_the_reference_and_list_no_cache(tmp_path):
     assert res.status == "correct", (res.error, res.log[-2000:])  # incorrect when it read something
     assert "SNOOP ref-log: denied" in res.log, res.log[-2000:]
     assert "SNOOP cache-list: denied" in res.log, res.log[-2000:]
+
+
+# -- give_to: the build folder handed to the build's uid and back, by descriptors -----------------
+
+@needs_root
+def test_give_to_follows_no_planted_link_even_when_a_folder_is_swapped_mid_walk(tmp_path, monkeypatch):
+    """A link planted in the build folder is not followed, and a folder the walk is about to list,
+    swapped for a link to a host folder at that moment (a live kernel process), is not entered:
+    the walk holds a descriptor of the folder it checked. By path (``os.walk`` + ``lchown``), the
+    host folder's files became the kernel's."""
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "secret").write_text("host\n")
+    b = BuildDir(str(tmp_path / "cache"), "# load_inline give_to", "cpu")
+    assert b.lock() and b.begin()
+    sub = os.path.join(b.path, "torch_extensions", "sub")
+    os.makedirs(sub)
+    os.symlink(host / "secret", os.path.join(b.path, "torch_extensions", "lnk"))
+    real_scandir = os.scandir
+
+    def swap_then_list(arg=".", *a, **kw):
+        listed = os.readlink(f"/proc/self/fd/{arg}") if isinstance(arg, int) else os.fspath(arg)
+        if listed.endswith("/torch_extensions/sub") and not os.path.islink(sub):
+            os.rename(sub, sub + ".real")
+            os.symlink(host, sub)
+        return real_scandir(arg, *a, **kw)
+
+    monkeypatch.setattr(os, "scandir", swap_then_list)
+    b.give_to(4242)
+    monkeypatch.undo()
+    for path in (host, host / "secret"):
+        assert os.lstat(path).st_uid == 0, path
+    assert os.stat(sub + ".real").st_uid == 4242  # the folder it checked was handed over
+    assert os.lstat(os.path.join(b.path, "torch_extensions", "lnk")).st_uid == 0  # links left as they are
+    b.give_to(0)
+    b.abandon()
+    b.unlock()

@@ -263,3 +263,39 @@ def test_the_folders_of_a_killed_work_horse_are_removed(tmp_path, monkeypatch):
     assert left.startswith(f"kb-eval-g{pid}-")
     assert remove_group_trees(pid) == [str(work / left)]
     assert os.listdir(work) == [] and (outside / "keep").read_text() == "not the sandbox's"
+
+
+def test_a_sandbox_thousands_of_folders_deep_is_closed_and_removed(tmp_path, monkeypatch):
+    """A kernel nests 2000 folders in its sandbox (Python 3.11's recursive rmtree raised
+    RecursionError there, and the evaluation left its sandbox and its lent build entry behind)."""
+    from tests.unit.test_safe_files_depth import _nest  # deferred: a helper of another suite
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.setenv("KB_WORK_DIR", str(work))
+    box = Sandbox(device="cpu", size_scale=1, memory_limit_mb=512, isolation="none")
+    _nest(box.src)
+    box.close()
+    assert os.listdir(work) == []
+
+
+def test_the_build_entry_is_released_even_if_closing_the_sandbox_fails(tmp_path, monkeypatch):
+    """Whatever ``Sandbox.close`` raises, ``_release_build`` runs: the entry is unlocked (else every
+    later evaluation of the source waits on it) and nothing stays lent."""
+    from evaluation.build_stage import build_dir_for  # deferred: only this test uses it
+    from evaluation.types import EvaluationConfig  # deferred: only this test uses it
+
+    real_close = Sandbox.close
+
+    def close_then_fail(self):
+        real_close(self)
+        raise RecursionError("what a 3000-level tree did to shutil.rmtree")
+
+    monkeypatch.setattr(Sandbox, "close", close_then_fail)
+    src = "import torch.nn as nn\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x + 1.0\n"
+    cache = str(tmp_path / "cache")
+    with pytest.raises(RecursionError):
+        run(EVAL_PROBLEMS / "add_one.py", src, correctness_trials=1, timing_trials=0, build_cache_dir=cache)
+    entry = build_dir_for(src, EvaluationConfig(build_cache_dir=cache))
+    assert entry.lock(wait=False)  # not held by the failed evaluation
+    entry.unlock()
