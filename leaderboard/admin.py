@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.db import models
 
 from leaderboard.ingest import launch_posts, reported_scores
-from leaderboard.ingest.admin_actions import CsvUploadMixin, VerifyRunsMixin, merge_selected_models
+from leaderboard.ingest.admin_actions import CsvUploadMixin, MergeModelsMixin, VerifyRunsMixin
 from leaderboard.models import (
     BoardVersion,
     DirtyRun,
@@ -43,7 +43,7 @@ class ModelAliasInline(admin.TabularInline):
 
 
 @admin.register(LanguageModel)
-class LanguageModelAdmin(admin.ModelAdmin):
+class LanguageModelAdmin(MergeModelsMixin, admin.ModelAdmin):
     formfield_overrides = PLAIN_TEXT_FIELDS  # no control characters in names and settings
     list_display = ["name", "lab", "release_date", "open_weights", "is_demo", "added_at"]
     list_filter = ["lab", "open_weights", "is_demo"]
@@ -51,7 +51,6 @@ class LanguageModelAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
     list_select_related = ["lab"]
     inlines = [ModelAliasInline]
-    actions = [merge_selected_models]
 
 
 @admin.register(ModelAlias)

@@ -3,9 +3,10 @@
 import io
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
 
+from leaderboard.ingest.admin_actions import MERGE_PERMISSIONS
 from leaderboard.ingest.launch_posts import read_csv as read_posts
 from leaderboard.ingest.launch_posts import store_rows as store_posts
 from leaderboard.ingest.model_names import MergeConflict, find_model, match_model, merge_models
@@ -118,3 +119,31 @@ def test_the_admin_action_merges_into_the_model_chosen(client, split):
     run.refresh_from_db()
     assert run.model == kept and ModelMerge.objects.get().merged_by.username == "boss"
     assert client.get(f"/admin/leaderboard/languagemodel/{kept.pk}/change/").status_code == 200  # the alias inline
+
+
+def _staff_with(*codenames: str) -> User:
+    user = User.objects.create_user("clerk", password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="leaderboard", codename__in=codenames))
+    return user
+
+
+def test_merging_needs_every_permission_the_merge_uses(client, split):
+    """A merge deletes a model and scores and moves runs, posts and aliases: `change` on models
+    alone neither offers the action nor runs it when posted."""
+    kept, other, run = split
+    client.force_login(_staff_with("view_languagemodel", "change_languagemodel"))
+    url = "/admin/leaderboard/languagemodel/"
+    assert b"merge_selected_models" not in client.get(url).content
+    client.post(url, {"action": "merge_selected_models", "_selected_action": [kept.pk, other.pk], "keep": kept.pk})
+    run.refresh_from_db()
+    assert run.model == other and LanguageModel.objects.filter(pk=other.pk).exists() and not ModelMerge.objects.exists()
+
+
+def test_staff_with_every_merge_permission_may_merge(client, split):
+    kept, other, run = split
+    codenames = [name.split(".")[1] for name in MERGE_PERMISSIONS]
+    client.force_login(_staff_with("view_languagemodel", *codenames))
+    url = "/admin/leaderboard/languagemodel/"
+    client.post(url, {"action": "merge_selected_models", "_selected_action": [kept.pk, other.pk], "keep": kept.pk})
+    run.refresh_from_db()
+    assert run.model == kept and ModelMerge.objects.get().merged_by.username == "clerk"
