@@ -3,9 +3,12 @@
 import io
 
 import pytest
+from django.contrib import admin as django_admin
 from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
+from django.test import RequestFactory
 
+from leaderboard.admin import ModelAliasInline
 from leaderboard.ingest.admin_actions import MERGE_PERMISSIONS
 from leaderboard.ingest.launch_posts import read_csv as read_posts
 from leaderboard.ingest.launch_posts import store_rows as store_posts
@@ -147,3 +150,45 @@ def test_staff_with_every_merge_permission_may_merge(client, split):
     client.post(url, {"action": "merge_selected_models", "_selected_action": [kept.pk, other.pk], "keep": kept.pk})
     run.refresh_from_db()
     assert run.model == kept and ModelMerge.objects.get().merged_by.username == "clerk"
+
+
+# Aliases added in the admin follow the rule importers follow (ModelAlias.conflict): find_model
+# looks at aliases before names, so an alias equal to another model's name would take it over; and
+# an alias stored already is a form error, not a 500 from the unique key.
+
+
+@pytest.fixture
+def boss_client(client):
+    client.force_login(User.objects.create_superuser("boss", "b@example.com", "pw"))
+    return client
+
+
+def test_the_alias_admin_refuses_another_models_name_and_a_stored_alias(boss_client):
+    a, b = LanguageModel.objects.create(name="GPT-4o"), LanguageModel.objects.create(name="Other")
+    ModelAlias.objects.create(alias="gpt4o-2024", model=a)
+    url = "/admin/leaderboard/modelalias/add/"
+    for alias in ("gpt-4O", "GPT4O-2024 ", "Other"):
+        response = boss_client.post(url, {"alias": alias, "model": b.pk, "source": ""})
+        assert response.status_code == 200 and response.context["adminform"].form.errors, alias
+    assert find_model("gpt-4o") == a and ModelAlias.objects.count() == 1
+    assert boss_client.post(url, {"alias": "fine-name", "model": b.pk, "source": ""}).status_code == 302
+    assert find_model("fine-name") == b
+
+
+def _inline_formset(model: LanguageModel, rows: list[str]):
+    request = RequestFactory().post("/")
+    request.user = User.objects.get(username="boss")
+    formset_class = ModelAliasInline(LanguageModel, django_admin.site).get_formset(request, model)
+    data = {"aliases-TOTAL_FORMS": len(rows), "aliases-INITIAL_FORMS": 0}
+    data |= {f"aliases-{i}-alias": alias for i, alias in enumerate(rows)}
+    return formset_class(data, instance=model, prefix="aliases")
+
+
+def test_the_alias_inline_refuses_another_models_name_and_the_same_alias_twice(boss_client):
+    a, b = LanguageModel.objects.create(name="GPT-4o"), LanguageModel.objects.create(name="Other")
+    assert not _inline_formset(b, ["gpt-4o"]).is_valid()
+    assert not _inline_formset(b, ["twin", "TWIN"]).is_valid()
+    formset = _inline_formset(b, ["new-name"])
+    assert formset.is_valid()
+    formset.save()
+    assert find_model("new-name") == b and find_model("gpt-4o") == a
