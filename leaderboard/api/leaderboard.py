@@ -140,7 +140,8 @@ def _results(request, rows, p: float, first_rank: int) -> list[dict]:
         results.append(
             {
                 "rank": rank,
-                "run": RunSerializer(row.run, context={"request": request}).data,
+                # Kept for every visitor (served): the run as anyone may see it, whoever asked first.
+                "run": RunSerializer(row.run, context={"request": request, "for_everyone": True}).data,
                 "fast_p": row.fast_p(p),
                 "unscored": row.unscored,
                 "flagged": row.flagged,
