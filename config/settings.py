@@ -229,6 +229,9 @@ TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0)
 # window (leaderboard/ops/sign_in_limit.py); the write limit above also counts sign-ins per address.
 SIGN_IN_FAILURE_LIMIT = env_int("SIGN_IN_FAILURE_LIMIT", 10)
 SIGN_IN_FAILURE_WINDOW_S = env_int("SIGN_IN_FAILURE_WINDOW_S", 900)
+# Checked passwords per username and window, from all addresses together, before the username is
+# refused for every address, the owner's too: the most guesses many addresses get (docs/workers.md).
+SIGN_IN_GUESS_CEILING = env_int("SIGN_IN_GUESS_CEILING", 5 * SIGN_IN_FAILURE_LIMIT)
 AUTHENTICATION_BACKENDS = [
     "leaderboard.ops.sign_in_limit.SignInLimitBackend",  # first: refuses a locked username before any password check
     "django.contrib.auth.backends.ModelBackend",

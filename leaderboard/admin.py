@@ -1,8 +1,10 @@
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.db import models
+from django.forms.models import BaseInlineFormSet
 
 from leaderboard.ingest import launch_posts, reported_scores
-from leaderboard.ingest.admin_actions import CsvUploadMixin, VerifyRunsMixin, merge_selected_models
+from leaderboard.ingest.admin_actions import CsvUploadMixin, MergeModelsMixin, VerifyRunsMixin
 from leaderboard.models import (
     BoardVersion,
     DirtyRun,
@@ -20,6 +22,7 @@ from leaderboard.models import (
     Review,
     Run,
     RunScore,
+    alias_key,
 )
 from leaderboard.reviews.services import record_verdict
 from problems.text import PLAIN_TEXT_FIELDS, multi_line_text
@@ -34,8 +37,24 @@ class LabAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
 
 
+class ModelAliasFormSet(BaseInlineFormSet):
+    """Each alias row is checked by ModelAlias.clean (the rule importers follow); this adds that two
+    rows of one form may not store the same alias (its key is unique)."""
+
+    def clean(self) -> None:
+        super().clean()
+        keys = [
+            alias_key(form.cleaned_data.get("alias", ""))
+            for form in self.forms
+            if form.cleaned_data and not form.cleaned_data.get("DELETE")
+        ]
+        if len(keys) != len(set(keys)):
+            raise ValidationError("The same alias is given twice.")
+
+
 class ModelAliasInline(admin.TabularInline):
     model = ModelAlias
+    formset = ModelAliasFormSet
     fields = ["alias", "source", "created_at"]
     readonly_fields = ["created_at"]
     formfield_overrides = PLAIN_TEXT_FIELDS
@@ -43,7 +62,7 @@ class ModelAliasInline(admin.TabularInline):
 
 
 @admin.register(LanguageModel)
-class LanguageModelAdmin(admin.ModelAdmin):
+class LanguageModelAdmin(MergeModelsMixin, admin.ModelAdmin):
     formfield_overrides = PLAIN_TEXT_FIELDS  # no control characters in names and settings
     list_display = ["name", "lab", "release_date", "open_weights", "is_demo", "added_at"]
     list_filter = ["lab", "open_weights", "is_demo"]
@@ -51,7 +70,6 @@ class LanguageModelAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ["name"]}
     list_select_related = ["lab"]
     inlines = [ModelAliasInline]
-    actions = [merge_selected_models]
 
 
 @admin.register(ModelAlias)

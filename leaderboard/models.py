@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import BooleanField, Case, DateTimeField, F, FloatField, OuterRef, Q, Subquery, Value, When
@@ -103,6 +105,45 @@ class ModelAlias(models.Model):
     def save(self, *args, **kwargs) -> None:
         self.key = alias_key(self.alias)
         super().save(*args, **kwargs)
+
+    def conflict(self) -> AliasConflict | None:
+        """Why this alias may not be stored for its model; None when it may. The one rule for every
+        way an alias is added (model_names.add_alias for importers, clean() for the admin)."""
+        key, model = alias_key(self.alias), self.model
+        if not key:
+            return AliasConflict("an alias needs a name", nothing_to_store=True)
+        if key == alias_key(model.name):
+            return AliasConflict(f"{self.alias!r} is the model's own name", nothing_to_store=True)
+        # find_model looks at aliases before names: this alias would take the other model's name over.
+        named = LanguageModel.objects.filter(name__iexact=" ".join(self.alias.split()))
+        named = named.exclude(pk=model.pk).first() if model.pk else named.first()
+        if named is not None:
+            return AliasConflict(f"{self.alias!r} is the name of model {named.pk}; merge the two models instead")
+        stored = ModelAlias.objects.filter(key=key).exclude(pk=self.pk).first()
+        if stored is None:
+            return None
+        if model.pk and stored.model_id == model.pk:
+            return AliasConflict(f"the alias {self.alias!r} is stored for this model already", nothing_to_store=True)
+        taken = f"the alias {self.alias!r} already names model {stored.model_id}; merge the two models instead"
+        return AliasConflict(taken)
+
+    def clean(self) -> None:
+        super().clean()
+        conflict = self.conflict() if self._model_known() else None
+        if conflict is not None:
+            raise ValidationError({"alias": conflict.reason})
+
+    def _model_known(self) -> bool:
+        try:
+            return self.model is not None
+        except LanguageModel.DoesNotExist:  # no model chosen: the form says so
+            return False
+
+
+@dataclass(frozen=True)
+class AliasConflict:
+    reason: str
+    nothing_to_store: bool = False  # no name, or one that already names this model: not an error for importers
 
 
 class ModelMerge(models.Model):

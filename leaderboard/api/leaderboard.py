@@ -3,6 +3,9 @@ leaderboard.reads.board.rows like the level pages."""
 
 from __future__ import annotations
 
+import functools
+
+from django.http import QueryDict
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -15,11 +18,11 @@ from leaderboard.api.base import query_param
 from leaderboard.api.common import query_bool, query_choice, query_float, query_int, query_text
 from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.api.runs import RunSerializer
-from leaderboard.models import Origin, Precision
+from leaderboard.models import Origin, Precision, Run
 from leaderboard.reads.board import params as board_params
 from leaderboard.reads.board import served
 from leaderboard.reads.board.params import featured_problem_set
-from leaderboard.reads.board.rows import level_standings
+from leaderboard.reads.board.rows import count_rows, level_standings
 from leaderboard.reads.board.scoring import RULE_SAMPLE0, RULES
 from problems.models import Hardware, ProblemSet
 
@@ -88,6 +91,47 @@ def _hardware(request) -> Hardware | None:
     return hardware
 
 
+def _setting(request) -> str | None:
+    """A setting some run has; a 400 otherwise (a free text would make a cache entry per text)."""
+    setting = query_text(request, "setting")
+    if setting and not Run.objects.filter(setting=setting).exists():
+        raise ValidationError({"setting": f"no run has the setting {setting!r}"})
+    return setting
+
+
+def _page_number(request, problem_set: ProblemSet, filters: dict, page_size: int) -> int:
+    """The page asked for, one past the last answered as the last (counted only when past the first)."""
+    asked = query_int(request, "page", low=1) or 1
+    chosen = {name: filters[name] for name in ("hardware", "setting", "origin", "precision")}
+    n_rows = functools.partial(count_rows, problem_set, filters["level"], **chosen)
+    return int(board_params.canonical_page(str(asked), page_size, n_rows) or 1)
+
+
+def _canonical(request, problem_set: ProblemSet, filters: dict, page: int, page_size: int) -> QueryDict:
+    """The query string of what get() read, each value in one spelling and defaults left out: the
+    board's cache key, so that `?level=01`, `?set=KERNELBENCH` or `?page_size=050` make no entry of
+    their own. A page past the last was answered as the last, and is spelled so."""
+    hardware = filters["hardware"]
+    chosen = {
+        "set": problem_set.slug if query_text(request, "set") else None,
+        "level": filters["level"],
+        "p": None if filters["p"] is None else format(filters["p"], "g"),
+        "hardware": hardware.slug if hardware else None,
+        "setting": filters["setting"],
+        "origin": filters["origin"],
+        "precision": filters["precision"],
+        "include_excluded": "true" if filters["include_excluded"] else None,
+        "rule": None if filters["rule"] == RULE_SAMPLE0 else filters["rule"],
+        "page": page if page > 1 else None,
+        "page_size": page_size if page_size != PAGE_SIZE else None,
+    }
+    query = QueryDict(mutable=True)
+    for name, value in chosen.items():
+        if value is not None:
+            query[name] = str(value)
+    return query
+
+
 def _results(request, rows, p: float, first_rank: int) -> list[dict]:
     """Ranked rows as LeaderboardRow; each run with its stored kernel count."""
     results = []
@@ -96,7 +140,8 @@ def _results(request, rows, p: float, first_rank: int) -> list[dict]:
         results.append(
             {
                 "rank": rank,
-                "run": RunSerializer(row.run, context={"request": request}).data,
+                # Kept for every visitor (served): the run as anyone may see it, whoever asked first.
+                "run": RunSerializer(row.run, context={"request": request, "for_everyone": True}).data,
                 "fast_p": row.fast_p(p),
                 "unscored": row.unscored,
                 "flagged": row.flagged,
@@ -119,39 +164,43 @@ class LeaderboardView(APIView):
         description="Computed by leaderboard.reads.board.rows, the same code the pages use. fast_p keys are named "
         "fast_<p> (fast_0, fast_0.5, fast_0.8, fast_1, fast_1.5, fast_2, plus the p asked).",
         parameters=[
-            query_param(
-                "set", description="Problem set slug or name (case-insensitive); default: the featured set."
-            ),
+            query_param("set", description="Problem set slug or name (case-insensitive); default: the featured set."),
             query_param("level", int, "Level 1-4; absent for all levels together."),
             query_param("p", float, "The speedup threshold to rank by (default 1.0)."),
             query_param("hardware", description="Hardware slug."),
-            query_param("setting", description="Setting, exactly."),
+            query_param("setting", description="Setting, exactly, as some run has it (400 otherwise)."),
             query_param("origin", enum=[v for v, _ in Origin.choices]),
             query_param("precision", enum=list(Precision.values), description="fp32, fp16 or bf16 runs only."),
             query_param("include_excluded", bool, "Count kernels judged reward hacks or invalid too (default false)."),
             query_param("rule", enum=list(RULES), description="sample0 (KernelBench's, default) or best (best-of-n)."),
-            query_param("page", int, "Page number (1-based)."),
+            query_param("page", int, "Page number (1-based); one past the last answers the last."),
             query_param("page_size", int, f"Rows per page (default {PAGE_SIZE}, at most {MAX_PAGE_SIZE})."),
         ],
         responses={200: LEADERBOARD_REPLY},
     )
     def get(self, request):
-        board_params.keep_only(request._request, BOARD_PARAMETERS)  # the cache key: only these
+        board_params.keep_only(request._request, BOARD_PARAMETERS)
         problem_set = _problem_set(request)
+        p = query_float(request, "p", low=0.0, high=1000.0)
         filters = {
             "level": query_int(request, "level", low=1, high=4),
-            "p": board_params.keep_rounded_p(request._request, query_float(request, "p", low=0.0, high=1000.0)),
+            "p": None if p is None else board_params.rounded_p(p),
             "hardware": _hardware(request),
-            "setting": query_text(request, "setting"),
+            "setting": _setting(request),
             "origin": query_choice(request, "origin", Origin.choices),
             "precision": query_choice(request, "precision", Precision.choices),
             "include_excluded": bool(query_bool(request, "include_excluded")),
             "rule": query_choice(request, "rule", list(RULES.items())) or RULE_SAMPLE0,
         }
-        page = query_int(request, "page", low=1) or 1
         page_size = query_int(request, "page_size", low=1, high=MAX_PAGE_SIZE) or PAGE_SIZE
+        page = _page_number(request, problem_set, filters, page_size)
+        # The cache key: what was read, each value spelled one way.
+        board_params.use_query(request._request, _canonical(request, problem_set, filters, page, page_size))
         build = served.serve(
-            request, problem_set, "data", lambda as_of: self._page(request, problem_set, filters, page, page_size, as_of)
+            request,
+            problem_set,
+            "data",
+            lambda as_of: self._page(request, problem_set, filters, page, page_size, as_of),
         )
         return build.not_modified(request) or build.stamp(Response(build.body, status=build.status))
 

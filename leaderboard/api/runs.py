@@ -7,7 +7,8 @@ from pathlib import PurePath
 
 from django.conf import settings
 from django.db.models import F
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -35,6 +36,7 @@ from leaderboard.ingest.run_import import (
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import Origin, Precision, Run
 from leaderboard.reads.board import store as board_store
+from leaderboard.reviews.services import A_MAKER, run_maker
 from problems.models import Hardware, ProblemSet
 
 
@@ -45,10 +47,19 @@ class RunSerializer(serializers.ModelSerializer):
     problem_set = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     hardware = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     kernel_count = serializers.IntegerField(read_only=True)
-    created_by = serializers.SlugRelatedField(
-        slug_field="username", read_only=True, help_text="Who made the run (imported or submitted it); null: the server."
+    created_by = serializers.SerializerMethodField(
+        help_text=f"Who made the run (imported or submitted it): the username to staff, reviewers and its maker, "
+        f"{A_MAKER!r} to anyone else; null: the server."
     )
     rules = ScoringRulesSerializer(read_only=True, help_text="The rules the run is scored under.")
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_created_by(self, run: Run) -> str | None:
+        """The username only to who may see it (reviews.run_maker); a context that says
+        `for_everyone` (a build kept for every visitor) always gets what anyone may see."""
+        request = self.context.get("request")
+        user = None if request is None or self.context.get("for_everyone") else request.user
+        return run_maker(user, run)
 
     class Meta:
         model = Run

@@ -134,7 +134,19 @@ class MergeForm(forms.Form):
         self.fields["keep"].queryset = models
 
 
-@admin.action(description="Merge the selected models into one (runs, scores, posts and aliases move)", permissions=["change"])
+# What a merge does (model_names.merge_models): deletes a model and duplicate reported scores,
+# moves runs, reported scores, launch posts and aliases, adds aliases. A staff member may merge
+# only with every one of these; with `change` on models alone the action is not offered.
+MERGE_PERMISSIONS = tuple(
+    f"leaderboard.{codename}"
+    for codename in (
+        "change_languagemodel", "delete_languagemodel", "change_run", "change_reportedscore",
+        "delete_reportedscore", "change_launchpost", "change_modelalias", "add_modelalias",
+    )
+)  # fmt: skip
+
+
+@admin.action(description="Merge the selected models into one (runs, scores, posts and aliases move)", permissions=["merge"])
 def merge_selected_models(modeladmin, request, queryset):
     """Asks which model stays on an intermediate page, then merges the others into it
     (model_names.merge_models, which records who merged and when)."""
@@ -157,3 +169,10 @@ def merge_selected_models(modeladmin, request, queryset):
             continue
         modeladmin.message_user(request, f"Merged {merge.merged_name} into {keep.name}: {merge.moved}", messages.SUCCESS)
     return None
+
+
+class MergeModelsMixin:
+    actions = [merge_selected_models]
+
+    def has_merge_permission(self, request) -> bool:
+        return request.user.has_perms(MERGE_PERMISSIONS)

@@ -94,18 +94,14 @@ def _attach_known(known: KnownAlias) -> LanguageModel:
 
 def add_alias(model: LanguageModel, alias: str, source: str = "") -> ModelAlias | None:
     """Store `alias` for `model` (None when it is the model's own name or already stored for it);
-    ValueError when the alias already names another model (never moved silently: merge them)."""
+    ValueError when the alias names another model (never moved silently: merge them). The rule is
+    ModelAlias.conflict, which the admin's forms apply too."""
+    conflict = ModelAlias(alias=alias, model=model).conflict()
+    if conflict is not None:
+        if conflict.nothing_to_store:
+            return None
+        raise ValueError(conflict.reason)
     key = alias_key(alias)
-    if not key or key == alias_key(model.name):
-        return None
-    named = LanguageModel.objects.filter(name__iexact=" ".join(alias.split())).exclude(pk=model.pk).first()
-    if named is not None:
-        raise ValueError(f"{alias!r} is the name of model {named.pk}; merge the two models instead")
-    stored = ModelAlias.objects.filter(key=key).first()
-    if stored is not None:
-        if stored.model_id != model.pk:
-            raise ValueError(f"the alias {alias!r} already names model {stored.model_id}; merge the two models instead")
-        return None
     row, _ = find_or_create(
         lambda: ModelAlias.objects.filter(key=key, model=model).first(),
         lambda: ModelAlias.objects.create(alias=alias.strip(), model=model, source=source),

@@ -47,6 +47,7 @@ from leaderboard.models import (
     Kernel,
     KernelReport,
     Review,
+    Run,
     code_q,
 )
 from leaderboard.reads.instruments import SORT_FIGURES, figure
@@ -63,6 +64,25 @@ NOTE_MAX_LENGTH = 5000  # characters in a verdict's note, wherever a verdict is 
 
 def can_review(user: AbstractBaseUser | AnonymousUser | None) -> bool:
     return bool(user is not None and user.is_authenticated and user.has_perm(REVIEW_PERMISSION))
+
+
+A_MAKER = "an Ingestor"  # who made a run, as those who may not see usernames read it
+
+
+def can_see_makers(user: AbstractBaseUser | AnonymousUser | None) -> bool:
+    """Whether `user` sees the usernames of who made runs: staff and reviewers. Usernames of staff
+    are not public (they name the accounts a guesser would try); everyone else reads A_MAKER."""
+    return bool(user is not None and user.is_authenticated and (user.is_staff or can_review(user)))
+
+
+def run_maker(user: AbstractBaseUser | AnonymousUser | None, run: Run) -> str | None:
+    """Who made `run` as `user` may see it: the username (to staff, reviewers and the maker), A_MAKER
+    to anyone else; None when the server made it."""
+    if run.created_by_id is None:
+        return None
+    if can_see_makers(user) or (user is not None and user.is_authenticated and user.pk == run.created_by_id):
+        return run.created_by.get_username()
+    return A_MAKER
 
 
 def can_read_raw_output(user: AbstractBaseUser | AnonymousUser | None, kernel: Kernel) -> bool:

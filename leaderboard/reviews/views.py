@@ -112,8 +112,9 @@ class SignInView(auth_views.LoginView):
 
     def form_invalid(self, form):
         # A locked username gets a 429 that says so (the form itself says only "did not match").
-        if sign_in_limit.is_locked(form.data.get("username", ""), self.request):
-            context = self.get_context_data(form=form, locked=sign_in_limit.locked_message())
+        username = form.data.get("username", "")
+        if sign_in_limit.is_locked(username, self.request):
+            context = self.get_context_data(form=form, locked=sign_in_limit.locked_message(username))
             return self.render_to_response(context, status=429)
         return super().form_invalid(form)
 

@@ -11,6 +11,7 @@ from leaderboard.models import Run
 from leaderboard.reads import charts, published
 from leaderboard.reads import runs as reads
 from leaderboard.reads.board import store as board_store
+from leaderboard.reviews.services import run_maker
 
 
 def _other_run(request: HttpRequest, run: Run) -> Run | None:
@@ -54,5 +55,6 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "comparison_summary": reads.compare_summary(comparison) if comparison else None,
         "charts": {"fast_p": charts.run_fast_p_chart(scores)},
         "published": _published(run, scores),
+        "maker": run_maker(request.user, run),  # a username only to staff, reviewers and the maker
     }
     return render(request, "leaderboard/run_detail.html", context)

@@ -97,7 +97,7 @@ def test_the_fingerprint_ignores_comments_and_whitespace_only():
     assert code_fingerprint("x = 1\n") != code_fingerprint("x = 2\n")
 
 
-def test_another_users_upload_is_a_run_of_its_own_name_and_shows_its_maker(client, token_client, ingestor,
+def test_another_users_upload_is_a_run_of_its_own_name_and_shows_its_maker(client, token_client, ingestor, reviewer,
                                                                             problem_set, hardware):  # fmt: skip
     first = _import(token_client(ingestor), HACK)["run"]
     other = type(ingestor).objects.create_user("other-ingestor")
@@ -107,8 +107,10 @@ def test_another_users_upload_is_a_run_of_its_own_name_and_shows_its_maker(clien
     theirs = Run.objects.filter(created_by=other).order_by("pk")
     assert [run.name for run in theirs] == ["run-1", "run-1 (revision 2)"]  # their own chain, not the owner's
     assert not Run.objects.filter(created_by=ingestor).exclude(pk=first["id"]).exists()
-    shown = token_client(None).get(f"/api/v1/runs/{reply['run']['id']}/").json()
+    # Staff and reviewers see who (tests/api/test_run_makers.py: anyone else reads "an Ingestor").
+    shown = token_client(reviewer).get(f"/api/v1/runs/{reply['run']['id']}/").json()
     assert shown["created_by"] == "other-ingestor"
-    assert token_client(None).get(f"/api/v1/runs/{first['id']}/").json()["created_by"] == "ingestor"
+    assert token_client(reviewer).get(f"/api/v1/runs/{first['id']}/").json()["created_by"] == "ingestor"
+    client.force_login(reviewer)
     page = client.get(f"/runs/{reply['run']['id']}/").content.decode()
     assert "by <span class=\"run-creator\">other-ingestor</span>" in page

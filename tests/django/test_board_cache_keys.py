@@ -115,3 +115,60 @@ def test_the_canonical_query_selects_the_same_board_and_is_its_own_canonical_for
     )
     assert (again.origin, again.precision, again.descending) == (board.origin, board.precision, board.descending)
     assert board_query.level_board_query(request, again) == query
+
+
+# A stream of new keys from anonymous visitors would take each process's one rebuild slot from the
+# boards people read (and answer cold boards 503): every parameter that reaches a key is spelled
+# one way, and a value that names nothing makes no key of its own.
+
+
+def test_page_numbers_are_clamped_to_the_pages_the_level_board_has(client, world):
+    world.kernel(world.problems[0], speedup=2.5)
+    world.kernel(world.problems[0], run=world.new_run(LanguageModel.objects.create(name="Other")), speedup=0.5)
+    with mock.patch.object(board_query, "PER_PAGE", 1):  # two runs: two pages
+        first = ["/levels/1/", "/levels/1/?page=1", "/levels/1/?page=01", "/levels/1/?page=0", "/levels/1/?page=-4"]
+        assert builds(client, board_page, "_build", first) == 1
+        last = ["/levels/1/?page=2", "/levels/1/?page=02", "/levels/1/?page=3", "/levels/1/?page=99999"]
+        assert builds(client, board_page, "_build", last) == 1
+
+
+def test_the_grid_is_kept_under_its_sets_slug(client, world):
+    world.kernel(world.problems[0], speedup=2.5)
+    named = ["/levels/1/grid/?set=s", "/levels/1/grid/?set=S", "/levels/1/grid/?set=%20s%20"]
+    assert builds(client, board_page, "_grid", named) == 1
+    unknown = ["/levels/1/grid/", "/levels/1/grid/?set=nope", "/levels/1/grid/?set=other"]
+    assert builds(client, board_page, "_grid", unknown) == 1  # the default set, as with no name
+
+
+def test_the_api_boards_parameters_are_spelled_one_way(client, world):
+    world.kernel(world.problems[0], speedup=2.5)
+    same = [
+        "/api/v1/leaderboard/?level=1&set=s",
+        "/api/v1/leaderboard/?level=01&set=S&page=01&page_size=050",
+        "/api/v1/leaderboard/?set=s&level=1&page=99999&hardware=&include_excluded=no",
+    ]
+    assert builds(client, LeaderboardView, "_page", same) == 1
+    assert (
+        builds(
+            client,
+            LeaderboardView,
+            "_page",
+            ["/api/v1/leaderboard/?level=1&include_excluded=" + v for v in ("1", "yes", "TRUE")],
+        )
+        == 1
+    )
+    assert (
+        builds(
+            client, LeaderboardView, "_page", ["/api/v1/leaderboard/?level=1&hardware=" + v for v in ("h200", "H200")]
+        )
+        == 1
+    )
+
+
+def test_the_api_refuses_a_setting_no_run_has_before_it_builds_anything(client, world):
+    world.kernel(world.problems[0], speedup=2.5)
+    with mock.patch.object(LeaderboardView, "_page", autospec=True) as build:
+        for text in ("a", "b", "c"):
+            assert client.get(f"/api/v1/leaderboard/?level=1&setting={text}").status_code == 400
+    assert build.call_count == 0
+    assert client.get("/api/v1/leaderboard/?level=1&setting=one-shot").json()["count"] == 1

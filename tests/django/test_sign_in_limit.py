@@ -11,6 +11,8 @@ from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
+from leaderboard.ops import sign_in_limit
+
 pytestmark = pytest.mark.django_db
 PASSWORD = "a-long-pass-9Xq!"
 
@@ -18,6 +20,7 @@ PASSWORD = "a-long-pass-9Xq!"
 @pytest.fixture(autouse=True)
 def _limits(settings):
     settings.SIGN_IN_FAILURE_LIMIT = 3
+    settings.SIGN_IN_GUESS_CEILING = 15
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast; not what is tested
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"writes": "1000/min"}}
     cache.clear()
@@ -88,3 +91,39 @@ def test_a_success_clears_the_count(alice):
     for _ in range(2):
         _sign_in("alice", "wrong", "10.0.0.1")
     assert _sign_in("alice", PASSWORD, "10.0.0.1").status_code == 302
+
+
+# The ceiling: guesses spread over many addresses, each fresh one getting a checked password, are
+# capped per username; past the cap every address is refused, the owner's too, for the window.
+
+
+def _spread_guesses(n: int, first: int = 0) -> list[int]:
+    return [_sign_in("alice", "wrong", f"10.1.{i // 250}.{i % 250}").status_code for i in range(first, first + n)]
+
+
+def test_guesses_from_many_fresh_addresses_stop_at_the_ceiling(alice, settings):
+    settings.SIGN_IN_GUESS_CEILING = 5
+    _spread_guesses(5)  # 3 up to the lock, then one from each of 2 fresh addresses
+    assert sign_in_limit.guesses("alice") == 5
+    _spread_guesses(4, first=5)  # fresh addresses, each refused before its password is checked
+    assert sign_in_limit.guesses("alice") == 5
+    response = _sign_in("alice", PASSWORD, "192.0.2.7")  # the right password from a clean address
+    assert response.status_code == 429 and "_auth_user_id" not in response.wsgi_request.session
+    assert b"refused everywhere" in response.content
+    admin = _sign_in("alice", PASSWORD, "192.0.2.8", url=reverse("admin:login"))
+    assert admin.status_code == 200 and "_auth_user_id" not in admin.wsgi_request.session
+
+
+def test_refused_attempts_do_not_count_toward_the_ceiling(alice, settings):
+    """One address hammering after the lock is refused without a check: it cannot reach the ceiling."""
+    settings.SIGN_IN_GUESS_CEILING = 5
+    for _ in range(30):
+        _sign_in("alice", "wrong", "10.0.0.1")
+    assert sign_in_limit.guesses("alice") == 3
+    assert _sign_in("alice", PASSWORD, "192.0.2.7").status_code == 302
+
+
+def test_below_the_ceiling_the_owner_still_signs_in_from_a_clean_address(alice, settings):
+    settings.SIGN_IN_GUESS_CEILING = 5
+    _spread_guesses(4)
+    assert _sign_in("alice", PASSWORD, "192.0.2.7").status_code == 302

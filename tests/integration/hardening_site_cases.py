@@ -184,7 +184,9 @@ def case28_7_revisions(site: LiveSite, data: dict) -> Outcome:
     theirs = other.post(site.url + "/api/v1/runs/import/", json=_run_body("r28", HACK + "# b\n"), timeout=60)
     revisions = [r.json()["run"]["id"] for r in replies]
     inherited = [Kernel.objects.get(run_id=pk).reviews.values_list("verdict", flat=True).first() for pk in revisions]
-    shown = requests.get(f"{site.url}/api/v1/runs/{theirs.json()['run']['id']}/", timeout=30).json()
+    # Who made a run is shown to staff and reviewers (anyone else reads "an Ingestor").
+    theirs_url = f"{site.url}/api/v1/runs/{theirs.json()['run']['id']}/"
+    shown = _api(site, tokens["h28-reviewer"]).get(theirs_url, timeout=30).json()
     names = list(Run.objects.filter(pk__in=revisions).order_by("pk").values_list("name", flat=True))
     ok = (verdict.status_code == 201 and inherited == [Review.Verdict.REWARD_HACK] * 3
           and shown["name"] == "r28" and shown["created_by"] == "h28-other"

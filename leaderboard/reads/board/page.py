@@ -28,8 +28,6 @@ from leaderboard.reads.board import grid, params, rows, served
 from leaderboard.reads.board.scoring import RULE_BEST, RULES
 from problems.models import LEVELS
 
-PER_PAGE = 50
-
 
 def level_board(request: HttpRequest, level: str) -> HttpResponse:
     """The level page (or its download, ?export=csv|json) for `level` (one of params.LEVEL_SLUGS)."""
@@ -41,7 +39,7 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
 
 def _build(request: HttpRequest, board: params.LevelBoard, as_of: datetime) -> HttpResponse:
     ranked = rows.board_rows(board)
-    page = Paginator(ranked, PER_PAGE).get_page(request.GET.get("page"))
+    page = Paginator(ranked, params.PER_PAGE).get_page(request.GET.get("page"))
     shown = list(page.object_list)
     columns = board_columns.columns_for(board.p)
     table = board_columns.table_rows(shown, columns, first_rank=page.start_index() or 1)
@@ -104,7 +102,7 @@ def _context(request: HttpRequest, board: params.LevelBoard, as_of: datetime) ->
 def level_grid(request: HttpRequest, level: int) -> HttpResponse:
     """The level's grid of problems x best kernels (leaderboard.reads.board.grid), for ?set=."""
     board = params.read_level_board(str(level), request.GET)
-    params.keep_only(request, ("set",) if request.GET.get("set") else ())
+    params.use_query(request, params.grid_query(request, board))
     return served.cached_board(request, board.problem_set, lambda nobody, as_of: _grid(nobody, board, level, as_of))
 
 

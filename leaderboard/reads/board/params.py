@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -25,11 +25,12 @@ from django.http import HttpRequest, QueryDict
 
 from evaluation.metrics import fast_p_key
 from leaderboard.models import Origin, Precision, Run
-from leaderboard.reads.board.rows import SORT_KEYS, standard_ps
+from leaderboard.reads.board.rows import SORT_KEYS, count_rows, standard_ps
 from leaderboard.reads.board.scoring import RULE_SAMPLE0, RULES
 from problems.models import LEVELS, Hardware, Problem, ProblemSet, named_by
 
 LEVEL_SLUGS = ("all", *(str(level) for level in LEVELS))  # what /levels/<level>/ accepts
+PER_PAGE = 50  # rows on a level page
 # KernelBench's headline, fast_1: the p field's default, the board's first number and its order.
 DEFAULT_PICKED_P = 1.0
 MAX_P = 1000.0
@@ -210,17 +211,6 @@ def canonical_p(text: str | None) -> str | None:
     return None if p == DEFAULT_PICKED_P else format(p, "g")  # as the page writes p ("2", "1.5")
 
 
-def keep_rounded_p(request: HttpRequest, p: float | None) -> float | None:
-    """For the API's board: p rounded (rounded_p), and the query string's p spelled so (the cache key)."""
-    if p is None:
-        return None
-    p = rounded_p(p)
-    query = request.GET.copy()
-    query["p"] = format(p, "g")
-    use_query(request, query)
-    return p
-
-
 def canonical_sort(sort: str, p: float | None) -> str | None:
     """A column the page sorts by; nothing for the default (the picked p's fast_p); UNSORTED for
     every other text (rows.sort_rows leaves the rows in the standings' order for all of them)."""
@@ -229,6 +219,26 @@ def canonical_sort(sort: str, p: float | None) -> str | None:
         return None
     fast_p = [fast_p_key(standard) for standard in standard_ps(picked)]
     return sort if sort in SORT_KEYS or sort in fast_p else UNSORTED
+
+
+def canonical_page(text: str | None, per_page: int, n_rows: Callable[[], int]) -> str | None:
+    """A page number the board has (one past its last is its last), spelled as an integer; nothing
+    for the first page or a text that is no whole number. `n_rows` (a count query) is asked only
+    for a page past the first. So `?page=01`, `?page=99999` and a new number each time make no new
+    cache entry: a stream of new keys would take the one rebuild slot from the boards people read."""
+    try:
+        page = int((text or "").strip())
+    except ValueError:
+        return None
+    if page <= 1:
+        return None
+    page = min(page, max(1, math.ceil(n_rows() / per_page)))
+    return None if page == 1 else str(page)
+
+
+def _count_rows(board: LevelBoard) -> int:
+    filters = {"hardware": board.hardware, "setting": board.setting, "origin": board.origin}
+    return count_rows(board.problem_set, board.level_number, precision=board.precision, **filters)
 
 
 def level_board_query(request: HttpRequest, board: LevelBoard) -> QueryDict:
@@ -249,11 +259,21 @@ def level_board_query(request: HttpRequest, board: LevelBoard) -> QueryDict:
         "sort": canonical_sort(raw.get("sort", ""), board.p),
         "dir": None if board.descending else "asc",
         "p": canonical_p(request.GET.get("p")),
-        "page": raw.get("page") if raw.get("page", "").isdigit() else None,
+        "page": canonical_page(raw.get("page"), PER_PAGE, lambda: _count_rows(board)),
         "export": raw.get("export") if raw.get("export") in ("csv", "json") else None,
     }
     query = QueryDict(mutable=True)
     for name, value in chosen.items():
         if value:
             query[name] = value
+    return query
+
+
+def grid_query(request: HttpRequest, board: LevelBoard) -> QueryDict:
+    """The grid's query string: the set it shows, by slug, when the request named one; nothing
+    otherwise (an unknown name shows the default set, as no name does)."""
+    query = QueryDict(mutable=True)
+    named = named_by(board.problem_sets, request.GET.get("set", ""), ProblemSet.SLUG_LENGTH)
+    if named is not None:
+        query["set"] = named.slug
     return query

@@ -260,6 +260,21 @@ def board_rows(board: LevelBoard) -> list[StandingRow]:
     return sort_rows(rows, board.sort, board.descending, interval_p=board.p)
 
 
+def count_rows(
+    problem_set: ProblemSet | None,
+    level: int | None,
+    *,
+    hardware: Hardware | None = None,
+    setting: str | None = None,
+    origin: str | None = None,
+    precision: str | None = None,
+) -> int:
+    """How many rows level_standings gives (one per run that passes the filters), in one count query."""
+    if problem_set is None or level_denominator(problem_set, level) == 0:
+        return 0
+    return _runs(problem_set, hardware, setting, origin, precision).count()
+
+
 # ---------------------------------------------------------------------------------------------
 # the reference: computed on the fly from kernels, evaluations and reviews
 
