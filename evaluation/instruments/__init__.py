@@ -5,9 +5,11 @@
 - ``determinism``: two runs on the same inputs, bit for bit;
 - ``roofline``: the problem's minimum bytes and FLOPs, the hardware's peaks, each side's fraction;
 - ``profile``: the GPU activities of one forward of each side;
-- ``phase``: runs them from the parent (``run_instruments``) within their own time budget.
+- ``phase``: runs them from the parent (``run_instruments``) within their own time budget;
+- ``sanitize`` (with ``bounds``): what a process reported, rebuilt from an allow-list before it is
+  stored, and again by pages and the API.
 
-The modules other than ``phase`` hold what runs inside the sandboxed processes (torch is passed
-in) and the parent's judgement of it; none imports torch at import time. See docs/evaluation.md,
+The modules other than ``phase``, ``sanitize`` and ``bounds`` hold what runs inside the sandboxed
+processes (torch is passed in) and the parent's judgement of it; none imports torch at import time. See docs/evaluation.md,
 "Instruments".
 """

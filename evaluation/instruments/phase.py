@@ -28,7 +28,7 @@ from ..protocol import CorrectReply, InstrumentReply
 from ..sandbox import Sandbox
 from ..seeds import derive_seed
 from ..session import Abort, Pair
-from . import determinism, precision, roofline, shapes
+from . import determinism, precision, profile, roofline, sanitize, shapes
 
 #: On a GPU, the fp64 reference is skipped when its copies (inputs, parameters, outputs) pass this.
 FP64_GPU_BYTES = 16 * 2**30
@@ -38,6 +38,7 @@ def run_instruments(pair: Pair, sandbox: Sandbox) -> None:
     """Run the configured instruments (``cfg.instruments``) on a correct kernel."""
     cfg, res = pair.cfg, pair.res
     if not cfg.instruments or not res.correct:
+        sanitize.finish(res.instruments)  # the tolerance's record, made before
         return
     t0 = time.monotonic()
     sub = dataclasses.replace(pair, deadline=min(pair.deadline, t0 + cfg.instruments_budget_s))
@@ -62,6 +63,7 @@ def run_instruments(pair: Pair, sandbox: Sandbox) -> None:
                 gone = f"not run: a process ended during the {LABELS[name]}"
         costs[name] = round(time.monotonic() - t, 4)
     res.instruments["cost_s"] = costs
+    sanitize.finish(res.instruments)
     res.timings_s["instruments"] = round(time.monotonic() - t0, 4)
 
 
@@ -69,9 +71,9 @@ def _record_abort(pair: Pair, step: str, asked: list[str], ab: Abort, left_s: fl
     """A step that ended early: each instrument it measures is recorded skipped, with the error (the
     kernel's own text, maybe: public pages leave it out); where the kernel is to blame, the
     ``instruments_failed`` flag sends it to reviewers (the verdict stands: docs/evaluation.md)."""
-    res = pair.res
+    res, status = pair.res, sanitize.kind(ab.status)  # a kernel's failed reply names its own kind
     for m in asked:
-        res.instruments.setdefault(m, {"skipped": f"ended early: {ab.status}", "error": ab.error[:400]})
+        res.instruments.setdefault(m, {"skipped": f"ended early: {status}", "error": ab.error[:400]})
     if not _kernels_fault(pair, ab, left_s):
         return
     if ab.kernel_side:
@@ -81,7 +83,7 @@ def _record_abort(pair: Pair, step: str, asked: list[str], ab: Abort, left_s: fl
     else:  # the harness's own words (the process died, broke the protocol)
         how = f"failed: {ab.error[:200]}"
     res.add_flag("instruments_failed", f"The kernel passed correctness and timing, then, during the {LABELS[step]} "
-                                       f"of the instruments, {how} ({ab.status}): {' and '.join(asked)} not "
+                                       f"of the instruments, {how} ({status}): {' and '.join(asked)} not "
                                        "measured. A kernel that fails only here may be detecting the instruments.")
 
 
@@ -189,7 +191,9 @@ def _profile(pair: Pair, sandbox: Sandbox) -> None:
         raise pair.kernel_failed(r_ker, "while profiling: ")
     if not r_ref.ok:
         raise pair.reference_failed(r_ref, "reference failed while profiling: ")
-    pair.res.instruments["profile"] = {"device": pair.cfg.device, "kernel": r_ker.data, "reference": r_ref.data}
+    # Each side's reply rebuilt from an allow-list: the kernel's process may reply anything (sanitize).
+    pair.res.instruments["profile"] = {"device": pair.cfg.device, "kernel": profile.clean(r_ker.data),
+                                       "reference": profile.clean(r_ref.data)}
 
 
 def _other_shapes(pair: Pair, sandbox: Sandbox) -> None:
@@ -229,11 +233,11 @@ def _one_shape(pair: Pair, sandbox: Sandbox, j: int, sizes: dict[str, int]) -> t
         if not c_ref.ok:
             return {"verdict": "not_applicable", "detail": f"the reference fails at these sizes: {c_ref.error}"}, True
         if not c_ker.ok:
-            return {"verdict": "failed", "detail": f"its forward failed ({c_ker.kind})", "error": c_ker.error[:300]}, True
+            return {"verdict": "failed", "detail": f"its forward failed ({sanitize.kind(c_ker.kind)})", "error": c_ker.error[:300]}, True
         cmp, _ = compare_trial(pair, sandbox, c_ker, trial)
     except Abort as ab:
         side = "not_applicable" if ab.error.startswith("reference") else "failed"
-        return {"verdict": side, "detail": f"ended early ({ab.status})", "error": ab.error[:300]}, False
+        return {"verdict": side, "detail": f"ended early ({sanitize.kind(ab.status)})", "error": ab.error[:300]}, False
     if cmp.ok:
         return {"verdict": "correct", "detail": f"max abs diff {cmp.max_abs_diff:.3g}"}, True
     return {"verdict": "incorrect", "detail": str(cmp.reason)[:300]}, True

@@ -17,6 +17,10 @@ import copy
 import math
 from typing import Any
 
+#: The switches ``math_modes`` reports: each a bool, but the matmul precision, one of its three names.
+MODE_SWITCHES = ("matmul_allow_tf32", "cudnn_allow_tf32", "fp16_reduced_reduction", "bf16_reduced_reduction")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+
 #: Relative L2 error (||kernel - fp64|| / ||fp64||) below which no downgrade is claimed: 2^-13, a
 #: quarter of TF32's unit roundoff, far above fp32 summation error on KernelBench's sizes.
 FLOOR = 2.0 ** -13
@@ -88,9 +92,20 @@ def math_modes(torch: Any) -> dict[str, Any]:
     return modes
 
 
+def clean_modes(modes: Any) -> dict[str, Any]:
+    """Parent side: a process's reported switches, the known keys with values of their kind only
+    (the kernel's process may reply anything: instruments.sanitize)."""
+    d = modes if isinstance(modes, dict) else {}
+    out: dict[str, Any] = {k: d[k] for k in MODE_SWITCHES if isinstance(d.get(k), bool)}
+    if d.get("float32_matmul_precision") in MATMUL_PRECISIONS:
+        out["float32_matmul_precision"] = d["float32_matmul_precision"]
+    return out
+
+
 def judge(errors: dict[str, Any], kernel_modes: dict[str, Any], reference_modes: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The precision record, and the flag's message when the kernel's error shows lower precision."""
     record: dict[str, Any] = dict(errors)
+    kernel_modes, reference_modes = clean_modes(kernel_modes), clean_modes(reference_modes)
     changed = {k: v for k, v in kernel_modes.items() if reference_modes.get(k, v) != v}
     if changed:
         record["modes_changed"] = changed  # reported by the kernel's own process: a hint, not proof

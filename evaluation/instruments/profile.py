@@ -16,9 +16,13 @@ import json
 import os
 from typing import Any
 
+from .bounds import count, number, text
+
 MAX_EVENTS = 60  # activities kept per side (the longest), the rest summed
 NAME_CHARS = 120
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+KINDS = (*GPU_CATEGORIES, "cpu_op")  # an event's kind: a GPU activity, or (CPU profile) an operator
+MAX_US = 3.6e9  # an hour: no figure of one forward's profile is longer
 
 
 def profile_forward(torch: Any, call: Any, device: str, workdir: str) -> dict[str, Any]:
@@ -64,3 +68,25 @@ def summarise(spans: list[tuple[str, str, float, float]]) -> dict[str, Any]:
             "omitted": max(0, len(spans) - MAX_EVENTS), "span_us": round(span, 3), "busy_us": round(busy, 3),
             "busy_share": round(busy / span, 4) if span > 0 else 1.0,
             "gaps": {"count": len(gaps), "total_us": round(sum(gaps), 3), "max_us": round(max(gaps, default=0.0), 3)}}
+
+
+def clean(data: Any) -> dict[str, Any]:
+    """Parent side: a process's profile (``summarise``'s record, as its reply says) rebuilt from the
+    record's own keys, with finite numbers in range, known kinds, at most MAX_EVENTS events and short
+    printable names; the kernel's process may have replied anything (instruments.sanitize)."""
+    d: dict[str, Any] = data if isinstance(data, dict) else {}
+    raw: list[Any] = d["events"] if isinstance(d.get("events"), list) else []
+    events = []
+    for e in raw[:MAX_EVENTS]:
+        if isinstance(e, dict) and e.get("kind") in KINDS:
+            events.append({"name": text(e.get("name"), NAME_CHARS), "kind": e["kind"],
+                           "us": number(e.get("us"), 0.0, MAX_US) or 0.0,
+                           "start_us": number(e.get("start_us"), 0.0, MAX_US) or 0.0})
+    g: dict[str, Any] = d["gaps"] if isinstance(d.get("gaps"), dict) else {}
+    return {"activities": max(count(d.get("activities")), len(events)), "events": events,
+            "omitted": count(d.get("omitted")) + len(raw) - len(events),
+            "span_us": number(d.get("span_us"), 0.0, MAX_US) or 0.0,
+            "busy_us": number(d.get("busy_us"), 0.0, MAX_US) or 0.0,
+            "busy_share": number(d.get("busy_share"), 0.0, 1.0),
+            "gaps": {"count": count(g.get("count")), "total_us": number(g.get("total_us"), 0.0, MAX_US) or 0.0,
+                     "max_us": number(g.get("max_us"), 0.0, MAX_US) or 0.0}}

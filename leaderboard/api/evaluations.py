@@ -143,5 +143,5 @@ class EvaluationViewSet(ReadOnly):
             evaluations = evaluations.filter(status=value)
         if origin := query_choice(self.request, "origin", Origin.choices):
             evaluations = evaluations.filter(origin=origin)
-        # The list shows the kernel's id, run and problem, never its source.
-        return evaluations.defer("log", "environment", "kernel__source", "kernel__run__notes")
+        # The list shows the kernel's id, run and problem, never its source; the instruments only in the detail.
+        return evaluations.defer("log", "environment", "instruments", "kernel__source", "kernel__run__notes")

@@ -11,9 +11,12 @@ under, never by database ids:
                     "stage_seconds", "environment", "origin", "queued_at", "started_at", "finished_at"}}
 
 The first line is a header ({"format": FORMAT, ...}). No kernel code, no problem text, no logs,
-no error text, no worker names: figures and environment only.
+no error text, no worker names: figures and the public environment only (the keys the site shows
+everyone: leaderboard.reads.disclosure.public_environment; not the sandbox's uids, hidden paths or
+cache paths).
 
-Importing attaches each line to every stored kernel with that source hash, of that problem (set
+Importing checks each line's figures (types, ranges; flags and notes are short lists of
+{code, message}; the environment a small object) and attaches it to every stored kernel with that source hash, of that problem (set
 slug, level, number, and the same problem text by hash), whose run is on that hardware; it never
 creates a kernel. A line whose evaluation is already stored (same kernel, hardware, rules and
 finish time) is skipped, so importing the same file twice changes nothing. Each kernel touched
@@ -25,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +39,7 @@ from django.utils.dateparse import parse_datetime
 from evaluation.metrics import MIN_RUNTIME_MS, speedup_problem
 from leaderboard.evaluations.attempts import refresh_latest_evaluation
 from leaderboard.models import Evaluation, Kernel, Origin
+from leaderboard.reads.disclosure import public_environment
 from problems.models import RULE_PRESETS, Hardware, ScoringRules
 
 FORMAT = "kernelbench-results/1"
@@ -55,6 +60,10 @@ HARDWARE_FIELDS = (
     "python_version",
 )
 ORIGINS = {Origin.MEASURED.value, Origin.IMPORTED.value}  # demo rows never travel
+# What an imported line's flags and notes may be: lists of {code, message}, each short.
+MAX_MESSAGES, MESSAGE_CHARS = 50, 4000
+MESSAGE_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+MAX_ENVIRONMENT_BYTES = 16 * 1024
 
 
 class MalformedResults(ValueError):
@@ -84,6 +93,7 @@ def exported(evaluations) -> Iterator[dict]:
 def record(evaluation: Evaluation) -> dict:
     kernel, problem = evaluation.kernel, evaluation.kernel.problem
     figures = {name: getattr(evaluation, name) for name in FIGURES}
+    figures["environment"] = public_environment(evaluation.environment)  # what the site shows everyone
     figures.update({name: _iso(getattr(evaluation, name)) for name in TIMES}, origin=evaluation.origin)
     return {
         "kernel": {
@@ -170,6 +180,30 @@ def _check(item, number: int) -> None:
         raise MalformedResults(f"{where}: a speedup for a kernel that is not correct")
     if not isinstance(figures.get("finished_at"), str) or parse_datetime(figures["finished_at"]) is None:
         raise MalformedResults(f"{where}: finished_at must be an ISO date and time")
+    _check_lists(figures, where)
+
+
+def _is_message(item) -> bool:
+    return (isinstance(item, dict) and set(item) == {"code", "message"} and isinstance(item["code"], str)
+            and MESSAGE_CODE.fullmatch(item["code"]) is not None and isinstance(item["message"], str)
+            and len(item["message"]) <= MESSAGE_CHARS)  # fmt: skip
+
+
+def _check_lists(figures: dict, where: str) -> None:
+    """Flags and notes: lists of {code, message}; the environment: an object of bounded size."""
+    for name in ("flags", "notes"):
+        value = figures.get(name)
+        if value is not None and (not isinstance(value, list) or len(value) > MAX_MESSAGES
+                                  or not all(_is_message(item) for item in value)):  # fmt: skip
+            raise MalformedResults(
+                f"{where}: {name} must be a list of at most {MAX_MESSAGES} {{code, message}} objects (a code of "
+                f"lower-case letters, digits and _ up to 64 characters; a message up to {MESSAGE_CHARS})"
+            )
+    environment = figures.get("environment")
+    if environment is not None and (
+        not isinstance(environment, dict) or len(json.dumps(environment)) > MAX_ENVIRONMENT_BYTES
+    ):
+        raise MalformedResults(f"{where}: environment must be an object of at most {MAX_ENVIRONMENT_BYTES} bytes")
 
 
 @transaction.atomic

@@ -11,7 +11,9 @@ submitter see (leaderboard.reviews.services.can_read_raw_output decides who).
   someone adds it here.
 - The instruments' record (evaluation/instruments/) is public, less what the kernel's process wrote:
   error text it raised (an ``error`` key anywhere in it) and the names of the GPU activities in its
-  profile (a kernel names what it launches, and could name it after a file's contents).
+  profile (a kernel names what it launches, and could name it after a file's contents). The rest of
+  what that process reported (figures, kinds, math switches) is rebuilt from an allow-list before it
+  is stored (evaluation.instruments.sanitize), and again here for records stored before that.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from evaluation.instruments.sanitize import clean_record
 from leaderboard.evaluations.progress import Progress
 
 # What a visitor needs to judge a timing: the machine and software, and whether isolation held.
@@ -52,7 +55,8 @@ def public_instruments(instruments: Any) -> dict[str, Any]:
     """The instruments' record without the kernel's own text (module docstring)."""
     if not isinstance(instruments, Mapping):
         return {}
-    public = _without_errors(instruments)
+    # Rebuilt from the allow-list first (evaluation.instruments.sanitize): records stored before it.
+    public = _without_errors(clean_record(dict(instruments)))
     kernel_profile = (public.get("profile") or {}).get("kernel") if isinstance(public.get("profile"), dict) else None
     if isinstance(kernel_profile, dict) and isinstance(kernel_profile.get("events"), list):
         kernel_profile["events"] = [{**e, "name": WITHHELD_NAME} if isinstance(e, dict) else e

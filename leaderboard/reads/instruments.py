@@ -7,6 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaluation.instruments import bounds
+from evaluation.instruments.sanitize import clean_record
+
 # The figure each queue sort reads, as a path into Evaluation.instruments.
 SORT_FIGURES: dict[str, tuple[str, ...]] = {
     "sol": ("speed_of_light", "kernel_fraction"),
@@ -14,6 +17,8 @@ SORT_FIGURES: dict[str, tuple[str, ...]] = {
     "margin": ("tolerance", "worst_ratio"),
     "busy": ("profile", "kernel", "busy_share"),
 }
+# A figure at or past this size is no figure (NULL in the queue's SQL sort too: JSONNumber).
+FIGURE_LIMIT = 1e300
 
 
 @dataclass
@@ -30,7 +35,8 @@ def figure(instruments: Any, name: str) -> float | None:
     value: Any = instruments
     for key in SORT_FIGURES[name]:
         value = value.get(key) if isinstance(value, dict) else None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    number = bounds.number(value, -FIGURE_LIMIT, FIGURE_LIMIT)  # None: not a finite number
+    return number if number is not None and abs(number) < FIGURE_LIMIT else None
 
 
 def _g(x: Any, spec: str = ".3g") -> str:
@@ -133,4 +139,5 @@ def instrument_views(instruments: Any) -> list[InstrumentView]:
     """One view per instrument the record holds, in a fixed order."""
     if not isinstance(instruments, dict):
         return []
+    instruments = clean_record(instruments)  # what the kernel's process reported, from the allow-list
     return [build(instruments[name]) for name, build in BUILDERS if isinstance(instruments.get(name), dict)]

@@ -33,10 +33,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
-from django.db.models import F, FloatField
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
-from django.db.models.functions import Cast
+from django.db import NotSupportedError, transaction
+from django.db.models import F, FloatField, Func
 
 from evaluation.types import FLAG_CODES, NOTE_CODES
 from leaderboard.evaluations.queue import request_evaluation
@@ -50,7 +48,7 @@ from leaderboard.models import (
     Run,
     code_q,
 )
-from leaderboard.reads.instruments import SORT_FIGURES, figure
+from leaderboard.reads.instruments import FIGURE_LIMIT, SORT_FIGURES, figure
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -172,13 +170,39 @@ def review_queue(filters: QueueFilters | None = None) -> KernelQuerySet:
     return kernels.order_by(*order, "-pk")
 
 
-def _instrument_figure(name: str) -> Cast:
+def _instrument_figure(name: str) -> JSONNumber:
     """The latest evaluation's figure for an instrument sort, as a number (NULL where not measured)."""
-    *keys, last = SORT_FIGURES[name]
-    value: Any = F("latest_evaluation__instruments")  # KT() would not follow the relation
-    for key in keys:
-        value = KeyTransform(key, value)
-    return Cast(KeyTextTransform(last, value), FloatField())
+    return JSONNumber(F("latest_evaluation__instruments"), SORT_FIGURES[name])  # F: follows the relation
+
+
+class JSONNumber(Func):
+    """The value at ``path`` in a JSON column as a float: NULL where it is not a JSON number (a string,
+    a bool, an object: what a kernel's process may have put in a record stored before the parent
+    rebuilt it) or is past a float's range, so the cast never fails and such rows sort last.
+    SQLite and PostgreSQL; the path's keys are the code's own (SORT_FIGURES), passed as parameters."""
+
+    output_field = FloatField()
+
+    def __init__(self, column: Any, path: tuple[str, ...]) -> None:
+        super().__init__(column)
+        self.path = path
+
+    def as_sql(self, compiler, connection, **extra):
+        raise NotSupportedError("JSONNumber needs SQLite or PostgreSQL")
+
+    def as_postgresql(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.get_source_expressions()[0])
+        value, value_params = f"({column} #> %s)", [*params, "{" + ",".join(self.path) + "}"]
+        # CASE tests its conditions in order: no cast runs on a value that is not a number.
+        return (f"CASE WHEN jsonb_typeof({value}) <> 'number' THEN NULL WHEN abs({value}::numeric) >= {FIGURE_LIMIT:.0e} "
+                f"THEN NULL ELSE {value}::numeric::double precision END", value_params * 3)
+
+    def as_sqlite(self, compiler, connection, **extra):
+        column, params = compiler.compile(self.get_source_expressions()[0])
+        path = "$" + "".join(f'."{key}"' for key in self.path)
+        return (f"CASE WHEN json_type({column}, %s) NOT IN ('integer', 'real') THEN NULL WHEN "
+                f"abs(json_extract({column}, %s)) >= {FIGURE_LIMIT:.0e} THEN NULL ELSE json_extract({column}, %s) END",
+                [*params, path] * 3)
 
 
 def queue_figures(kernel: Kernel) -> dict[str, float | None]:

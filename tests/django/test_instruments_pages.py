@@ -7,10 +7,12 @@ from __future__ import annotations
 import copy
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from leaderboard.evaluations.attempts import claim, store_result
-from leaderboard.models import Evaluation
+from leaderboard.models import Evaluation, Kernel
 from leaderboard.reads import disclosure
 from leaderboard.reads.instruments import instrument_views
 from leaderboard.reviews import services as reviews
@@ -134,3 +136,37 @@ def test_the_worker_stores_the_instruments_with_the_evaluation(world):
                                                      "speedup": 2.0, "instruments": stored})
     queued.refresh_from_db()
     assert queued.instruments == stored
+
+
+def test_figures_that_are_not_numbers_sort_last_and_break_no_page(world, client, reviewer):
+    """A record stored before the parent rebuilt the kernel's profile (evaluation.instruments.sanitize)
+    may hold anything where the busy share goes: the sort's cast must not fail (PostgreSQL would)."""
+    good = kernel_with(world, world.problems[0], record(busy=0.5))
+    hostile = []
+    for i, value in enumerate(("x", True, {"a": [1]}, 10**400, "<b>0.1</b>")):
+        stored = record()
+        stored["profile"]["kernel"].update(busy_share=value, kind="<i>", gaps=[1], events="many")
+        stored["precision"]["modes_changed"] = ["not", "a", "dict"]
+        kernel = world.kernel(world.problems[1], sample=i, flags=("excessive_speedup",))
+        Evaluation.objects.filter(pk=kernel.latest_evaluation_id).update(instruments=stored)
+        hostile.append(kernel.pk)
+    order = [k.pk for k in reviews.review_queue(reviews.QueueFilters(sort="busy"))]
+    assert order[0] == good.pk and set(order[1:]) == set(hostile)
+    as_reviewer = signed_in(reviewer)
+    assert as_reviewer.get(QUEUE, {"sort": "busy"}).status_code == 200
+    api = as_reviewer.get("/api/v1/review-queue/", {"sort": "busy"})
+    assert api.status_code == 200 and [row["instruments"]["busy"] for row in api.json()["results"]][:2] == [0.5, None]
+    kernel = Kernel.objects.get(pk=hostile[0])
+    for reader in (client, as_reviewer):
+        assert reader.get(kernel.get_absolute_url()).status_code == 200
+    public = client.get(f"/api/v1/evaluations/{kernel.latest_evaluation_id}/").json()["instruments"]
+    assert public["profile"]["kernel"]["busy_share"] is None and public["precision"]["modes_changed"] == {}
+    assert "kind" not in public["profile"]["kernel"] and public["profile"]["kernel"]["events"] == []
+
+
+def test_the_evaluation_list_does_not_load_the_instruments(world, client):
+    kernel_with(world, world.problems[0], record())
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get("/api/v1/evaluations/").status_code == 200
+    selects = [q["sql"] for q in queries.captured_queries if "leaderboard_evaluation" in q["sql"]]
+    assert selects and not any('"instruments"' in sql for sql in selects)

@@ -14,6 +14,10 @@ from tests.sources import PROBLEM_SOURCE
 pytestmark = pytest.mark.django_db
 KERNEL = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b  # secret-kernel-text\n"
 WHEN = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+# The sandbox's uids, hidden paths and cache paths stay private (leaderboard.reads.disclosure).
+PRIVATE_ENVIRONMENT = {"torch": "2.8", "device_name": "NVIDIA H200", "uid": 213847, "reference_uid": 213846,
+                       "hidden_paths": ["/home", "/srv/secret-checkout"], "kernel_confinement": {"uid": 213847},
+                       "build_cache": "/var/cache/kb-build-7f3a"}
 
 
 def world() -> tuple[Kernel, Hardware]:
@@ -31,7 +35,7 @@ def measured(kernel: Kernel, hardware: Hardware, **values) -> Evaluation:
     base = {
         "state": "done", "status": "correct", "compiled": True, "correct": True, "speedup": 1.25, "speedup_low": 1.2,
         "speedup_high": 1.3, "kernel_ms": 0.8, "reference_ms": 1.0, "trials_passed": 5, "trials_total": 5,
-        "flags": [{"code": "suspicious_speedup", "message": "x"}], "environment": {"torch": "2.8", "gpu": "H200"},
+        "flags": [{"code": "suspicious_speedup", "message": "x"}], "environment": PRIVATE_ENVIRONMENT,
         "error": "secret error text", "log": "secret log", "worker_name": "gpu-host-7", "finished_at": WHEN,
         "started_at": WHEN - dt.timedelta(seconds=30), "rules": kernel.run.rules,
     }  # fmt: skip
@@ -58,8 +62,9 @@ def test_results_round_trip_without_code_and_a_second_import_changes_nothing(tmp
     path = tmp_path / "h200_results.jsonl"
     assert "wrote 2 evaluation(s)" in export(path, "--hardware", "h200")
     text = path.read_text()
-    for secret in ("secret-kernel-text", "ModelNew", "torch.matmul", "secret error text", "secret log", "gpu-host-7"):
-        assert secret not in text  # figures and environment only
+    for secret in ("secret-kernel-text", "ModelNew", "torch.matmul", "secret error text", "secret log", "gpu-host-7",
+                   "uid", "213847", "secret-checkout", "kb-build"):
+        assert secret not in text  # figures and the public environment only
     lines = [json.loads(line) for line in text.splitlines()]
     assert lines[0]["format"] == "kernelbench-results/1" and len(lines) == 3
     assert lines[1]["kernel"] == {
@@ -71,9 +76,10 @@ def test_results_round_trip_without_code_and_a_second_import_changes_nothing(tmp
     Evaluation.objects.all().delete()  # a fresh instance: the same kernel, none of its evaluations
     assert "2 evaluation(s) stored on 1 kernel(s)" in load(path)
     back = Evaluation.objects.get(status="correct")
-    for name in ("speedup", "speedup_low", "speedup_high", "kernel_ms", "reference_ms", "flags", "environment",
+    for name in ("speedup", "speedup_low", "speedup_high", "kernel_ms", "reference_ms", "flags",
                  "trials_passed", "finished_at", "started_at", "origin", "rules_id", "hardware_id"):  # fmt: skip
         assert getattr(back, name) == getattr(first, name), name
+    assert back.environment == {"torch": "2.8", "device_name": "NVIDIA H200"}
     assert back.error == "" and back.log == "" and back.worker_name == ""
     kernel.refresh_from_db()
     assert kernel.latest_evaluation.finished_at == WHEN + dt.timedelta(hours=1)  # the newest, as the worker picks
@@ -141,5 +147,33 @@ def test_a_figure_under_the_floor_or_over_the_ceiling_is_refused_by_line(tmp_pat
     item["evaluation"][figure] = value
     path.write_text(header + "\n" + json.dumps(item) + "\n")
     with pytest.raises(CommandError, match=message):
+        load(path)
+    assert not Evaluation.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("figure", "value", "message"),
+    [
+        ("flags", "impossible_speed", "flags must be a list"),
+        ("flags", [{"code": "x"}], "flags must be a list"),
+        ("flags", [{"code": "<b>X</b>", "message": "m"}], "flags must be a list"),
+        ("notes", [{"code": "n", "message": "m" * 4001}], "notes must be a list"),
+        ("notes", [{"code": "n", "message": "m"}] * 51, "notes must be a list"),
+        ("notes", [{"code": "n", "message": "m", "extra": 1}], "notes must be a list"),
+        ("environment", ["torch"], "environment must be an object"),
+        ("environment", {"note": "x" * 20_000}, "environment must be an object"),
+    ],
+)
+def test_flags_notes_and_environment_of_another_shape_or_size_are_refused_by_line(tmp_path, figure, value, message):
+    kernel, hardware = world()
+    measured(kernel, hardware)
+    path = tmp_path / "r.jsonl"
+    export(path)
+    Evaluation.objects.all().delete()
+    header, line = path.read_text().splitlines()
+    item = json.loads(line)
+    item["evaluation"][figure] = value
+    path.write_text(header + "\n" + json.dumps(item) + "\n")
+    with pytest.raises(CommandError, match=f"line 2: {message}"):
         load(path)
     assert not Evaluation.objects.exists()
