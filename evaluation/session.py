@@ -7,6 +7,7 @@ it ends in. The phases (evaluation.correctness, evaluation.timing) work through 
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,9 @@ class Abort(Exception):
 
 #: Extra seconds the (trusted) reference process gets beyond the kernel's deadline.
 REFERENCE_GRACE_S = 30.0
+MAX_FLAGS_PER_REPLY = 16
+MAX_FLAG_MESSAGE = 500
+_FLAG_CODE = re.compile(r"[a-z][a-z0-9_]{0,47}")
 
 
 @dataclass
@@ -45,8 +49,12 @@ class Pair:
         return name not in self.cfg.disable_defences
 
     def merge_flags(self, reply: Reply) -> None:
-        for code, msg in reply.flags.items():
-            self.res.add_flag(code, msg)
+        """The flags a process's harness reported. The kernel's code shares that process and could
+        write its replies, so what is taken is bounded: codes of the flag vocabulary's shape, short
+        messages, a few per reply (a kernel can only add flags against itself, never remove one)."""
+        for code, msg in list(reply.flags.items())[:MAX_FLAGS_PER_REPLY]:
+            if isinstance(code, str) and _FLAG_CODE.fullmatch(code):
+                self.res.add_flag(code, str(msg)[:MAX_FLAG_MESSAGE])
 
     def receive(self, p: SandboxProcess, cls: type[R], extra_s: float = 0.0) -> R:
         """The next reply of ``p``, typed; a dead, silent or garbled process raises Abort."""
