@@ -52,5 +52,18 @@ echo "Worker for queue eval-cpu, restarted whenever it exits (log: $RUN_DIR/work
 "$PY" -m gunicorn config.wsgi --config site/gunicorn.conf.py --bind "127.0.0.1:$PORT" &
 pids+=($!)
 echo "Serving http://127.0.0.1:$PORT/  (admin: http://127.0.0.1:$PORT/admin/; Ctrl-C stops everything)"
+# Ask once for the boards a newcomer opens first, so that their first visit gets a built board, not
+# "being built" (a board nobody asked for is built in the background: docs/performance.md).
+"$PY" - "$PORT" >/dev/null 2>&1 <<'WARM' &
+import sys, time, urllib.request
+base = f"http://127.0.0.1:{sys.argv[1]}"
+for path in ["/", "/levels/all/", "/levels/1/", "/levels/2/", "/levels/3/", "/levels/4/", "/levels/1/grid/"]:
+    for _ in range(60):  # the server is starting, then each board builds: a second or two each
+        try:
+            urllib.request.urlopen(base + path, timeout=30)
+            break
+        except Exception:
+            time.sleep(0.5)
+WARM
 wait -n "${pids[@]}"
 echo "Redis or the web server exited; stopping the others."
