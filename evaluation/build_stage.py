@@ -64,8 +64,10 @@ class BuildOutcome:
 
 
 def default_build_workers(gpus: int = 1) -> int:
-    """Build processes for a host: $KB_BUILD_WORKERS, else the cores left after one timing core and
-    one worker core per GPU, two per build (a load_inline build compiles two files at once)."""
+    """Build processes for a host: $KB_BUILD_WORKERS (what ``python -m evaluation sweep`` reads when
+    no --build-workers is given), else the cores left after one timing core and one worker core per
+    GPU, two per build (a load_inline build compiles two files at once). Without either, the sweep
+    and the site's builder size their pools by what builds use (``build_pool.PoolSizer``)."""
     env = os.environ.get("KB_BUILD_WORKERS")
     if env:
         return max(1, int(env))

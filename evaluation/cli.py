@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, NoReturn
 
+from .build_stage import default_build_workers
 from .hardware import probe_hardware
 from .host_errors import INFRASTRUCTURE_ERROR
 from .kernelbench_format import to_kernelbench
@@ -59,7 +61,8 @@ def _sweep_parser(sub: Any) -> None:
     s.add_argument("--no-pin", action="store_true", help="do not pin the sandboxed processes to CPU cores")
     s.add_argument("--build-workers", type=int, default=None,
                    help="build processes compiling kernels ahead of the GPUs (default: $KB_BUILD_WORKERS, else "
-                        "from the cores; 0: each evaluation builds its own)")
+                        "as many as the build cores and memory hold at what builds use; 0: each evaluation "
+                        "builds its own)")
     s.add_argument("--cuda-arch", default=None, help="architecture CUDA kernels are built for, e.g. 9.0 "
                                                        "(default: $TORCH_CUDA_ARCH_LIST, else the GPU's)")
     _common(s)
@@ -172,7 +175,10 @@ def _sweep(args: argparse.Namespace) -> int:
     sys.stderr.write(f"sweep: {len(tasks)} evaluations on {len(gpus)} {'GPU(s)' if cfg.device == 'cuda' else 'worker(s)'}\n")
     out = open(args.out, "w", encoding="utf-8") if args.out else None
     try:
-        summary = run_sweep(tasks, cfg, gpus, out, pin=not args.no_pin, build_workers=args.build_workers)
+        build_workers = args.build_workers
+        if build_workers is None and os.environ.get("KB_BUILD_WORKERS"):
+            build_workers = default_build_workers()  # the documented default; unset: sized by what builds use
+        summary = run_sweep(tasks, cfg, gpus, out, pin=not args.no_pin, build_workers=build_workers)
     finally:
         if out is not None:
             out.close()

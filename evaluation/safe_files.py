@@ -163,7 +163,7 @@ def remove_below(root: str, parts: list[str]) -> None:
         return
     try:
         remove_name(fd, parts[-1])
-    except OSError:
+    except (OSError, UnsafeFile):
         pass
     finally:
         os.close(fd)
@@ -316,16 +316,7 @@ def remove_tree(path: str) -> None:
     folder its owner made unreadable (mode 0) is opened up first through an ``O_PATH`` descriptor
     of that very folder. Best effort: what cannot be removed stays; never raises."""
     parent, name = os.path.split(os.path.abspath(path))
-    try:
-        pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        remove_name(pfd, name)
-    except (OSError, UnsafeFile):
-        pass
-    finally:
-        os.close(pfd)
+    remove_below(parent, [name])
 
 
 def empty_folder(top: int) -> None:

@@ -26,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from . import limits
 from .build import needs_build
 from .build_pool import Placement, place
 from .build_stage import BuildOutcome, BuildPool, target_arch
@@ -148,23 +149,9 @@ def _prepare(task: Task, cfg: EvaluationConfig) -> Prepared | None:
 
 
 def visible_gpus(spec: str) -> list[str]:
-    """``all`` or a count -> GPU indices (from CUDA_VISIBLE_DEVICES, else nvidia-smi's count)."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        ids = [g.strip() for g in env.split(",") if g.strip()]
-    else:
-        ids = [str(i) for i in range(host_gpu_count())]
-    if spec != "all":
-        ids = ids[:max(1, int(spec))]
-    return ids
-
-
-def host_gpu_count() -> int:
-    """GPUs of this host (whatever CUDA_VISIBLE_DEVICES says), from the NVIDIA driver."""
-    try:
-        return len([e for e in os.listdir("/proc/driver/nvidia/gpus")])
-    except OSError:
-        return 0
+    """``all`` or a count -> the first GPUs this process may use (``evaluation.limits.visible_gpus``)."""
+    ids = limits.visible_gpus()
+    return ids if spec == "all" else ids[:max(1, int(spec))]
 
 
 def _placement(n: int, pin: bool) -> Placement:
