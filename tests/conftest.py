@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
 
 import pytest
 from django.contrib.auth.models import Group, User
+
+from tests.groups import ensure_staff_groups
 
 # A board nobody asked for is built in the background, and its first request waits for it at most
 # BOARD_COLD_WAIT_MS before it is answered "being built" (leaderboard/reads/board/served.py). The
@@ -48,13 +49,7 @@ def _user_in(username: str, group: str | None) -> User:
     # No password (force_login or a token signs them in): hashing one costs a second per test.
     user = User.objects.create_user(username, f"{username}@example.com", None)
     if group:
-        if not Group.objects.filter(name=group).exists():  # flushed by a live-server (transactional) test
-            from django.apps import apps  # deferred: the app registry, only when the groups were flushed
-
-            # The two data migrations that make and fill the groups, as a fresh database ran them.
-            for name, make in (("0002_ingestors_and_reviewers_groups", "create_groups"),
-                               ("0004_kernelreport_reviewers", "grant_reviewers")):  # fmt: skip
-                getattr(importlib.import_module(f"leaderboard.migrations.{name}"), make)(apps, None)
+        ensure_staff_groups()  # a live-server (transactional) test's flush may have removed them
         user.groups.add(Group.objects.get(name=group))
     return user
 

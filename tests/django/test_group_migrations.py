@@ -11,12 +11,11 @@ import pytest
 from django.apps import apps
 from django.contrib.auth.models import Group
 
+from tests.groups import GROUP_MIGRATIONS
+
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(
-    "module, function",
-    [("0002_ingestors_and_reviewers_groups", "create_groups"), ("0004_kernelreport_reviewers", "grant_reviewers")],
-)
+@pytest.mark.parametrize("module, function", GROUP_MIGRATIONS)
 def test_the_groups_migrations_leave_the_live_registry_as_it_was(module, function):
     before = {label: apps.get_app_config(label).models_module for label in ("leaderboard", "problems")}
     getattr(importlib.import_module(f"leaderboard.migrations.{module}"), function)(apps, None)

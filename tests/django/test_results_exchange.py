@@ -3,6 +3,7 @@
 import datetime as dt
 import io
 import json
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -126,6 +127,21 @@ def test_seed_demo_loads_the_results_file_when_there_is_one(tmp_path, settings, 
     assert demo.seed_field(hardware) == {"field_kernels": 0, "field_results": 0}
 
 
+def exported_with(tmp_path, figure: str, value) -> Path:
+    """A results file of one measured evaluation whose `figure` is changed to `value`, with the
+    evaluation gone from the database (so an import would store it again)."""
+    kernel, hardware = world()
+    measured(kernel, hardware)
+    path = tmp_path / "r.jsonl"
+    export(path)
+    Evaluation.objects.all().delete()
+    header, line = path.read_text().splitlines()
+    item = json.loads(line)
+    item["evaluation"][figure] = value
+    path.write_text(header + "\n" + json.dumps(item) + "\n")
+    return path
+
+
 @pytest.mark.parametrize(
     ("figure", "value", "message"),
     [
@@ -137,15 +153,7 @@ def test_seed_demo_loads_the_results_file_when_there_is_one(tmp_path, settings, 
 )
 def test_a_figure_under_the_floor_or_over_the_ceiling_is_refused_by_line(tmp_path, figure, value, message):
     """Issue 28, case 1: import_results applies the floor and ceiling of every other way in."""
-    kernel, hardware = world()
-    measured(kernel, hardware)
-    path = tmp_path / "r.jsonl"
-    export(path)
-    Evaluation.objects.all().delete()
-    header, line = path.read_text().splitlines()
-    item = json.loads(line)
-    item["evaluation"][figure] = value
-    path.write_text(header + "\n" + json.dumps(item) + "\n")
+    path = exported_with(tmp_path, figure, value)
     with pytest.raises(CommandError, match=message):
         load(path)
     assert not Evaluation.objects.exists()
@@ -165,15 +173,7 @@ def test_a_figure_under_the_floor_or_over_the_ceiling_is_refused_by_line(tmp_pat
     ],
 )
 def test_flags_notes_and_environment_of_another_shape_or_size_are_refused_by_line(tmp_path, figure, value, message):
-    kernel, hardware = world()
-    measured(kernel, hardware)
-    path = tmp_path / "r.jsonl"
-    export(path)
-    Evaluation.objects.all().delete()
-    header, line = path.read_text().splitlines()
-    item = json.loads(line)
-    item["evaluation"][figure] = value
-    path.write_text(header + "\n" + json.dumps(item) + "\n")
+    path = exported_with(tmp_path, figure, value)
     with pytest.raises(CommandError, match=f"line 2: {message}"):
         load(path)
     assert not Evaluation.objects.exists()

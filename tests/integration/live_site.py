@@ -7,7 +7,6 @@ by benchmarks/hardening_replay.py (on a database of its own), which prints the t
 
 from __future__ import annotations
 
-import importlib
 import io
 import json
 import os
@@ -70,12 +69,13 @@ def wait_for_port(port: int, proc: subprocess.Popen, seconds: float = 30) -> Non
 def seed() -> dict:
     """Users (one per case, with tokens and sessions), a problem set with one problem, a run with a
     scored kernel by a model named like a spreadsheet formula. Returns what the cases need."""
-    from django.contrib.auth.models import Group, Permission, User
+    from django.contrib.auth.models import Group, User
     from django.contrib.sessions.backends.db import SessionStore
     from rest_framework.authtoken.models import Token
 
     from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
     from problems.models import Baseline, Hardware, Problem, ProblemSet
+    from tests.groups import ensure_staff_groups
 
     problem_set = ProblemSet.objects.create(slug="starter-v1", name="Starter")
     problem = Problem.objects.create(problem_set=problem_set, level=1, number=1, name="Matmul", source=PROBLEM)
@@ -89,12 +89,8 @@ def seed() -> dict:
         kernel_ms=1.0, reference_ms=2.0, speedup=2.0,
     )
     Kernel.objects.filter(pk=kernel.pk).update(latest_evaluation=evaluation)
-    # The data migration's group (a transactional test's flush removes it; permissions are re-made).
-    ingestors, _ = Group.objects.get_or_create(name="Ingestors")
-    groups = importlib.import_module("leaderboard.migrations.0002_ingestors_and_reviewers_groups")
-    ingestors.permissions.add(
-        *Permission.objects.filter(content_type__app_label="leaderboard", codename__in=groups.INGESTOR_PERMS)
-    )
+    ensure_staff_groups()  # the data migrations' groups (a transactional test's flush removes them)
+    ingestors = Group.objects.get(name="Ingestors")
     tokens, sessions = {}, {}
     for name in USERS:
         user = User.objects.create_user(name, is_staff=name == "staff")
