@@ -878,8 +878,8 @@ class BoardVersion(models.Model):
 
 
 class DirtyRun(models.Model):
-    """A run whose stored scores may be stale: marked in the writing transaction, cleared by the
-    refresh after commit (or by the next read, if the process died in between)."""
+    """A run whose stored scores may be stale: marked in the writing transaction, cleared when it is
+    re-scored (by the background re-scorer in batches, or by a board build that finds it first)."""
 
     run_id = models.BigIntegerField(primary_key=True)
     marked_at = models.DateTimeField(auto_now=True)

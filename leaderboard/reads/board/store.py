@@ -5,15 +5,23 @@ How it stays current:
 
 1. A write that changes a run's inputs (a kernel, an evaluation, a review, a report; run and
    baseline imports; deletions) calls `mark_runs(run_ids)`, directly or through the model signals in
-   leaderboard/reads/board/signals.py. That records a DirtyRun row in the writing transaction and
-   schedules `refresh_runs` for after its commit (once per run and transaction).
-2. `refresh_runs` re-scores whole runs, idempotently: one query reads the runs' kernels with the
-   reference review rules (KernelQuerySet.with_review_state), and bulk writes store the kernels'
-   review state, the RunScore rows, the runs' and problems' kernel counts and the board version.
-3. Board builds call `refresh_dirty` first, so a refresh lost with a dying process (or never run,
-   as inside a test's transaction) is made up before anything stale is built. Requests do not:
-   they read `board_state` (one query) and are served the last complete build
-   (leaderboard/reads/board/served.py).
+   leaderboard/reads/board/signals.py. That records a DirtyRun row in the writing transaction (once
+   per run and transaction) and nothing more: no writer re-scores, so a stored result costs its
+   writer a few small queries whatever the size of its run.
+2. The background re-scorer (leaderboard/reads/board/rescorer.py, `manage.py refresh_boards`)
+   takes the marked runs in batches, oldest first, a few times a second, and `refresh_runs` re-scores
+   each batch in one transaction, idempotently: one query reads the runs' kernels with the reference
+   review rules (KernelQuerySet.with_review_state), and bulk writes store the kernels' review state,
+   the RunScore rows, the runs' and problems' kernel counts and the board version. Fifty results
+   landing in fifty runs cost one batch, not fifty re-scorings inside fifty writers.
+3. Board builds call `refresh_dirty` first, so nothing stale is built: a mark the re-scorer has not
+   reached yet (or never will: a dying re-scorer, none running, a test's transaction) is made up
+   by the build, in the background. Requests never re-score for a board: they read `board_state`
+   (one query) and are served the last complete build (leaderboard/reads/board/served.py).
+   Other pages that read stored numbers (problem, model and kernel pages, the runs API) call
+   `refresh_unattended`: it makes up the marks the re-scorer left behind (all of them when no
+   re-scorer says it is alive, or inside the reader's own transaction, whose marks no other process
+   can see), and leaves fresh ones to it.
 
 `rebuild_all` re-scores everything and `verify_all` compares stored rows with a fresh computation
 (`manage.py rebuild_boards [--verify]`).
@@ -27,8 +35,10 @@ from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db import DatabaseError, OperationalError, transaction
 from django.db.models import F, Subquery
 from django.utils import timezone
@@ -121,65 +131,95 @@ def ranked_speedup(origin: str | None, speedup: float | None, published: float |
 
 
 # ---------------------------------------------------------------------------------------------
-# scheduling: mark in the transaction, refresh after commit
+# scheduling: mark in the transaction, re-score in the background
 
+RESCORER_ALIVE_KEY = "board-rescorer:alive"  # set in the shared cache by a running re-scorer
+RESCORER_ALIVE_SECONDS = 5  # how long one heartbeat counts
 
 _local = threading.local()
 
 
 def mark_runs(run_ids: Iterable[int]) -> None:
-    """Record that these runs need re-scoring, and re-score them after the current transaction
-    commits (at once outside a transaction). Cheap to call once per write: repeated calls in one
-    transaction mark each run once."""
+    """Record that these runs need re-scoring, in the current transaction (the re-scorer takes them
+    once it commits). Cheap to call once per write: repeated calls in one transaction mark each run
+    once."""
     ids = {run_id for run_id in run_ids if run_id is not None}
     if not ids:
         return
     connection = transaction.get_connection()
-    if not connection.in_atomic_block:
-        refresh_runs(ids)
-        return
-    pending = _pending_ids(connection)
-    new = ids - pending
+    marked = _marked_ids(connection) if connection.in_atomic_block else set()
+    new = ids - marked
     if new:
         DirtyRun.objects.bulk_create([DirtyRun(run_id=run_id) for run_id in new], ignore_conflicts=True)
-        pending.update(new)
+        marked.update(new)
 
 
-def _pending_ids(connection) -> set[int]:
-    """The run ids already marked in this transaction (a new set, and one after-commit refresh,
-    per transaction: a set whose refresh a rollback discarded is not reused)."""
-    current = getattr(_local, "pending", None)
+def _marked_ids(connection) -> set[int]:
+    """The run ids already marked in this transaction: a new set per transaction, recognised by
+    the after-commit callback registered with it (a rollback discards both)."""
+    current = getattr(_local, "marked", None)
     if current is not None and any(entry[1] is current[1] for entry in connection.run_on_commit):
         return current[0]
     ids: set[int] = set()
 
-    def refresh_after_commit() -> None:
-        if getattr(_local, "pending", None) is state:
-            _local.pending = None
-        refresh_runs(ids)
+    def forget() -> None:
+        if getattr(_local, "marked", None) is state:
+            _local.marked = None
 
-    state = (ids, refresh_after_commit)
-    _local.pending = state
-    # robust: a failed re-scoring must not fail the write that committed (the mark stays; the next
-    # read or refresh makes it up).
-    transaction.on_commit(refresh_after_commit, robust=True)
+    state = (ids, forget)
+    _local.marked = state
+    transaction.on_commit(forget)
     return ids
 
 
 def refresh_dirty(problem_set: ProblemSet | None = None) -> int:
     """Re-score the runs still marked dirty (of one problem set, or all); how many there were."""
-    dirty = DirtyRun.objects.filter(failed_at__isnull=True)  # set-aside runs wait for a write or a rebuild
-    if problem_set is not None:
-        dirty = dirty.filter(run_id__in=Run.objects.filter(problem_set=problem_set).values("pk"))
-    ids = list(dirty.values_list("run_id", flat=True))
+    ids = list(_dirty(problem_set).values_list("run_id", flat=True))
     if ids:
         refresh_runs(ids)
     return len(ids)
 
 
+def refresh_unattended(problem_set: ProblemSet | None = None) -> int:
+    """For a page read: re-score the marks the re-scorer will not take in time, and leave it the
+    rest. All of them when no re-scorer is alive (a site run without one keeps working, as every
+    test does) or inside a transaction (its own marks: no other process can see them); otherwise
+    only those older than BOARD_FRESHNESS_SECONDS (a re-scorer behind or stuck)."""
+    if transaction.get_connection().in_atomic_block or not rescorer_alive():
+        return refresh_dirty(problem_set)
+    lost_before = timezone.now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS)
+    ids = list(_dirty(problem_set).filter(marked_at__lt=lost_before).values_list("run_id", flat=True))
+    if ids:
+        refresh_runs(ids)
+    return len(ids)
+
+
+def rescore_oldest(limit: int) -> int:
+    """The re-scorer's batch: re-score the `limit` runs marked longest ago; how many there were."""
+    ids = list(_dirty(None).order_by("marked_at", "run_id").values_list("run_id", flat=True)[:limit])
+    if ids:
+        refresh_runs(ids)
+    return len(ids)
+
+
+def _dirty(problem_set: ProblemSet | None):
+    dirty = DirtyRun.objects.filter(failed_at__isnull=True)  # set-aside runs wait for a write or a rebuild
+    if problem_set is not None:
+        dirty = dirty.filter(run_id__in=Run.objects.filter(problem_set=problem_set).values("pk"))
+    return dirty
+
+
+def note_rescorer_alive() -> None:
+    cache.set(RESCORER_ALIVE_KEY, 1, timeout=RESCORER_ALIVE_SECONDS)
+
+
+def rescorer_alive() -> bool:
+    return bool(cache.get(RESCORER_ALIVE_KEY))
+
+
 def mark_kernels(kernel_ids: Iterable[int]) -> None:
     """Re-score the runs of these kernels (review, report and flag writes)."""
-    mark_runs(set(Kernel.objects.filter(pk__in=list(kernel_ids)).values_list("run_id", flat=True)))
+    mark_runs(set(Kernel.objects.filter(pk__in=list(kernel_ids)).order_by().values_list("run_id", flat=True)))
 
 
 def refresh_kernel_states(kernel_ids: Iterable[int]) -> None:
@@ -200,9 +240,9 @@ def refresh_runs(run_ids: Iterable[int]) -> None:
     ids = sorted(set(run_ids))
     if not ids:
         return
-    pending = getattr(_local, "pending", None)
-    if pending is not None:  # re-scored now: a later write in this transaction must mark them again
-        pending[0].difference_update(ids)
+    marked = getattr(_local, "marked", None)
+    if marked is not None:  # re-scored now: a later write in this transaction must mark them again
+        marked[0].difference_update(ids)
     try:
         _refresh(ids)
     except OperationalError:

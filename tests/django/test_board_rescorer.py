@@ -1,0 +1,116 @@
+"""Writes that scale: a stored result costs its writer a few small queries and no re-scoring; the
+background re-scorer (`manage.py refresh_boards`) takes the marked runs in batches and leaves the
+stored boards equal to a fresh computation; a mark the re-scorer never takes is made up by the next
+read. Runs on SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import random
+import threading
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from leaderboard.evaluations import attempts
+from leaderboard.models import DirtyRun, Evaluation, Kernel, Run, RunScore
+from leaderboard.reads.board import rescorer
+from leaderboard.reads.board import store as board_store
+from leaderboard.reads.board.rows import level_standings, live_level_standings
+from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
+from tests.django.test_board_read_model import boards, random_world
+
+pytestmark = pytest.mark.django_db
+
+CORRECT = {"status": "correct", "compiled": True, "correct": True, "speedup": 3.0}
+
+
+@pytest.fixture(autouse=True)
+def _no_rescorer_heartbeat():
+    cache.delete(board_store.RESCORER_ALIVE_KEY)
+    yield
+    cache.delete(board_store.RESCORER_ALIVE_KEY)
+
+
+def claimed(world, kernel: Kernel) -> attempts.Claim:
+    """A new evaluation of `kernel`, queued and claimed as a GPU worker claims it."""
+    evaluation = Evaluation.objects.create(kernel=kernel, hardware=world.hardware)
+    claim = attempts.claim(evaluation.pk, "gpu-host.1")
+    assert claim is not None
+    return claim
+
+
+def test_storing_a_result_rescores_nothing_in_the_writer(world, django_capture_on_commit_callbacks):
+    kernels = [world.kernel(problem, sample=sample) for problem in world.problems for sample in range(3)]
+    board_store.refresh_dirty()
+    claim = claimed(world, kernels[0])
+    with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
+        assert attempts.store_result(claim, CORRECT)
+    sql = [query["sql"].lower() for query in queries]
+    assert not [q for q in sql if "runscore" in q or "boardversion" in q]  # no re-scoring, in or after it
+    assert len(sql) <= 10  # the verdict, the kernel's latest evaluation, the mark: not the run's kernels
+    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
+
+
+def test_the_rescorer_makes_the_stored_boards_equal_a_fresh_computation(world, reviewer, visitor):
+    kernels = random_world(world, random.Random(11), reviewer, visitor)
+    board_store.refresh_dirty()
+    for kernel in random.Random(3).sample(kernels, 12):
+        assert attempts.store_result(claimed(world, kernel), CORRECT)
+    marked = DirtyRun.objects.count()
+    assert marked > 2
+    passes = []
+    while (done := rescorer.rescore_pass(batch=2)).runs:
+        passes.append(done)
+    assert [done.runs for done in passes] == [2] * (marked // 2) + [marked % 2] * (marked % 2)
+    assert all(done.db_seconds > 0 for done in passes)
+    assert not DirtyRun.objects.exists()
+    assert board_store.verify_all() == []
+    assert boards(world.problem_set, level_standings) == boards(world.problem_set, live_level_standings)
+
+
+def test_the_rescorer_loop_says_it_is_alive_and_stops_when_told(world):
+    world.kernel(world.problems[0], speedup=2.0)
+    stop, seen = threading.Event(), []
+    rescorer.run(stop, poll=0, report=lambda done: (seen.append(done.runs), stop.set()))
+    assert seen == [1] and board_store.rescorer_alive()
+    assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_page_read_leaves_fresh_marks_to_a_live_rescorer_and_makes_up_lost_ones(world):
+    world.kernel(world.problems[0], speedup=2.0)  # committed: its run is marked
+    board_store.note_rescorer_alive()
+    assert board_store.refresh_unattended() == 0  # the re-scorer takes it within a poll
+    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
+    lost = timezone.now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS + 1)
+    DirtyRun.objects.update(marked_at=lost)  # the re-scorer died with it, or is stuck
+    assert board_store.refresh_unattended() == 1
+    assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_rescorer_a_page_read_rescores_every_mark(world):
+    world.kernel(world.problems[0], speedup=2.0)
+    assert board_store.refresh_unattended() == 1  # nothing says a re-scorer is alive
+    assert not DirtyRun.objects.exists()
+
+
+def test_a_read_inside_a_transaction_rescores_its_own_marks(world):
+    board_store.note_rescorer_alive()
+    with transaction.atomic():
+        world.kernel(world.problems[0], speedup=2.0)
+        assert board_store.refresh_unattended() == 1  # no other process can see this mark yet
+
+
+def test_a_board_build_makes_up_a_mark_the_rescorer_has_not_reached(world, client):
+    world.kernel(world.problems[0], speedup=2.0)
+    board_store.note_rescorer_alive()
+    body = client.get("/levels/1/?export=json&set=s").json()
+    assert [row["correct"] for row in body["rows"] if row["run_id"] == world.run.pk] == [0.25]  # 1 of 4 problems
+    assert not DirtyRun.objects.exists()
+    assert Run.objects.get(pk=world.run.pk).n_kernels == 1
