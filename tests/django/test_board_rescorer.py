@@ -44,11 +44,12 @@ def claimed(world, kernel: Kernel) -> attempts.Claim:
     return claim
 
 
-def test_storing_a_result_rescores_nothing_in_the_writer(world, django_capture_on_commit_callbacks):
+@pytest.mark.django_db(transaction=True)  # committed for real: what runs after commit is counted too
+def test_storing_a_result_rescores_nothing_in_the_writer(world):
     kernels = [world.kernel(problem, sample=sample) for problem in world.problems for sample in range(3)]
     board_store.refresh_dirty()
     claim = claimed(world, kernels[0])
-    with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
+    with CaptureQueriesContext(connection) as queries:
         assert attempts.store_result(claim, CORRECT)
     sql = [query["sql"].lower() for query in queries]
     assert not [q for q in sql if "runscore" in q or "boardversion" in q]  # no re-scoring, in or after it
