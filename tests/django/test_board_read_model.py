@@ -121,22 +121,21 @@ def test_the_read_model_gives_the_reference_boards(world, reviewer, visitor, see
 
 
 @pytest.mark.django_db(transaction=True)
-def test_writes_mark_their_run_and_the_rescorer_refreshes_the_stored_rows(world):
+def test_writes_after_commit_refresh_the_stored_rows(world):
     # A plain user, not the `reviewer` fixture: an earlier transactional test (live server, worker)
     # may have flushed the tables, the Reviewers group its data migration made included.
     reviewer = User.objects.create_user("judge")
     with transaction.atomic():
         kernel = world.kernel(world.problems[0], speedup=2.5)
-    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # marked; the writer re-scored nothing
-    call_command("refresh_boards", "--once")
+        assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # marked, re-scored at commit
     assert not DirtyRun.objects.exists()
     assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1
     with transaction.atomic():
         review(kernel, reviewer, "reward_hack")
-    assert Kernel.objects.get(pk=kernel.pk).review_excluded  # the queue's state: stored in the review's transaction
-    call_command("refresh_boards", "--once")
+    assert not DirtyRun.objects.exists()
     stored = RunScore.objects.get(run=world.run, level=1, with_excluded=False)
     assert (stored.s0_correct, stored.excluded) == (0, 1)
+    assert Kernel.objects.get(pk=kernel.pk).review_excluded
 
 
 def test_a_refresh_is_idempotent(world):
@@ -175,36 +174,30 @@ def test_an_evaluation_finishing_costs_a_bounded_number_of_queries(world, django
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_evaluation_finishing_in_the_worker_marks_its_run_for_the_rescorer(world):
+def test_an_evaluation_finishing_in_the_worker_rescores_its_run_after_commit(world):
     from leaderboard.evaluations.attempts import refresh_latest_evaluation
 
     kernel = Kernel.objects.create(run=world.run, problem=world.problems[0], source="class ModelNew: pass")
     evaluation = kernel.evaluations.create(hardware=world.hardware)  # queued
-    call_command("refresh_boards", "--once")
     with transaction.atomic():  # what store_result does: save the verdict, point the kernel at it
         Evaluation.objects.filter(pk=evaluation.pk).update(
             state="done", status="correct", compiled=True, correct=True, speedup=2.0
         )
         refresh_latest_evaluation(kernel.pk)
-    assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 0  # not yet
-    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
-    call_command("refresh_boards", "--once")
     stored = RunScore.objects.get(run=world.run, level=1, with_excluded=False)
     assert stored.s0_correct == 1 and not DirtyRun.objects.exists()
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failed_rescoring_keeps_the_write_and_the_mark(world, monkeypatch):
+def test_a_failed_rescoring_after_commit_keeps_the_write_and_the_mark(world, monkeypatch):
     def broken(run_ids):
         raise RuntimeError("database went away")
 
+    monkeypatch.setattr(board_store, "refresh_runs", broken)
     with transaction.atomic():
         kernel = world.kernel(world.problems[0], speedup=2.5)
-    monkeypatch.setattr(board_store, "refresh_runs", broken)
-    with pytest.raises(RuntimeError):
-        call_command("refresh_boards", "--once")
     assert Kernel.objects.filter(pk=kernel.pk).exists()  # the write stands
-    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # the next pass or read re-scores it
+    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # the next read re-scores it
     monkeypatch.undo()
     assert RunScore.objects.filter(run=world.run, level=1).exists() is False
     board_store.refresh_dirty()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import threading
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from leaderboard.reads.board import rescorer
@@ -26,6 +27,11 @@ class Command(BaseCommand):
                 if verbose:
                     self._report(done)
             return
+        if not settings.BOARD_RESCORER:
+            self.stderr.write(
+                "BOARD_RESCORER is off: writers still re-score their runs themselves; set BOARD_RESCORER=1 "
+                "for the web, the workers and this process so that they leave it to this one."
+            )
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())

@@ -1,8 +1,8 @@
-"""The boards' background re-scorer: the only process that re-scores runs as results land
-(leaderboard/reads/board/store.py, "How it stays current").
+"""The boards' background re-scorer: where the site runs one (BOARD_RESCORER), the process that
+re-scores runs as results land (leaderboard/reads/board/store.py, "How it stays current").
 
-`run` loops until told to stop: say it is alive (pages then leave fresh marks to it), take the
-oldest marked runs, at most `batch`, and re-score them in one transaction (`store.rescore_oldest`);
+`run` loops until told to stop: take the oldest marked runs, at most `batch`, and re-score them in
+one transaction (`store.rescore_oldest`);
 wait `poll` seconds when it found less than a full batch, go on at once when it is behind. More
 than one re-scorer is harmless: they take turns on the runs' row locks, and a run re-scored twice
 is stored the same. A database that goes away is waited out, never a reason to exit.
@@ -72,7 +72,6 @@ def run(
     while not stop.is_set():
         try:
             connection.close_if_unusable_or_obsolete()
-            board_store.note_rescorer_alive()
             done = rescore_pass(batch)
         except OperationalError as exc:  # the database is down or restarting: wait, then try again
             log.warning("re-scoring the boards failed, retrying in %g s: %s", OUTAGE_SECONDS, exc)

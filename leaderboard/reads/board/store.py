@@ -14,14 +14,15 @@ How it stays current:
    review rules (KernelQuerySet.with_review_state), and bulk writes store the kernels' review state,
    the RunScore rows, the runs' and problems' kernel counts and the board version. Fifty results
    landing in fifty runs cost one batch, not fifty re-scorings inside fifty writers.
-3. Board builds call `refresh_dirty` first, so nothing stale is built: a mark the re-scorer has not
-   reached yet (or never will: a dying re-scorer, none running, a test's transaction) is made up
-   by the build, in the background. Requests never re-score for a board: they read `board_state`
-   (one query) and are served the last complete build (leaderboard/reads/board/served.py).
-   Other pages that read stored numbers (problem, model and kernel pages, the runs API) call
-   `refresh_unattended`: it makes up the marks the re-scorer left behind (all of them when no
-   re-scorer says it is alive, or inside the reader's own transaction, whose marks no other process
-   can see), and leaves fresh ones to it.
+3. Nothing stale is built, and a lost re-scoring is made up. Board builds (in the background) and
+   the pages that read stored numbers (problem, model and kernel pages, the runs API) call
+   `refresh_unattended` first: it re-scores the marks the re-scorer left behind (older than
+   BOARD_FRESHNESS_SECONDS: it died or is stuck), or every mark when no re-scorer says it is alive
+   (a site run without one, every test) or inside the reader's own transaction (whose marks no
+   other process can see), and leaves fresh ones to the re-scorer. A board built while fresh marks
+   wait is dated as of the oldest of them, so its "as of" stays true, and it is rebuilt once they
+   are re-scored. Requests never re-score for a board: they read `board_state` (one query) and are
+   served the last complete build (leaderboard/reads/board/served.py).
 
 `rebuild_all` re-scores everything and `verify_all` compares stored rows with a fresh computation
 (`manage.py rebuild_boards [--verify]`).
@@ -38,7 +39,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import DatabaseError, OperationalError, transaction
 from django.db.models import F, Subquery
 from django.utils import timezone
@@ -131,22 +131,23 @@ def ranked_speedup(origin: str | None, speedup: float | None, published: float |
 
 
 # ---------------------------------------------------------------------------------------------
-# scheduling: mark in the transaction, re-score in the background
-
-RESCORER_ALIVE_KEY = "board-rescorer:alive"  # set in the shared cache by a running re-scorer
-RESCORER_ALIVE_SECONDS = 5  # how long one heartbeat counts
+# scheduling: mark in the transaction; re-score in the background (or after commit)
 
 _local = threading.local()
 
 
 def mark_runs(run_ids: Iterable[int]) -> None:
-    """Record that these runs need re-scoring, in the current transaction (the re-scorer takes them
-    once it commits). Cheap to call once per write: repeated calls in one transaction mark each run
-    once."""
+    """Record that these runs need re-scoring, in the current transaction: the background re-scorer
+    takes them once it commits (BOARD_RESCORER), or, on a site without one, this process re-scores
+    them after the commit (at once outside a transaction). Cheap to call once per write: repeated
+    calls in one transaction mark each run once."""
     ids = {run_id for run_id in run_ids if run_id is not None}
     if not ids:
         return
     connection = transaction.get_connection()
+    if not connection.in_atomic_block and not settings.BOARD_RESCORER:
+        refresh_runs(ids)
+        return
     marked = _marked_ids(connection) if connection.in_atomic_block else set()
     new = ids - marked
     if new:
@@ -155,20 +156,25 @@ def mark_runs(run_ids: Iterable[int]) -> None:
 
 
 def _marked_ids(connection) -> set[int]:
-    """The run ids already marked in this transaction: a new set per transaction, recognised by
-    the after-commit callback registered with it (a rollback discards both)."""
+    """The run ids already marked in this transaction: a new set per transaction, recognised by the
+    after-commit callback registered with it (a rollback discards both). The callback re-scores
+    them unless a background re-scorer will."""
     current = getattr(_local, "marked", None)
     if current is not None and any(entry[1] is current[1] for entry in connection.run_on_commit):
         return current[0]
     ids: set[int] = set()
 
-    def forget() -> None:
+    def after_commit() -> None:
         if getattr(_local, "marked", None) is state:
             _local.marked = None
+        if not settings.BOARD_RESCORER:
+            refresh_runs(ids)
 
-    state = (ids, forget)
+    state = (ids, after_commit)
     _local.marked = state
-    transaction.on_commit(forget)
+    # robust: a failed re-scoring must not fail the write that committed (the mark stays; the next
+    # read or refresh makes it up).
+    transaction.on_commit(after_commit, robust=True)
     return ids
 
 
@@ -181,11 +187,11 @@ def refresh_dirty(problem_set: ProblemSet | None = None) -> int:
 
 
 def refresh_unattended(problem_set: ProblemSet | None = None) -> int:
-    """For a page read: re-score the marks the re-scorer will not take in time, and leave it the
-    rest. All of them when no re-scorer is alive (a site run without one keeps working, as every
-    test does) or inside a transaction (its own marks: no other process can see them); otherwise
-    only those older than BOARD_FRESHNESS_SECONDS (a re-scorer behind or stuck)."""
-    if transaction.get_connection().in_atomic_block or not rescorer_alive():
+    """Before a board build or a page read: re-score the marks nobody else will re-score in time,
+    and leave the background re-scorer the rest. Where one runs (BOARD_RESCORER), those are the
+    marks older than BOARD_FRESHNESS_SECONDS (it died or is stuck), or all of them inside a
+    transaction (its own marks: no other process can see them); on a site without one, all."""
+    if not settings.BOARD_RESCORER or transaction.get_connection().in_atomic_block:
         return refresh_dirty(problem_set)
     lost_before = timezone.now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS)
     ids = list(_dirty(problem_set).filter(marked_at__lt=lost_before).values_list("run_id", flat=True))
@@ -207,14 +213,6 @@ def _dirty(problem_set: ProblemSet | None):
     if problem_set is not None:
         dirty = dirty.filter(run_id__in=Run.objects.filter(problem_set=problem_set).values("pk"))
     return dirty
-
-
-def note_rescorer_alive() -> None:
-    cache.set(RESCORER_ALIVE_KEY, 1, timeout=RESCORER_ALIVE_SECONDS)
-
-
-def rescorer_alive() -> bool:
-    return bool(cache.get(RESCORER_ALIVE_KEY))
 
 
 def mark_kernels(kernel_ids: Iterable[int]) -> None:
@@ -424,8 +422,8 @@ def stored_scores(
     problem_set: ProblemSet, runs, level: int | None, include_excluded: bool
 ) -> list[tuple[Run, LevelScore]]:
     """(run, its stored score on `level`) for each of `runs` (a queryset with its select_related),
-    made current first. Runs without a stored row (no kernel on the level) get an empty score."""
-    refresh_dirty(problem_set)
+    made current first (refresh_unattended). Runs without a stored row (no kernel on the level) get an empty score."""
+    refresh_unattended(problem_set)
     runs = with_related(list(runs.select_related(None)), problem_set)
     key = ALL_LEVELS if level is None else level
     # The all-levels rows come in the same query: each run's kernels measured here (measured_here).
