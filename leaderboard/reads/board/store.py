@@ -31,16 +31,18 @@ How it stays current:
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import reduce
 
 from django.conf import settings
 from django.db import DatabaseError, OperationalError, transaction
-from django.db.models import F, Subquery
+from django.db.models import F, Q, Subquery
 from django.utils import timezone
 
 from evaluation.metrics import speedup_problem
@@ -151,7 +153,15 @@ def mark_runs(run_ids: Iterable[int]) -> None:
     marked = _marked_ids(connection) if connection.in_atomic_block else set()
     new = ids - marked
     if new:
-        DirtyRun.objects.bulk_create([DirtyRun(run_id=run_id) for run_id in new], ignore_conflicts=True)
+        now = timezone.now()
+        # A run already marked keeps its oldest mark's time and takes this write's as its latest
+        # (and leaves the set-aside list: re-scored again after a write).
+        DirtyRun.objects.bulk_create(
+            [DirtyRun(run_id=run_id, last_marked_at=now) for run_id in sorted(new)],
+            update_conflicts=True,
+            unique_fields=["run_id"],
+            update_fields=["last_marked_at", "failed_at", "error"],
+        )
         marked.update(new)
 
 
@@ -272,14 +282,41 @@ def _refresh(ids: list[int]) -> None:
         runs = dict(
             Run.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", "problem_set_id")
         )
-        DirtyRun.objects.filter(run_id__in=ids).delete()
-        rows = kernel_rows(Kernel.objects.filter(run_id__in=list(runs)))
+        marks = list(DirtyRun.objects.filter(run_id__in=ids).values_list("run_id", "last_marked_at"))
+        rows = kernel_rows(Kernel.objects.filter(run_id__in=list(runs)))  # read after the marks
         _store_kernel_states(rows, _stored_states([row.pk for row in rows]))
-        old_counts = _problem_kernel_counts(ids)
-        RunScore.objects.filter(run_id__in=ids).delete()
-        RunScore.objects.bulk_create(_scores(rows, runs), batch_size=500)
+        stored = list(RunScore.objects.filter(run_id__in=ids))
+        old_counts = _kernel_counts_of(stored)
+        _store_scores(_scores(rows, runs), stored)
         _store_counts(rows, runs, old_counts)
         bump_versions(set(runs.values()))
+        _clear_marks(marks)  # last: a writer marking one of these runs waits for nothing before it
+
+
+def _clear_marks(marks: list[tuple[int, datetime | None]]) -> None:
+    """Remove the marks this re-scoring covers: those no write has marked again since they were read
+    (a later write's mark stays, for the next re-scoring). Deleting only at the end of the
+    re-scoring's transaction keeps writers from waiting on it: a mark deleted at its start would
+    hold every writer of those runs until it commits."""
+    if marks:
+        unchanged = [
+            Q(run_id=run_id, last_marked_at=at) if at else Q(run_id=run_id, last_marked_at__isnull=True)
+            for run_id, at in marks
+        ]
+        DirtyRun.objects.filter(reduce(operator.or_, unchanged)).delete()
+
+
+def _store_scores(fresh: list[RunScore], stored: list[RunScore]) -> None:
+    """Write the RunScore rows that differ from the stored ones, and remove those no longer there. A
+    result changes its level's rows and the all-levels ones; the run's other levels stay as stored
+    (most of the bytes a re-scoring would otherwise write: each row carries every problem)."""
+    stored_by_key = {_key(row): row for row in stored}
+    changed = [
+        row for row in fresh if _key(row) not in stored_by_key or _fields(row) != _fields(stored_by_key[_key(row)])
+    ]
+    kept = {_key(row) for row in fresh} - {_key(row) for row in changed}
+    RunScore.objects.filter(pk__in=[row.pk for key, row in stored_by_key.items() if key not in kept]).delete()
+    RunScore.objects.bulk_create(changed, batch_size=500)
 
 
 def _stored_states(kernel_ids: list[int]) -> dict[int, tuple]:
@@ -362,11 +399,16 @@ def from_values(values: tuple) -> LevelScore:
 
 def _problem_kernel_counts(run_ids: list[int]) -> Counter:
     """Kernels per problem of these runs, as stored (before re-scoring)."""
+    return _kernel_counts_of(RunScore.objects.filter(run_id__in=run_ids, level=ALL_LEVELS, with_excluded=True))
+
+
+def _kernel_counts_of(stored: Iterable[RunScore]) -> Counter:
+    """Kernels per problem in these stored rows (their all-levels rows with excluded kernels)."""
     counts: Counter = Counter()
-    stored = RunScore.objects.filter(run_id__in=run_ids, level=ALL_LEVELS, with_excluded=True)
-    for problems in stored.values_list("problems", flat=True):
-        for pid, outcome in problems.items():
-            counts[int(pid)] += outcome[3]
+    for row in stored:
+        if row.level == ALL_LEVELS and row.with_excluded:
+            for pid, outcome in row.problems.items():
+                counts[int(pid)] += outcome[3]
     return counts
 
 
@@ -479,7 +521,9 @@ def board_state(problem_set: ProblemSet | None) -> BoardState:
     if problem_set is None:
         return BoardState(0, None, None)
     of_set = Run.objects.filter(problem_set=problem_set).values("pk")
-    oldest_mark = DirtyRun.objects.filter(run_id__in=of_set, failed_at__isnull=True).order_by("marked_at").values("marked_at")[:1]
+    oldest_mark = (
+        DirtyRun.objects.filter(run_id__in=of_set, failed_at__isnull=True).order_by("marked_at").values("marked_at")[:1]
+    )
     row = (
         BoardVersion.objects.filter(problem_set=problem_set)
         .annotate(dirty_since=Subquery(oldest_mark))
