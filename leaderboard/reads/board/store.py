@@ -104,13 +104,16 @@ class KernelRow:
     level: int
     facts: KernelFacts
     state: tuple  # the review state the rules give now (as _STATE_FIELDS)
+    stored: tuple | None = None  # the review state stored on the kernel, when asked for
 
 
-def kernel_rows(kernels: KernelQuerySet) -> list[KernelRow]:
-    """Each kernel's scoring facts and review state by the reference rules, in one query."""
-    rows = kernels.order_by().with_review_state().values_list(*_FACT_FIELDS)
+def kernel_rows(kernels: KernelQuerySet, with_stored: bool = False) -> list[KernelRow]:
+    """Each kernel's scoring facts and review state by the reference rules (and the state stored,
+    `with_stored`), in one query."""
+    fields = (*_FACT_FIELDS, *_STATE_FIELDS) if with_stored else _FACT_FIELDS
     result = []
-    for pk, run_id, level, problem_id, sample, compiled, correct, speedup, *review in rows:
+    for values in kernels.order_by().with_review_state().values_list(*fields):
+        pk, run_id, level, problem_id, sample, compiled, correct, speedup, *review = values[: len(_FACT_FIELDS)]
         flagged, pending, excluded, verdict, reported_at, evaluated_at, created_at, origin, published, on = review
         facts = KernelFacts(
             problem_id, sample, compiled, correct, speedup, bool(flagged), bool(pending), bool(excluded),
@@ -119,7 +122,8 @@ def kernel_rows(kernels: KernelQuerySet) -> list[KernelRow]:
         queued_at = (reported_at or evaluated_at or created_at) if pending else None
         ranked = ranked_speedup(origin, speedup, published)
         state = (verdict or "", bool(pending), bool(excluded), bool(flagged), queued_at, speedup, ranked)
-        result.append(KernelRow(pk, run_id, level, facts, state))
+        stored = tuple(values[len(_FACT_FIELDS) :]) if with_stored else None
+        result.append(KernelRow(pk, run_id, level, facts, state, stored))
     return result
 
 
@@ -232,8 +236,7 @@ def mark_kernels(kernel_ids: Iterable[int]) -> None:
 
 def refresh_kernel_states(kernel_ids: Iterable[int]) -> None:
     """Store the review state of these kernels now (in the current transaction): the queue reads it."""
-    rows = kernel_rows(Kernel.objects.filter(pk__in=list(kernel_ids)))
-    _store_kernel_states(rows, _stored_states([row.pk for row in rows]))
+    _store_kernel_states(kernel_rows(Kernel.objects.filter(pk__in=list(kernel_ids)), with_stored=True))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,8 +286,8 @@ def _refresh(ids: list[int]) -> None:
             Run.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", "problem_set_id")
         )
         marks = list(DirtyRun.objects.filter(run_id__in=ids).values_list("run_id", "last_marked_at"))
-        rows = kernel_rows(Kernel.objects.filter(run_id__in=list(runs)))  # read after the marks
-        _store_kernel_states(rows, _stored_states([row.pk for row in rows]))
+        rows = kernel_rows(Kernel.objects.filter(run_id__in=list(runs)), with_stored=True)  # after the marks
+        _store_kernel_states(rows)
         stored = list(RunScore.objects.filter(run_id__in=ids))
         old_counts = _kernel_counts_of(stored)
         _store_scores(_scores(rows, runs), stored)
@@ -319,20 +322,11 @@ def _store_scores(fresh: list[RunScore], stored: list[RunScore]) -> None:
     RunScore.objects.bulk_create(changed, batch_size=500)
 
 
-def _stored_states(kernel_ids: list[int]) -> dict[int, tuple]:
-    if not kernel_ids:
-        return {}
-    rows = Kernel.objects.filter(pk__in=kernel_ids).order_by().values_list("pk", *_STATE_FIELDS)
-    return {pk: tuple(state) for pk, *state in rows}
-
-
-def _store_kernel_states(rows: list[KernelRow], stored: dict[int, tuple]) -> None:
-    """Write the review state of the kernels whose state changed, in bulk (usually one kernel: the
-    one just evaluated or reviewed; a whole run after an import)."""
+def _store_kernel_states(rows: list[KernelRow]) -> None:
+    """Write the review state of the kernels whose state changed (rows read `with_stored`), in bulk
+    (usually one kernel: the one just evaluated or reviewed; a whole run after an import)."""
     changed = [
-        Kernel(pk=row.pk, **dict(zip(_STATE_FIELDS, row.state, strict=True)))
-        for row in rows
-        if stored.get(row.pk) != row.state
+        Kernel(pk=row.pk, **dict(zip(_STATE_FIELDS, row.state, strict=True))) for row in rows if row.stored != row.state
     ]
     Kernel.objects.bulk_update(changed, _STATE_FIELDS, batch_size=500)
 
@@ -350,9 +344,12 @@ def _scores(rows: list[KernelRow], runs: dict[int, int]) -> list[RunScore]:
         if (problem := speedup_problem(row.facts.speedup)) is not None:
             raise ValueError(f"kernel {row.pk} of run {row.run_id}: {problem}")
     for (run_id, level), facts in by_level.items():
-        for with_excluded in (False, True):
-            score = scoring.level_score(facts, include_excluded=with_excluded)
-            scores.append(to_model(run_id, level, with_excluded, score, kernels_per_problem))
+        without = scoring.level_score(facts, include_excluded=False)
+        # No kernel excluded (most runs): both variants are the same score, computed once.
+        excluded = any(kernel.excluded for kernel in facts)
+        with_excluded = scoring.level_score(facts, include_excluded=True) if excluded else without
+        scores.append(to_model(run_id, level, False, without, kernels_per_problem))
+        scores.append(to_model(run_id, level, True, with_excluded, kernels_per_problem))
     return scores
 
 
