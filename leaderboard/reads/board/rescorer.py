@@ -71,7 +71,8 @@ def run(
     """Re-score marked runs until `stop` is set; `report` is told of every pass that found any."""
     while not stop.is_set():
         try:
-            connection.close_if_unusable_or_obsolete()
+            if not connection.in_atomic_block:  # (a test's transaction: its connection must stay)
+                connection.close_if_unusable_or_obsolete()  # a connection the database dropped, or too old
             done = rescore_pass(batch)
         except OperationalError as exc:  # the database is down or restarting: wait, then try again
             log.warning("re-scoring the boards failed, retrying in %g s: %s", OUTAGE_SECONDS, exc)
