@@ -123,3 +123,12 @@ def test_a_board_built_while_marks_wait_for_the_rescorer_is_dated_before_them(wo
     kept = served._build_and_keep("test-board", world.problem_set, lambda as_of: as_of)
     assert kept.body <= marked_at  # its "as of" claims no write it lacks
     assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # left to the re-scorer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_healthz_says_degraded_when_marks_wait_for_a_rescorer_that_does_not_run(world, client):
+    world.kernel(world.problems[0], speedup=2.0)
+    assert client.get("/healthz").json()["boards"]["ok"] is True  # a fresh mark: the re-scorer's
+    DirtyRun.objects.update(marked_at=timezone.now() - timedelta(minutes=5))
+    health = client.get("/healthz").json()
+    assert health["boards"]["ok"] is False and health["status"] in ("degraded", "unavailable")

@@ -275,6 +275,12 @@ def set_aside(run_id: int, exc: Exception) -> None:
     )
 
 
+def oldest_mark_seconds() -> float:
+    """How long the oldest mark still to be re-scored has waited (0 when none waits)."""
+    oldest = _dirty(None).order_by("marked_at").values_list("marked_at", flat=True).first()
+    return (timezone.now() - oldest).total_seconds() if oldest else 0.0
+
+
 def set_aside_runs() -> list[DirtyRun]:
     return list(DirtyRun.objects.filter(failed_at__isnull=False).order_by("failed_at"))
 
