@@ -55,8 +55,9 @@ if [ -z "${CHURN_ONLY:-}" ]; then
   $PY benchmarks/web/http_bench.py --base "http://127.0.0.1:$web_port" --urls "$work/urls.txt" --cookie "$cookie" --repeat "$REPEAT"
 fi
 echo "== boards while results land: at rest, 1, 5 and 50 evaluations stored per second (attempts.claim + store_result)"
+# shellcheck disable=SC2086  # CHURN_RATES: the write rates, as separate words ("1 5 50" by default)
 $PY benchmarks/web/churn_bench.py --base "http://127.0.0.1:$web_port" --py "$PY" --repeat "$REPEAT" \
-  --rescorer-log "$work/rescorer.log" --rescorer-pid "$rescorer_pid"
+  --rescorer-log "$work/rescorer.log" --rescorer-pid "$rescorer_pid" --rates ${CHURN_RATES:-1 5 50}
 kill $gunicorn_pid
 if [ -z "${CHURN_ONLY:-}" ]; then
   echo "== writes"

@@ -74,10 +74,12 @@ def run(
             if not connection.in_atomic_block:  # (a test's transaction: its connection must stay)
                 connection.close_if_unusable_or_obsolete()  # a connection the database dropped, or too old
             done = rescore_pass(batch)
-        except OperationalError as exc:  # the database is down or restarting: wait, then try again
-            log.warning("re-scoring the boards failed, retrying in %g s: %s", OUTAGE_SECONDS, exc)
-            connection.close()
-            stop.wait(OUTAGE_SECONDS)
+        except OperationalError as exc:  # a deadlock or a lock timeout: again soon; the database down: later
+            wait = poll if connection.is_usable() else OUTAGE_SECONDS
+            log.warning("re-scoring the boards failed, retrying in %g s: %s", wait, exc)
+            if wait == OUTAGE_SECONDS:
+                connection.close()
+            stop.wait(wait)
             continue
         if done.runs and report is not None:
             report(done)

@@ -304,15 +304,18 @@ def _refresh(ids: list[int]) -> None:
 
 def _clear_marks(marks: list[tuple[int, datetime | None]]) -> None:
     """Remove the marks this re-scoring covers: those no write has marked again since they were read
-    (a later write's mark stays, for the next re-scoring). Deleting only at the end of the
-    re-scoring's transaction keeps writers from waiting on it: a mark deleted at its start would
-    hold every writer of those runs until it commits."""
-    if marks:
-        unchanged = [
-            Q(run_id=run_id, last_marked_at=at) if at else Q(run_id=run_id, last_marked_at__isnull=True)
-            for run_id, at in marks
-        ]
-        DirtyRun.objects.filter(reduce(operator.or_, unchanged)).delete()
+    (a later write's mark stays, for the next re-scoring). Only at the end of the re-scoring's
+    transaction, and skipping the marks a writer is renewing right now (they stay anyway): a mark
+    deleted at the start would hold every writer of its run until the re-scoring commits, and one
+    waited for here would deadlock with a writer waiting for a kernel row this re-scoring wrote."""
+    if not marks:
+        return
+    unchanged = [
+        Q(run_id=run_id, last_marked_at=at) if at else Q(run_id=run_id, last_marked_at__isnull=True)
+        for run_id, at in marks
+    ]
+    free = DirtyRun.objects.select_for_update(skip_locked=True).filter(reduce(operator.or_, unchanged))
+    DirtyRun.objects.filter(run_id__in=list(free.values_list("run_id", flat=True))).delete()
 
 
 def _store_scores(fresh: list[RunScore], stored: list[RunScore]) -> None:
