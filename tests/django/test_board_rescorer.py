@@ -132,3 +132,19 @@ def test_healthz_says_degraded_when_marks_wait_for_a_rescorer_that_does_not_run(
     DirtyRun.objects.update(marked_at=timezone.now() - timedelta(minutes=5))
     health = client.get("/healthz").json()
     assert health["boards"]["ok"] is False and health["status"] in ("degraded", "unavailable")
+
+
+def test_a_write_landing_during_a_rescoring_keeps_its_mark_for_the_next(world, monkeypatch):
+    world.kernel(world.problems[0], speedup=2.0)
+    read_kernels = board_store.kernel_rows
+
+    def a_write_lands_meanwhile(kernels, **options):
+        rows = read_kernels(kernels, **options)
+        board_store.mark_runs([world.run.pk])  # after the re-scoring read the run: not in its rows
+        return rows
+
+    monkeypatch.setattr(board_store, "kernel_rows", a_write_lands_meanwhile)
+    assert rescorer.rescore_pass().runs == 1
+    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # the next pass takes it
+    monkeypatch.undo()
+    assert rescorer.rescore_pass().runs == 1 and not DirtyRun.objects.exists()
