@@ -5,15 +5,19 @@ How it stays current:
 
 1. A write that changes a run's inputs (a kernel, an evaluation, a review, a report; run and
    baseline imports; deletions) calls `mark_runs(run_ids)`, directly or through the model signals in
-   leaderboard/reads/board/signals.py. That records a DirtyRun row in the writing transaction (once
-   per run and transaction) and nothing more: no writer re-scores, so a stored result costs its
-   writer a few small queries whatever the size of its run.
+   leaderboard/reads/board/signals.py. That upserts a DirtyRun row in the writing transaction (once
+   per run and transaction: its oldest mark's time stays, its latest is renewed). Where the site
+   runs the background re-scorer (settings.BOARD_RESCORER) that is all a writer does, so a stored
+   result costs its writer a few small queries whatever the size of its run; without one, the
+   writer re-scores its runs after its commit.
 2. The background re-scorer (leaderboard/reads/board/rescorer.py, `manage.py refresh_boards`)
    takes the marked runs in batches, oldest first, a few times a second, and `refresh_runs` re-scores
    each batch in one transaction, idempotently: one query reads the runs' kernels with the reference
-   review rules (KernelQuerySet.with_review_state), and bulk writes store the kernels' review state,
-   the RunScore rows, the runs' and problems' kernel counts and the board version. Fifty results
-   landing in fifty runs cost one batch, not fifty re-scorings inside fifty writers.
+   review rules (KernelQuerySet.with_review_state) and their stored state, and bulk writes store the
+   kernels' review state that changed, the RunScore rows that changed, the runs' and problems'
+   kernel counts and the board version. Many results in one run cost one re-scoring; results in
+   many runs share one transaction, though each run is still re-scored whole. It removes, last, only
+   the marks no write renewed meanwhile, so writers never wait for it and no write is missed.
 3. Nothing stale is built, and a lost re-scoring is made up. Board builds (in the background) and
    the pages that read stored numbers (problem, model and kernel pages, the runs API) call
    `refresh_unattended` first: it re-scores the marks the re-scorer left behind (older than
