@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from datetime import timedelta
 
 import pytest
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -147,4 +148,32 @@ def test_a_write_landing_during_a_rescoring_keeps_its_mark_for_the_next(world, m
     assert rescorer.rescore_pass().runs == 1
     assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # the next pass takes it
     monkeypatch.undo()
+    assert rescorer.rescore_pass().runs == 1 and not DirtyRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_leaves_a_run_another_rescoring_holds_and_keeps_its_mark(world):
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks: SQLite locks the whole database")
+    world.kernel(world.problems[0], speedup=2.0)  # committed: its run is marked
+    held, release = threading.Event(), threading.Event()
+
+    def another_rescoring() -> None:
+        with transaction.atomic():
+            list(Run.objects.select_for_update().filter(pk=world.run.pk))
+            held.set()
+            release.wait(10)
+        connections.close_all()
+
+    holder = threading.Thread(target=another_rescoring)
+    holder.start()
+    try:
+        assert held.wait(10)
+        started = time.monotonic()
+        rescorer.rescore_pass()
+        assert time.monotonic() - started < 5  # it did not wait for the holder
+        assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
+    finally:
+        release.set()
+        holder.join()
     assert rescorer.rescore_pass().runs == 1 and not DirtyRun.objects.exists()

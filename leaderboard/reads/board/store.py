@@ -214,7 +214,7 @@ def refresh_unattended(problem_set: ProblemSet | None = None) -> int:
     lost_before = timezone.now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS)
     ids = list(_dirty(problem_set).filter(marked_at__lt=lost_before).values_list("run_id", flat=True))
     if ids:
-        refresh_runs(ids)
+        refresh_runs(ids, skip_busy=True)
     return len(ids)
 
 
@@ -222,7 +222,7 @@ def rescore_oldest(limit: int) -> int:
     """The re-scorer's batch: re-score the `limit` runs marked longest ago; how many there were."""
     ids = list(_dirty(None).order_by("marked_at", "run_id").values_list("run_id", flat=True)[:limit])
     if ids:
-        refresh_runs(ids)
+        refresh_runs(ids, skip_busy=True)
     return len(ids)
 
 
@@ -247,11 +247,12 @@ def refresh_kernel_states(kernel_ids: Iterable[int]) -> None:
 # re-scoring runs
 
 
-def refresh_runs(run_ids: Iterable[int]) -> None:
+def refresh_runs(run_ids: Iterable[int], *, skip_busy: bool = False) -> None:
     """Re-score whole runs, idempotently, in one transaction: their kernels' review state, RunScore
     rows, kernel counts and the board version of their problem sets. A batch that fails is re-scored
     run by run, and a run that fails alone is set aside (set_aside): one bad run never takes the
-    boards down (issue 28, case 1)."""
+    boards down (issue 28, case 1). `skip_busy` (work taken from the marks): leave the runs another
+    re-scoring holds to it instead of waiting, their marks to the next pass if it read too early."""
     ids = sorted(set(run_ids))
     if not ids:
         return
@@ -259,13 +260,13 @@ def refresh_runs(run_ids: Iterable[int]) -> None:
     if marked is not None:  # re-scored now: a later write in this transaction must mark them again
         marked[0].difference_update(ids)
     try:
-        _refresh(ids)
+        _refresh(ids, skip_busy)
     except OperationalError:
         raise  # the database is unwell (down, a deadlock): not the runs' fault, and retried as before
     except (DatabaseError, ValueError, TypeError, ArithmeticError) as exc:
         if len(ids) > 1:
             for run_id in ids:
-                refresh_runs([run_id])
+                refresh_runs([run_id], skip_busy=skip_busy)
         else:
             set_aside(ids[0], exc)
 
@@ -289,12 +290,19 @@ def set_aside_runs() -> list[DirtyRun]:
     return list(DirtyRun.objects.filter(failed_at__isnull=False).order_by("failed_at"))
 
 
-def _refresh(ids: list[int]) -> None:
+def _refresh(ids: list[int], skip_busy: bool = False) -> None:
     with transaction.atomic():
-        # Lock the runs: concurrent refreshes of one run (two workers, a reader) take turns.
+        # Lock the runs: concurrent refreshes of one run (two workers, a reader) take turns, or, with
+        # skip_busy, leave it to the one holding it (the re-scorer and a board build never queue up).
         runs = dict(
-            Run.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", "problem_set_id")
+            Run.objects.select_for_update(skip_locked=skip_busy)
+            .filter(pk__in=ids)
+            .order_by("pk")
+            .values_list("pk", "problem_set_id")
         )
+        if skip_busy and len(runs) < len(ids):  # some are busy, or deleted (whose marks go with these)
+            busy = set(Run.objects.filter(pk__in=ids).exclude(pk__in=list(runs)).values_list("pk", flat=True))
+            ids = [run_id for run_id in ids if run_id not in busy]
         marks = list(DirtyRun.objects.filter(run_id__in=ids).values_list("run_id", "last_marked_at"))
         rows = kernel_rows(Kernel.objects.filter(run_id__in=list(runs)), with_stored=True)  # after the marks
         _store_kernel_states(rows)
