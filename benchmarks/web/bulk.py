@@ -29,6 +29,8 @@ def generate(runs: list[Run], hardware_id: int, seed: int, write: Callable[[str]
     """Kernels and evaluations of `runs` (already stored, ids ascending), one evaluation each."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL maintenance_work_mem = '1GB'")
+        # Check the runs' deferred foreign keys now: a table with pending checks cannot be altered.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute("SELECT setseed(%s)", [(seed % 1000) / 1000])
         with _bare(cursor, [Kernel, Evaluation]):
             started = time.monotonic()
@@ -41,6 +43,7 @@ def generate(runs: list[Run], hardware_id: int, seed: int, write: Callable[[str]
                 write(f"kernels and evaluations: {done} of {len(runs)} runs ({time.monotonic() - started:.0f} s)")
             write("building indexes and checking constraints")
         _restart_sequences(cursor, [Kernel, Evaluation])
+        cursor.execute("SET CONSTRAINTS ALL DEFERRED")
 
 
 def _draw(cursor, first_run: int, last_run: int) -> None:

@@ -19,16 +19,18 @@ sample of runs (scores, review state, counts) with the reference computation, so
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable
+from itertools import chain, repeat
 
 from django.db import connection, transaction
 from django.db.models import Count, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from evaluation.metrics import MAX_SPEEDUP, pass_at_k, speedup_problem
+from evaluation.metrics import pass_at_k
 from leaderboard.models import (
     DirtyRun,
     Evaluation,
@@ -117,29 +119,14 @@ def store_scores(run_ids: list[int]) -> None:
     """The RunScore rows of these runs: aggregated by one query (_SCORES_SQL), finished here where
     the reference's float arithmetic must be followed exactly (sorted speedups packed as the
     reference packs them, fsum of their logs, pass@1 by evaluation.metrics.pass_at_k), copied in.
-    Runs holding an absurd stored speedup are set aside with their old rows kept, as
-    store.refresh_runs does."""
-    bad = _runs_with_absurd_speedups(run_ids)
-    for run_id, exc in bad.items():
-        store.set_aside(run_id, exc)
-    ids = [run_id for run_id in run_ids if run_id not in bad]
+    No run fails to score here: PostgreSQL's check constraints keep every stored speedup finite,
+    positive and under the ceiling (what store._scores checks, for rows older than those)."""
     with connection.cursor() as cursor:
-        cursor.execute(_SCORES_SQL, {"runs": ids, "measured": Origin.MEASURED})
+        cursor.execute(_SCORES_SQL, {"runs": run_ids, "measured": Origin.MEASURED})
         rows = [_finish(row) for row in cursor.fetchall()]
-    rows += _copies_with_excluded(rows) + _empty_rows(ids, rows)
-    RunScore.objects.filter(run_id__in=ids).delete()
+    rows += _copies_with_excluded(rows) + _empty_rows(run_ids, rows)
+    RunScore.objects.filter(run_id__in=run_ids).delete()
     _copy(rows)
-
-
-def _runs_with_absurd_speedups(run_ids: list[int]) -> dict[int, Exception]:
-    """{run id: the error store._scores raises} of the runs with a speedup scoring refuses."""
-    found: dict[int, Exception] = {}
-    absurd = ~Q(latest_evaluation__speedup__gt=0) | Q(latest_evaluation__speedup__gt=MAX_SPEEDUP)
-    kernels = Kernel.objects.filter(run_id__in=run_ids, latest_evaluation__speedup__isnull=False).filter(absurd)
-    for pk, run_id, speedup in kernels.values_list("pk", "run_id", "latest_evaluation__speedup"):
-        if run_id not in found and (problem := speedup_problem(speedup)) is not None:
-            found[run_id] = ValueError(f"kernel {pk} of run {run_id}: {problem}")
-    return found
 
 
 def _json_float(column: str) -> str:
@@ -228,10 +215,9 @@ def _finish(row: tuple) -> tuple:
     run_id, level, with_excluded, kernels, flagged, unreviewed, excluded, measured, *rest = row
     s0_counts, s0_values, best_counts, best_values = rest[0:4], rest[4], rest[5:9], rest[9]
     ns, cs, published, published_on, problems = rest[10:15]
-    pass_sum = 0.0
-    for (n, c), times in sorted(Counter(zip(ns or (), cs or (), strict=True)).items()):
-        for _ in range(times):  # one addition per problem, as level_score adds them
-            pass_sum += pass_at_k(n, c, 1)
+    # level_score's fsum of each problem's pass@1, computed once per distinct (samples, correct)
+    counts = Counter(zip(ns or (), cs or (), strict=True))
+    pass_sum = math.fsum(chain.from_iterable(repeat(pass_at_k(n, c, 1), times) for (n, c), times in counts.items()))
     return (
         run_id, level, with_excluded, kernels, flagged, unreviewed, excluded, measured,
         *s0_counts, *_packed(s0_values), *best_counts, *_packed(best_values), pass_sum,
