@@ -73,8 +73,9 @@ def rebuild(write: Callable[[str], None] = lambda _: None) -> int:
         store_run_counts()
         store.recount_problems()
         ids = list(Run.objects.order_by("pk").values_list("pk", flat=True))
+        excluding = runs_with_excluded_kernels()
         for start in range(0, len(ids), CHUNK):
-            store_scores(ids[start : start + CHUNK])
+            store_scores(ids[start : start + CHUNK], excluding)
             write(f"re-scored {min(start + CHUNK, len(ids))} of {len(ids)} runs")
         store.bump_all_versions()
     return len(ids)
@@ -115,18 +116,27 @@ def store_run_counts() -> None:
     Run.objects.update(n_kernels=Coalesce(Subquery(counts), 0))
 
 
-def store_scores(run_ids: list[int]) -> None:
-    """The RunScore rows of these runs: aggregated by one query (_SCORES_SQL), finished here where
-    the reference's float arithmetic must be followed exactly (sorted speedups packed as the
-    reference packs them, fsum of their logs, pass@1 by evaluation.metrics.pass_at_k), copied in.
+def store_scores(run_ids: list[int], excluding: set[int]) -> None:
+    """The RunScore rows of these runs (`excluding`: the runs with an excluded kernel): each level's
+    aggregated by one query (_LEVELS_SQL), the all-levels rows merged from them, each finished where
+    the reference's float arithmetic must be followed exactly (sorted speedups packed as it packs
+    them, the fsum of their logs, pass@1 by evaluation.metrics.pass_at_k), copied in.
     No run fails to score here: PostgreSQL's check constraints keep every stored speedup finite,
     positive and under the ceiling (what store._scores checks, for rows older than those)."""
     with connection.cursor() as cursor:
-        cursor.execute(_SCORES_SQL, {"runs": run_ids, "measured": Origin.MEASURED})
-        rows = [_finish(row) for row in cursor.fetchall()]
-    rows += _copies_with_excluded(rows) + _empty_rows(run_ids, rows)
+        params = {"runs": run_ids, "excluding": sorted(excluding & set(run_ids)), "measured": Origin.MEASURED}
+        cursor.execute(_LEVELS_SQL, params)
+        levels = cursor.fetchall()
+    rows = [_finish(row) for row in levels + _all_levels(run_ids, levels)]
+    rows += _copies_with_excluded(rows)
     RunScore.objects.filter(run_id__in=run_ids).delete()
     _copy(rows)
+
+
+def runs_with_excluded_kernels() -> set[int]:
+    """Only a kernel with a review can be excluded: found through the few reviewed kernels."""
+    reviewed = Kernel.objects.filter(pk__in=Review.objects.values("kernel_id"), review_excluded=True)
+    return set(reviewed.values_list("run_id", flat=True))
 
 
 def _json_float(column: str) -> str:
@@ -137,11 +147,11 @@ def _json_float(column: str) -> str:
     )
 
 
-# One row per run, level (0: all levels) and with_excluded: scoring.level_score's rules by sets.
-# Every kernel counts in its level and in level 0; with_excluded = true rows only for runs with an
-# excluded kernel (otherwise they equal the false ones: _copies_with_excluded). Per problem: its
-# sample 0 ("z"), its counted samples (n), the correct ones (c), the best speedup of a correct one.
-_SCORES_SQL = f"""
+# One row per run, level and with_excluded: scoring.level_score's rules by sets. Rows with
+# with_excluded = true only for the runs `excluding` (elsewhere they equal the false ones:
+# _copies_with_excluded). Per problem: its sample 0 ("z"), its counted samples (n), the correct ones
+# (c), the best speedup of a correct one; speedups of correct kernels only, as _outcome gives them.
+_LEVELS_SQL = f"""
 WITH kernels AS (
     SELECT k.run_id, p.level, k.problem_id, k.sample_index,
            coalesce(e.correct, false) AS correct,
@@ -149,21 +159,14 @@ WITH kernels AS (
            CASE WHEN e.correct THEN e.speedup END AS speedup,
            k.review_flagged, k.review_pending, k.review_excluded,
            coalesce(e.origin = %(measured)s, false) AS measured,
-           k.published_speedup, k.published_hardware,
-           bool_or(k.review_excluded) OVER (PARTITION BY k.run_id) AS run_has_excluded
+           k.published_speedup, k.published_hardware
     FROM {Kernel._meta.db_table} k
     JOIN {Problem._meta.db_table} p ON p.id = k.problem_id
     LEFT JOIN {Evaluation._meta.db_table} e ON e.id = k.latest_evaluation_id
     WHERE k.run_id = ANY(%(runs)s)
 ),
-counted AS (
-    SELECT kernels.*, l.level_key, w.with_excluded, NOT kernels.review_excluded OR w.with_excluded AS counts
-    FROM kernels
-    CROSS JOIN LATERAL (VALUES (kernels.level), (0)) AS l(level_key)
-    JOIN LATERAL (VALUES (false), (true)) AS w(with_excluded) ON NOT w.with_excluded OR kernels.run_has_excluded
-),
 problems AS (
-    SELECT run_id, level_key, with_excluded, problem_id,
+    SELECT run_id, level, with_excluded, problem_id,
            count(*) AS kernels,
            count(*) FILTER (WHERE review_flagged) AS flagged,
            count(*) FILTER (WHERE review_pending) AS unreviewed,
@@ -179,10 +182,13 @@ problems AS (
            max(speedup) FILTER (WHERE counts) AS best,
            max(published_speedup) FILTER (WHERE counts) AS published,
            max(published_hardware) FILTER (WHERE counts AND published_speedup IS NOT NULL) AS published_on
-    FROM counted
-    GROUP BY run_id, level_key, with_excluded, problem_id
+    FROM kernels
+    JOIN LATERAL (VALUES (false), (true)) AS w(with_excluded)
+      ON NOT w.with_excluded OR kernels.run_id = ANY(%(excluding)s)
+    CROSS JOIN LATERAL (SELECT NOT kernels.review_excluded OR w.with_excluded AS counts) AS c
+    GROUP BY run_id, level, with_excluded, problem_id
 )
-SELECT run_id, level_key, with_excluded,
+SELECT run_id, level, with_excluded,
        sum(kernels), sum(flagged), sum(unreviewed), sum(excluded), sum(measured),
        count(*) FILTER (WHERE z), count(*) FILTER (WHERE z_compiled), count(*) FILTER (WHERE z_correct),
        count(*) FILTER (WHERE z_correct AND z_speedup IS NULL),
@@ -198,8 +204,26 @@ SELECT run_id, level_key, with_excluded,
                 WHEN z_compiled THEN 2 ELSE 1 END,
            {_json_float("z_speedup")}, {_json_float("best")}, kernels))::text
 FROM problems
-GROUP BY run_id, level_key, with_excluded
+GROUP BY run_id, level, with_excluded
 """
+_LISTS = (12, 17, 18, 19, 20)  # the columns of _LEVELS_SQL holding lists (or NULL for none)
+
+
+def _all_levels(run_ids: list[int], levels: list[tuple]) -> list[tuple]:
+    """Each run's all-levels rows (level 0), as _LEVELS_SQL would give them over all its kernels:
+    its levels' rows added up (problems are of one level each), or nothing for a run without kernels."""
+    merged: dict[tuple[int, bool], list] = {(run_id, False): _empty(run_id, False) for run_id in run_ids}
+    for row in levels:
+        into = merged.setdefault((row[0], row[2]), _empty(row[0], row[2]))
+        for column in range(3, 21):
+            into[column] = into[column] + (row[column] or []) if column in _LISTS else into[column] + row[column]
+        into[21] = max(into[21], row[21])
+        into[22].append(row[22][1:-1])
+    return [(*row[:22], "{" + ", ".join(part for part in row[22] if part) + "}") for row in merged.values()]
+
+
+def _empty(run_id: int, with_excluded: bool) -> list:
+    return [run_id, 0, with_excluded, *([[] if column in _LISTS else 0 for column in range(3, 21)]), "", []]
 
 
 _COPY_COLUMNS = (
@@ -211,7 +235,7 @@ _COPY_COLUMNS = (
 
 
 def _finish(row: tuple) -> tuple:
-    """A row of _SCORES_SQL as the row of _COPY_COLUMNS the reference would store."""
+    """A row of _LEVELS_SQL as the row of _COPY_COLUMNS the reference would store."""
     run_id, level, with_excluded, kernels, flagged, unreviewed, excluded, measured, *rest = row
     s0_counts, s0_values, best_counts, best_values = rest[0:4], rest[4], rest[5:9], rest[9]
     ns, cs, published, published_on, problems = rest[10:15]
@@ -236,13 +260,6 @@ def _copies_with_excluded(rows: list[tuple]) -> list[tuple]:
     """The with_excluded rows the query left out: equal to the without ones (no kernel excluded)."""
     present = {(row[0], row[1]) for row in rows if row[2]}
     return [(row[0], row[1], True, *row[3:]) for row in rows if not row[2] and (row[0], row[1]) not in present]
-
-
-def _empty_rows(run_ids: list[int], rows: list[tuple]) -> list[tuple]:
-    """The all-levels rows of runs without kernels (every run has one, as store._scores gives)."""
-    scored = {row[0] for row in rows}
-    empty = _finish((0, 0, False, 0, 0, 0, 0, 0, 0, 0, 0, 0, None, 0, 0, 0, 0, None, None, None, None, "", "{}"))
-    return [(run_id, 0, w, *empty[3:]) for run_id in run_ids if run_id not in scored for w in (False, True)]
 
 
 def _copy(rows: list[tuple]) -> None:
