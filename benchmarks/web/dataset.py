@@ -4,7 +4,8 @@ mix of statuses and speedups), reviews, reports, reported scores and launch post
 
 SCALE is the number of kernels (= done evaluations): "1.3M" gives 5,000 runs of ~260 kernels,
 400 models, 60 labs; "20k" gives 77 runs. The same scale and seed always give the same rows.
-Run through `manage.py bench_web generate --scale 20k`."""
+Run through `python -m benchmarks.web.bench generate --scale 20k`; on PostgreSQL the kernels and
+evaluations come from benchmarks/web/bulk.py."""
 
 from __future__ import annotations
 
