@@ -13,7 +13,7 @@ import django
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
-    from benchmarks.web import actions  # after setup: importing models needs the app registry
+    from benchmarks.web import actions  # deferred: importing models needs the app registry set up
 
     actions.main()
 
