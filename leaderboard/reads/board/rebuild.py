@@ -72,11 +72,13 @@ def rebuild(write: Callable[[str], None] = lambda _: None) -> int:
             # The queries run once over many rows: compiling them (JIT) cost most of their time.
             cursor.execute("SET LOCAL jit = off")
             cursor.execute("SET LOCAL work_mem = '64MB'")  # a chunk's sorts in memory
+        # Lock every run, as store.refresh_runs locks its few: a re-scoring of a run that starts
+        # meanwhile waits for this one to commit, instead of writing rows beside it.
+        ids = list(Run.objects.select_for_update().order_by("pk").values_list("pk", flat=True))
         DirtyRun.objects.all().delete()  # everything is re-scored here, set-aside runs too
         write(f"stored review state of {store_kernel_states():,} kernels changed")
         store_run_counts()
         store.recount_problems()
-        ids = list(Run.objects.order_by("pk").values_list("pk", flat=True))
         excluding = runs_with_excluded_kernels()
         for start in range(0, len(ids), CHUNK):
             store_scores(ids[start : start + CHUNK], excluding)
