@@ -1,8 +1,8 @@
 """Boards while results land (issue 22): time the board pages at rest, then while writers store
 finished evaluations at 1, 5 and 50 per second through the GPU worker's own path
-(`manage.py bench_web writer`, spread over processes as GPU hosts would be), and print one table
-side by side. Standard library only; the writers and the freshness probe are `manage.py`
-subprocesses.
+(`python -m benchmarks.web.bench writer`, spread over processes as GPU hosts would be), and print
+one table side by side. Standard library only; the writers and the freshness probe are
+subprocesses of that benchmark entry point.
 
 With --rescorer-log (the output of `manage.py refresh_boards -v 2`, the background re-scorer the
 site runs), each phase with writes also reports the write path's database time per stored result:
@@ -76,7 +76,7 @@ def first_after_a_write(base: str, manage: list[str]) -> dict[str, float]:
 
 
 class Writer:
-    """`manage.py bench_web writer` in the background for the length of a `with` block: one process
+    """`python -m benchmarks.web.bench writer` in the background for the length of a `with` block: one process
     per write a second, at most MAX_WRITERS (GPU workers are separate processes), together at
     `rate`. `stored`: (epoch seconds, database ms) of every result they stored."""
 
@@ -210,7 +210,7 @@ def main() -> None:
     parser.add_argument("--rescorer-log", default="", help="the output of `manage.py refresh_boards -v 2`")
     parser.add_argument("--rescorer-pid", type=int, default=0, help="its process id: the CPU it used")
     args = parser.parse_args()
-    manage = [args.py, "manage.py", "bench_web"]
+    manage = [args.py, "-m", "benchmarks.web.bench"]
     results = {}
     for rate in [0.0, *args.rates]:
         started = time.monotonic()
