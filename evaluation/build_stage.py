@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import slim_headers
 from .build import MAX_READ_BYTES, BuildDir, needs_build
 from .build_pool import BuildUsage, PoolSizer, measure_tree
 from .host_errors import INFRASTRUCTURE_ERROR, KILLED_BUILD, killed_build
@@ -53,11 +54,15 @@ class BuildOutcome:
     #: "none" (off, failed, or still being built by another process after the wait).
     headers: str = ""
     headers_s: float = 0.0  # waiting for / building the headers (before ``started``)
+    #: What the ``.cu`` file's ``torch/extension.h`` was (evaluation.slim_headers): "slim", "full"
+    #: (off, or the slim build failed and the source was built again), "" (no CUDA build).
+    cu_headers: str = ""
     usage: BuildUsage | None = None  # CPU seconds and peak memory of the build process tree
 
     def to_dict(self) -> dict[str, Any]:
         out = {"status": self.status, "seconds": round(self.seconds, 3), "error": self.error,
-               "steps_s": self.steps_s, "headers": self.headers, "headers_s": round(self.headers_s, 3)}
+               "steps_s": self.steps_s, "headers": self.headers, "headers_s": round(self.headers_s, 3),
+               "cu_headers": self.cu_headers}
         if self.usage is not None:
             out.update(cpu_s=round(self.usage.cpu_s, 2), peak_rss_mb=round(self.usage.peak_rss_mb, 1))
         return out
@@ -100,11 +105,16 @@ def header_cache_for(cfg: EvaluationConfig) -> HeaderCache:
     return HeaderCache(cfg.build_cache_dir, cfg.device, target_arch(cfg))
 
 
-def build_env(cfg: EvaluationConfig) -> dict[str, str]:
+def build_env(cfg: EvaluationConfig, slim_cu: bool = False) -> dict[str, str]:
     """The environment build and kernel processes get: the architecture, and the precompiled headers
     where they are published (``CPATH`` is not in ninja's commands: with or without it, a build
-    stays up to date)."""
-    return {**arch_env(cfg), **header_cache_for(cfg).env()}
+    stays up to date); ``slim_cu``: and, after them, the ``.cu`` files' ``torch/extension.h``
+    (evaluation.slim_headers; the build stage's first try only)."""
+    env = {**arch_env(cfg), **header_cache_for(cfg).env()}
+    slim = slim_headers.ensure(cfg.build_cache_dir) if slim_cu else None
+    if slim:
+        env["CPATH"] = os.pathsep.join(p for p in (env.get("CPATH"), slim) if p)
+    return env
 
 
 def _prepare_headers(cfg: EvaluationConfig, deadline: float, out: BuildOutcome) -> None:
@@ -156,7 +166,7 @@ def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, dea
         return BuildOutcome("deferred", error="the build cache is unusable")
     out.started = time.monotonic()
     try:
-        reply = _run_build_process(build, kernel_source, cfg, deadline, out)
+        reply = _build_slim_then_full(build, kernel_source, cfg, deadline, out)
     finally:
         out.finished = time.monotonic()
         out.seconds = out.finished - out.started
@@ -179,6 +189,23 @@ def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, dea
     return out
 
 
+def _build_slim_then_full(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
+                          out: BuildOutcome) -> dict[str, Any]:
+    """A CUDA source is built with the slim ``torch/extension.h`` first; one that does not compile so
+    is built again, in a fresh folder, with the real header (its own compiler error, if any, is then
+    the one recorded)."""
+    slim = slim_headers.enabled(cfg.device) and slim_headers.ensure(cfg.build_cache_dir) is not None
+    out.cu_headers = "slim" if slim else ("full" if cfg.device == "cuda" else "")
+    reply = _run_build_process(build, kernel_source, cfg, deadline, out, slim_cu=slim)
+    if not (slim and reply.get("kind") == "compile_error"):
+        return reply
+    build.abandon()
+    if build.begin() is None:
+        return reply
+    out.cu_headers, out.error, out.log = "full", None, ""
+    return _run_build_process(build, kernel_source, cfg, deadline, out, slim_cu=False)
+
+
 def recorded_failure(build: BuildDir) -> dict[str, str] | None:
     """Under the lock: the compiler error recorded for the entry. One that records a killed build
     (cached by a release that took it for the kernel's) is dropped, and the source built again."""
@@ -190,8 +217,8 @@ def recorded_failure(build: BuildDir) -> dict[str, str] | None:
 
 
 def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
-                       out: BuildOutcome) -> dict[str, Any]:
-    env = {**build_env(cfg), "CUDA_VISIBLE_DEVICES": ""}
+                       out: BuildOutcome, slim_cu: bool = False) -> dict[str, Any]:
+    env = {**build_env(cfg, slim_cu), "CUDA_VISIBLE_DEVICES": ""}
     sandbox = Sandbox(device="cpu", size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
                       hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
                       disable=cfg.disable_defences, max_processes=cfg.max_processes,
