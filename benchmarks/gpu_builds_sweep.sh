@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_builds_sweep.sh start     # GPU tests of the cuts, build_times.py, then the
 #                                                 # cold corpus sweep started in the background (setsid)
 #   bash benchmarks/gpu_builds_sweep.sh collect   # wait for that sweep (WAIT_S), copy its results to $OUT
+#   bash benchmarks/gpu_builds_sweep.sh sweep     # only the cold sweep, started and collected in one call
 #
 # The corpus is laid out beforehand (python benchmarks/kernel_corpus.py .run/corpus) and carried
 # (carry: [".run/corpus"]); CORPUS names it. The sweep's work stays in /tmp/kb27 between the two
@@ -31,6 +32,10 @@ start() {
   tail -8 "$OUT/build_times.txt"
   cp "$OUT/build_times/build_times.json" "$OUT/build_times.json"
   rm -rf "$OUT/build_times"
+  start_sweep
+}
+
+start_sweep() {
   echo "== the cold corpus sweep, in the background"
   rm -rf "$WORK/cache" && mkdir -p "$WORK/cache"
   nvidia-smi --query-gpu=timestamp,utilization.gpu --format=csv,noheader,nounits -l 1 > "$WORK/gpu_util.csv" 2>/dev/null &
@@ -54,6 +59,12 @@ collect() {
   cp "$WORK/sweep.jsonl" "$WORK/summary.json" "$WORK/gpu_util.csv" "$OUT/" 2>/dev/null
   tail -c 200000 "$WORK/sweep.log" > "$OUT/sweep.log"
   python3 -c "import json,sys; s=json.loads(open('$WORK/summary.json').read().splitlines()[-1]); print(json.dumps({k: s.get(k) for k in ('evaluations','minutes','gpu_busy_share','gpu_held_median_s','build_median_s','build_p90_s','stage_seconds','statuses')}, indent=1))" 2>/dev/null
+}
+
+sweep() {
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/host.txt"
+  start_sweep
+  collect
 }
 
 "${1:-start}"
