@@ -38,7 +38,7 @@ start() {
 start_sweep() {
   echo "== the cold corpus sweep, in the background"
   rm -rf "$WORK/cache" && mkdir -p "$WORK/cache"
-  nvidia-smi --query-gpu=timestamp,utilization.gpu --format=csv,noheader,nounits -l 1 > "$WORK/gpu_util.csv" 2>/dev/null &
+  setsid nvidia-smi --query-gpu=timestamp,utilization.gpu --format=csv,noheader,nounits -l 1 > "$WORK/gpu_util.csv" 2>/dev/null &
   echo $! > "$WORK/sampler.pid"
   # shellcheck disable=SC2086  # SWEEP_ARGS is a list of words
   KB_BUILD_CACHE=$WORK/cache setsid python3 -m evaluation sweep "$CORPUS/problems" --kernels "$CORPUS/kernels" \
