@@ -297,9 +297,10 @@ class BuildPool:
         self.sizer = PoolSizer(cores, workers, share=share)  # share: one of that many pools on ``cpus``
         self.workers = max(1, workers) if workers else cores  # threads; the sizer admits ``limit`` at a time
         self.cfg = cfg
-        # Build processes inherit their thread's CPU mask: keep them off the cores timed processes use.
+        # Build processes inherit their thread's CPU mask and niceness: off the cores timed processes
+        # use, and behind the GPU workers' own processes on the cores they share.
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kb-build",
-                                        initializer=_pin_thread, initargs=(cpus,))
+                                        initializer=_build_thread, initargs=(cpus,))
         self._futures: dict[str, Future[BuildOutcome]] = {}
         self._lock = threading.Lock()
 
@@ -339,9 +340,21 @@ class BuildPool:
         self.close()
 
 
-def _pin_thread(cpus: list[int] | None) -> None:
+#: Niceness of the build threads and so of every process they start ($KB_BUILD_NICE). On the H200
+#: host a pool that filled the cores with compilers slowed the start of the next evaluation's
+#: processes from ~2 s to 5-13 s while the GPU waited (docs/evaluation.md, issue 27): a GPU worker's
+#: processes at the default niceness take a shared core first, builds take the rest.
+BUILD_NICE = 10
+
+
+def _build_thread(cpus: list[int] | None) -> None:
     if cpus:
         os.sched_setaffinity(0, cpus)  # 0 = this thread (Linux): its children start with this mask
+    nice = int(os.environ.get("KB_BUILD_NICE", BUILD_NICE))
+    try:  # who 0 = this thread (Linux); its children inherit it
+        os.setpriority(os.PRIO_PROCESS, 0, max(os.getpriority(os.PRIO_PROCESS, 0), nice))
+    except OSError:
+        pass
 
 
 def _safe_prebuild(kernel_source: str, cfg: EvaluationConfig) -> BuildOutcome:
