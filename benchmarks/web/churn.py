@@ -1,5 +1,5 @@
-"""The web benchmark's writer and freshness probe (issue 22), run as `manage.py bench_web writer` and
-`manage.py bench_web visible` while benchmarks/web/churn_bench.py times the boards over HTTP.
+"""The web benchmark's writer and freshness probe (issue 22), run as `python -m benchmarks.web.bench writer`
+and `... visible` while benchmarks/web/churn_bench.py times the boards over HTTP.
 
 - `writer`: stores finished evaluations through the GPU worker's own path (attempts.claim, then
   attempts.store_result, whose after-commit hook re-scores the run), each into a different run,

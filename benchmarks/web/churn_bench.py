@@ -1,7 +1,7 @@
 """Boards while results land (issue 22): time the board pages at rest, then while a writer stores
 finished evaluations at 1 and at 5 per second through the GPU worker's own path
-(`manage.py bench_web writer`), and print one table side by side. Standard library only; the
-writer and the freshness probe are `manage.py` subprocesses.
+(`python -m benchmarks.web.bench writer`), and print one table side by side. Standard library only;
+the writer and the freshness probe are subprocesses of that benchmark entry point.
 
     python benchmarks/web/churn_bench.py --base http://127.0.0.1:8800 [--py .venv/bin/python] \
         [--repeat 20] [--rates 1 5] [--concurrent-seconds 10]
@@ -140,7 +140,7 @@ def main() -> None:
     parser.add_argument("--concurrent-seconds", type=float, default=10.0)
     parser.add_argument("--trials", type=int, default=3, help="results watched until they show, per write rate")
     args = parser.parse_args()
-    manage = [args.py, "manage.py", "bench_web"]
+    manage = [args.py, "-m", "benchmarks.web.bench"]
     results = {}
     for rate in [0.0, *args.rates]:
         started = time.monotonic()

@@ -4,7 +4,8 @@ mix of statuses and speedups), reviews, reports, reported scores and launch post
 
 SCALE is the number of kernels (= done evaluations): "1.3M" gives 5,000 runs of ~260 kernels,
 400 models, 60 labs; "20k" gives 77 runs. The same scale and seed always give the same rows.
-Run through `manage.py bench_web generate --scale 20k`."""
+Run through `python -m benchmarks.web.bench generate --scale 20k`; on PostgreSQL the kernels and
+evaluations come from benchmarks/web/bulk.py."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
 
+from benchmarks.web import bulk
 from leaderboard.models import (
     Evaluation,
     Kernel,
@@ -86,10 +88,13 @@ def generate(scale: int, seed: int = 0, write: Callable[[str], None] = print) ->
     timings["catalogue"] = time.monotonic() - started
     started = time.monotonic()
     runs = _runs(rng, shape, problem_set, hardware, models)
-    for first in range(0, len(runs), BATCH_RUNS):
-        with transaction.atomic():
-            _kernels_and_evaluations(rng, runs[first : first + BATCH_RUNS], problems, hardware)
-        write(f"kernels and evaluations: {min(first + BATCH_RUNS, len(runs))} of {len(runs)} runs")
+    if connection.vendor == "postgresql":
+        bulk.generate(runs, hardware.pk, seed, write)
+    else:
+        for first in range(0, len(runs), BATCH_RUNS):
+            with transaction.atomic():
+                _kernels_and_evaluations(rng, runs[first : first + BATCH_RUNS], problems, hardware)
+            write(f"kernels and evaluations: {min(first + BATCH_RUNS, len(runs))} of {len(runs)} runs")
     timings["kernels_and_evaluations"] = time.monotonic() - started
     started = time.monotonic()
     _reviews(rng, shape)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The write timings of the web benchmark alone, without its HTTP part (issue 13, "Writes stay
-# fast"): a throwaway database holding the generated dataset at SCALE, then `bench_web writes`
+# fast"): a throwaway database holding the generated dataset at SCALE, then `python -m benchmarks.web.bench writes`
 # (re-scoring one run; importing a 270-kernel run folder through import_run: seconds and queries),
 # then `rebuild_boards --verify-only`.
 # DB=sqlite (default) or DB=postgres. Example: SCALE=20k DB=postgres bash benchmarks/web/writes.sh
@@ -23,8 +23,8 @@ else
 fi
 echo "== dataset: SCALE=$SCALE on $DB"
 $PY manage.py migrate -v0
-$PY manage.py bench_web generate --scale "$SCALE" | grep -v "kernels and evaluations:\|re-scored\|verified"
+$PY -m benchmarks.web.bench generate --scale "$SCALE" | grep -v "kernels and evaluations:\|re-scored\|verified"
 echo "== writes"
-$PY manage.py bench_web writes | grep -v "^  \|^Importing"
+$PY -m benchmarks.web.bench writes | grep -v "^  \|^Importing"
 echo "== the stored aggregates after the import, against a fresh computation"
 $PY manage.py rebuild_boards --verify-only | tail -1

@@ -180,3 +180,15 @@ def test_layers_import_downwards_only() -> None:
 def test_the_layer_check_sees_an_upward_import() -> None:
     assert layer("leaderboard.reads.board.rows") < layer("leaderboard.api.views")
     assert layer("evaluation.runner") < layer("problems.models") < layer("leaderboard.models")
+
+
+def test_the_site_never_imports_the_benchmarks() -> None:
+    """The benchmarks drive the site (benchmarks/web/bench.py sets Django up); never the reverse."""
+    files = [*source_files(), *sorted((ROOT / "config").rglob("*.py"))]
+    upward = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in files
+        for node, targets, _ in _imports(ast.parse(path.read_text()), module_name(path), path.name == "__init__.py")
+        if any(target == "benchmarks" or target.startswith("benchmarks.") for target in targets)
+    ]
+    assert not upward, "the site imports the benchmarks:\n" + "\n".join(upward)

@@ -132,7 +132,7 @@ def _status_code(present: bool, compiled: bool, correct: bool, speedup: float | 
 
 
 def _score_problem(
-    score: LevelScore, problem_id: int, samples: list[KernelFacts], s0_values, best_values, published_values
+    score: LevelScore, problem_id: int, samples: list[KernelFacts], s0_values, best_values, published_values, passes
 ) -> None:
     """Add one problem's counted samples to both tallies, to pass@1 and to the published figures."""
     zero = next((k for k in samples if k.sample_index == 0), None)
@@ -155,7 +155,7 @@ def _score_problem(
     if scored:
         best_values.append(max(scored))
     if samples:
-        score.pass_at_1_sum += pass_at_k(len(samples), n_correct, 1)
+        passes.append(pass_at_k(len(samples), n_correct, 1))
     published = [k.published for k in samples if k.published is not None]
     if published:
         score.published.attempted += 1
@@ -190,8 +190,11 @@ def level_score(kernels: Iterable[KernelFacts], *, include_excluded: bool = Fals
     s0_values: list[float] = []
     best_values: list[float] = []
     published_values: list[float] = []
+    passes: list[float] = []
     for problem_id, samples in by_problem.items():
-        _score_problem(score, problem_id, samples, s0_values, best_values, published_values)
+        _score_problem(score, problem_id, samples, s0_values, best_values, published_values, passes)
+    # fsum: the same sum in whatever order the problems come (a query's row order is not fixed).
+    score.pass_at_1_sum = math.fsum(passes)
     score.sample0.finish(s0_values)
     score.best.finish(best_values)
     score.published.finish(published_values)

@@ -275,9 +275,11 @@ def _scores(rows: list[KernelRow], runs: dict[int, int]) -> list[RunScore]:
         if (problem := speedup_problem(row.facts.speedup)) is not None:
             raise ValueError(f"kernel {row.pk} of run {row.run_id}: {problem}")
     for (run_id, level), facts in by_level.items():
-        for with_excluded in (False, True):
-            score = scoring.level_score(facts, include_excluded=with_excluded)
-            scores.append(to_model(run_id, level, with_excluded, score, kernels_per_problem))
+        score = scoring.level_score(facts)
+        # Without an excluded kernel, counting the excluded ones changes nothing: scored once.
+        with_excluded = scoring.level_score(facts, include_excluded=True) if any(f.excluded for f in facts) else score
+        scores.append(to_model(run_id, level, False, score, kernels_per_problem))
+        scores.append(to_model(run_id, level, True, with_excluded, kernels_per_problem))
     return scores
 
 
@@ -477,10 +479,12 @@ def recount_problems() -> None:
         ProblemStats.objects.bulk_create([ProblemStats(problem_id=pk, n_kernels=n) for pk, n in counts.items()])
 
 
-def verify_all(write: Callable[[str], None] = lambda _: None) -> list[str]:
-    """Compare every stored RunScore with a fresh computation; the differences, described."""
+def verify_all(write: Callable[[str], None] = lambda _: None, run_ids: list[int] | None = None) -> list[str]:
+    """Compare every stored RunScore (of `run_ids` only, when given) with a fresh computation; the
+    differences, described."""
     problems: list[str] = []
-    ids = list(Run.objects.order_by("pk").values_list("pk", flat=True))
+    chosen = Run.objects.all() if run_ids is None else Run.objects.filter(pk__in=run_ids)
+    ids = list(chosen.order_by("pk").values_list("pk", flat=True))
     for start in range(0, len(ids), BATCH):
         batch = ids[start : start + BATCH]
         runs = dict(Run.objects.filter(pk__in=batch).values_list("pk", "problem_set_id"))
