@@ -24,13 +24,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import slim_headers
 from .build import MAX_READ_BYTES, BuildDir, needs_build
 from .build_pool import BuildUsage, PoolSizer, measure_tree
 from .host_errors import INFRASTRUCTURE_ERROR, KILLED_BUILD, killed_build
 from .pch import HeaderCache
 from .safe_files import UnsafeFile, open_checked, open_dir_below, read_below, subdirectories, walk_tree
 from .sandbox import ChildError, Sandbox
+from .slim_headers import enabled as slim_wanted
+from .slim_headers import ensure as slim_folder
 from .types import EvaluationConfig
 
 #: Statuses of a build: nothing to build, found in the cache (built, or a recorded compiler error),
@@ -111,7 +112,7 @@ def build_env(cfg: EvaluationConfig, slim_cu: bool = False) -> dict[str, str]:
     stays up to date); ``slim_cu``: and, after them, the ``.cu`` files' ``torch/extension.h``
     (evaluation.slim_headers; the build stage's first try only)."""
     env = {**arch_env(cfg), **header_cache_for(cfg).env()}
-    slim = slim_headers.ensure(cfg.build_cache_dir) if slim_cu else None
+    slim = slim_folder(cfg.build_cache_dir) if slim_cu else None
     if slim:
         env["CPATH"] = os.pathsep.join(p for p in (env.get("CPATH"), slim) if p)
     return env
@@ -194,7 +195,7 @@ def _build_slim_then_full(build: BuildDir, kernel_source: str, cfg: EvaluationCo
     """A CUDA source is built with the slim ``torch/extension.h`` first; one that does not compile so
     is built again, in a fresh folder, with the real header (its own compiler error, if any, is then
     the one recorded)."""
-    slim = slim_headers.enabled(cfg.device) and slim_headers.ensure(cfg.build_cache_dir) is not None
+    slim = slim_wanted(cfg.device) and slim_folder(cfg.build_cache_dir) is not None
     out.cu_headers = "slim" if slim else ("full" if cfg.device == "cuda" else "")
     reply = _run_build_process(build, kernel_source, cfg, deadline, out, slim_cu=slim)
     if not (slim and reply.get("kind") == "compile_error"):
