@@ -1,11 +1,12 @@
-"""Build times of load_inline kernels before and after the host's precompiled torch headers, through
+"""Build times of load_inline kernels before and after the host's precompiled torch headers (and, for
+CUDA, the ``.cu`` file's slim ``torch/extension.h``: evaluation/slim_headers.py), through
 the build stage itself (sandboxed build processes, ``evaluation.build_stage.prebuild``), per step
 (ninja's own record: the C++ wrapper ``main.o``, the ``.cu`` file, the link), with each build's CPU
 seconds and peak memory.
 
 Phases (each in a fresh cache folder unless said; a phase is skipped when the time budget is spent):
 
-  1. alone, before    the first kernel, headers off (the code before this change)
+  1. alone, before    the first kernel, headers off, the .cu's slim header off (the code before)
   2. headers          the host's precompiled headers built once (what the first build after a
                       restart pays; "cold" = 2 + 3)
   3. alone, after     the first kernel again, headers published ("warm")
@@ -100,6 +101,7 @@ def show(r: dict[str, Any]) -> None:
     steps = " ".join(f"{k} {v:.1f}s" for k, v in sorted(r["steps"].items()))
     print(f"  {r['phase']:<14} {r['kernel'][:48]:<48} {r['status']:<13} wall {r['seconds']:6.1f} s  "
           f"cpu {r.get('cpu_s', 0):6.1f} s  peak {r.get('peak_rss_mb', 0):6.0f} MB  headers {r['headers'] or '-':<6} "
+          f"cu {r.get('cu_headers') or '-':<5} "
           f"[{steps}]", flush=True)
 
 
@@ -157,6 +159,11 @@ def nvcc_probe() -> dict[str, Any]:
             "host_input_is_cudafe_output": any(".cudafe1.cpp" in c for c in host)}
 
 
+def _headers_on(on: bool) -> None:
+    """Both cuts on (after) or off (before): the wrapper's precompiled headers, the .cu's slim header."""
+    os.environ["KB_PCH"] = os.environ["KB_SLIM_CU_HEADERS"] = "1" if on else "0"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -199,13 +206,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{result['nvcc_probe'].get('host_input_is_cudafe_output')}", flush=True)
     first_name, first = kernels[0]
     rest = kernels[1:]
-    os.environ["KB_PCH"] = "0"
+    _headers_on(False)
     print("1. alone, before (headers off)", flush=True)
     r = record("alone_before", first_name, prebuild(first, cfg["before"]))
     show(r)
     result["phases"]["alone_before"] = r
     save()
-    os.environ["KB_PCH"] = "1"
+    _headers_on(True)
     print("2. the host's precompiled headers", flush=True)
     headers = header_cache_for(cfg["after"])
     t0 = time.monotonic()
@@ -230,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         if left() < 60:
             print(f"{phase}: skipped (budget spent)", flush=True)
             continue
-        os.environ["KB_PCH"] = pch
+        _headers_on(pch == "1")
         print(f"{'5' if pch == '0' else '6'}. {phase}: {len(rest)} kernels", flush=True)
         result["phases"][phase] = pool_phase(phase, rest, c, args.workers)
         save()

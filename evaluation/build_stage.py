@@ -30,6 +30,8 @@ from .host_errors import INFRASTRUCTURE_ERROR, KILLED_BUILD, killed_build
 from .pch import HeaderCache
 from .safe_files import UnsafeFile, open_checked, open_dir_below, read_below, subdirectories, walk_tree
 from .sandbox import ChildError, Sandbox
+from .slim_headers import enabled as slim_wanted
+from .slim_headers import ensure as slim_folder
 from .types import EvaluationConfig
 
 #: Statuses of a build: nothing to build, found in the cache (built, or a recorded compiler error),
@@ -53,11 +55,15 @@ class BuildOutcome:
     #: "none" (off, failed, or still being built by another process after the wait).
     headers: str = ""
     headers_s: float = 0.0  # waiting for / building the headers (before ``started``)
+    #: What the ``.cu`` file's ``torch/extension.h`` was (evaluation.slim_headers): "slim", "full"
+    #: (off, or the slim build failed and the source was built again), "" (no CUDA build).
+    cu_headers: str = ""
     usage: BuildUsage | None = None  # CPU seconds and peak memory of the build process tree
 
     def to_dict(self) -> dict[str, Any]:
         out = {"status": self.status, "seconds": round(self.seconds, 3), "error": self.error,
-               "steps_s": self.steps_s, "headers": self.headers, "headers_s": round(self.headers_s, 3)}
+               "steps_s": self.steps_s, "headers": self.headers, "headers_s": round(self.headers_s, 3),
+               "cu_headers": self.cu_headers}
         if self.usage is not None:
             out.update(cpu_s=round(self.usage.cpu_s, 2), peak_rss_mb=round(self.usage.peak_rss_mb, 1))
         return out
@@ -100,11 +106,16 @@ def header_cache_for(cfg: EvaluationConfig) -> HeaderCache:
     return HeaderCache(cfg.build_cache_dir, cfg.device, target_arch(cfg))
 
 
-def build_env(cfg: EvaluationConfig) -> dict[str, str]:
+def build_env(cfg: EvaluationConfig, slim_cu: bool = False) -> dict[str, str]:
     """The environment build and kernel processes get: the architecture, and the precompiled headers
     where they are published (``CPATH`` is not in ninja's commands: with or without it, a build
-    stays up to date)."""
-    return {**arch_env(cfg), **header_cache_for(cfg).env()}
+    stays up to date); ``slim_cu``: and, after them, the ``.cu`` files' ``torch/extension.h``
+    (evaluation.slim_headers; the build stage's first try only)."""
+    env = {**arch_env(cfg), **header_cache_for(cfg).env()}
+    slim = slim_folder(cfg.build_cache_dir) if slim_cu else None
+    if slim:
+        env["CPATH"] = os.pathsep.join(p for p in (env.get("CPATH"), slim) if p)
+    return env
 
 
 def _prepare_headers(cfg: EvaluationConfig, deadline: float, out: BuildOutcome) -> None:
@@ -156,7 +167,7 @@ def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, dea
         return BuildOutcome("deferred", error="the build cache is unusable")
     out.started = time.monotonic()
     try:
-        reply = _run_build_process(build, kernel_source, cfg, deadline, out)
+        reply = _build_slim_then_full(build, kernel_source, cfg, deadline, out)
     finally:
         out.finished = time.monotonic()
         out.seconds = out.finished - out.started
@@ -179,6 +190,23 @@ def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, dea
     return out
 
 
+def _build_slim_then_full(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
+                          out: BuildOutcome) -> dict[str, Any]:
+    """A CUDA source is built with the slim ``torch/extension.h`` first; one that does not compile so
+    is built again, in a fresh folder, with the real header (its own compiler error, if any, is then
+    the one recorded)."""
+    slim = slim_wanted(cfg.device) and slim_folder(cfg.build_cache_dir) is not None
+    out.cu_headers = "slim" if slim else ("full" if cfg.device == "cuda" else "")
+    reply = _run_build_process(build, kernel_source, cfg, deadline, out, slim_cu=slim)
+    if not (slim and reply.get("kind") == "compile_error"):
+        return reply
+    build.abandon()
+    if build.begin() is None:
+        return reply
+    out.cu_headers, out.error, out.log = "full", None, ""
+    return _run_build_process(build, kernel_source, cfg, deadline, out, slim_cu=False)
+
+
 def recorded_failure(build: BuildDir) -> dict[str, str] | None:
     """Under the lock: the compiler error recorded for the entry. One that records a killed build
     (cached by a release that took it for the kernel's) is dropped, and the source built again."""
@@ -190,8 +218,8 @@ def recorded_failure(build: BuildDir) -> dict[str, str] | None:
 
 
 def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
-                       out: BuildOutcome) -> dict[str, Any]:
-    env = {**build_env(cfg), "CUDA_VISIBLE_DEVICES": ""}
+                       out: BuildOutcome, slim_cu: bool = False) -> dict[str, Any]:
+    env = {**build_env(cfg, slim_cu), "CUDA_VISIBLE_DEVICES": ""}
     sandbox = Sandbox(device="cpu", size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
                       hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
                       disable=cfg.disable_defences, max_processes=cfg.max_processes,
@@ -270,9 +298,10 @@ class BuildPool:
         self.sizer = PoolSizer(cores, workers, share=share)  # share: one of that many pools on ``cpus``
         self.workers = max(1, workers) if workers else cores  # threads; the sizer admits ``limit`` at a time
         self.cfg = cfg
-        # Build processes inherit their thread's CPU mask: keep them off the cores timed processes use.
+        # Build processes inherit their thread's CPU mask and niceness: off the cores timed processes
+        # use, and behind the GPU workers' own processes on the cores they share.
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kb-build",
-                                        initializer=_pin_thread, initargs=(cpus,))
+                                        initializer=_build_thread, initargs=(cpus,))
         self._futures: dict[str, Future[BuildOutcome]] = {}
         self._lock = threading.Lock()
 
@@ -312,9 +341,21 @@ class BuildPool:
         self.close()
 
 
-def _pin_thread(cpus: list[int] | None) -> None:
+#: Niceness of the build threads and so of every process they start ($KB_BUILD_NICE). On the H200
+#: host a pool that filled the cores with compilers slowed the start of the next evaluation's
+#: processes from ~2 s to 5-13 s while the GPU waited (docs/evaluation.md, issue 27): a GPU worker's
+#: processes at the default niceness take a shared core first, builds take the rest.
+BUILD_NICE = 10
+
+
+def _build_thread(cpus: list[int] | None) -> None:
     if cpus:
         os.sched_setaffinity(0, cpus)  # 0 = this thread (Linux): its children start with this mask
+    nice = int(os.environ.get("KB_BUILD_NICE", BUILD_NICE))
+    try:  # who 0 = this thread (Linux); its children inherit it
+        os.setpriority(os.PRIO_PROCESS, 0, max(os.getpriority(os.PRIO_PROCESS, 0), nice))
+    except OSError:
+        pass
 
 
 def _safe_prebuild(kernel_source: str, cfg: EvaluationConfig) -> BuildOutcome:

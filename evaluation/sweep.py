@@ -296,7 +296,7 @@ def _correct_speedup(r: dict[str, Any]) -> float | None:
 
 #: The parts of an evaluation's held time (``timings_s``), in the order they happen; ``other`` is the
 #: rest of the held time (static checks, the sandbox's set-up and tear-down, comparisons' overhead).
-STAGES = ("process_start", "load", "correctness", "timing")
+STAGES = ("process_start", "load", "correctness", "timing", "instruments")
 
 
 def stage_seconds(rs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

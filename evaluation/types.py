@@ -137,6 +137,11 @@ class EvaluationConfig:
     # "Instruments"): any of KNOWN_INSTRUMENTS (the profile runs on a GPU, or on a CPU with cpu_profile).
     instruments: frozenset[str] = INSTRUMENTS
     instruments_budget_s: float = 60.0  # time the instruments may take (their own deadline)
+    # Every instrument looks for a way of looking faster than one is; a kernel whose speedup interval
+    # lies wholly below this gains nothing from such a trick, and its instruments (about 10 s of the
+    # GPU on the H200, most of an evaluation's time there) are recorded as not run, with why.
+    # None: the instruments run for every correct kernel.
+    instruments_min_speedup: float | None = 1.0
     # Peaks for the speed of light: None = the hardware's (evaluation.instruments.roofline.PEAKS; none
     # known for a CPU), else {"bytes_per_s": .., "flops_per_s": ..} (tests, other hardware).
     peaks: dict[str, float] | None = None

@@ -28,6 +28,7 @@ from ..protocol import CorrectReply, InstrumentReply
 from ..sandbox import Sandbox
 from ..seeds import derive_seed
 from ..session import Abort, Pair
+from ..types import INSTRUMENTS
 from . import determinism, precision, profile, roofline, sanitize, shapes
 
 #: On a GPU, the fp64 reference is skipped when its copies (inputs, parameters, outputs) pass this.
@@ -39,6 +40,12 @@ def run_instruments(pair: Pair, sandbox: Sandbox) -> None:
     cfg, res = pair.cfg, pair.res
     if not cfg.instruments or not res.correct:
         sanitize.finish(res.instruments)  # the tolerance's record, made before
+        return
+    slower = _surely_slower(pair)
+    if slower:
+        for m in sorted(cfg.instruments & INSTRUMENTS):
+            res.instruments.setdefault(m, {"skipped": slower})
+        sanitize.finish(res.instruments)
         return
     t0 = time.monotonic()
     sub = dataclasses.replace(pair, deadline=min(pair.deadline, t0 + cfg.instruments_budget_s))
@@ -65,6 +72,18 @@ def run_instruments(pair: Pair, sandbox: Sandbox) -> None:
     res.instruments["cost_s"] = costs
     sanitize.finish(res.instruments)
     res.timings_s["instruments"] = round(time.monotonic() - t0, 4)
+
+
+def _surely_slower(pair: Pair) -> str:
+    """Why the instruments need not run: the kernel is slower than the reference over its whole
+    interval (below ``instruments_min_speedup``), so no trick they look for made it look fast."""
+    floor, res = pair.cfg.instruments_min_speedup, pair.res
+    if floor is None or res.speedup is None:
+        return ""
+    high = res.speedup_interval[1] if res.speedup_interval else res.speedup
+    if high >= floor:
+        return ""
+    return f"not run: the kernel is slower than the reference (at most {high:.2f}x, under {floor:g}x)"
 
 
 def _record_abort(pair: Pair, step: str, asked: list[str], ab: Abort, left_s: float) -> None:

@@ -163,3 +163,19 @@ def test_the_sizer_admits_at_most_its_limit():
     for t in threads:
         t.join()
     assert peak[0] == 2 and sizer.running == 0
+
+
+def test_builds_run_behind_the_gpu_workers_processes(tmp_path, monkeypatch):
+    """The pool's threads (and so every build process they start) run at a lower priority: a pool
+    that fills the cores must not slow the start of the next evaluation's processes."""
+    import os
+
+    from evaluation.build_stage import BUILD_NICE, BuildPool
+    from evaluation.types import EvaluationConfig
+
+    monkeypatch.delenv("KB_BUILD_NICE", raising=False)
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    with BuildPool(1, EvaluationConfig(build_cache_dir=str(tmp_path))) as pool:
+        nice = pool._pool.submit(os.getpriority, os.PRIO_PROCESS, 0).result()
+    assert nice == max(mine, BUILD_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == mine  # the caller's own thread is left as it was

@@ -247,3 +247,26 @@ def test_on_a_gpu_the_profile_lists_kernel_launches_and_the_h200_peaks_apply():
     if "H200" in str(result.environment.get("device_name", "")):
         assert record["peaks"]["bytes_per_s"] == 4.8e12
         assert 0 < record["kernel_fraction"] < 1 and not record["impossible"]
+
+
+SLEEPY_ADD = ADD_KERNEL.format(share="0.0").replace("    def forward(self", "    def forward_fast(self") + """
+    def forward(self, *args):
+        import time
+        time.sleep(0.02)
+        return self.forward_fast(*args)
+"""
+
+
+def test_the_instruments_skip_a_kernel_surely_slower_than_the_reference():
+    result = evaluate_with(ADD_ONE, SLEEPY_ADD, timing_trials=3, min_timing_rounds=2)
+    assert result.status == "correct" and result.speedup_interval[1] < 1.0, (result.error, result.speedup_interval)
+    for name in ("precision", "shapes", "determinism", "speed_of_light", "profile"):
+        assert result.instruments[name]["skipped"].startswith("not run: the kernel is slower than the reference")
+    assert "cost_s" not in result.instruments and "instruments" not in result.timings_s
+
+
+def test_the_instruments_run_for_a_slower_kernel_when_asked_for_every_kernel():
+    result = evaluate_with(ADD_ONE, SLEEPY_ADD, timing_trials=3, min_timing_rounds=2, instruments_min_speedup=None,
+                           instruments=frozenset({"shapes"}))
+    assert result.status == "correct" and result.speedup_interval[1] < 1.0
+    assert "skipped" not in result.instruments["shapes"] and set(result.instruments["cost_s"]) == {"shapes"}

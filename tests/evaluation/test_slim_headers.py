@@ -1,0 +1,199 @@
+"""The ``.cu`` file's slim ``torch/extension.h`` (``evaluation.slim_headers``).
+
+- the stand-in routes by compile: gcc's preprocessor, with the folder in ``CPATH`` before torch's
+  ``-isystem`` folders as in a build, gives a CUDA compile ``torch/types.h`` and a C++ one the real
+  header (a fake torch include tree: milliseconds, no CUDA needed);
+- it is written once and never rewritten while right (ninja's dependency records name it);
+- a source the slim header does not compile is built again with the real one (the build process is
+  replaced by a stand-in here: nvcc is not on the CPU machines; the GPU test below builds for real);
+- on a GPU (skips without CUDA): a CUDA kernel built both ways has the same exported functions and
+  bitwise the same outputs, and one that needs torch's C++ frontend in its ``.cu`` is built again
+  with the real header.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from evaluation import build_stage, slim_headers
+from evaluation.build_stage import build_dir_for, prebuild
+from evaluation.types import EvaluationConfig
+from tests.evaluation.helpers import needs_cuda
+
+needs_cxx = pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler")
+
+
+def _fake_torch(root) -> str:
+    inc = root / "torch_include"
+    (inc / "torch").mkdir(parents=True)
+    (inc / "torch" / "extension.h").write_text("int real_extension_h;\n")
+    (inc / "torch" / "types.h").write_text("int types_h_only;\n")
+    return str(inc)
+
+
+def _preprocess(tmp_path, cpath: str, *defines: str) -> str:
+    src = tmp_path / "k.cpp"
+    src.write_text("#include <torch/extension.h>\n#include <torch/extension.h>\n")
+    env = {**os.environ, "CPATH": cpath}
+    cmd = ["c++", "-E", "-P", *defines, "-isystem", _fake_torch(tmp_path), str(src)]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+
+
+@needs_cxx
+def test_a_cuda_compile_gets_types_h_and_a_cpp_compile_the_real_header(tmp_path):
+    folder = slim_headers.ensure(str(tmp_path / "cache"))
+    assert folder is not None
+    cuda = _preprocess(tmp_path, folder, "-D__CUDACC__")
+    assert "types_h_only" in cuda and "real_extension_h" not in cuda
+    shutil.rmtree(tmp_path / "torch_include")
+    cpp = _preprocess(tmp_path, folder)
+    assert "real_extension_h" in cpp and "types_h_only" not in cpp
+
+
+def test_the_header_is_written_once_and_mended_when_wrong(tmp_path):
+    cache = str(tmp_path / "cache")
+    folder = slim_headers.ensure(cache)
+    path = os.path.join(folder, "torch", "extension.h")
+    assert os.stat(path).st_mode & 0o777 == 0o644
+    os.utime(path, (1_000_000, 1_000_000))
+    assert slim_headers.ensure(cache) == folder
+    assert os.stat(path).st_mtime == 1_000_000  # untouched: entries built with it stay up to date
+    with open(path, "w") as fh:
+        fh.write("#error broken\n")
+    slim_headers.ensure(cache)
+    with open(path) as fh:
+        assert fh.read() == slim_headers.HEADER_TEXT
+    assert [n for n in os.listdir(os.path.dirname(path)) if n != "extension.h"] == []
+
+
+def test_only_cuda_builds_get_it(monkeypatch):
+    assert slim_headers.enabled("cuda") and not slim_headers.enabled("cpu")
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "0")
+    assert not slim_headers.enabled("cuda")
+
+
+NEEDS_BUILD = "from torch.utils.cpp_extension import load_inline  # a build\nclass ModelNew: pass\n"
+
+
+def _fake_build_process(calls: list[dict], fails_slim: bool):
+    """Stands in for the sandboxed build (nvcc is not on the CPU machines); records its CPATH."""
+    def run(build, kernel_source, cfg, deadline, out, slim_cu=False):
+        calls.append({"slim": slim_cu, "cpath": build_stage.build_env(cfg, slim_cu).get("CPATH", ""),
+                      "private": build.private})
+        if slim_cu and fails_slim:
+            return {"ok": False, "kind": "compile_error", "error": "'functional' is not a member of 'torch::nn'"}
+        return {"ok": True}
+    return run
+
+
+@pytest.mark.parametrize("fails_slim", [False, True])
+def test_a_source_the_slim_header_fails_is_built_again_with_the_real_one(tmp_path, monkeypatch, fails_slim):
+    calls: list[dict] = []
+    monkeypatch.setattr(build_stage, "_run_build_process", _fake_build_process(calls, fails_slim))
+    monkeypatch.setenv("KB_PCH", "0")
+    cfg = EvaluationConfig(device="cuda", cuda_arch="9.0", build_cache_dir=str(tmp_path / "cache"))
+    out = prebuild(NEEDS_BUILD, cfg)
+    assert out.status == "built" and out.error is None
+    assert [c["slim"] for c in calls] == ([True, False] if fails_slim else [True])
+    assert slim_headers.include_dir(cfg.build_cache_dir) in calls[0]["cpath"]
+    assert out.cu_headers == ("full" if fails_slim else "slim")
+    if fails_slim:
+        assert calls[1]["cpath"] == "" and calls[1]["private"] != calls[0]["private"]
+        assert not os.path.exists(calls[0]["private"])  # the slim try's folder is gone
+    assert build_dir_for(NEEDS_BUILD, cfg).built
+
+
+def test_a_cpu_build_never_gets_it(tmp_path, monkeypatch):
+    calls: list[dict] = []
+    monkeypatch.setattr(build_stage, "_run_build_process", _fake_build_process(calls, True))
+    cfg = EvaluationConfig(device="cpu", build_cache_dir=str(tmp_path / "cache"))
+    out = prebuild(NEEDS_BUILD, cfg)
+    assert [c["slim"] for c in calls] == [False] and out.cu_headers == ""
+
+
+CUDA_KERNEL = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = """
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+__global__ void scale_shift_kernel(const float* x, float* o, float a, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) o[i] = x[i] * a + 0.25f;
+}
+torch::Tensor scale_shift(torch::Tensor x, double a) {
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    int64_t n = xc.numel();
+    scale_shift_kernel<<<(n + 255) / 256, 256>>>(xc.data_ptr<float>(), out.data_ptr<float>(), (float)a, n);
+    return EXTRA(out);
+}
+"""
+
+ext = load_inline(name="NAME", cpp_sources="torch::Tensor scale_shift(torch::Tensor x, double a);",
+                  cuda_sources=CUDA_SRC, functions=["scale_shift"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.scale_shift(x, 1.5)
+'''
+PLAIN = CUDA_KERNEL.replace("EXTRA(out)", "out")
+# torch::nn::functional is torch's C++ frontend: in torch/extension.h, not in torch/types.h.
+NEEDS_FRONTEND = CUDA_KERNEL.replace("EXTRA(out)", "torch::nn::functional::relu(out)")
+
+PROBE = """
+import importlib.util, sys, torch
+outs = []
+for path in sys.argv[1:]:
+    spec = importlib.util.spec_from_file_location('kb_slim_cuda', path)
+    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+    x = torch.randn(1 << 20, generator=torch.Generator().manual_seed(7)).cuda()
+    outs.append((sorted(n for n in dir(m) if not n.startswith('__')), m.scale_shift(x, 1.5).cpu()))
+assert outs[0][0] == outs[1][0] == ['scale_shift'], (outs[0][0], outs[1][0])
+assert outs[0][1].view(torch.int32).equal(outs[1][1].view(torch.int32))
+print('same')
+"""
+
+
+def _built(source: str, cfg: EvaluationConfig) -> tuple[build_stage.BuildOutcome, str]:
+    out = prebuild(source, cfg)
+    assert out.status == "built", (out.error, out.log[-3000:])
+    (ext,) = glob.glob(os.path.join(build_dir_for(source, cfg).path or "", "torch_extensions", "*"))
+    return out, ext
+
+
+@needs_cuda
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_a_cuda_kernel_built_both_ways_is_the_same(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_PCH", "0")  # the wrapper the same way both times: only the .cu differs
+    libs, cu_s = [], {}
+    for slim in ("1", "0"):
+        monkeypatch.setenv("KB_SLIM_CU_HEADERS", slim)
+        cfg = EvaluationConfig(device="cuda", build_cache_dir=str(tmp_path / f"slim{slim}"), timeout_s=9000)
+        out, ext = _built(PLAIN.replace("NAME", "kb_slim_cuda"), cfg)
+        assert out.cu_headers == ("slim" if slim == "1" else "full")
+        cu_s[slim] = [s for k, s in out.steps_s.items() if k.endswith(".cuda.o")]
+        libs.append(os.path.join(ext, "kb_slim_cuda.so"))
+    print(f"the .cu file's compile: slim {cu_s['1']} s, full {cu_s['0']} s")
+    r = subprocess.run([sys.executable, "-c", PROBE, *libs], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "same", r.stdout + r.stderr
+
+
+@needs_cuda
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_a_cu_file_that_needs_the_frontend_is_built_with_the_real_header(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_PCH", "0")
+    cfg = EvaluationConfig(device="cuda", build_cache_dir=str(tmp_path / "cache"), timeout_s=9000)
+    out, _ext = _built(NEEDS_FRONTEND.replace("NAME", "kb_slim_frontend"), cfg)
+    assert out.cu_headers == "full"
