@@ -307,6 +307,11 @@ CACHES = {
 # a board; a new result shows within BOARD_FRESHNESS_SECONDS (the window shared caches may keep a
 # board too), and a board is rebuilt in the background at most once every BOARD_REBUILD_SECONDS.
 BOARD_FRESHNESS_SECONDS = env_int("BOARD_FRESHNESS_SECONDS", 5)
+# Whether the site runs the boards' background re-scorer (`manage.py refresh_boards`): writers (the
+# web, the GPU workers, imports) then only mark the runs they change, and it re-scores them in
+# batches; pages make up only marks older than BOARD_FRESHNESS_SECONDS. Off (a site of one process,
+# the tests), each write re-scores its runs after its commit. Set it for every process of the site.
+BOARD_RESCORER = env_bool("BOARD_RESCORER", False)
 BOARD_REBUILD_SECONDS = env_int("BOARD_REBUILD_SECONDS", 2)
 # A board with no kept build is built in the background; its first request waits at most this long
 # (milliseconds) for it, then is answered "being built" (503, Retry-After) while the build goes on (board_cache).

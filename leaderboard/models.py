@@ -898,11 +898,14 @@ class BoardVersion(models.Model):
 
 
 class DirtyRun(models.Model):
-    """A run whose stored scores may be stale: marked in the writing transaction, cleared by the
-    refresh after commit (or by the next read, if the process died in between)."""
+    """A run whose stored scores may be stale: marked in the writing transaction, cleared when it is
+    re-scored (by the background re-scorer in batches, or by a board build that finds it first)."""
 
     run_id = models.BigIntegerField(primary_key=True)
-    marked_at = models.DateTimeField(auto_now=True)
+    marked_at = models.DateTimeField(auto_now=True)  # the oldest write not yet re-scored
+    # The latest write that marked it: a re-scoring removes the mark only if no write marked it
+    # again since it read the run's kernels, and writers never wait for a re-scoring to end.
+    last_marked_at = models.DateTimeField(null=True, blank=True)
     # A run whose re-scoring failed is set aside (board_store.refresh_runs): its last stored scores
     # stay on the boards, it is not retried on every read, /healthz says "degraded" and the admin
     # lists it with the error, until a write marks it again or rebuild_boards re-scores it.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Start a Redis of this site's own (site/local-redis.sh: never one another process already runs), one
-# RQ worker for the CPU queue and gunicorn; stop all three on Ctrl-C. The worker runs under a small
-# supervisor loop: when it exits it is started again (after 1, 2, 4 ... up to 30 s), as compose's
-# `restart: unless-stopped` and systemd's `Restart=` do in production.
+# RQ worker for the CPU queue, the boards' background re-scorer and gunicorn; stop them all on
+# Ctrl-C. The worker and the re-scorer run under a small supervisor loop: when one exits it is
+# started again (after 1, 2, 4 ... up to 30 s), as compose's `restart: unless-stopped` and
+# systemd's `Restart=` do in production.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
 PORT=${PORT:-8000}
@@ -29,25 +30,32 @@ if "$PY" manage.py help evalworker >/dev/null 2>&1; then
 else
   WORKER=("$PY" manage.py rqworker eval-cpu)
 fi
-supervise_worker() {
-  local child="" delay=1 started
+supervise() {  # supervise NAME LOG COMMAND...: run COMMAND, and again whenever it exits
+  local name=$1 log=$2 child="" delay=1 started
+  shift 2
   trap 'if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" || true; fi; exit 0' TERM INT
   while true; do
     started=$SECONDS
-    "${WORKER[@]}" >>"$RUN_DIR/worker.log" 2>&1 &
+    "$@" >>"$log" 2>&1 &
     child=$!
     wait "$child" && status=0 || status=$?
     child=""
     [ $((SECONDS - started)) -ge 60 ] && delay=1  # it ran a while: start again soon
-    echo "The worker exited (status $status); restarting it in ${delay} s (log: $RUN_DIR/worker.log)"
+    echo "The $name exited (status $status); restarting it in ${delay} s (log: $log)"
     sleep "$delay" & wait $!
     delay=$((delay * 2 > 30 ? 30 : delay * 2))
   done
 }
+# The re-scorer below keeps the boards current: the web and the worker only mark the runs they change.
+export BOARD_RESCORER=1
 : >"$RUN_DIR/worker.log"
-supervise_worker &
+supervise worker "$RUN_DIR/worker.log" "${WORKER[@]}" &
 pids+=($!)
 echo "Worker for queue eval-cpu, restarted whenever it exits (log: $RUN_DIR/worker.log)"
+: >"$RUN_DIR/rescorer.log"
+supervise re-scorer "$RUN_DIR/rescorer.log" "$PY" manage.py refresh_boards &
+pids+=($!)
+echo "The boards' re-scorer, restarted whenever it exits (log: $RUN_DIR/rescorer.log)"
 
 "$PY" -m gunicorn config.wsgi --config site/gunicorn.conf.py --bind "127.0.0.1:$PORT" &
 pids+=($!)

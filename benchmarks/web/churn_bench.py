@@ -1,15 +1,24 @@
-"""Boards while results land (issue 22): time the board pages at rest, then while a writer stores
-finished evaluations at 1 and at 5 per second through the GPU worker's own path
-(`python -m benchmarks.web.bench writer`), and print one table side by side. Standard library only;
-the writer and the freshness probe are subprocesses of that benchmark entry point.
+"""Boards while results land (issue 22): time the board pages at rest, then while writers store
+finished evaluations at 1, 5 and 50 per second through the GPU worker's own path
+(`python -m benchmarks.web.bench writer`, spread over processes as GPU hosts would be), and print
+one table side by side. Standard library only; the writers and the freshness probe are
+subprocesses of that benchmark entry point.
+
+With --rescorer-log (the output of `manage.py refresh_boards -v 2`, the background re-scorer the
+site runs), each phase with writes also reports the write path's database time per stored result:
+its own (the worker's claim and store) plus its share of the re-scorer's pass that took its run
+(the pass's database time over the results it covered), at p50 and p95; and with --rescorer-pid,
+the share of a core the re-scorer used.
 
     python benchmarks/web/churn_bench.py --base http://127.0.0.1:8800 [--py .venv/bin/python] \
-        [--repeat 20] [--rates 1 5] [--concurrent-seconds 10]
+        [--repeat 20] [--rates 1 5 50] [--concurrent-seconds 10] [--rescorer-log FILE --rescorer-pid PID]
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
+import json
 import math
 import os
 import re
@@ -23,6 +32,8 @@ from http_bench import BOARD_PAGES, fetch, percentile
 
 BOARDS = (*BOARD_PAGES, "/api/v1/leaderboard/?level=1")
 CONCURRENT_URL = "/levels/1/"
+MAX_WRITERS = 10  # writer processes at most: 50 writes/s are 10 GPU hosts storing 5 a second each
+PASS_LINE = re.compile(r"pass at ([\d.]+): (\d+) runs in ([\d.]+) ms, database ([\d.]+) ms")
 
 
 def time_pages(base: str, repeat: int) -> dict[str, tuple[float, float]]:
@@ -65,12 +76,12 @@ def first_after_a_write(base: str, manage: list[str]) -> dict[str, float]:
 
 
 class Writer:
-    """`manage.py bench_web writer` in the background for the length of a `with` block: one process
-    per write a second (GPU workers are separate processes; one process on a loaded machine
-    cannot store 5 a second), together at `rate`."""
+    """`python -m benchmarks.web.bench writer` in the background for the length of a `with` block: one process
+    per write a second, at most MAX_WRITERS (GPU workers are separate processes), together at
+    `rate`. `stored`: (epoch seconds, database ms) of every result they stored."""
 
     def __init__(self, manage: list[str], rate: float) -> None:
-        self.processes_n = max(1, math.ceil(rate))
+        self.processes_n = max(1, min(math.ceil(rate), MAX_WRITERS))
         each = rate / self.processes_n
         self.stop_file = os.path.join(tempfile.mkdtemp(prefix="kb-writer-"), "stop")
         self.commands = [
@@ -78,6 +89,7 @@ class Writer:
             for n in range(self.processes_n)
         ]
         self.summary = ""
+        self.stored: list[tuple[float, float]] = []
 
     def __enter__(self) -> Writer:
         self.processes = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for command in self.commands]
@@ -90,10 +102,12 @@ class Writer:
         lines = []
         for process in self.processes:
             try:
-                lines.append((process.communicate(timeout=120)[0] or "").strip())
+                output = (process.communicate(timeout=120)[0] or "").strip().splitlines()
             except subprocess.TimeoutExpired:
                 process.kill()
-                lines.append("(a writer did not stop within 120 s: killed)")
+                output = ["(a writer did not stop within 120 s: killed)"]
+            self.stored += [tuple(s) for line in output if line.startswith("stored ") for s in json.loads(line[7:])]
+            lines.append("\n".join(line for line in output if not line.startswith("stored ")))
         achieved = sum(float(rate) for line in lines for rate in re.findall(r"\(([\d.]+)/s\)", line))
         self.summary = f"{self.processes_n} writer process(es), together {achieved:.2f} evaluations/s:\n" + "\n".join(
             f"  {line}" for line in lines
@@ -101,17 +115,69 @@ class Writer:
 
 
 def phase(base: str, args, manage: list[str], rate: float) -> dict:
-    """One phase's figures: pages, concurrent clients, and (while writing) the freshness probe."""
+    """One phase's figures: pages, concurrent clients, and (while writing) the freshness probe and
+    the write path's database time."""
     if rate == 0:
         pages = time_pages(base, args.repeat)
         return {"pages": pages, "clients": clients(base, CONCURRENT_URL, args.concurrent, args.concurrent_seconds)}
+    cpu_before, started = cpu_seconds(args.rescorer_pid), time.time()
     with Writer(manage, rate) as writer:
         pages = time_pages(base, args.repeat)
         concurrent = clients(base, CONCURRENT_URL, args.concurrent, args.concurrent_seconds)
         probe = subprocess.run(
             [*manage, "visible", "--base", base, "--trials", str(args.trials)], capture_output=True, text=True
         )
-    return {"pages": pages, "clients": concurrent, "writer": writer.summary, "visible": probe.stdout.strip()}
+    time.sleep(2)  # the re-scorer's last passes take the last results
+    cpu = (cpu_seconds(args.rescorer_pid) - cpu_before) / (time.time() - started)
+    path = write_path(writer.stored, rescorer_passes(args.rescorer_log, started), cpu) if args.rescorer_log else ""
+    return {
+        "pages": pages, "clients": concurrent, "writer": writer.summary, "visible": probe.stdout.strip(),
+        "write_path": path,
+    }  # fmt: skip
+
+
+def rescorer_passes(log: str, since: float) -> list[tuple[float, int, float]]:
+    """(start, runs, database ms) of each pass the re-scorer logged from `since` on."""
+    with open(log) as lines:
+        found = [PASS_LINE.search(line) for line in lines]
+    passes = [(float(m[1]), int(m[2]), float(m[4])) for m in found if m]
+    return sorted(p for p in passes if p[0] >= since)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc); 0 without a pid."""
+    if not pid:
+        return 0.0
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def write_path(stored: list[tuple[float, float]], passes: list[tuple[float, int, float]], cpu: float) -> str:
+    """Database ms per stored result: its own, plus its share of the first pass that started after
+    it was stored (that pass's database ms over the results it covered); p50 / p95 of each."""
+    starts = [start for start, _, _ in passes]
+    covered: dict[int, list[float]] = {}
+    for at, ms in stored:
+        index = bisect.bisect_left(starts, at)
+        if index < len(passes):
+            covered.setdefault(index, []).append(ms)
+    own = [ms for results in covered.values() for ms in results]
+    share = [passes[i][2] / len(results) for i, results in covered.items() for _ in results]
+    total = [ms + passes[i][2] / len(results) for i, results in covered.items() for ms in results]
+    if not total:
+        return "write path: no stored result was covered by a logged re-scorer pass"
+    runs = sorted(n for _, n, _ in passes)
+
+    def cell(values: list[float]) -> str:
+        return f"p50 {statistics.median(values):.1f} / p95 {percentile(values, 0.95):.1f} ms"
+
+    return (
+        f"write path, database time per stored result ({len(total)} of {len(stored)} results): "
+        f"store {cell(own)}; share of re-scoring {cell(share)}; together {cell(total)}\n"
+        f"  re-scorer: {len(passes)} passes, median {runs[len(runs) // 2]} runs a pass, "
+        f"database {sum(p[2] for p in passes) / 1000:.1f} s in all; its process used {cpu:.0%} of a core"
+    )
 
 
 def report(results: dict[float, dict], first: dict[str, float], args) -> None:
@@ -127,6 +193,8 @@ def report(results: dict[float, dict], first: dict[str, float], args) -> None:
     for name, r in zip(names, results.values(), strict=True):
         if "writer" in r:
             print(f"{name}: {r['writer']}")
+            if r["write_path"]:
+                print(r["write_path"])
             print("\n".join(f"  {line}" for line in r["visible"].splitlines()))
 
 
@@ -135,10 +203,12 @@ def main() -> None:
     parser.add_argument("--base", required=True)
     parser.add_argument("--py", default=".venv/bin/python")
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--rates", type=float, nargs="*", default=[1.0, 5.0])
+    parser.add_argument("--rates", type=float, nargs="*", default=[1.0, 5.0, 50.0])
     parser.add_argument("--concurrent", type=int, default=8)
     parser.add_argument("--concurrent-seconds", type=float, default=10.0)
     parser.add_argument("--trials", type=int, default=3, help="results watched until they show, per write rate")
+    parser.add_argument("--rescorer-log", default="", help="the output of `manage.py refresh_boards -v 2`")
+    parser.add_argument("--rescorer-pid", type=int, default=0, help="its process id: the CPU it used")
     args = parser.parse_args()
     manage = [args.py, "-m", "benchmarks.web.bench"]
     results = {}

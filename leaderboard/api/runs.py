@@ -211,7 +211,7 @@ class RunViewSet(ReadOnly):
         return run_upload_max_bytes() if self.action == "import_run" else settings.API_BODY_MAX_BYTES
 
     def get_queryset(self):
-        board_store.refresh_dirty()  # kernel counts are stored by the boards' read model
+        board_store.refresh_unattended()  # kernel counts are stored by the boards' read model
         runs = (
             Run.objects.select_related("model", "problem_set", "hardware", "rules", "created_by")
             .annotate(kernel_count=F("n_kernels"))  # stored by the boards' read model

@@ -319,7 +319,7 @@ def refresh_latest_evaluation(kernel_id: int) -> None:
     """Point the kernel at the evaluation rankings should use: the newest finished one on its run's
     hardware (any hardware if none there yet), one measured here before any imported claim. Newest
     by request time, so a slow old evaluation finishing late does not hide a newer one."""
-    run_hardware = Kernel.objects.filter(pk=kernel_id).values("run__hardware_id")[:1]
+    run_hardware = Kernel.objects.filter(pk=kernel_id).order_by().values("run__hardware_id")[:1]  # one row: no join to order it
     newest = (
         Evaluation.objects.filter(kernel_id=kernel_id, state=Evaluation.State.DONE)
         .annotate(
@@ -333,7 +333,7 @@ def refresh_latest_evaluation(kernel_id: int) -> None:
         .first()
     )
     Kernel.objects.filter(pk=kernel_id).update(latest_evaluation_id=newest)
-    board_store.mark_kernels([kernel_id])  # an update() sends no signal: re-score its run after commit
+    board_store.mark_kernels([kernel_id])  # an update() sends no signal: mark its run for the re-scorer
 
 
 # --- giving an attempt up ----------------------------------------------------------------------

@@ -7,7 +7,9 @@ check took and its error text (host names, addresses) go to operators only
 `evaluation_hosts` says whether some worker host is short of disk space (status "degraded", still
 200: the site serves, but evaluations wait there); operators see which host and why. `boards` says
 whether some run failed to score and was set aside (leaderboard.reads.board.store.set_aside: its
-board rows are stale; status "degraded"); operators see which runs and why."""
+board rows are stale; status "degraded"), or, where the site runs the boards' background re-scorer,
+whether a mark has waited more than a minute for it (it is not running); operators see which runs
+and why."""
 
 from __future__ import annotations
 
@@ -59,6 +61,9 @@ def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 1)
 
 
+RESCORER_LATE_S = 60  # the re-scorer takes a mark within a second when it runs
+
+
 def evaluation_hosts() -> dict:
     """Worker hosts short of disk space (they start no evaluation: leaderboard/evaluations/host_space.py).
     Reported, not failed: the site itself still serves."""
@@ -74,13 +79,20 @@ def evaluation_hosts() -> dict:
 
 
 def boards() -> dict:
-    """Runs set aside because they fail to score: the boards serve their last stored scores."""
+    """Runs set aside because they fail to score: the boards serve their last stored scores. And,
+    where the site runs the background re-scorer (BOARD_RESCORER), how long the oldest mark has
+    waited for it: longer than RESCORER_LATE_S, it is not running (reads make up for it, slower)."""
     try:
         aside = board_store.set_aside_runs()
+        waiting = board_store.oldest_mark_seconds()
     except Exception as exc:  # noqa: BLE001 - the database check reports the database
         return {"ok": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
     shown = [{"run": row.run_id, "at": row.failed_at.isoformat(), "error": row.error[:300]} for row in aside[:20]]
-    return {"ok": not aside, "runs_set_aside": len(aside), "set_aside": shown}
+    late = settings.BOARD_RESCORER and waiting > RESCORER_LATE_S
+    return {
+        "ok": not aside and not late, "runs_set_aside": len(aside), "set_aside": shown,
+        "oldest_mark_waiting_s": round(waiting, 1),
+    }  # fmt: skip
 
 
 @never_cache

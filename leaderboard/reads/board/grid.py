@@ -66,7 +66,7 @@ def level_grid(problem_set: ProblemSet | None, level: int) -> list[GridRow]:
     """Every problem of the level, in number order, with its best kernels, best first."""
     if problem_set is None:
         return []
-    board_store.refresh_dirty(problem_set)
+    board_store.refresh_unattended(problem_set)
     problems = list(problem_set.problems.filter(level=level).defer("source").order_by("number"))
     rows = {problem.pk: GridRow(problem) for problem in problems}
     ranked = (

@@ -304,9 +304,8 @@ def verify_runs(run_ids: Iterable[int], write: Callable[[str], None] = lambda _:
     problems = store.verify_all(write, run_ids=ids)
     for start in range(0, len(ids), store.BATCH):
         batch = ids[start : start + store.BATCH]
-        rows = store.kernel_rows(Kernel.objects.filter(run_id__in=batch))
-        stored = store._stored_states([row.pk for row in rows])
-        problems += [f"kernel {row.pk}: stored review state differs" for row in rows if stored[row.pk] != row.state]
+        rows = store.kernel_rows(Kernel.objects.filter(run_id__in=batch), with_stored=True)
+        problems += [f"kernel {row.pk}: stored review state differs" for row in rows if row.stored != row.state]
         counts = dict(Run.objects.filter(pk__in=batch).values_list("pk", "n_kernels"))
         fresh = dict(
             Kernel.objects.filter(run_id__in=batch).values("run_id").annotate(n=Count("pk")).values_list("run_id", "n")

@@ -3,7 +3,8 @@ docs/performance.md, "Boards under writes").
 
 A board (a page, one of its downloads, the API leaderboard's data: one per URL) is built once and
 kept in the cache with the read model's version its build read and its "as of" time, taken just
-before that read: every write committed before then is in the build. A request reads the current
+before that read (or the oldest write still waiting for the background re-scorer, when earlier:
+leaderboard/reads/board/store.py): every write committed before then is in the build. A request reads the current
 version and the oldest unrefreshed mark in one small query (`board_store.board_state`; requests never
 re-score) and then:
 
@@ -234,9 +235,11 @@ def lacking_since(kept: Kept, state: board_store.BoardState) -> float | None:
 
 
 def _build_and_keep(key: str, problem_set: ProblemSet | None, build: Build) -> Kept:
-    board_store.refresh_dirty(problem_set)  # a mark whose re-scoring was lost (or is in a test's transaction)
+    board_store.refresh_unattended(problem_set)  # marks the re-scorer left behind (all of them when none runs)
     as_of = time.time()
     state = board_store.board_state(problem_set)
+    if state.dirty_since is not None:  # writes the re-scorer is about to take are not in this build:
+        as_of = min(as_of, state.dirty_since.timestamp())  # it is as of the oldest of them
     kept = Kept(build(datetime.fromtimestamp(as_of, UTC)), state.key, state.updated_at, as_of)
     # Kept only once scores exist: a build without a version could not tell when it went stale.
     if state.updated_at is not None and _keepable(kept.body):

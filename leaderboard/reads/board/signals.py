@@ -1,5 +1,6 @@
 """Model signals that keep the boards' read model current whatever path writes (admin, factories,
-services): each marks the affected run for re-scoring after commit (leaderboard/reads/board/store.py).
+services): each marks the affected run in the writing transaction, for the background re-scorer
+(leaderboard/reads/board/store.py).
 
 Bulk writes (bulk_create, QuerySet.update) send no signals: their code calls board_store.mark_runs
 itself (run import, baseline import, the worker)."""
@@ -27,7 +28,7 @@ from problems.models import Hardware, Problem, ProblemSet
 def _run_of_kernel(kernel_id: int | None, cached: Kernel | None) -> int | None:
     if cached is not None:
         return cached.run_id
-    return Kernel.objects.filter(pk=kernel_id).values_list("run_id", flat=True).first()
+    return Kernel.objects.filter(pk=kernel_id).order_by().values_list("run_id", flat=True).first()  # no join to order one row
 
 
 def _cached_kernel(instance) -> Kernel | None:

@@ -5,15 +5,28 @@ How it stays current:
 
 1. A write that changes a run's inputs (a kernel, an evaluation, a review, a report; run and
    baseline imports; deletions) calls `mark_runs(run_ids)`, directly or through the model signals in
-   leaderboard/reads/board/signals.py. That records a DirtyRun row in the writing transaction and
-   schedules `refresh_runs` for after its commit (once per run and transaction).
-2. `refresh_runs` re-scores whole runs, idempotently: one query reads the runs' kernels with the
-   reference review rules (KernelQuerySet.with_review_state), and bulk writes store the kernels'
-   review state, the RunScore rows, the runs' and problems' kernel counts and the board version.
-3. Board builds call `refresh_dirty` first, so a refresh lost with a dying process (or never run,
-   as inside a test's transaction) is made up before anything stale is built. Requests do not:
-   they read `board_state` (one query) and are served the last complete build
-   (leaderboard/reads/board/served.py).
+   leaderboard/reads/board/signals.py. That upserts a DirtyRun row in the writing transaction (once
+   per run and transaction: its oldest mark's time stays, its latest is renewed). Where the site
+   runs the background re-scorer (settings.BOARD_RESCORER) that is all a writer does, so a stored
+   result costs its writer a few small queries whatever the size of its run; without one, the
+   writer re-scores its runs after its commit.
+2. The background re-scorer (leaderboard/reads/board/rescorer.py, `manage.py refresh_boards`)
+   takes the marked runs in batches, oldest first, a few times a second, and `refresh_runs` re-scores
+   each batch in one transaction, idempotently: one query reads the runs' kernels with the reference
+   review rules (KernelQuerySet.with_review_state) and their stored state, and bulk writes store the
+   kernels' review state that changed, the RunScore rows that changed, the runs' and problems'
+   kernel counts and the board version. Many results in one run cost one re-scoring; results in
+   many runs share one transaction, though each run is still re-scored whole. It removes, last, only
+   the marks no write renewed meanwhile, so writers never wait for it and no write is missed.
+3. Nothing stale is built, and a lost re-scoring is made up. Board builds (in the background) and
+   the pages that read stored numbers (problem, model and kernel pages, the runs API) call
+   `refresh_unattended` first: it re-scores the marks the re-scorer left behind (older than
+   BOARD_FRESHNESS_SECONDS: it died or is stuck), or every mark when no re-scorer says it is alive
+   (a site run without one, every test) or inside the reader's own transaction (whose marks no
+   other process can see), and leaves fresh ones to the re-scorer. A board built while fresh marks
+   wait is dated as of the oldest of them, so its "as of" stays true, and it is rebuilt once they
+   are re-scored. Requests never re-score for a board: they read `board_state` (one query) and are
+   served the last complete build (leaderboard/reads/board/served.py).
 
 `rebuild_all` re-scores everything and `verify_all` compares stored rows with a fresh computation
 (`manage.py rebuild_boards [--verify]`).
@@ -22,15 +35,18 @@ How it stays current:
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from functools import reduce
 
+from django.conf import settings
 from django.db import DatabaseError, OperationalError, transaction
-from django.db.models import F, Subquery
+from django.db.models import F, Q, Subquery
 from django.utils import timezone
 
 from evaluation.metrics import speedup_problem
@@ -92,13 +108,16 @@ class KernelRow:
     level: int
     facts: KernelFacts
     state: tuple  # the review state the rules give now (as _STATE_FIELDS)
+    stored: tuple | None = None  # the review state stored on the kernel, when asked for
 
 
-def kernel_rows(kernels: KernelQuerySet) -> list[KernelRow]:
-    """Each kernel's scoring facts and review state by the reference rules, in one query."""
-    rows = kernels.order_by().with_review_state().values_list(*_FACT_FIELDS)
+def kernel_rows(kernels: KernelQuerySet, with_stored: bool = False) -> list[KernelRow]:
+    """Each kernel's scoring facts and review state by the reference rules (and the state stored,
+    `with_stored`), in one query."""
+    fields = (*_FACT_FIELDS, *_STATE_FIELDS) if with_stored else _FACT_FIELDS
     result = []
-    for pk, run_id, level, problem_id, sample, compiled, correct, speedup, *review in rows:
+    for values in kernels.order_by().with_review_state().values_list(*fields):
+        pk, run_id, level, problem_id, sample, compiled, correct, speedup, *review = values[: len(_FACT_FIELDS)]
         flagged, pending, excluded, verdict, reported_at, evaluated_at, created_at, origin, published, on = review
         facts = KernelFacts(
             problem_id, sample, compiled, correct, speedup, bool(flagged), bool(pending), bool(excluded),
@@ -107,7 +126,8 @@ def kernel_rows(kernels: KernelQuerySet) -> list[KernelRow]:
         queued_at = (reported_at or evaluated_at or created_at) if pending else None
         ranked = ranked_speedup(origin, speedup, published)
         state = (verdict or "", bool(pending), bool(excluded), bool(flagged), queued_at, speedup, ranked)
-        result.append(KernelRow(pk, run_id, level, facts, state))
+        stored = tuple(values[len(_FACT_FIELDS) :]) if with_stored else None
+        result.append(KernelRow(pk, run_id, level, facts, state, stored))
     return result
 
 
@@ -121,96 +141,132 @@ def ranked_speedup(origin: str | None, speedup: float | None, published: float |
 
 
 # ---------------------------------------------------------------------------------------------
-# scheduling: mark in the transaction, refresh after commit
-
+# scheduling: mark in the transaction; re-score in the background (or after commit)
 
 _local = threading.local()
 
 
 def mark_runs(run_ids: Iterable[int]) -> None:
-    """Record that these runs need re-scoring, and re-score them after the current transaction
-    commits (at once outside a transaction). Cheap to call once per write: repeated calls in one
-    transaction mark each run once."""
+    """Record that these runs need re-scoring, in the current transaction: the background re-scorer
+    takes them once it commits (BOARD_RESCORER), or, on a site without one, this process re-scores
+    them after the commit (at once outside a transaction). Cheap to call once per write: repeated
+    calls in one transaction mark each run once."""
     ids = {run_id for run_id in run_ids if run_id is not None}
     if not ids:
         return
     connection = transaction.get_connection()
-    if not connection.in_atomic_block:
+    if not connection.in_atomic_block and not settings.BOARD_RESCORER:
         refresh_runs(ids)
         return
-    pending = _pending_ids(connection)
-    new = ids - pending
+    marked = _marked_ids(connection) if connection.in_atomic_block else set()
+    new = ids - marked
     if new:
-        DirtyRun.objects.bulk_create([DirtyRun(run_id=run_id) for run_id in new], ignore_conflicts=True)
-        pending.update(new)
+        now = timezone.now()
+        # A run already marked keeps its oldest mark's time and takes this write's as its latest
+        # (and leaves the set-aside list: re-scored again after a write).
+        DirtyRun.objects.bulk_create(
+            [DirtyRun(run_id=run_id, last_marked_at=now) for run_id in sorted(new)],
+            update_conflicts=True,
+            unique_fields=["run_id"],
+            update_fields=["last_marked_at", "failed_at", "error"],
+        )
+        marked.update(new)
 
 
-def _pending_ids(connection) -> set[int]:
-    """The run ids already marked in this transaction (a new set, and one after-commit refresh,
-    per transaction: a set whose refresh a rollback discarded is not reused)."""
-    current = getattr(_local, "pending", None)
+def _marked_ids(connection) -> set[int]:
+    """The run ids already marked in this transaction: a new set per transaction, recognised by the
+    after-commit callback registered with it (a rollback discards both). The callback re-scores
+    them unless a background re-scorer will."""
+    current = getattr(_local, "marked", None)
     if current is not None and any(entry[1] is current[1] for entry in connection.run_on_commit):
         return current[0]
     ids: set[int] = set()
 
-    def refresh_after_commit() -> None:
-        if getattr(_local, "pending", None) is state:
-            _local.pending = None
-        refresh_runs(ids)
+    def after_commit() -> None:
+        if getattr(_local, "marked", None) is state:
+            _local.marked = None
+        if not settings.BOARD_RESCORER:
+            refresh_runs(ids)
 
-    state = (ids, refresh_after_commit)
-    _local.pending = state
+    state = (ids, after_commit)
+    _local.marked = state
     # robust: a failed re-scoring must not fail the write that committed (the mark stays; the next
     # read or refresh makes it up).
-    transaction.on_commit(refresh_after_commit, robust=True)
+    transaction.on_commit(after_commit, robust=True)
     return ids
 
 
 def refresh_dirty(problem_set: ProblemSet | None = None) -> int:
     """Re-score the runs still marked dirty (of one problem set, or all); how many there were."""
-    dirty = DirtyRun.objects.filter(failed_at__isnull=True)  # set-aside runs wait for a write or a rebuild
-    if problem_set is not None:
-        dirty = dirty.filter(run_id__in=Run.objects.filter(problem_set=problem_set).values("pk"))
-    ids = list(dirty.values_list("run_id", flat=True))
+    ids = list(_dirty(problem_set).values_list("run_id", flat=True))
     if ids:
         refresh_runs(ids)
     return len(ids)
 
 
+def refresh_unattended(problem_set: ProblemSet | None = None) -> int:
+    """Before a board build or a page read: re-score the marks nobody else will re-score in time,
+    and leave the background re-scorer the rest. Where one runs (BOARD_RESCORER), those are the
+    marks older than BOARD_FRESHNESS_SECONDS (it died or is stuck), or all of them inside a
+    transaction (its own marks: no other process can see them); on a site without one, all."""
+    if not settings.BOARD_RESCORER or transaction.get_connection().in_atomic_block:
+        return refresh_dirty(problem_set)
+    lost_before = timezone.now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS)
+    ids = list(_dirty(problem_set).filter(marked_at__lt=lost_before).values_list("run_id", flat=True))
+    if ids:
+        refresh_runs(ids, skip_busy=True)
+    return len(ids)
+
+
+def rescore_oldest(limit: int) -> int:
+    """The re-scorer's batch: re-score the `limit` runs marked longest ago; how many there were."""
+    ids = list(_dirty(None).order_by("marked_at", "run_id").values_list("run_id", flat=True)[:limit])
+    if ids:
+        refresh_runs(ids, skip_busy=True)
+    return len(ids)
+
+
+def _dirty(problem_set: ProblemSet | None):
+    dirty = DirtyRun.objects.filter(failed_at__isnull=True)  # set-aside runs wait for a write or a rebuild
+    if problem_set is not None:
+        dirty = dirty.filter(run_id__in=Run.objects.filter(problem_set=problem_set).values("pk"))
+    return dirty
+
+
 def mark_kernels(kernel_ids: Iterable[int]) -> None:
     """Re-score the runs of these kernels (review, report and flag writes)."""
-    mark_runs(set(Kernel.objects.filter(pk__in=list(kernel_ids)).values_list("run_id", flat=True)))
+    mark_runs(set(Kernel.objects.filter(pk__in=list(kernel_ids)).order_by().values_list("run_id", flat=True)))
 
 
 def refresh_kernel_states(kernel_ids: Iterable[int]) -> None:
     """Store the review state of these kernels now (in the current transaction): the queue reads it."""
-    rows = kernel_rows(Kernel.objects.filter(pk__in=list(kernel_ids)))
-    _store_kernel_states(rows, _stored_states([row.pk for row in rows]))
+    _store_kernel_states(kernel_rows(Kernel.objects.filter(pk__in=list(kernel_ids)), with_stored=True))
 
 
 # ---------------------------------------------------------------------------------------------
 # re-scoring runs
 
 
-def refresh_runs(run_ids: Iterable[int]) -> None:
+def refresh_runs(run_ids: Iterable[int], *, skip_busy: bool = False) -> None:
     """Re-score whole runs, idempotently, in one transaction: their kernels' review state, RunScore
     rows, kernel counts and the board version of their problem sets. A batch that fails is re-scored
     run by run, and a run that fails alone is set aside (set_aside): one bad run never takes the
-    boards down (issue 28, case 1)."""
+    boards down (issue 28, case 1). `skip_busy` (work taken from the marks): leave the runs another
+    re-scoring holds to it instead of waiting, their marks to the next pass if it read too early."""
     ids = sorted(set(run_ids))
     if not ids:
         return
-    pending = getattr(_local, "pending", None)
-    if pending is not None:  # re-scored now: a later write in this transaction must mark them again
-        pending[0].difference_update(ids)
+    marked = getattr(_local, "marked", None)
+    if marked is not None:  # re-scored now: a later write in this transaction must mark them again
+        marked[0].difference_update(ids)
     try:
-        _refresh(ids)
+        _refresh(ids, skip_busy)
     except OperationalError:
         raise  # the database is unwell (down, a deadlock): not the runs' fault, and retried as before
     except (DatabaseError, ValueError, TypeError, ArithmeticError) as exc:
         if len(ids) > 1:
             for run_id in ids:
-                refresh_runs([run_id])
+                refresh_runs([run_id], skip_busy=skip_busy)
         else:
             set_aside(ids[0], exc)
 
@@ -224,40 +280,74 @@ def set_aside(run_id: int, exc: Exception) -> None:
     )
 
 
+def oldest_mark_seconds() -> float:
+    """How long the oldest mark still to be re-scored has waited (0 when none waits)."""
+    oldest = _dirty(None).order_by("marked_at").values_list("marked_at", flat=True).first()
+    return (timezone.now() - oldest).total_seconds() if oldest else 0.0
+
+
 def set_aside_runs() -> list[DirtyRun]:
     return list(DirtyRun.objects.filter(failed_at__isnull=False).order_by("failed_at"))
 
 
-def _refresh(ids: list[int]) -> None:
+def _refresh(ids: list[int], skip_busy: bool = False) -> None:
     with transaction.atomic():
-        # Lock the runs: concurrent refreshes of one run (two workers, a reader) take turns.
+        # Lock the runs: concurrent refreshes of one run (two workers, a reader) take turns, or, with
+        # skip_busy, leave it to the one holding it (the re-scorer and a board build never queue up).
         runs = dict(
-            Run.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", "problem_set_id")
+            Run.objects.select_for_update(skip_locked=skip_busy)
+            .filter(pk__in=ids)
+            .order_by("pk")
+            .values_list("pk", "problem_set_id")
         )
-        DirtyRun.objects.filter(run_id__in=ids).delete()
-        rows = kernel_rows(Kernel.objects.filter(run_id__in=list(runs)))
-        _store_kernel_states(rows, _stored_states([row.pk for row in rows]))
-        old_counts = _problem_kernel_counts(ids)
-        RunScore.objects.filter(run_id__in=ids).delete()
-        RunScore.objects.bulk_create(_scores(rows, runs), batch_size=500)
+        if skip_busy and len(runs) < len(ids):  # some are busy, or deleted (whose marks go with these)
+            busy = set(Run.objects.filter(pk__in=ids).exclude(pk__in=list(runs)).values_list("pk", flat=True))
+            ids = [run_id for run_id in ids if run_id not in busy]
+        marks = list(DirtyRun.objects.filter(run_id__in=ids).values_list("run_id", "last_marked_at"))
+        rows = kernel_rows(Kernel.objects.filter(run_id__in=list(runs)), with_stored=True)  # after the marks
+        _store_kernel_states(rows)
+        stored = list(RunScore.objects.filter(run_id__in=ids))
+        old_counts = _kernel_counts_of(stored)
+        _store_scores(_scores(rows, runs), stored)
         _store_counts(rows, runs, old_counts)
         bump_versions(set(runs.values()))
+        _clear_marks(marks)  # last: a writer marking one of these runs waits for nothing before it
 
 
-def _stored_states(kernel_ids: list[int]) -> dict[int, tuple]:
-    if not kernel_ids:
-        return {}
-    rows = Kernel.objects.filter(pk__in=kernel_ids).order_by().values_list("pk", *_STATE_FIELDS)
-    return {pk: tuple(state) for pk, *state in rows}
+def _clear_marks(marks: list[tuple[int, datetime | None]]) -> None:
+    """Remove the marks this re-scoring covers: those no write has marked again since they were read
+    (a later write's mark stays, for the next re-scoring). Only at the end of the re-scoring's
+    transaction, and skipping the marks a writer is renewing right now (they stay anyway): a mark
+    deleted at the start would hold every writer of its run until the re-scoring commits, and one
+    waited for here would deadlock with a writer waiting for a kernel row this re-scoring wrote."""
+    if not marks:
+        return
+    unchanged = [
+        Q(run_id=run_id, last_marked_at=at) if at else Q(run_id=run_id, last_marked_at__isnull=True)
+        for run_id, at in marks
+    ]
+    free = DirtyRun.objects.select_for_update(skip_locked=True).filter(reduce(operator.or_, unchanged))
+    DirtyRun.objects.filter(run_id__in=list(free.values_list("run_id", flat=True))).delete()
 
 
-def _store_kernel_states(rows: list[KernelRow], stored: dict[int, tuple]) -> None:
-    """Write the review state of the kernels whose state changed, in bulk (usually one kernel: the
-    one just evaluated or reviewed; a whole run after an import)."""
+def _store_scores(fresh: list[RunScore], stored: list[RunScore]) -> None:
+    """Write the RunScore rows that differ from the stored ones, and remove those no longer there. A
+    result changes its level's rows and the all-levels ones; the run's other levels stay as stored
+    (most of the bytes a re-scoring would otherwise write: each row carries every problem)."""
+    stored_by_key = {_key(row): row for row in stored}
     changed = [
-        Kernel(pk=row.pk, **dict(zip(_STATE_FIELDS, row.state, strict=True)))
-        for row in rows
-        if stored.get(row.pk) != row.state
+        row for row in fresh if _key(row) not in stored_by_key or _fields(row) != _fields(stored_by_key[_key(row)])
+    ]
+    kept = {_key(row) for row in fresh} - {_key(row) for row in changed}
+    RunScore.objects.filter(pk__in=[row.pk for key, row in stored_by_key.items() if key not in kept]).delete()
+    RunScore.objects.bulk_create(changed, batch_size=500)
+
+
+def _store_kernel_states(rows: list[KernelRow]) -> None:
+    """Write the review state of the kernels whose state changed (rows read `with_stored`), in bulk
+    (usually one kernel: the one just evaluated or reviewed; a whole run after an import)."""
+    changed = [
+        Kernel(pk=row.pk, **dict(zip(_STATE_FIELDS, row.state, strict=True))) for row in rows if row.stored != row.state
     ]
     Kernel.objects.bulk_update(changed, _STATE_FIELDS, batch_size=500)
 
@@ -326,11 +416,16 @@ def from_values(values: tuple) -> LevelScore:
 
 def _problem_kernel_counts(run_ids: list[int]) -> Counter:
     """Kernels per problem of these runs, as stored (before re-scoring)."""
+    return _kernel_counts_of(RunScore.objects.filter(run_id__in=run_ids, level=ALL_LEVELS, with_excluded=True))
+
+
+def _kernel_counts_of(stored: Iterable[RunScore]) -> Counter:
+    """Kernels per problem in these stored rows (their all-levels rows with excluded kernels)."""
     counts: Counter = Counter()
-    stored = RunScore.objects.filter(run_id__in=run_ids, level=ALL_LEVELS, with_excluded=True)
-    for problems in stored.values_list("problems", flat=True):
-        for pid, outcome in problems.items():
-            counts[int(pid)] += outcome[3]
+    for row in stored:
+        if row.level == ALL_LEVELS and row.with_excluded:
+            for pid, outcome in row.problems.items():
+                counts[int(pid)] += outcome[3]
     return counts
 
 
@@ -386,8 +481,8 @@ def stored_scores(
     problem_set: ProblemSet, runs, level: int | None, include_excluded: bool
 ) -> list[tuple[Run, LevelScore]]:
     """(run, its stored score on `level`) for each of `runs` (a queryset with its select_related),
-    made current first. Runs without a stored row (no kernel on the level) get an empty score."""
-    refresh_dirty(problem_set)
+    made current first (refresh_unattended). Runs without a stored row (no kernel on the level) get an empty score."""
+    refresh_unattended(problem_set)
     runs = with_related(list(runs.select_related(None)), problem_set)
     key = ALL_LEVELS if level is None else level
     # The all-levels rows come in the same query: each run's kernels measured here (measured_here).
@@ -443,7 +538,9 @@ def board_state(problem_set: ProblemSet | None) -> BoardState:
     if problem_set is None:
         return BoardState(0, None, None)
     of_set = Run.objects.filter(problem_set=problem_set).values("pk")
-    oldest_mark = DirtyRun.objects.filter(run_id__in=of_set, failed_at__isnull=True).order_by("marked_at").values("marked_at")[:1]
+    oldest_mark = (
+        DirtyRun.objects.filter(run_id__in=of_set, failed_at__isnull=True).order_by("marked_at").values("marked_at")[:1]
+    )
     row = (
         BoardVersion.objects.filter(problem_set=problem_set)
         .annotate(dirty_since=Subquery(oldest_mark))

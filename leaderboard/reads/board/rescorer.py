@@ -1,0 +1,87 @@
+"""The boards' background re-scorer: where the site runs one (BOARD_RESCORER), the process that
+re-scores runs as results land (leaderboard/reads/board/store.py, "How it stays current").
+
+`run` loops until told to stop: take the oldest marked runs, at most `batch`, and re-score them in
+one transaction (`store.rescore_oldest`);
+wait `poll` seconds when it found less than a full batch, go on at once when it is behind. More
+than one re-scorer is harmless: they take turns on the runs' row locks, and a run re-scored twice
+is stored the same. A database that goes away is waited out, never a reason to exit.
+
+Each pass is timed, and its database time (the time its queries took) measured, so that the cost
+of keeping the boards current can be stated per stored result (benchmarks/web/churn_bench.py)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import OperationalError, connection
+
+from leaderboard.reads.board import store as board_store
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.25  # idle wait between passes: a mark waits at most this long for its batch
+BATCH = 100  # runs per pass: one transaction holds their row locks, so not too many at once
+OUTAGE_SECONDS = 5.0  # wait after the database refused a pass
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass of the re-scorer: when it started (epoch seconds), the runs it re-scored, how long
+    it took and how much of that its queries took."""
+
+    started: float
+    runs: int
+    seconds: float
+    db_seconds: float
+
+
+class QueryClock:
+    """A connection execute wrapper that adds up the time its queries take (database time, as the
+    client sees it: round trips included, Python around them not)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.queries = 0
+
+    def __call__(self, execute, sql, params, many, context):
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.queries += 1
+
+
+def rescore_pass(batch: int = BATCH) -> Pass:
+    """Re-score the oldest marked runs, at most `batch` of them, timed."""
+    started, clock = time.time(), QueryClock()
+    with connection.execute_wrapper(clock):
+        runs = board_store.rescore_oldest(batch)
+    return Pass(started, runs, time.time() - started, clock.seconds)
+
+
+def run(
+    stop: threading.Event, poll: float = POLL_SECONDS, batch: int = BATCH, report: Callable[[Pass], None] | None = None
+) -> None:
+    """Re-score marked runs until `stop` is set; `report` is told of every pass that found any."""
+    while not stop.is_set():
+        try:
+            if not connection.in_atomic_block:  # (a test's transaction: its connection must stay)
+                connection.close_if_unusable_or_obsolete()  # a connection the database dropped, or too old
+            done = rescore_pass(batch)
+        except OperationalError as exc:  # a deadlock or a lock timeout: again soon; the database down: later
+            wait = poll if connection.is_usable() else OUTAGE_SECONDS
+            log.warning("re-scoring the boards failed, retrying in %g s: %s", wait, exc)
+            if wait == OUTAGE_SECONDS:
+                connection.close()
+            stop.wait(wait)
+            continue
+        if done.runs and report is not None:
+            report(done)
+        if done.runs < batch:
+            stop.wait(poll)

@@ -1,0 +1,179 @@
+"""Writes that scale, where the site runs the boards' background re-scorer (BOARD_RESCORER): a
+stored result costs its writer a few small queries and no re-scoring; the re-scorer
+(`manage.py refresh_boards`) takes the marked runs in batches and leaves the stored boards equal
+to a fresh computation; a mark it never takes is made up by the next read or board build. (Without
+it, each write re-scores its runs after commit: tests/django/test_board_read_model.py.) Runs on
+SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from leaderboard.evaluations import attempts
+from leaderboard.models import DirtyRun, Evaluation, Kernel, Run, RunScore
+from leaderboard.reads.board import rescorer, served
+from leaderboard.reads.board import store as board_store
+from leaderboard.reads.board.rows import level_standings, live_level_standings
+from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
+from tests.django.test_board_read_model import boards, random_world
+
+pytestmark = pytest.mark.django_db
+
+CORRECT = {"status": "correct", "compiled": True, "correct": True, "speedup": 3.0}
+
+
+@pytest.fixture(autouse=True)
+def _rescorer(settings):
+    settings.BOARD_RESCORER = True
+    cache.clear()  # boards kept by other tests' databases
+
+
+def claimed(world, kernel: Kernel) -> attempts.Claim:
+    """A new evaluation of `kernel`, queued and claimed as a GPU worker claims it."""
+    evaluation = Evaluation.objects.create(kernel=kernel, hardware=world.hardware)
+    claim = attempts.claim(evaluation.pk, "gpu-host.1")
+    assert claim is not None
+    return claim
+
+
+@pytest.mark.django_db(transaction=True)  # committed for real: what runs after commit is counted too
+def test_storing_a_result_rescores_nothing_in_the_writer(world):
+    kernels = [world.kernel(problem, sample=sample) for problem in world.problems for sample in range(3)]
+    board_store.refresh_dirty()
+    claim = claimed(world, kernels[0])
+    with CaptureQueriesContext(connection) as queries:
+        assert attempts.store_result(claim, CORRECT)
+    sql = [query["sql"].lower() for query in queries]
+    assert not [q for q in sql if "runscore" in q or "boardversion" in q]  # no re-scoring, in or after it
+    assert len(sql) <= 10  # the verdict, the kernel's latest evaluation, the mark: not the run's kernels
+    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
+
+
+def test_the_rescorer_makes_the_stored_boards_equal_a_fresh_computation(world, reviewer, visitor):
+    kernels = random_world(world, random.Random(11), reviewer, visitor)
+    board_store.refresh_dirty()
+    for kernel in random.Random(3).sample(kernels, 12):
+        assert attempts.store_result(claimed(world, kernel), CORRECT)
+    marked = DirtyRun.objects.count()
+    assert marked > 2
+    passes = []
+    while (done := rescorer.rescore_pass(batch=2)).runs:
+        passes.append(done)
+    assert [done.runs for done in passes] == [2] * (marked // 2) + [marked % 2] * (marked % 2)
+    assert all(done.db_seconds > 0 for done in passes)
+    assert not DirtyRun.objects.exists()
+    assert board_store.verify_all() == []
+    assert boards(world.problem_set, level_standings) == boards(world.problem_set, live_level_standings)
+
+
+def test_the_rescorer_loop_stops_when_told(world):
+    world.kernel(world.problems[0], speedup=2.0)
+    stop, seen = threading.Event(), []
+    rescorer.run(stop, poll=0, report=lambda done: (seen.append(done.runs), stop.set()))
+    assert seen == [1]
+    assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_page_read_leaves_fresh_marks_to_the_rescorer_and_makes_up_lost_ones(world):
+    world.kernel(world.problems[0], speedup=2.0)  # committed: its run is marked
+    assert board_store.refresh_unattended() == 0  # the re-scorer takes it within a poll
+    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
+    lost = timezone.now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS + 1)
+    DirtyRun.objects.update(marked_at=lost)  # the re-scorer died with it, or is stuck
+    assert board_store.refresh_unattended() == 1
+    assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_rescorer_a_write_rescores_its_run_after_commit(world, settings):
+    settings.BOARD_RESCORER = False
+    world.kernel(world.problems[0], speedup=2.0)
+    assert not DirtyRun.objects.exists()
+    assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1
+
+
+def test_a_read_inside_a_transaction_rescores_its_own_marks(world):
+    with transaction.atomic():
+        world.kernel(world.problems[0], speedup=2.0)
+        assert board_store.refresh_unattended() == 1  # no other process can see this mark yet
+
+
+def test_a_board_build_in_a_transaction_makes_up_its_marks(world, client):
+    world.kernel(world.problems[0], speedup=2.0)
+    body = client.get("/levels/1/?export=json&set=s").json()
+    assert [row["correct"] for row in body["rows"] if row["run_id"] == world.run.pk] == [0.25]  # 1 of 4 problems
+    assert not DirtyRun.objects.exists()
+    assert Run.objects.get(pk=world.run.pk).n_kernels == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_board_built_while_marks_wait_for_the_rescorer_is_dated_before_them(world):
+    world.kernel(world.problems[0], speedup=2.0)
+    marked_at = DirtyRun.objects.get(run_id=world.run.pk).marked_at
+    kept = served._build_and_keep("test-board", world.problem_set, lambda as_of: as_of)
+    assert kept.body <= marked_at  # its "as of" claims no write it lacks
+    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # left to the re-scorer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_healthz_says_degraded_when_marks_wait_for_a_rescorer_that_does_not_run(world, client):
+    world.kernel(world.problems[0], speedup=2.0)
+    assert client.get("/healthz").json()["boards"]["ok"] is True  # a fresh mark: the re-scorer's
+    DirtyRun.objects.update(marked_at=timezone.now() - timedelta(minutes=5))
+    health = client.get("/healthz").json()
+    assert health["boards"]["ok"] is False and health["status"] in ("degraded", "unavailable")
+
+
+def test_a_write_landing_during_a_rescoring_keeps_its_mark_for_the_next(world, monkeypatch):
+    world.kernel(world.problems[0], speedup=2.0)
+    read_kernels = board_store.kernel_rows
+
+    def a_write_lands_meanwhile(kernels, **options):
+        rows = read_kernels(kernels, **options)
+        board_store.mark_runs([world.run.pk])  # after the re-scoring read the run: not in its rows
+        return rows
+
+    monkeypatch.setattr(board_store, "kernel_rows", a_write_lands_meanwhile)
+    assert rescorer.rescore_pass().runs == 1
+    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # the next pass takes it
+    monkeypatch.undo()
+    assert rescorer.rescore_pass().runs == 1 and not DirtyRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_leaves_a_run_another_rescoring_holds_and_keeps_its_mark(world):
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks: SQLite locks the whole database")
+    world.kernel(world.problems[0], speedup=2.0)  # committed: its run is marked
+    held, release = threading.Event(), threading.Event()
+
+    def another_rescoring() -> None:
+        with transaction.atomic():
+            list(Run.objects.select_for_update().filter(pk=world.run.pk))
+            held.set()
+            release.wait(10)
+        connections.close_all()
+
+    holder = threading.Thread(target=another_rescoring)
+    holder.start()
+    try:
+        assert held.wait(10)
+        started = time.monotonic()
+        rescorer.rescore_pass()
+        assert time.monotonic() - started < 5  # it did not wait for the holder
+        assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
+    finally:
+        release.set()
+        holder.join()
+    assert rescorer.rescore_pass().runs == 1 and not DirtyRun.objects.exists()
