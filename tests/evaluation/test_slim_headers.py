@@ -25,6 +25,7 @@ from evaluation import build_stage, slim_headers
 from evaluation.build_stage import build_dir_for, prebuild
 from evaluation.types import EvaluationConfig
 from tests.evaluation.helpers import needs_cuda
+from tests.evaluation.test_pch import CUDA_KERNEL as PCH_CUDA_KERNEL
 
 needs_cxx = pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler")
 
@@ -117,35 +118,9 @@ def test_a_cpu_build_never_gets_it(tmp_path, monkeypatch):
     assert [c["slim"] for c in calls] == [False] and out.cu_headers == ""
 
 
-CUDA_KERNEL = r'''
-import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-CUDA_SRC = """
-#include <torch/extension.h>
-#include <cuda_runtime.h>
-__global__ void scale_shift_kernel(const float* x, float* o, float a, int64_t n) {
-    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
-    if (i < n) o[i] = x[i] * a + 0.25f;
-}
-torch::Tensor scale_shift(torch::Tensor x, double a) {
-    auto xc = x.contiguous();
-    auto out = torch::empty_like(xc);
-    int64_t n = xc.numel();
-    scale_shift_kernel<<<(n + 255) / 256, 256>>>(xc.data_ptr<float>(), out.data_ptr<float>(), (float)a, n);
-    return EXTRA(out);
-}
-"""
-
-ext = load_inline(name="NAME", cpp_sources="torch::Tensor scale_shift(torch::Tensor x, double a);",
-                  cuda_sources=CUDA_SRC, functions=["scale_shift"], verbose=False)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return ext.scale_shift(x, 1.5)
-'''
+# test_pch's CUDA kernel (its .cu includes torch/extension.h), named per test, with a hook on its result.
+CUDA_KERNEL = PCH_CUDA_KERNEL.replace('"kb_pch_cuda"', '"NAME"').replace("return out;", "return EXTRA(out);")
+assert '"NAME"' in CUDA_KERNEL and "EXTRA(out)" in CUDA_KERNEL
 PLAIN = CUDA_KERNEL.replace("EXTRA(out)", "out")
 # torch::nn::functional is torch's C++ frontend: in torch/extension.h, not in torch/types.h.
 NEEDS_FRONTEND = CUDA_KERNEL.replace("EXTRA(out)", "torch::nn::functional::relu(out)")
