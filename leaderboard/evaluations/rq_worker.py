@@ -19,6 +19,7 @@ from django.db import connection, connections
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Worker
+from rq.exceptions import StopRequested
 
 from evaluation.sandbox import remove_group_trees
 from leaderboard.evaluations import host_space
@@ -47,7 +48,11 @@ class EvalWorker(Worker):
         """Take a job only while this host can run and record it: folders that take a write, not
         sick (host_space.refusal), and the database answering. Meanwhile the worker
         stays registered and the jobs stay in Redis for other hosts. (An idle worker once drained
-        a whole queue in 2 s into RQ's failed registry while the database was down.)"""
+        a whole queue in 2 s into RQ's failed registry while the database was down.)
+
+        A SIGTERM while idle reaches RQ's handler, which raises StopRequested wherever the worker
+        is: the checks below let it through, and a stop asked meanwhile is honoured before the
+        blocking dequeue (a worker once swallowed it in the database check and waited in BLPOP)."""
         while True:
             reason = self.refusal()
             if not reason:
@@ -57,13 +62,15 @@ class EvalWorker(Worker):
                 self._report(reason)
             self._refusing = reason
             self.heartbeat()
-            if self._stop_requested:
+            if self.stop_asked:
                 return None
             time.sleep(GATE_POLL_S)
         if self._refusing:
             log.warning("worker %s takes jobs again", self.name)
             self._refusing = ""
             host_space.report()
+        if self.stop_asked:
+            return None
         return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
 
     def refusal(self) -> str:
@@ -71,6 +78,8 @@ class EvalWorker(Worker):
             connection.ensure_connection()
             with connection.cursor() as cursor:
                 cursor.execute("SELECT 1")
+        except StopRequested:
+            raise
         except Exception as exc:
             connections.close_all()  # a fresh connection next time
             return f"the database is unreachable ({type(exc).__name__}: {str(exc).strip()[:200]})"
@@ -85,6 +94,8 @@ class EvalWorker(Worker):
             if not reason.startswith("the database"):
                 host_space.give_back(reason)
             host_space.report()
+        except StopRequested:
+            raise
         except Exception:
             log.exception("worker %s: could not report its refusal", self.name)
         finally:

@@ -198,12 +198,15 @@ class Workers:
 
     def run_burst(self, *args: str, fake: bool = False, timeout: float = 180) -> str:
         proc = self.start("--burst", *args, fake=fake)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"burst worker still running after {timeout} s:\n{self.output(proc)}")
-        assert proc.returncode == 0, self.output(proc)
+        assert self.exit_code(proc, timeout) == 0, self.output(proc)
         return self.output(proc)
+
+    def exit_code(self, proc: subprocess.Popen[bytes], timeout: float) -> int:
+        """Wait for a worker to exit; one still running after `timeout` fails the test with its log."""
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"worker still running after {timeout} s:\n{self.output(proc)}")
 
     def output(self, proc: subprocess.Popen[bytes]) -> str:
         return (self.logdir / f"worker-{self.procs.index(proc)}.log").read_text(errors="replace")

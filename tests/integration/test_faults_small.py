@@ -107,7 +107,7 @@ def test_the_worker_lives_through_a_redis_restart_during_a_job(env, workers, mak
         assert Evaluation.objects.get(pk=first.pk).state == "done"  # its horse stored the verdict
         assert worker.poll() is None, workers.output(worker)
         worker.send_signal(signal.SIGTERM)
-        assert worker.wait(timeout=30) == 0, workers.output(worker)
+        assert workers.exit_code(worker, 30) == 0, workers.output(worker)
         record("6. Redis restarted (2 s down) during a job", worker="alive", next_job_done_after_s=round(took, 1))
     finally:
         redis.stop()

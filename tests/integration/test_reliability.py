@@ -76,7 +76,7 @@ def test_it_retries_at_once_when_only_the_work_horse_dies(env, workers, make_ker
     worker = workers.start("--burst", fake=True)
     os.kill(horse_pid(env, "k1"), signal.SIGKILL)  # e.g. the out-of-memory killer
 
-    assert worker.wait(timeout=90) == 0, workers.output(worker)
+    assert workers.exit_code(worker, 90) == 0, workers.output(worker)
     evaluation.refresh_from_db()
     assert (evaluation.state, evaluation.status, evaluation.attempts) == ("done", "correct", 2)
     assert "work horse ended abnormally" in evaluation.failure_reason
@@ -168,7 +168,7 @@ def test_sigterm_lets_the_running_evaluation_finish_then_stops(env, workers, mak
     horse_pid(env, "t")  # the evaluation is under way
 
     worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=60) == 0, workers.output(worker)
+    assert workers.exit_code(worker, 60) == 0, workers.output(worker)
 
     evaluation.refresh_from_db()
     assert (evaluation.state, evaluation.status, evaluation.attempts) == ("done", "correct", 1)
