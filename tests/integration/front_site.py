@@ -83,7 +83,10 @@ class Front:
         self._spawn(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
                      "--appendonly", "no", "--dir", str(self.workdir)], redis_port)  # fmt: skip
         self.web_port = free_port()
-        env = {**os.environ, **self.env, "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "KB_VAR_DIR": str(self.workdir / "var"),
+        # Its own SQLite in its var folder unless `env` names a database: a DATABASE_URL inherited
+        # from the caller (tests/with-postgres.sh's) names a database that pytest never created.
+        inherited = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+        env = {**inherited, **self.env, "REDIS_URL": f"redis://127.0.0.1:{redis_port}/0", "KB_VAR_DIR": str(self.workdir / "var"),
                "WEB_CONCURRENCY": str(self.workers), "WEB_THREADS": str(self.threads), "TRUSTED_PROXY_COUNT": "1" if self.proxy else "0"}  # fmt: skip
         self._spawn([sys.executable, "-m", "gunicorn", "config.wsgi", "--config", "site/gunicorn.conf.py",
                      "--bind", f"127.0.0.1:{self.web_port}", "--access-logfile", "/dev/null"], self.web_port, env=env)  # fmt: skip

@@ -25,9 +25,7 @@ ENV = {"DJANGO_SETTINGS_MODULE": "config.settings", "API_WRITE_RATE": "3/min", "
 def front():
     if not Path(NGINX).exists():
         pytest.fail("nginx is not installed: `make setup-test` installs it (TEST_APT)")
-    env = {**ENV}
-    env.pop("DATABASE_URL", None)
-    site = Front(env).start()
+    site = Front(dict(ENV)).start()
     yield site
     site.stop()
 
