@@ -81,7 +81,7 @@ def local_only(text: bytes, folder: str) -> bool:
     return False
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def recv_exact(sock: socket.socket, n: int) -> bytes:
     chunks, got = [], 0
     while got < n:
         chunk = sock.recv(min(1 << 20, n - got))
@@ -99,9 +99,9 @@ def ask(path: str, request: dict[str, object], timeout_s: float) -> tuple[dict[s
         sock.settimeout(timeout_s)
         sock.connect(path)
         sock.sendall(struct.pack(">I", len(body)) + body)
-        (n,) = struct.unpack(">I", _recv_exact(sock, 4))
-        head = json.loads(_recv_exact(sock, n))
-        data = _recv_exact(sock, int(head.get("size", 0))) if head.get("ok") else b""
+        (n,) = struct.unpack(">I", recv_exact(sock, 4))
+        head = json.loads(recv_exact(sock, n))
+        data = recv_exact(sock, int(head.get("size", 0))) if head.get("ok") else b""
     return head, data
 
 
@@ -132,7 +132,8 @@ def served(argv: list[str]) -> bool:
         head, obj = ask(sock_path, request, float(os.environ.get("KB_UNIT_TIMEOUT_S", "3600")))
         if not head.get("ok"):
             return False
-        deps = [src, *(d for d in head.get("deps", []) if isinstance(d, str))]
+        listed = head.get("deps")
+        deps = [src, *(d for d in (listed if isinstance(listed, list) else []) if isinstance(d, str))]
         _write(str(unit["out"]), obj)
         _write(str(unit["dep"]), f"{_escape(str(unit['out']))}: {' '.join(map(_escape, deps))}\n".encode())
     except (OSError, ValueError, UnicodeDecodeError, struct.error):

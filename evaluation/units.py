@@ -62,6 +62,7 @@ from typing import Any
 from .build import _remove, _torch_version, cuda_toolkit_version, units_enabled
 from .pch import _die_with_parent, compiler_identity
 from .safe_files import UnsafeFile, read_below, write_new
+from .unit_client import recv_exact
 
 UNITS_FORMAT = "1"
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -240,17 +241,18 @@ class UnitServer:
         with conn:
             try:
                 conn.settimeout(30)
-                (n,) = struct.unpack(">I", _recv_exact(conn, 4))
+                (n,) = struct.unpack(">I", recv_exact(conn, 4))
                 if n > MAX_REQUEST_BYTES:
                     raise ValueError("request too large")
-                req = json.loads(_recv_exact(conn, n))
+                req = json.loads(recv_exact(conn, n))
                 conn.settimeout(None)
                 answer = self.answer(req)
             except (OSError, ValueError, struct.error, TypeError, AttributeError):
                 answer = None
+            head: dict[str, Any] = {"ok": False}
+            data = b""
             if answer is None:
                 self._count("fallback")
-                head, data = {"ok": False}, b""
             else:
                 head, data = {"ok": True, "size": len(answer[0]), "deps": answer[1]}, answer[0]
             body = json.dumps(head).encode()
@@ -336,17 +338,6 @@ class UnitServer:
         self._accept.join(timeout=10)
         for t in self._threads:
             t.join(timeout=30)
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        chunk = sock.recv(min(1 << 20, n - got))
-        if not chunk:
-            raise OSError("connection closed")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
 
 
 def _wait(proc: Any, deadline: float, closed: threading.Event) -> tuple[int | None, float]:

@@ -30,40 +30,18 @@ from evaluation.pch import lock_held
 from evaluation.sandbox import Sandbox, detect_isolation
 from evaluation.types import EvaluationConfig
 from tests.evaluation.helpers import ROOT
+from tests.evaluation.test_pch import assert_same_module
+from tests.evaluation.test_pch import kernel as pch_kernel
 
 needs_cxx = pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v c++ && command -v ninja"],
                                               capture_output=True).returncode != 0,
                                reason="needs a C++ compiler and ninja")
 
-KERNEL = r'''
+#: The first kernel, once built: its own object overwritten, the unit cache's reached for.
+TAMPER = r'''
 import glob
 import os
 
-import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-SRC = """
-torch::Tensor scale_shift(torch::Tensor x, double a) {
-    auto xc = x.contiguous();
-    auto out = torch::empty_like(xc);
-    const float* in = xc.data_ptr<float>();
-    float* o = out.data_ptr<float>();
-    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] * (float)a + 0.25f;
-    return out;
-}
-"""
-
-ext = load_inline(name="kb_unit_wrapper", cpp_sources=SRC, functions=["scale_shift"], verbose=False)
-TAMPER
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return ext.scale_shift(x, SCALE)
-'''
-
-#: The first kernel, once built: its own object overwritten, the unit cache's reached for.
-TAMPER = r'''
 _ext_root = os.environ["TORCH_EXTENSIONS_DIR"]
 for _obj in glob.glob(os.path.join(_ext_root, "*", "main.o")):
     with open(_obj, "wb") as _fh:
@@ -78,8 +56,10 @@ except OSError as _exc:
     print(f"KB-TAMPER: the unit cache refused: {type(_exc).__name__}", flush=True)
 '''
 
-A = KERNEL.replace("TAMPER", TAMPER).replace("SCALE", "1.5")
-B = KERNEL.replace("TAMPER", "").replace("SCALE", "2.0")
+#: Two kernels with the same wrapper (test_pch's kernel, one name) and another Python side.
+A = pch_kernel("kb_unit_wrapper").replace("\n\nclass ModelNew", TAMPER + "\n\nclass ModelNew")
+B = pch_kernel("kb_unit_wrapper").replace("scale_shift(x, 1.5)", "scale_shift(x, 2.0)")
+assert A != B and "x, 2.0)" in B and "KB-TAMPER" in A
 
 
 def _cfg(cache: str) -> EvaluationConfig:
@@ -139,7 +119,9 @@ def test_the_second_kernel_gets_the_wrapper_the_server_compiled(builds):
     with open(os.path.join(ext, "build.ninja"), encoding="utf-8") as fh:
         assert f"cxx = {units.SHIM}\n" in fh.read()
     assert exts["env"]["CXX"] == units.SHIM
-    r = subprocess.run(["ninja", "-n"], cwd=ext, capture_output=True, text=True, timeout=60)
+    venv_ninja = os.path.join(os.path.dirname(sys.executable), "ninja")  # torch's (the sandbox's PATH)
+    ninja = venv_ninja if os.path.exists(venv_ninja) else "ninja"
+    r = subprocess.run([ninja, "-n", "-d", "explain"], cwd=ext, capture_output=True, text=True, timeout=60)
     assert "no work to do" in r.stdout, r.stdout + r.stderr
 
 
@@ -171,20 +153,7 @@ def test_the_kernel_built_both_ways_is_the_same(builds):
     new_ext, old_ext = exts["B"], exts["B_old"]
     if subprocess.run(["sh", "-c", "command -v objdump"], capture_output=True).returncode == 0:
         assert _disassembly(os.path.join(new_ext, "main.o")) == _disassembly(os.path.join(old_ext, "main.o"))
-    probe = (
-        "import importlib.util, sys, torch\n"
-        "outs = []\n"
-        "for path in sys.argv[1:]:\n"
-        "    spec = importlib.util.spec_from_file_location('kb_unit_wrapper', path)\n"
-        "    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-        "    x = torch.randn(4096, generator=torch.Generator().manual_seed(7))\n"
-        "    outs.append((sorted(n for n in dir(m) if not n.startswith('__')), m.scale_shift(x, 2.0)))\n"
-        "assert outs[0][0] == outs[1][0] == ['scale_shift'], (outs[0][0], outs[1][0])\n"
-        "assert outs[0][1].view(torch.int32).equal(outs[1][1].view(torch.int32))\n"
-        "print('same')\n")
-    libs = [os.path.join(d, "kb_unit_wrapper.so") for d in (new_ext, old_ext)]
-    r = subprocess.run([sys.executable, "-c", probe, *libs], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and r.stdout.strip() == "same", r.stdout + r.stderr
+    assert_same_module([os.path.join(d, "kb_unit_wrapper.so") for d in (new_ext, old_ext)], "kb_unit_wrapper", 2.0)
 
 
 # -- the shim and the server on small units (no torch: milliseconds to seconds) --------------------
