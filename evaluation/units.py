@@ -256,6 +256,7 @@ class UnitServer:
             else:
                 head, data = {"ok": True, "size": len(answer[0]), "deps": answer[1]}, answer[0]
             body = json.dumps(head).encode()
+            conn.settimeout(60)  # a client that never reads holds no thread for long
             with contextlib.suppress(OSError):
                 conn.sendall(struct.pack(">I", len(body)) + body + data)
 
