@@ -62,8 +62,9 @@ class BuildOutcome:
     cu_headers: str = ""
     usage: BuildUsage | None = None  # CPU seconds and peak memory of the build process tree
     #: What the unit server (evaluation.units) did for the build: units served from the unit cache
-    #: ("hit"), compiled by the server ("compiled", "cpu_s": its compilers' CPU seconds, also counted
-    #: in ``usage``), or left to the build ("fallback"); empty when it is off.
+    #: ("hit"), compiled by the server ("compiled"; "cpu_s" and "peak_rss_mb": its compilers' CPU
+    #: seconds and largest resident memory, added to ``usage``), or left to the build ("fallback");
+    #: empty when it is off.
     units: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -256,9 +257,10 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
         if units is not None:
             units.close()
             for k, v in units.stats.items():  # both tries of a slim-then-full build
-                out.units[k] = round(out.units.get(k, 0) + v, 3)
-            if out.usage is not None:  # the server's compiles were the build's work too
+                out.units[k] = round(max(out.units.get(k, 0), v) if k == "peak_rss_mb" else out.units.get(k, 0) + v, 3)
+            if out.usage is not None:  # the server's compiles were the build's work too (the build waits on them)
                 out.usage.cpu_s += units.stats["cpu_s"]
+                out.usage.peak_rss_mb += units.stats["peak_rss_mb"]
         try:
             sandbox.close()
         finally:  # the build folder comes back to root whatever closing raised

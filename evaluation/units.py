@@ -205,7 +205,7 @@ class UnitServer:
         self.deadline = deadline
         self.sandbox_args = sandbox_args
         self.path = os.path.join(folder, "units.sock")
-        self.stats: dict[str, Any] = {"hit": 0, "compiled": 0, "fallback": 0, "cpu_s": 0.0}
+        self.stats: dict[str, Any] = {"hit": 0, "compiled": 0, "fallback": 0, "cpu_s": 0.0, "peak_rss_mb": 0.0}
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._procs: set[Any] = set()
@@ -222,10 +222,11 @@ class UnitServer:
     def client_env(self) -> dict[str, str]:
         return {"KB_UNIT_SOCKET": self.path, "KB_UNIT_TIMEOUT_S": str(max(1, int(self.deadline - time.monotonic())))}
 
-    def _count(self, what: str, cpu_s: float = 0.0) -> None:
+    def _count(self, what: str, cpu_s: float = 0.0, rss_mb: float = 0.0) -> None:
         with self._lock:
             self.stats[what] += 1
             self.stats["cpu_s"] = round(self.stats["cpu_s"] + cpu_s, 3)
+            self.stats["peak_rss_mb"] = max(self.stats["peak_rss_mb"], round(rss_mb, 1))
 
     def _serve(self) -> None:
         while not self._closed.is_set():
@@ -287,7 +288,7 @@ class UnitServer:
                 return None
             obj, deps, meta = built
             self.cache.publish(key, obj, deps, meta)
-            self._count("compiled", meta["cpu_s"])
+            self._count("compiled", meta["cpu_s"], meta["peak_rss_mb"])
             return obj, deps
 
     def _compile(self, name: str, flags: list[str], text: str) -> tuple[bytes, list[str], dict[str, Any]] | None:
@@ -310,7 +311,7 @@ class UnitServer:
                                         preexec_fn=_die_with_parent)
             self._procs.add(proc)
             try:
-                code, cpu_s = _wait(proc, self.deadline, self._closed)
+                code, cpu_s, rss_mb = _wait(proc, self.deadline, self._closed)
             finally:
                 self._procs.discard(proc)
             if code != 0:
@@ -319,8 +320,8 @@ class UnitServer:
             depfile = read_below(workdir, ["unit.d"], MAX_REQUEST_BYTES)
             if obj is None or depfile is None:
                 return None
-            meta = {"seconds": round(time.monotonic() - t0, 3), "cpu_s": round(cpu_s, 3), "name": name,
-                    "flags": flags, "at": time.time()}
+            meta = {"seconds": round(time.monotonic() - t0, 3), "cpu_s": round(cpu_s, 3),
+                    "peak_rss_mb": round(rss_mb, 1), "name": name, "flags": flags, "at": time.time()}
             return obj, parse_deps(depfile.decode("utf-8", "replace"), name), meta
         except (OSError, UnsafeFile):
             return None
@@ -341,19 +342,19 @@ class UnitServer:
             t.join(timeout=30)
 
 
-def _wait(proc: Any, deadline: float, closed: threading.Event) -> tuple[int | None, float]:
-    """Exit code and CPU seconds (the process and the compilers it reaped) of ``proc``; killed (None)
-    past ``deadline`` or when the server closes."""
+def _wait(proc: Any, deadline: float, closed: threading.Event) -> tuple[int | None, float, float]:
+    """Exit code, CPU seconds and peak memory in MB (of the process and the compilers it reaped: the
+    largest one's) of ``proc``; killed (None) past ``deadline`` or when the server closes."""
     while True:
         pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             proc.returncode = os.waitstatus_to_exitcode(status)
-            return proc.returncode, ru.ru_utime + ru.ru_stime
+            return proc.returncode, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
         if time.monotonic() >= deadline or closed.is_set():
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            return None, 0.0
+            return None, 0.0, 0.0
         time.sleep(0.05)
 
 

@@ -108,7 +108,7 @@ def test_the_second_kernel_gets_the_wrapper_the_server_compiled(builds):
     assert first.units["compiled"] == 1 and first.units["hit"] == 0, first.units
     assert second.units["hit"] == 1 and second.units["compiled"] == 0 and second.units["fallback"] == 0, second.units
     assert old.units == {}
-    assert first.units["cpu_s"] > 0 and second.units["cpu_s"] == 0
+    assert first.units["cpu_s"] > 0 and second.units["cpu_s"] == 0 and first.units["peak_rss_mb"] > 100
     # No compiler ran for the second wrapper: ninja's own record of main.o is the shim's copy.
     main_o = [sum(v for k, v in o.steps_s.items() if k.endswith("main.o")) for o in (first, second, old)]
     print(f"main.o (ninja's record) server compile / hit / local: {main_o} s; units {first.units} {second.units}")
@@ -177,7 +177,7 @@ def test_a_unit_with_a_local_include_or_an_unknown_flag_is_compiled_by_the_build
     (work / "local.h").write_text("inline int local() { return 7; }\n")
     r = _compile(server, work, '#include "local.h"\nint f() { return local(); }\n', "-O2")
     assert r.returncode == 0 and (work / "main.o").exists(), r.stderr
-    assert server.stats == {"hit": 0, "compiled": 0, "fallback": 0, "cpu_s": 0.0}  # never asked
+    assert server.stats == {"hit": 0, "compiled": 0, "fallback": 0, "cpu_s": 0.0, "peak_rss_mb": 0.0}  # never asked
     (work / "main.o").unlink()
     r = _compile(server, work, "int g() { return 3; }\n", "-O2", "-fplugin=kb_no_such_plugin_x")
     assert r.returncode != 0 and "kb_no_such_plugin_x" in r.stderr  # the real compiler's own answer
