@@ -1,16 +1,21 @@
 """Build times of load_inline kernels before and after the host's precompiled torch headers (and, for
-CUDA, the ``.cu`` file's slim ``torch/extension.h``: evaluation/slim_headers.py), through
+CUDA, the ``.cu`` file's slim ``torch/extension.h``: evaluation/slim_headers.py; and the unit cache:
+evaluation/units.py), through
 the build stage itself (sandboxed build processes, ``evaluation.build_stage.prebuild``), per step
 (ninja's own record: the C++ wrapper ``main.o``, the ``.cu`` file, the link), with each build's CPU
 seconds and peak memory.
 
 Phases (each in a fresh cache folder unless said; a phase is skipped when the time budget is spent):
 
-  1. alone, before    the first kernel, headers off, the .cu's slim header off (the code before)
+  1. alone, before    the first kernel, headers off, the .cu's slim header off, no unit server
+                      (the code before)
   2. headers          the host's precompiled headers built once (what the first build after a
                       restart pays; "cold" = 2 + 3)
-  3. alone, after     the first kernel again, headers published ("warm")
+  3. alone, after     the first kernel again, headers published ("warm"); its wrapper compiled by the
+                      unit server (a miss)
   4. again            the same source once more: found in the build cache (a re-submission)
+  4b. same wrapper    the first kernel with another Python side (a comment added): not in the build
+                      cache, its wrapper served from the unit cache (a hit)
   5. pool, before     the other kernels through a build pool, headers off
   6. pool, after      the same kernels through a build pool, headers published
 
@@ -101,7 +106,7 @@ def show(r: dict[str, Any]) -> None:
     steps = " ".join(f"{k} {v:.1f}s" for k, v in sorted(r["steps"].items()))
     print(f"  {r['phase']:<14} {r['kernel'][:48]:<48} {r['status']:<13} wall {r['seconds']:6.1f} s  "
           f"cpu {r.get('cpu_s', 0):6.1f} s  peak {r.get('peak_rss_mb', 0):6.0f} MB  headers {r['headers'] or '-':<6} "
-          f"cu {r.get('cu_headers') or '-':<5} "
+          f"cu {r.get('cu_headers') or '-':<5} units {r.get('units') or '-'} "
           f"[{steps}]", flush=True)
 
 
@@ -160,8 +165,9 @@ def nvcc_probe() -> dict[str, Any]:
 
 
 def _headers_on(on: bool) -> None:
-    """Both cuts on (after) or off (before): the wrapper's precompiled headers, the .cu's slim header."""
-    os.environ["KB_PCH"] = os.environ["KB_SLIM_CU_HEADERS"] = "1" if on else "0"
+    """The cuts on (after) or off (before): the wrapper's precompiled headers, the .cu's slim header,
+    the unit server."""
+    os.environ["KB_PCH"] = os.environ["KB_SLIM_CU_HEADERS"] = os.environ["KB_UNITS"] = "1" if on else "0"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     again = prebuild(first, cfg["after"])
     result["phases"]["again"] = {"status": again.status, "wall_s": round(time.monotonic() - t0, 3)}
     print(f"  {again.status} in {time.monotonic() - t0:.3f} s", flush=True)
+    print("4b. the same wrapper, another source (unit cache)", flush=True)
+    r = record("unit_hit", first_name, prebuild(first + "\n# the same wrapper, another source\n", cfg["after"]))
+    show(r)
+    result["phases"]["unit_hit"] = r
     save()
     for phase, pch, c in (("pool_before", "0", cfg["pool_before"]), ("pool_after", "1", cfg["after"])):
         if left() < 60:

@@ -67,6 +67,11 @@ def needs_build(kernel_source: str) -> bool:
     return bool(_NEEDS_BUILD.search(kernel_source))
 
 
+def units_enabled() -> bool:
+    """Whether builds compile their C++ wrapper through the unit server (evaluation.units; ``KB_UNITS=0``: off)."""
+    return os.environ.get("KB_UNITS", "1") != "0"
+
+
 def _torch_version() -> str:
     try:
         return version("torch")
@@ -97,6 +102,8 @@ def build_key(kernel_source: str, device: str, arch: str = "") -> str:
     parts = [BUILD_FORMAT, kernel_source, device, _torch_version(), sys.version.split()[0],
              cuda_toolkit_version() if device == "cuda" else "", arch]
     parts += [f"{k}={os.environ.get(k, '')}" for k in COMPILER_ENV]
+    if units_enabled():  # the build's CXX is then evaluation/unit_cc: in ninja's commands
+        parts.append("units")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 

@@ -33,6 +33,8 @@ from .sandbox import ChildError, Sandbox
 from .slim_headers import enabled as slim_wanted
 from .slim_headers import ensure as slim_folder
 from .types import EvaluationConfig
+from .units import compiler_env
+from .units import serve as unit_server
 
 #: Statuses of a build: nothing to build, found in the cache (built, or a recorded compiler error),
 #: built now, the compiler failed, left to the GPU phase, or the build process timed out / crashed.
@@ -59,11 +61,16 @@ class BuildOutcome:
     #: (off, or the slim build failed and the source was built again), "" (no CUDA build).
     cu_headers: str = ""
     usage: BuildUsage | None = None  # CPU seconds and peak memory of the build process tree
+    #: What the unit server (evaluation.units) did for the build: units served from the unit cache
+    #: ("hit"), compiled by the server ("compiled"; "cpu_s" and "peak_rss_mb": its compilers' CPU
+    #: seconds and largest resident memory, added to ``usage``), or left to the build ("fallback");
+    #: empty when it is off.
+    units: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"status": self.status, "seconds": round(self.seconds, 3), "error": self.error,
                "steps_s": self.steps_s, "headers": self.headers, "headers_s": round(self.headers_s, 3),
-               "cu_headers": self.cu_headers}
+               "cu_headers": self.cu_headers, "units": self.units}
         if self.usage is not None:
             out.update(cpu_s=round(self.usage.cpu_s, 2), peak_rss_mb=round(self.usage.peak_rss_mb, 1))
         return out
@@ -110,8 +117,9 @@ def build_env(cfg: EvaluationConfig, slim_cu: bool = False) -> dict[str, str]:
     """The environment build and kernel processes get: the architecture, and the precompiled headers
     where they are published (``CPATH`` is not in ninja's commands: with or without it, a build
     stays up to date); ``slim_cu``: and, after them, the ``.cu`` files' ``torch/extension.h``
-    (evaluation.slim_headers; the build stage's first try only)."""
-    env = {**arch_env(cfg), **header_cache_for(cfg).env()}
+    (evaluation.slim_headers; the build stage's first try only); the unit server's compiler shim
+    as ``CXX`` when units are on (evaluation.units: the same for both, so ninja's commands are)."""
+    env = {**arch_env(cfg), **header_cache_for(cfg).env(), **compiler_env()}
     slim = slim_folder(cfg.build_cache_dir) if slim_cu else None
     if slim:
         env["CPATH"] = os.pathsep.join(p for p in (env.get("CPATH"), slim) if p)
@@ -225,9 +233,17 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
                       disable=cfg.disable_defences, max_processes=cfg.max_processes,
                       file_size_limit_mb=cfg.file_size_limit_mb, extra_env=env)
     reply: dict[str, Any] = {}
+    units = None
     try:
         if sandbox.switch_uid:
             build.give_to(sandbox.uids["build"])
+        units = unit_server(cfg.build_cache_dir, sandbox.root, env, cfg.device, deadline,
+                            {"size_scale": cfg.size_scale, "memory_limit_mb": cfg.memory_limit_mb,
+                             "hide_paths": cfg.hide_paths, "isolation": cfg.isolation,
+                             "max_processes": cfg.max_processes, "file_size_limit_mb": cfg.file_size_limit_mb},
+                            sandbox.uids["build"] if sandbox.switch_uid else None)
+        if units is not None:
+            sandbox.extra_env.update(units.client_env())
         proc = sandbox.spawn("build", "", sandbox.write_source("kernel.py", kernel_source))
         ready = proc.recv(deadline)
         reply = proc.request({"op": "build"}, deadline) if ready.get("ok") else ready
@@ -238,6 +254,13 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
         out.status, out.error = exc.kind, f"build process: {exc.message}"
         out.log = "".join(p.read_log() for p in sandbox.procs)
     finally:
+        if units is not None:
+            units.close()
+            for k, v in units.stats.items():  # both tries of a slim-then-full build
+                out.units[k] = round(max(out.units.get(k, 0), v) if k == "peak_rss_mb" else out.units.get(k, 0) + v, 3)
+            if out.usage is not None:  # the server's compiles were the build's work too (the build waits on them)
+                out.usage.cpu_s += units.stats["cpu_s"]
+                out.usage.peak_rss_mb += units.stats["peak_rss_mb"]
         try:
             sandbox.close()
         finally:  # the build folder comes back to root whatever closing raised

@@ -48,6 +48,9 @@ PASS_THROUGH_ENV = (
 )
 
 BOOT = "import sys; sys.path.insert(0, {pylib!r}); from evaluation._child import main; main()"
+#: A command (a compiler: evaluation.units) confined like the sandbox's processes, then exec'ed.
+COMMAND_BOOT = ("import sys, json, os; sys.path.insert(0, {pylib!r}); from evaluation._child import _confine; "
+                "spec = json.loads(sys.argv[1]); _confine(spec); os.execvp(spec['argv'][0], spec['argv'])")
 
 
 class ChildError(Exception):
@@ -520,7 +523,8 @@ class Sandbox:
     def __init__(self, *, device: str, size_scale: int, memory_limit_mb: int, hide_paths: tuple[str, ...] = (),
                  isolation: str = "auto", build_dir: str | None = None, disable: frozenset[str] = frozenset(),
                  cpu_threads: int | None = None, max_processes: int = DEFAULT_MAX_PROCESSES,
-                 file_size_limit_mb: int | None = None, extra_env: dict[str, str] | None = None) -> None:
+                 file_size_limit_mb: int | None = None, extra_env: dict[str, str] | None = None,
+                 expose: tuple[str, ...] = ()) -> None:
         self.device = device
         self.size_scale = size_scale
         self.memory_limit_mb = memory_limit_mb
@@ -544,7 +548,7 @@ class Sandbox:
         os.chmod(self.src, 0o755)
         self.build_dir = build_dir
         # The cache root too: the entry itself may appear only later (built by the build stage).
-        extra = [self.root] + ([build_dir, os.path.dirname(build_dir)] if build_dir else [])
+        extra = [self.root, *expose] + ([build_dir, os.path.dirname(build_dir)] if build_dir else [])
         for var in ("CUDA_HOME", "CUDA_PATH"):
             if os.environ.get(var):
                 extra.append(os.environ[var])
@@ -556,7 +560,8 @@ class Sandbox:
         self.switch_uid = self.mode == "root" and os.environ.get("KB_SANDBOX_SWITCH_UID", "1") != "0"
         self.nproc_limited = nproc_counts_sandbox_only(self.mode, self.switch_uid)
         base = int(os.environ.get("KB_SANDBOX_UID_BASE", 0)) or (200000 + 2 * secrets.randbelow(400000))
-        self.uids = {"reference": base, "kernel": base + 1, "build": base + 1}
+        # "unit": the unit server's compiler (evaluation.units), in a sandbox of its own, no kernel's uid.
+        self.uids = {"reference": base, "kernel": base + 1, "build": base + 1, "unit": base}
         self.procs: list[SandboxProcess] = []
         self.watchdog = Watchdog()
         self.watchdog.start()
@@ -607,7 +612,8 @@ class Sandbox:
         env.update(self.extra_env)
         return env
 
-    def spawn(self, role: str, problem_path: str, kernel_path: str | None = None) -> SandboxProcess:
+    def _confinement(self, role: str) -> tuple[str, dict[str, Any], list[str]]:
+        """A role's work folder (made, its uid's), its confinement spec and the command prefix."""
         workdir = os.path.join(self.root, role)
         uid = self.uids["reference" if role.startswith("reference") else role] if self.switch_uid else None
         private = {target: os.path.join(workdir, name) for target, name in PRIVATE_DIRECTORIES.items()}
@@ -619,14 +625,24 @@ class Sandbox:
         masks = compute_masks(self.needed, tuple(self.hidden), {**private, **self._accounts(role, uid, workdir)}) \
             if isolated else []
         self.masks = masks
-        spec = {
-            "role": role, "device": self.device, "workdir": workdir, "problem_path": problem_path,
-            "kernel_path": kernel_path, "uid": uid, "gid": uid, "masks": masks, "rlimits": self._rlimits(),
-            "disable": sorted(self.disable),
-        }
+        spec = {"role": role, "workdir": workdir, "uid": uid, "gid": uid, "masks": masks, "rlimits": self._rlimits()}
         prefix = list(self.iso.get("prefix", [])) if self.mode != "none" else []
         if prefix:
             prefix.append("--")
+        return workdir, spec, prefix
+
+    def command(self, role: str, argv: list[str]) -> tuple[list[str], dict[str, str], str]:
+        """``argv`` (a compiler) confined like the sandbox's processes (namespaces, mounts, rlimits,
+        the role's uid, no_new_privs), as (the command to start, its environment, its work folder)."""
+        workdir, spec, prefix = self._confinement(role)
+        spec["argv"] = list(argv)
+        boot = [sys.executable, "-I", "-c", COMMAND_BOOT.format(pylib=self.pylib), json.dumps(spec)]
+        return [*prefix, *boot], self._env(workdir, role), workdir
+
+    def spawn(self, role: str, problem_path: str, kernel_path: str | None = None) -> SandboxProcess:
+        workdir, spec, prefix = self._confinement(role)
+        spec.update(device=self.device, problem_path=problem_path, kernel_path=kernel_path,
+                    disable=sorted(self.disable))
         p = SandboxProcess(role, spec, self._env(workdir, role), prefix, os.path.join(self.root, f"{role}.log"),
                            self.memory_limit_mb, self.max_processes)
         p.start(self.pylib)

@@ -30,6 +30,9 @@ def pytest_configure(config) -> None:
     # and nearly every test builds into a fresh one: off, except where tests/evaluation/test_pch.py
     # turns them on (KB_PCH=1 in the environment runs every suite with them).
     os.environ.setdefault("KB_PCH", "0")
+    # Likewise the unit server (evaluation.units): off, except in tests/evaluation/test_unit_cache.py
+    # (KB_UNITS=1 in the environment runs every suite's builds through it).
+    os.environ.setdefault("KB_UNITS", "0")
 
 
 @pytest.fixture(autouse=True)

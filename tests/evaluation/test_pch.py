@@ -134,18 +134,23 @@ def test_the_same_kernel_built_both_ways_is_the_same(two_builds):
     new_ext, old_ext = _ext_dir(cache, b), _ext_dir(old_cache, b)
     with open(os.path.join(new_ext, "main.o"), "rb") as fh_new, open(os.path.join(old_ext, "main.o"), "rb") as fh_old:
         assert fh_new.read() == fh_old.read()
+    assert_same_module([os.path.join(d, "kb_pch_b.so") for d in (new_ext, old_ext)], "kb_pch_b")
+
+
+def assert_same_module(libs: list[str], name: str, scale: float = 1.5) -> None:
+    """Two builds of ``KERNEL`` (module ``name``), loaded in a fresh process: the same exported
+    functions, bitwise the same outputs."""
     probe = (
         "import importlib.util, sys, torch\n"
         "outs = []\n"
         "for path in sys.argv[1:]:\n"
-        "    spec = importlib.util.spec_from_file_location('kb_pch_b', path)\n"
+        f"    spec = importlib.util.spec_from_file_location({name!r}, path)\n"
         "    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
         "    x = torch.randn(4096, generator=torch.Generator().manual_seed(7))\n"
-        "    outs.append((sorted(n for n in dir(m) if not n.startswith('__')), m.scale_shift(x, 1.5)))\n"
+        f"    outs.append((sorted(n for n in dir(m) if not n.startswith('__')), m.scale_shift(x, {scale!r})))\n"
         "assert outs[0][0] == outs[1][0] == ['scale_shift'], (outs[0][0], outs[1][0])\n"
         "assert outs[0][1].view(torch.int32).equal(outs[1][1].view(torch.int32))\n"
         "print('same')\n")
-    libs = [os.path.join(d, "kb_pch_b.so") for d in (new_ext, old_ext)]
     r = subprocess.run([sys.executable, "-c", probe, *libs], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "same", r.stdout + r.stderr
 

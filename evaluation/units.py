@@ -1,0 +1,397 @@
+"""The unit cache: no translation unit compiled twice on a host.
+
+Two kernels whose C++ wrapper (``main.cpp``: ``load_inline``'s ``#include <torch/extension.h>``, the
+declarations, the bindings) is the same text under the same flags get the same object file, and
+compiling it is most of a wrapper's build. But the compilers run inside the kernel's own build
+process: an object it produced could be replaced by the kernel before it is published and must
+never be served to another kernel. So a shared unit is compiled by a trusted party:
+
+* the build stage starts, for each build process, a **unit server** (a thread of the trusted parent)
+  listening on a UNIX socket in the sandbox's folder (``units.sock``, the build uid's), and names
+  ``evaluation/unit_cc`` as the build's ``CXX`` (``compiler_env``; the kernel's process at
+  evaluation time gets the same ``CXX``, so ninja's commands stay the same and the build up to date);
+* for a compile of one unit, ``unit_cc`` (``evaluation/unit_client.py``) sends the unit's text and
+  its flags; the server keys them (``unit_key``: the text, the flags, the source's name, the
+  compiler's identity, torch, Python, the device, the CUDA toolkit and ``CPATH``, which names the
+  precompiled headers' key) and answers with the published object, or, on a miss, compiles the text
+  itself: in a fresh sandbox of its own (``Sandbox.command``: another uid, namespaces, rlimits; its
+  own empty folder, never the kernel's; includes resolve only from the system's, torch's, Python's
+  and CUDA's folders and the precompiled headers), publishes it by ``rename`` and answers with it;
+* whatever the server cannot compile the same way is compiled in the build as before: a unit with a
+  quoted include beside it, an include through a macro (the client's check), a flag not on the
+  server's list (``flags_ok``), a compile that fails or runs past the build's time, no server.
+  The kernel's answer never depends on who compiled: the same compiler, flags and text.
+
+Layout under ``<build_cache_dir>/.units/`` (root's, 0700: kernels never read it; the server sends
+the object's bytes over the socket):
+
+* ``<key>/unit.o``, ``deps.json`` (the headers outside the system folders the compile read, for the
+  build's dependency file), ``meta.json`` (seconds, CPU seconds): a published unit, which only ever
+  appears whole (built in ``.building/<key>.<pid>.<random>/``, renamed);
+* ``.locks/<key>.lock``: the ``flock`` of whoever compiles ``<key>`` (two builds that need the same
+  unit at once: one compiles, the other waits and is served). It dies with its owner: a compile
+  killed midway (the server's process SIGKILLed: its compiler dies with it, ``PR_SET_PDEATHSIG``)
+  leaves only its private folder, removed by the key's next owner, and nothing anybody waits on.
+
+``KB_UNITS=0`` turns it off (builds call the compiler themselves, as before; the build cache's key
+says which, ``build.units_enabled``). Only the C++ wrapper goes through the server: nvcc's ``.cu``
+compile is untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import secrets
+import shlex
+import signal
+import socket
+import struct
+import sys
+import sysconfig
+import threading
+import time
+from typing import Any
+
+from .build import _remove, _torch_version, cuda_toolkit_version, units_enabled
+from .pch import _die_with_parent, compiler_identity
+from .safe_files import UnsafeFile, read_below, write_new
+from .unit_client import recv_exact
+
+UNITS_FORMAT = "1"
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+SHIM = os.path.join(PACKAGE_DIR, "unit_cc")
+MAX_OBJECT_BYTES = 512 * 2**20
+MAX_REQUEST_BYTES = 32 * 2**20
+#: Units one build may have the server compile (a load_inline build has one wrapper).
+MAX_COMPILES_PER_BUILD = 4
+NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}\.(cpp|cc|cxx)")
+#: Flags the server compiles with (no path in any, but ``-D``'s text): optimisation, language,
+#: warnings, code generation, macros. ``-isystem``/``-I`` only for the include folders it trusts.
+SAFE_FLAG = re.compile(
+    r"-(D\S+|U\w+|O[0-3sgz]?|Ofast|g[0-3]?|std=[\w+]+|w|W(?![lap],)[\w=+-]*|pthread|pedantic(-errors)?|"
+    r"f(?!plugin|profile|auto-profile|dump|coverage|opt-info|callgraph|stack-usage|[\w-]*prefix-map)[\w+=.,-]+|"
+    r"m[\w=.,+-]+)")
+
+enabled = units_enabled
+
+
+def compiler_env() -> dict[str, str]:
+    """What build and kernel processes get when units are on: ``CXX`` is the shim (the same for
+    both, so that ninja's commands are the same), which runs ``KB_UNIT_CXX`` when not served."""
+    if not enabled():
+        return {}
+    return {"CXX": SHIM, "KB_UNIT_CXX": os.environ.get("CXX", "c++"), "KB_UNIT_PYTHON": sys.executable}
+
+
+@functools.lru_cache(maxsize=1)
+def trusted_include_roots() -> tuple[str, ...]:
+    """Folders whose headers are the same for every build of the host: torch's, Python's, CUDA's, the system's."""
+    roots = ["/usr/include", "/usr/local/include"]
+    spec = importlib.util.find_spec("torch")  # not imported: the worker never imports torch
+    if spec and spec.origin:
+        roots.append(os.path.join(os.path.dirname(spec.origin), "include"))
+    roots += [sysconfig.get_paths().get("include") or "", sysconfig.get_paths().get("platinclude") or ""]
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            roots.append(os.path.join(os.environ[var], "include"))
+    roots.append("/usr/local/cuda/include")
+    return tuple(sorted({os.path.realpath(r) for r in roots if r}))
+
+
+def flags_ok(flags: list[str]) -> bool:
+    """Whether the server compiles with these flags exactly as the build would."""
+    it = iter(flags)
+    for flag in it:
+        if flag in ("-isystem", "-I") or flag.startswith(("-isystem", "-I")):
+            path = next(it, "") if flag in ("-isystem", "-I") else flag[len("-isystem" if flag.startswith("-isystem") else "-I"):]
+            real = os.path.realpath(path) if os.path.isabs(path) else ""
+            if not real or not any(real == r or real.startswith(r + os.sep) for r in trusted_include_roots()):
+                return False
+        elif flag in ("-D", "-U"):
+            if not SAFE_FLAG.fullmatch(flag + next(it, "")):
+                return False
+        elif not SAFE_FLAG.fullmatch(flag):
+            return False
+    return True
+
+
+def unit_key(name: str, flags: list[str], text: str, env: dict[str, str], device: str) -> str:
+    cxx = os.environ.get("CXX", "c++")
+    parts = [UNITS_FORMAT, cxx, compiler_identity(cxx), _torch_version(), sys.version.split()[0], device,
+             cuda_toolkit_version() if device == "cuda" else "", env.get("CPATH", ""), name, json.dumps(flags), text]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+class UnitCache:
+    """The published units of a build cache (``<cache_root>/.units``) and their compiles."""
+
+    def __init__(self, cache_root: str) -> None:
+        self.root = os.path.join(cache_root, ".units")
+
+    def prepare(self) -> bool:
+        try:
+            for sub in ("", ".building", ".locks"):
+                os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
+            os.chmod(self.root, 0o700)  # kernels never read it: the server sends the bytes
+        except OSError:
+            return False
+        return True
+
+    def lookup(self, key: str) -> tuple[bytes, list[str]] | None:
+        try:
+            obj = read_below(self.root, [key, "unit.o"], MAX_OBJECT_BYTES)
+            deps = read_below(self.root, [key, "deps.json"], MAX_REQUEST_BYTES)
+        except (OSError, UnsafeFile):
+            return None
+        if obj is None or deps is None:
+            return None
+        return obj, list(json.loads(deps))
+
+    @contextlib.contextmanager
+    def locked(self, key: str, deadline: float) -> Any:
+        """The key's ``flock`` (yields False if it was not had by ``deadline``); its holder's death frees it."""
+        fd = os.open(os.path.join(self.root, ".locks", key + ".lock"), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if time.monotonic() >= deadline:
+                        yield False
+                        return
+                    time.sleep(0.2)
+            yield True
+        finally:
+            os.close(fd)
+
+    def publish(self, key: str, obj: bytes, deps: list[str], meta: dict[str, Any]) -> None:
+        """Under the key's lock: write in a private folder, then rename (whole or absent)."""
+        building = os.path.join(self.root, ".building")
+        private = os.path.join(building, f"{key}.{os.getpid()}.{secrets.token_hex(4)}")
+        os.mkdir(private, 0o700)
+        write_new(private, "unit.o", obj)
+        write_new(private, "deps.json", json.dumps(deps).encode())
+        write_new(private, "meta.json", json.dumps(meta).encode())
+        try:
+            os.rename(private, os.path.join(self.root, key))
+        except OSError:
+            _remove(private)  # published meanwhile (a lock-less race cannot happen; be safe)
+
+    def clear_dead(self, key: str) -> None:
+        """Under the key's lock: what a compile killed midway left (its owner died: we hold its lock)."""
+        building = os.path.join(self.root, ".building")
+        for name in os.listdir(building):
+            if name.startswith(key + "."):
+                _remove(os.path.join(building, name))
+
+
+class UnitServer:
+    """The unit server of one build process: a listening socket in the build's sandbox folder and a
+    thread per connection. ``stats``: what it did (``hit``, ``compiled``, ``fallback``, ``cpu_s``)."""
+
+    def __init__(self, cache: UnitCache, folder: str, env: dict[str, str], device: str, deadline: float,
+                 sandbox_args: dict[str, Any], owner: int | None = None) -> None:
+        self.cache = cache
+        self.env = {k: v for k, v in env.items() if k not in ("CXX", "KB_UNIT_CXX", "KB_UNIT_PYTHON")}
+        self.device = device
+        self.deadline = deadline
+        self.sandbox_args = sandbox_args
+        self.path = os.path.join(folder, "units.sock")
+        self.stats: dict[str, Any] = {"hit": 0, "compiled": 0, "fallback": 0, "cpu_s": 0.0, "peak_rss_mb": 0.0}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._procs: set[Any] = set()
+        self._threads: list[threading.Thread] = []
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(self.path)
+        os.chmod(self.path, 0o600)
+        if owner is not None:
+            os.chown(self.path, owner, owner)
+        self._sock.listen(8)
+        self._accept = threading.Thread(target=self._serve, name="kb-unit-server", daemon=True)
+        self._accept.start()
+
+    def client_env(self) -> dict[str, str]:
+        return {"KB_UNIT_SOCKET": self.path, "KB_UNIT_TIMEOUT_S": str(max(1, int(self.deadline - time.monotonic())))}
+
+    def _count(self, what: str, cpu_s: float = 0.0, rss_mb: float = 0.0) -> None:
+        with self._lock:
+            self.stats[what] += 1
+            self.stats["cpu_s"] = round(self.stats["cpu_s"] + cpu_s, 3)
+            self.stats["peak_rss_mb"] = max(self.stats["peak_rss_mb"], round(rss_mb, 1))
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            t = threading.Thread(target=self._handle, args=(conn,), name="kb-unit-request", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.settimeout(30)
+                (n,) = struct.unpack(">I", recv_exact(conn, 4))
+                if n > MAX_REQUEST_BYTES:
+                    raise ValueError("request too large")
+                req = json.loads(recv_exact(conn, n))
+                conn.settimeout(None)
+                answer = self.answer(req)
+            except (OSError, ValueError, struct.error, TypeError, AttributeError):
+                answer = None
+            head: dict[str, Any] = {"ok": False}
+            data = b""
+            if answer is None:
+                self._count("fallback")
+            else:
+                head, data = {"ok": True, "size": len(answer[0]), "deps": answer[1]}, answer[0]
+            body = json.dumps(head).encode()
+            conn.settimeout(60)  # a client that never reads holds no thread for long
+            with contextlib.suppress(OSError):
+                conn.sendall(struct.pack(">I", len(body)) + body + data)
+
+    def answer(self, req: dict[str, Any]) -> tuple[bytes, list[str]] | None:
+        """The object and dependencies of the unit ``req`` names, served or compiled; None: compile it in the build."""
+        name, flags, text = req.get("name"), req.get("flags"), req.get("text")
+        if not (isinstance(name, str) and NAME.fullmatch(name) and isinstance(text, str)
+                and isinstance(flags, list) and all(isinstance(f, str) for f in flags) and flags_ok(flags)):
+            return None
+        key = unit_key(name, flags, text, self.env, self.device)
+        found = self.cache.lookup(key)
+        if found is not None:
+            self._count("hit")
+            return found
+        with self._lock:
+            if self.stats["compiled"] >= MAX_COMPILES_PER_BUILD:
+                return None
+        with self.cache.locked(key, self.deadline) as held:
+            if not held or self._closed.is_set():
+                return None
+            found = self.cache.lookup(key)  # compiled by whoever held the lock before us
+            if found is not None:
+                self._count("hit")
+                return found
+            self.cache.clear_dead(key)
+            built = self._compile(name, flags, text)
+            if built is None:
+                return None
+            obj, deps, meta = built
+            self.cache.publish(key, obj, deps, meta)
+            self._count("compiled", meta["cpu_s"], meta["peak_rss_mb"])
+            return obj, deps
+
+    def _compile(self, name: str, flags: list[str], text: str) -> tuple[bytes, list[str], dict[str, Any]] | None:
+        """The unit compiled in a fresh sandbox of the server's own (its own uid and empty folder)."""
+        import subprocess  # deferred: a miss only
+
+        from .sandbox import Sandbox  # deferred: sandbox imports this module's users
+
+        cpath = [p for p in self.env.get("CPATH", "").split(os.pathsep) if p]
+        sandbox = Sandbox(device="cpu", extra_env=self.env, expose=tuple(cpath), **self.sandbox_args)
+        try:
+            argv = [*shlex.split(os.environ.get("CXX", "c++")), *flags, "-MMD", "-MF", "unit.d", "-c", name,
+                    "-o", "unit.o"]
+            cmd, env, workdir = sandbox.command("unit", argv)
+            write_new(workdir, name, text.encode("utf-8"))
+            t0 = time.monotonic()
+            with open(os.path.join(sandbox.root, "unit.log"), "wb") as log:
+                proc = subprocess.Popen(cmd, env=env, cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                                        preexec_fn=_die_with_parent)
+            self._procs.add(proc)
+            try:
+                code, cpu_s, rss_mb = _wait(proc, self.deadline, self._closed)
+            finally:
+                self._procs.discard(proc)
+            if code != 0:
+                return None
+            obj = read_below(workdir, ["unit.o"], MAX_OBJECT_BYTES)
+            depfile = read_below(workdir, ["unit.d"], MAX_REQUEST_BYTES)
+            if obj is None or depfile is None:
+                return None
+            meta = {"seconds": round(time.monotonic() - t0, 3), "cpu_s": round(cpu_s, 3),
+                    "peak_rss_mb": round(rss_mb, 1), "name": name, "flags": flags, "at": time.time()}
+            return obj, parse_deps(depfile.decode("utf-8", "replace"), name), meta
+        except (OSError, UnsafeFile):
+            return None
+        finally:
+            sandbox.close()
+
+    def close(self) -> None:
+        """Stop serving: no new request, running compiles killed, every thread joined."""
+        self._closed.set()
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        for proc in list(self._procs):
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        self._accept.join(timeout=10)
+        for t in self._threads:
+            t.join(timeout=30)
+
+
+def _wait(proc: Any, deadline: float, closed: threading.Event) -> tuple[int | None, float, float]:
+    """Exit code, CPU seconds and peak memory in MB (of the process and the compilers it reaped: the
+    largest one's) of ``proc``; killed (None) past ``deadline`` or when the server closes."""
+    while True:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return proc.returncode, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+        if time.monotonic() >= deadline or closed.is_set():
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None, 0.0, 0.0
+        time.sleep(0.05)
+
+
+def parse_deps(depfile: str, name: str) -> list[str]:
+    """The absolute paths a compile's dependency file lists (``-MMD``: headers outside the system
+    folders, the precompiled header), less the unit itself."""
+    text = depfile.replace("\\\n", " ")
+    _, _, rest = text.partition(": ")
+    deps, word = [], ""
+    i = 0
+    while i < len(rest):
+        c = rest[i]
+        if c == "\\" and i + 1 < len(rest) and rest[i + 1] in " #\\":
+            word += rest[i + 1]
+            i += 2
+            continue
+        if c.isspace():
+            if word:
+                deps.append(word)
+            word = ""
+        else:
+            word += c
+        i += 1
+    if word:
+        deps.append(word)
+    return [d for d in deps if d != name and os.path.isabs(d)]
+
+
+def serve(cache_root: str, folder: str, env: dict[str, str], device: str, deadline: float,
+          sandbox_args: dict[str, Any], owner: int | None = None) -> UnitServer | None:
+    """A unit server for one build (None when off or it cannot start: the build compiles itself)."""
+    if not enabled() or len(os.path.join(folder, "units.sock")) > 100:
+        return None
+    cache = UnitCache(cache_root)
+    if not cache.prepare():
+        return None
+    try:
+        return UnitServer(cache, folder, env, device, deadline, sandbox_args, owner)
+    except OSError:
+        return None

@@ -1,0 +1,272 @@
+"""The unit cache (``evaluation.units``): no translation unit compiled twice, compiled by a trusted party.
+
+- two different C++ ``load_inline`` kernels whose wrappers (``main.cpp``) are the same text: the
+  first's wrapper is compiled by the unit server, the second's is served from the unit cache (no
+  compiler runs for it), and the object it gets is the server's;
+- the first kernel tampers with its build folder (overwrites its own ``main.o``) and reaches for the
+  unit cache: what the server serves the second is the server's compile all the same;
+- the second kernel built without the server (``KB_UNITS=0``): the same ``main.o`` byte for byte,
+  the same exported functions, bitwise the same outputs;
+- a unit with a quoted include beside it, or a flag the server does not know, is compiled by the
+  build itself (small units through the shim: milliseconds);
+- a server compile SIGKILLed midway (its server process killed) leaves no lock, nothing published,
+  no compiler running: the next request compiles at once.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from evaluation import units
+from evaluation.build_stage import build_dir_for, build_env, prebuild
+from evaluation.pch import lock_held
+from evaluation.sandbox import Sandbox, detect_isolation
+from evaluation.types import EvaluationConfig
+from tests.evaluation.helpers import ROOT
+from tests.evaluation.test_pch import assert_same_module
+from tests.evaluation.test_pch import kernel as pch_kernel
+
+needs_cxx = pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v c++ && command -v ninja"],
+                                              capture_output=True).returncode != 0,
+                               reason="needs a C++ compiler and ninja")
+
+#: The first kernel, once built: its own object overwritten, the unit cache's reached for.
+TAMPER = r'''
+import glob
+import os
+
+_ext_root = os.environ["TORCH_EXTENSIONS_DIR"]
+for _obj in glob.glob(os.path.join(_ext_root, "*", "main.o")):
+    with open(_obj, "wb") as _fh:
+        _fh.write(b"tampered by the kernel")
+_units = os.path.join(os.path.dirname(os.path.dirname(_ext_root)), ".units")
+try:
+    for _name in os.listdir(_units):
+        with open(os.path.join(_units, _name, "unit.o"), "wb") as _fh:
+            _fh.write(b"poisoned by the kernel")
+    print("KB-TAMPER: the unit cache was writable", flush=True)
+except OSError as _exc:
+    print(f"KB-TAMPER: the unit cache refused: {type(_exc).__name__}", flush=True)
+'''
+
+#: Two kernels with the same wrapper (test_pch's kernel, one name) and another Python side.
+A = pch_kernel("kb_unit_wrapper").replace("\n\nclass ModelNew", TAMPER + "\n\nclass ModelNew")
+B = pch_kernel("kb_unit_wrapper").replace("scale_shift(x, 1.5)", "scale_shift(x, 2.0)")
+assert A != B and "x, 2.0)" in B and "KB-TAMPER" in A
+
+
+def _cfg(cache: str) -> EvaluationConfig:
+    return EvaluationConfig(build_cache_dir=cache, timeout_s=3000)
+
+
+def _ext_dir(cache: str, source: str) -> str:
+    (ext,) = glob.glob(os.path.join(build_dir_for(source, _cfg(cache)).path or "", "torch_extensions", "*"))
+    return ext
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """A (tampering) then B into one cache with units on; B again into another with units off."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("KB_PCH", "0")
+    try:
+        mp.setenv("KB_UNITS", "1")
+        cache = str(tmp_path_factory.mktemp("kb-units"))
+        first, second = prebuild(A, _cfg(cache)), prebuild(B, _cfg(cache))
+        exts = {"A": _ext_dir(cache, A), "B": _ext_dir(cache, B), "env": build_env(_cfg(cache))}
+        mp.setenv("KB_UNITS", "0")
+        old_cache = str(tmp_path_factory.mktemp("kb-nounits"))
+        old = prebuild(B, _cfg(old_cache))
+        exts["B_old"] = _ext_dir(old_cache, B)
+    finally:
+        mp.undo()
+    return cache, exts, (first, second, old)
+
+
+def _published(cache: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(cache, ".units", "*", "unit.o")))
+
+
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_the_second_kernel_gets_the_wrapper_the_server_compiled(builds):
+    cache, exts, (first, second, old) = builds
+    assert first.status == second.status == old.status == "built", (first.error, first.log[-3000:])
+    assert first.units["compiled"] == 1 and first.units["hit"] == 0, first.units
+    assert second.units["hit"] == 1 and second.units["compiled"] == 0 and second.units["fallback"] == 0, second.units
+    assert old.units == {}
+    assert first.units["cpu_s"] > 0 and second.units["cpu_s"] == 0 and first.units["peak_rss_mb"] > 100
+    # No compiler ran for the second wrapper: ninja's own record of main.o is the shim's copy.
+    main_o = [sum(v for k, v in o.steps_s.items() if k.endswith("main.o")) for o in (first, second, old)]
+    print(f"main.o (ninja's record) server compile / hit / local: {main_o} s; units {first.units} {second.units}")
+    (unit,) = _published(cache)
+    assert _read(os.path.join(exts["B"], "main.o")) == _read(unit)
+    # The kernel's process at evaluation time gets the same CXX: ninja finds the build up to date.
+    ext = exts["B"]
+    with open(os.path.join(ext, "build.ninja"), encoding="utf-8") as fh:
+        assert f"cxx = {units.SHIM}\n" in fh.read()
+    assert exts["env"]["CXX"] == units.SHIM
+    venv_ninja = os.path.join(os.path.dirname(sys.executable), "ninja")  # torch's (the sandbox's PATH)
+    ninja = venv_ninja if os.path.exists(venv_ninja) else "ninja"
+    r = subprocess.run([ninja, "-n", "-d", "explain"], cwd=ext, capture_output=True, text=True, timeout=60)
+    assert "no work to do" in r.stdout, r.stdout + r.stderr
+
+
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_a_kernel_that_tampers_cannot_change_what_is_served(builds):
+    cache, exts, (first, _second, _old) = builds
+    assert _read(os.path.join(exts["A"], "main.o")) == b"tampered by the kernel"
+    (unit,) = _published(cache)
+    served = _read(unit)
+    assert served.startswith(b"\x7fELF") and _read(os.path.join(exts["B"], "main.o")) == served
+    if detect_isolation()["mode"] == "root" and os.environ.get("KB_SANDBOX_SWITCH_UID", "1") != "0":
+        assert "KB-TAMPER: the unit cache refused" in first.log, first.log[-2000:]  # another uid
+    st = os.stat(os.path.join(cache, ".units"))
+    assert st.st_mode & 0o077 == 0 and st.st_uid == os.geteuid()
+
+
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_the_kernel_built_both_ways_is_the_same(builds):
+    _cache, exts, _outcomes = builds
+    new_ext, old_ext = exts["B"], exts["B_old"]
+    assert _read(os.path.join(new_ext, "main.o")) == _read(os.path.join(old_ext, "main.o"))  # byte for byte
+    assert_same_module([os.path.join(d, "kb_unit_wrapper.so") for d in (new_ext, old_ext)], "kb_unit_wrapper", 2.0)
+
+
+# -- the shim and the server on small units (no torch: milliseconds to seconds) --------------------
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_UNITS", "1")
+    sandbox = Sandbox(device="cpu", size_scale=1, memory_limit_mb=4096)
+    srv = units.serve(str(tmp_path / "cache"), sandbox.root, {}, "cpu", time.monotonic() + 600,
+                      {"size_scale": 1, "memory_limit_mb": 4096}, None)
+    assert srv is not None
+    yield srv
+    srv.close()
+    sandbox.close()
+
+
+def _compile(srv, folder, text: str, *flags: str, name: str = "main.cpp") -> subprocess.CompletedProcess[str]:
+    (folder / name).write_text(text)
+    env = {**os.environ, **units.compiler_env(), **srv.client_env()}
+    cmd = [units.SHIM, "-MMD", "-MF", "main.o.d", *flags, "-c", str(folder / name), "-o", "main.o"]
+    return subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+
+
+@needs_cxx
+def test_a_unit_with_a_local_include_or_an_unknown_flag_is_compiled_by_the_build(server, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "local.h").write_text("inline int local() { return 7; }\n")
+    r = _compile(server, work, '#include "local.h"\nint f() { return local(); }\n', "-O2")
+    assert r.returncode == 0 and (work / "main.o").exists(), r.stderr
+    assert server.stats == {"hit": 0, "compiled": 0, "fallback": 0, "cpu_s": 0.0, "peak_rss_mb": 0.0}  # never asked
+    (work / "main.o").unlink()
+    r = _compile(server, work, "int g() { return 3; }\n", "-O2", "-fplugin=kb_no_such_plugin_x")
+    assert r.returncode != 0 and "kb_no_such_plugin_x" in r.stderr  # the real compiler's own answer
+    assert server.stats["fallback"] == 1 and server.stats["compiled"] == 0
+    r = _compile(server, work, "int g() { return 3; }\n", "-O2")
+    assert r.returncode == 0 and server.stats["compiled"] == 1, r.stderr
+    assert "main.o:" in (work / "main.o.d").read_text()
+
+
+SLOW_UNIT = "#include <bits/stdc++.h>\nint kb_slow_unit() { return 1; }\n"
+
+
+def _compilers_of(name: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read()
+            with open(f"/proc/{pid}/comm") as fh:
+                comm = fh.read().strip()
+        except OSError:
+            continue
+        if comm == "cc1plus" and name.encode() in cmd:
+            found.append(int(pid))
+    return found
+
+
+@needs_cxx
+def test_a_server_compile_killed_midway_leaves_nothing_to_wait_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_UNITS", "1")
+    cache = str(tmp_path / "cache")
+    name = f"kbslow{os.getpid()}.cpp"
+    flags = ["-O2", "-std=c++17"]
+    code = (
+        "import sys, time\n"
+        "from evaluation import units\n"
+        "from evaluation.sandbox import Sandbox\n"
+        "sb = Sandbox(device='cpu', size_scale=1, memory_limit_mb=4096)\n"
+        f"srv = units.serve({cache!r}, sb.root, {{}}, 'cpu', time.monotonic() + 600, "
+        "{'size_scale': 1, 'memory_limit_mb': 4096}, None)\n"
+        f"srv.answer({{'name': {name!r}, 'flags': {flags!r}, 'text': {SLOW_UNIT!r}}})\n")
+    server = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "KB_UNITS": "1"})
+    key = units.unit_key(name, flags, SLOW_UNIT, {}, "cpu")
+    lock = os.path.join(cache, ".units", ".locks", key + ".lock")
+    try:
+        deadline = time.monotonic() + 300
+        while not _compilers_of(name) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _compilers_of(name), "the server's compile never started"
+        assert lock_held(lock)
+        server.send_signal(signal.SIGKILL)  # the server dies, its compile midway
+        server.wait()
+        gone_by = time.monotonic() + 20
+        while _compilers_of(name) and time.monotonic() < gone_by:
+            time.sleep(0.1)
+        assert _compilers_of(name) == []  # its compiler died with it
+        assert not lock_held(lock)  # nobody would wait on it
+        cache_obj = units.UnitCache(cache)
+        assert cache_obj.lookup(key) is None and os.listdir(os.path.join(cache, ".units", ".building")) == []
+        # The next request for the unit: compiled at once, published, served after.
+        sandbox = Sandbox(device="cpu", size_scale=1, memory_limit_mb=4096)
+        srv = units.serve(cache, sandbox.root, {}, "cpu", time.monotonic() + 600,
+                          {"size_scale": 1, "memory_limit_mb": 4096}, None)
+        try:
+            req = {"name": name, "flags": flags, "text": SLOW_UNIT}
+            got = srv.answer(req)
+            assert got is not None and got[0].startswith(b"\x7fELF") and srv.stats["compiled"] == 1
+            assert srv.answer(req) == got and srv.stats["hit"] == 1
+        finally:
+            srv.close()
+            sandbox.close()
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_the_server_knows_its_flags():
+    ok = ["-DTORCH_EXTENSION_NAME=kb_x", "-DTORCH_API_INCLUDE_EXTENSION_H", "-fPIC", "-std=c++17", "-O3",
+          "-D", "FOO=1", "-Wall", "-Wno-unused", "-march=native", "-ffast-math", "-fopenmp", "-g"]
+    assert units.flags_ok(ok)
+    for bad in (["-I", "/tmp/x"], ["-isystem", "/home/k/include"], ["-Irelative"], ["-fplugin=x"],
+                ["-Wa,-I/tmp"], ["-Wl,-rpath=/x"], ["-include", "x.h"], ["-fprofile-use=/x"], ["@args"],
+                ["-ffile-prefix-map=/a=/b"], ["-B/tmp"], ["-specs=/x"]):
+        assert not units.flags_ok(bad), bad
+    torch_inc = units.trusted_include_roots()
+    assert any(root.endswith(os.path.join("torch", "include")) for root in torch_inc)
+
+
+def test_off_means_no_shim(monkeypatch):
+    monkeypatch.setenv("KB_UNITS", "0")
+    assert units.compiler_env() == {}
+    assert units.serve("/nonexistent", "/tmp", {}, "cpu", time.monotonic(), {}) is None
