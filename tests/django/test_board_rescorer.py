@@ -272,3 +272,23 @@ def test_verify_makes_up_pending_marks_first_and_says_how_many(world):
     call_command("rebuild_boards", "--verify-only", stdout=out)
     assert "1 run marked for re-scoring when the check began: re-scored first" in out.getvalue()
     assert not DirtyRun.objects.exists()
+
+
+def test_a_mark_renewed_during_a_rescoring_moves_up_to_when_the_rescoring_read_it(world, monkeypatch):
+    """A run written to on every pass keeps its mark, but not its first mark's time: otherwise it
+    heads every batch, dates every board build back to it and passes for a lost mark on every read."""
+    world.kernel(world.problems[0], speedup=2.0)
+    long_ago = timezone.now() - timedelta(hours=1)
+    DirtyRun.objects.update(marked_at=long_ago)
+    read_kernels = board_store.kernel_rows
+
+    def a_write_lands_meanwhile(kernels, **options):
+        rows = read_kernels(kernels, **options)
+        board_store.mark_runs([world.run.pk])
+        return rows
+
+    monkeypatch.setattr(board_store, "kernel_rows", a_write_lands_meanwhile)
+    before = timezone.now()
+    assert rescorer.rescore_pass().runs == 1
+    mark = DirtyRun.objects.get(run_id=world.run.pk)
+    assert before <= mark.marked_at <= mark.last_marked_at

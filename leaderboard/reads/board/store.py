@@ -39,18 +39,17 @@ How it stays current:
 from __future__ import annotations
 
 import logging
-import operator
 import threading
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import reduce
 
 from django.conf import settings
 from django.db import DatabaseError, OperationalError, transaction
-from django.db.models import Exists, F, OuterRef, Q, Subquery
+from django.db.models import DateTimeField, Exists, F, OuterRef, Subquery, Value
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from evaluation.metrics import speedup_problem
@@ -372,6 +371,7 @@ def _rescore(ids: list[int], runs: dict[int, int]) -> None:
     marked = getattr(_local, "marked", None)
     if marked is not None:  # re-scored now: a later write in this transaction must mark them again
         marked[0].difference_update(ids)
+    read_at = timezone.now()
     marks = list(DirtyRun.objects.filter(run_id__in=ids).values_list("run_id", "last_marked_at"))
     rows = kernel_rows(Kernel.objects.filter(run_id__in=list(runs)), with_stored=True)  # after the marks
     _store_kernel_states(rows)
@@ -380,23 +380,32 @@ def _rescore(ids: list[int], runs: dict[int, int]) -> None:
     _store_scores(_scores(rows, runs), stored)
     _store_counts(rows, runs, old_counts)
     bump_versions(set(runs.values()))
-    _clear_marks(marks)  # last: a writer marking one of these runs waits for nothing before it
+    _clear_marks(marks, read_at)  # last: a writer marking one of these runs waits for nothing before it
 
 
-def _clear_marks(marks: list[tuple[int, datetime | None]]) -> None:
+def _clear_marks(marks: list[tuple[int, datetime | None]], read_at: datetime) -> None:
     """Remove the marks this re-scoring covers: those no write has marked again since they were read
     (a later write's mark stays, for the next re-scoring). Only at the end of the re-scoring's
     transaction, and skipping the marks a writer is renewing right now (they stay anyway): a mark
     deleted at the start would hold every writer of its run until the re-scoring commits, and one
-    waited for here would deadlock with a writer waiting for a kernel row this re-scoring wrote."""
+    waited for here would deadlock with a writer waiting for a kernel row this re-scoring wrote.
+
+    A mark renewed meanwhile stays, and its time moves up to when this re-scoring read the marks
+    (`read_at`), or to its latest write's if that is earlier: the writes before are stored now, and
+    a run written to on every pass no longer keeps its first mark's time, which would put it at the
+    head of every batch, date every board build back to it and pass for a lost mark on every read."""
     if not marks:
         return
-    unchanged = [
-        Q(run_id=run_id, last_marked_at=at) if at else Q(run_id=run_id, last_marked_at__isnull=True)
-        for run_id, at in marks
-    ]
-    free = DirtyRun.objects.select_for_update(skip_locked=True).filter(reduce(operator.or_, unchanged))
-    DirtyRun.objects.filter(run_id__in=list(free.values_list("run_id", flat=True))).delete()
+    read = dict(marks)
+    held = DirtyRun.objects.select_for_update(skip_locked=True).filter(run_id__in=list(read))
+    rows = list(held.values_list("run_id", "last_marked_at", "marked_at"))
+    covered = [run_id for run_id, last, _ in rows if last == read[run_id]]
+    renewed = [run_id for run_id, last, marked in rows if last != read[run_id] and marked < read_at]
+    if covered:
+        DirtyRun.objects.filter(run_id__in=covered).delete()
+    if renewed:
+        earliest = Least(Value(read_at, output_field=DateTimeField()), F("last_marked_at"))
+        DirtyRun.objects.filter(run_id__in=renewed).update(marked_at=earliest)
 
 
 def _store_scores(fresh: list[RunScore], stored: list[RunScore]) -> None:
