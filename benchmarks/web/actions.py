@@ -12,6 +12,8 @@ repository root (benchmarks/web/run.sh drives it; `make bench-web`). The benchma
 - `writer --rate 5 [--seconds S | --count N]`: finished evaluations stored through the GPU worker's
   own path, each into a different run (benchmarks/web/churn.py), until interrupted.
 - `visible --base URL`: seconds until a stored result shows on the level-1 boards over HTTP.
+- `marks --stop-file F [--seconds S]`: the runs waiting for the background re-scorer, sampled
+  while the writers write (until F exists), then how long until none waits (at most S seconds).
 """
 
 from __future__ import annotations
@@ -60,9 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--check", action="store_true", help="fail when a URL exceeds the query bound")
     parser.add_argument("--rate", type=float, default=1.0, help="writer: evaluations stored per second")
-    parser.add_argument("--seconds", type=float, help="writer: stop after this long")
+    parser.add_argument("--seconds", type=float, help="writer: stop after this long; marks: wait this long at most")
     parser.add_argument("--count", type=int, help="writer: stop after this many")
-    parser.add_argument("--stop-file", default="", help="writer: stop once this file exists")
+    parser.add_argument("--stop-file", default="", help="writer, marks: stop once this file exists")
     parser.add_argument("--base", help="visible: the served site, http://host:port")
     parser.add_argument("--trials", type=int, default=3, help="visible: results stored and watched")
     return parser
@@ -132,7 +134,11 @@ def visible(args, say) -> None:
     say(f"visible after: median {statistics.median(seconds):.2f} s, max {max(seconds):.2f} s")
 
 
-ACTIONS = {f.__name__: f for f in (generate, urls, session, queries, writes, writer, visible)}
+def marks(args, say) -> None:
+    churn.backlog(args.stop_file, args.seconds or 60.0, say)
+
+
+ACTIONS = {f.__name__: f for f in (generate, urls, session, queries, writes, writer, visible, marks)}
 
 
 class _Lines(io.TextIOBase):

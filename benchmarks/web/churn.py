@@ -7,6 +7,8 @@ and `... visible` while benchmarks/web/churn_bench.py times the boards over HTTP
   time each result was stored, for churn_bench.py to add each result's share of the re-scoring.
 - `visible`: stores one result that changes a number the level-1 board shows (a failed sample-0
   kernel of the top run becomes correct) and polls the board over HTTP until it shows it.
+- `marks`: the runs marked and waiting for the background re-scorer, sampled each second while the
+  writers write, then how long the re-scorer takes to re-score them all once they stop.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from itertools import cycle
 from django.db import IntegrityError, connection
 
 from leaderboard.evaluations import attempts
-from leaderboard.models import Evaluation, Kernel, Run
+from leaderboard.models import DirtyRun, Evaluation, Kernel, Run
+from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.rescorer import QueryClock
 
 WORKER = "bench-writer"
@@ -130,3 +133,33 @@ def visible(base: str, trials: int, limit: float, out: Callable[[str], None]) ->
             seconds.append(float("inf"))
             out(f"trial {trial}: {url} did not show the result within {limit:.0f} s")
     return seconds
+
+
+def backlog(stop_file: str, drain: float, out: Callable[[str], None]) -> None:
+    """Sample the marks waiting for the re-scorer (runs, and how long the oldest has waited) each
+    second until `stop_file` exists (the writers stopped), then wait at most `drain` seconds for
+    none to be left; print both."""
+    samples: list[tuple[int, float]] = []
+
+    def sample() -> tuple[int, float]:
+        return DirtyRun.objects.filter(failed_at__isnull=True).count(), board_store.oldest_mark_seconds()
+
+    while not (stop_file and os.path.exists(stop_file)):
+        samples.append(sample())
+        time.sleep(1.0)
+    stopped, (left, oldest) = time.monotonic(), sample()
+    if samples:
+        counts, ages = [n for n, _ in samples], [age for _, age in samples]
+        out(
+            f"marks waiting for the re-scorer while writing ({len(samples)} samples, 1 s apart): runs median "
+            f"{statistics.median(counts):g}, max {max(counts)}; oldest mark waited median {statistics.median(ages):.1f} s, "
+            f"max {max(ages):.1f} s"
+        )
+    out(f"when the writers stopped: {left} runs marked, the oldest for {oldest:.1f} s")
+    while left and time.monotonic() - stopped < drain:
+        time.sleep(0.25)
+        left, oldest = sample()
+    if left:
+        out(f"still {left} runs marked {drain:g} s after the writers stopped (the oldest for {oldest:.1f} s)")
+    else:
+        out(f"all re-scored {time.monotonic() - stopped:.1f} s after the writers stopped")

@@ -8,7 +8,9 @@ With --rescorer-log (the output of `manage.py refresh_boards -v 2`, the backgrou
 site runs), each phase with writes also reports the write path's database time per stored result:
 its own (the worker's claim and store) plus its share of the re-scorer's pass that took its run
 (the pass's database time over the results it covered), at p50 and p95; and with --rescorer-pid,
-the share of a core the re-scorer used.
+the share of a core the re-scorer used. Each phase with writes also reports the runs marked and
+waiting for the re-scorer, sampled each second while writing, and how long it took to re-score
+them all once the writers stopped (at most --drain-seconds).
 
     python benchmarks/web/churn_bench.py --base http://127.0.0.1:8800 [--py .venv/bin/python] \
         [--repeat 20] [--rates 1 5 50] [--concurrent-seconds 10] [--rescorer-log FILE --rescorer-pid PID]
@@ -122,17 +124,23 @@ def phase(base: str, args, manage: list[str], rate: float) -> dict:
         return {"pages": pages, "clients": clients(base, CONCURRENT_URL, args.concurrent, args.concurrent_seconds)}
     cpu_before, started = cpu_seconds(args.rescorer_pid), time.time()
     with Writer(manage, rate) as writer:
+        # The marks waiting for the re-scorer, sampled while the writers write, then drained.
+        backlog = subprocess.Popen(
+            [*manage, "marks", "--stop-file", writer.stop_file, "--seconds", str(args.drain_seconds)],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
         pages = time_pages(base, args.repeat)
         concurrent = clients(base, CONCURRENT_URL, args.concurrent, args.concurrent_seconds)
         probe = subprocess.run(
             [*manage, "visible", "--base", base, "--trials", str(args.trials)], capture_output=True, text=True
         )
-    time.sleep(2)  # the re-scorer's last passes take the last results
+    marks = backlog.communicate()[0].strip()  # once the re-scorer re-scored the last results, or gave up
+    time.sleep(2)  # its last pass logged
     cpu = (cpu_seconds(args.rescorer_pid) - cpu_before) / (time.time() - started)
     path = write_path(writer.stored, rescorer_passes(args.rescorer_log, started), cpu) if args.rescorer_log else ""
     return {
         "pages": pages, "clients": concurrent, "writer": writer.summary, "visible": probe.stdout.strip(),
-        "write_path": path,
+        "write_path": path, "marks": marks,
     }  # fmt: skip
 
 
@@ -196,6 +204,7 @@ def report(results: dict[float, dict], first: dict[str, float], args) -> None:
             if r["write_path"]:
                 print(r["write_path"])
             print("\n".join(f"  {line}" for line in r["visible"].splitlines()))
+            print("\n".join(f"  {line}" for line in r["marks"].splitlines()))
 
 
 def main() -> None:
@@ -207,6 +216,7 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=8)
     parser.add_argument("--concurrent-seconds", type=float, default=10.0)
     parser.add_argument("--trials", type=int, default=3, help="results watched until they show, per write rate")
+    parser.add_argument("--drain-seconds", type=float, default=120.0, help="wait for the marks after a phase")
     parser.add_argument("--rescorer-log", default="", help="the output of `manage.py refresh_boards -v 2`")
     parser.add_argument("--rescorer-pid", type=int, default=0, help="its process id: the CPU it used")
     args = parser.parse_args()

@@ -31,3 +31,13 @@ def test_every_benchmarked_page_answers_in_bounded_queries_at_20k():
     counts = [int(line.split()[0]) for line in out.getvalue().splitlines()]
     assert len(counts) >= 20 and max(counts) <= actions.QUERY_BOUND
     call_command("rebuild_boards", "--verify-only", stdout=io.StringIO())
+
+
+def test_the_marks_action_says_what_waits_for_the_rescorer(tmp_path):
+    stop = tmp_path / "stop"
+    stop.touch()  # the writers stopped already: no sample while writing, only the drain
+    out = io.StringIO()
+    actions.main(["marks", "--stop-file", str(stop), "--seconds", "1"], out=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "when the writers stopped: 0 runs marked, the oldest for 0.0 s"
+    assert lines[1].startswith("all re-scored ")

@@ -5,7 +5,9 @@ this command rebuilds it from scratch (after a restore, a migration, or to be su
 PostgreSQL, leaderboard/reads/board/rebuild.py) and, with --verify, compares the stored rows with a
 fresh computation and fails if one differs: every run's, or with --sample N a sample's (N runs at
 random and the N re-scored last), which at millions of kernels takes seconds instead of the time
-of a second rebuild."""
+of a second rebuild. A check first re-scores the runs still marked for re-scoring (a write the
+background re-scorer has not taken yet) and says how many there were, so that it compares settled
+state: a difference then is a wrong stored row, not a pending one."""
 
 from __future__ import annotations
 
@@ -22,7 +24,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--verify", action="store_true", help="compare stored rows with a fresh computation")
-        parser.add_argument("--verify-only", action="store_true", help="only compare; rebuild nothing")
+        parser.add_argument(
+            "--verify-only", action="store_true", help="only compare (pending marks made up first); rebuild nothing"
+        )
         parser.add_argument("--sample", type=int, help="verify N runs at random and the N re-scored last, not all")
 
     def handle(self, *args, **options):
@@ -35,6 +39,14 @@ class Command(BaseCommand):
 
     def verify(self, sample: int | None) -> None:
         started = time.monotonic()
+        waited = board_store.oldest_mark_seconds()
+        pending = board_store.make_up_marks()
+        self.stdout.write(
+            f"{pending} run{'' if pending == 1 else 's'} marked for re-scoring when the check began: re-scored first"
+            + (f" (the oldest mark had waited {waited:.1f} s)" if pending else "")
+        )
+        if aside := board_store.set_aside_runs():
+            self.stdout.write(f"{len(aside)} runs set aside (they fail to score): their stored rows are kept")
         if sample is None:
             differences = board_store.verify_all(write=self.stdout.write)
             what = "stored boards match"

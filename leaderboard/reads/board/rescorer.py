@@ -1,10 +1,10 @@
 """The boards' background re-scorer: where the site runs one (BOARD_RESCORER), the process that
 re-scores runs as results land (leaderboard/reads/board/store.py, "How it stays current").
 
-`run` loops until told to stop: take the oldest marked runs, at most `batch`, and re-score them in
-one transaction (`store.rescore_oldest`);
-wait `poll` seconds when it found less than a full batch, go on at once when it is behind. More
-than one re-scorer is harmless: they take turns on the runs' row locks, and a run re-scored twice
+`run` loops until told to stop: take the oldest marked runs that no other transaction holds, at
+most `batch`, and re-score them in one transaction (`store.rescore_oldest`); wait `poll` seconds
+when it re-scored less than a full batch, go on at once when it is behind. More than one re-scorer
+is harmless: each skips the runs another holds (FOR UPDATE SKIP LOCKED), and a run re-scored twice
 is stored the same. A database that goes away is waited out, never a reason to exit.
 
 Each pass is timed, and its database time (the time its queries took) measured, so that the cost
@@ -31,8 +31,9 @@ OUTAGE_SECONDS = 5.0  # wait after the database refused a pass
 
 @dataclass(frozen=True)
 class Pass:
-    """One pass of the re-scorer: when it started (epoch seconds), the runs it re-scored, how long
-    it took and how much of that its queries took."""
+    """One pass of the re-scorer: when it started (epoch seconds), the runs it re-scored (not those
+    it looked at: runs another transaction holds are not taken), how long it took and how much of
+    that its queries took."""
 
     started: float
     runs: int

@@ -11,8 +11,11 @@ How it stays current:
    result costs its writer a few small queries whatever the size of its run; without one, the
    writer re-scores its runs after its commit.
 2. The background re-scorer (leaderboard/reads/board/rescorer.py, `manage.py refresh_boards`)
-   takes the marked runs in batches, oldest first, a few times a second, and `refresh_runs` re-scores
-   each batch in one transaction, idempotently: one query reads the runs' kernels with the reference
+   takes the marked runs in batches, oldest first, a few times a second, and re-scores each batch in
+   one transaction (`rescore_oldest`), idempotently. A batch is taken as a queue is: the oldest
+   marked runs whose rows no other transaction holds, locked with FOR UPDATE SKIP LOCKED in the
+   transaction that re-scores them, so a pass never waits for a run another re-scoring holds, nor
+   takes it again and again while it is held. One query reads the runs' kernels with the reference
    review rules (KernelQuerySet.with_review_state) and their stored state, and bulk writes store the
    kernels' review state that changed, the RunScore rows that changed, the runs' and problems'
    kernel counts and the board version. Many results in one run cost one re-scoring; results in
@@ -21,7 +24,8 @@ How it stays current:
 3. Nothing stale is built, and a lost re-scoring is made up. Board builds (in the background) and
    the pages that read stored numbers (problem, model and kernel pages, the runs API) call
    `refresh_unattended` first: it re-scores the marks the re-scorer left behind (older than
-   BOARD_FRESHNESS_SECONDS: it died or is stuck), or every mark when no re-scorer says it is alive
+   BOARD_FRESHNESS_SECONDS: it died or is stuck), at most a small batch a request (UNATTENDED_BATCH,
+   the oldest that nobody holds), or every mark when no re-scorer says it is alive
    (a site run without one, every test) or inside the reader's own transaction (whose marks no
    other process can see), and leaves fresh ones to the re-scorer. A board built while fresh marks
    wait is dated as of the oldest of them, so its "as of" stays true, and it is rebuilt once they
@@ -29,24 +33,23 @@ How it stays current:
    served the last complete build (leaderboard/reads/board/served.py).
 
 `rebuild_all` re-scores everything and `verify_all` compares stored rows with a fresh computation
-(`manage.py rebuild_boards [--verify]`).
+(`manage.py rebuild_boards [--verify]`, which first makes up the pending marks, `make_up_marks`).
 """
 
 from __future__ import annotations
 
 import logging
-import operator
 import threading
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import reduce
 
 from django.conf import settings
 from django.db import DatabaseError, OperationalError, transaction
-from django.db.models import F, Q, Subquery
+from django.db.models import DateTimeField, Exists, F, OuterRef, Subquery, Value
+from django.db.models.functions import Least
 from django.utils import timezone
 
 from evaluation.metrics import speedup_problem
@@ -69,6 +72,9 @@ log = logging.getLogger(__name__)
 
 ALL_LEVELS = 0  # RunScore.level of the all-levels row
 BATCH = 200  # runs re-scored per transaction by rebuild_all
+# Lost marks a page read or board build makes up at most: a request never re-scores every mark
+# the re-scorer left (at 1.3 M kernels about 40 ms a run), nor holds their runs for long.
+UNATTENDED_BATCH = 10
 
 _FACT_FIELDS = (
     "pk",
@@ -207,22 +213,78 @@ def refresh_dirty(problem_set: ProblemSet | None = None) -> int:
 def refresh_unattended(problem_set: ProblemSet | None = None) -> int:
     """Before a board build or a page read: re-score the marks nobody else will re-score in time,
     and leave the background re-scorer the rest. Where one runs (BOARD_RESCORER), those are the
-    marks older than BOARD_FRESHNESS_SECONDS (it died or is stuck), or all of them inside a
-    transaction (its own marks: no other process can see them); on a site without one, all."""
+    marks older than BOARD_FRESHNESS_SECONDS (it died or is stuck), at most UNATTENDED_BATCH of
+    them, the oldest whose runs nobody holds (a request never holds many runs' locks for long, nor
+    waits for them), or all of them inside a transaction (its own marks: no other process can see
+    them); on a site without one, all. How many runs it re-scored."""
     if not settings.BOARD_RESCORER or transaction.get_connection().in_atomic_block:
         return refresh_dirty(problem_set)
     lost_before = timezone.now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS)
-    ids = list(_dirty(problem_set).filter(marked_at__lt=lost_before).values_list("run_id", flat=True))
-    if ids:
-        refresh_runs(ids, skip_busy=True)
-    return len(ids)
+    return _rescore_marked(UNATTENDED_BATCH, problem_set, lost_before)
 
 
 def rescore_oldest(limit: int) -> int:
-    """The re-scorer's batch: re-score the `limit` runs marked longest ago; how many there were."""
-    ids = list(_dirty(None).order_by("marked_at", "run_id").values_list("run_id", flat=True)[:limit])
-    if ids:
-        refresh_runs(ids, skip_busy=True)
+    """The re-scorer's batch: the `limit` runs marked longest ago that no other transaction holds,
+    locked and re-scored in one transaction (runs another re-scoring holds are left to it: a pass
+    moves on to the next marked runs instead of taking the same held ones again). How many runs it
+    re-scored (or set aside). A pass that finds less than a full batch also removes the marks of
+    runs deleted since they were marked."""
+    done = _rescore_marked(limit)
+    if done < limit:
+        _drop_orphan_marks()
+    return done
+
+
+def _rescore_marked(limit: int, problem_set: ProblemSet | None = None, marked_before: datetime | None = None) -> int:
+    runs: dict[int, int] = {}
+    try:
+        with transaction.atomic():
+            runs = _take_marked(limit, problem_set, marked_before)
+            if runs:
+                _rescore(sorted(runs), runs)
+    except OperationalError:
+        raise  # the database is unwell (down, a deadlock): not the runs' fault, retried by the caller
+    except (DatabaseError, ValueError, TypeError, ArithmeticError):
+        for run_id in sorted(runs):  # one bad run among them: run by run, a failing one set aside
+            refresh_runs([run_id], skip_busy=True)
+    return len(runs)
+
+
+def _take_marked(limit: int, problem_set: ProblemSet | None, marked_before: datetime | None) -> dict[int, int]:
+    """{run id: problem set id} of the `limit` runs marked longest ago (of one problem set, marked
+    before a time) whose rows no other transaction holds, locked in the current transaction: the
+    queue pattern, FOR UPDATE SKIP LOCKED over the runs joined to their marks, in mark order (on
+    SQLite, which locks the whole database, without the locking clause)."""
+    marks = _dirty(None)
+    if marked_before is not None:
+        marks = marks.filter(marked_at__lt=marked_before)
+    runs = Run.objects.filter(pk__in=marks.values("run_id"))
+    if problem_set is not None:
+        runs = runs.filter(problem_set=problem_set)
+    oldest = runs.annotate(mark=Subquery(marks.filter(run_id=OuterRef("pk")).values("marked_at")[:1]))
+    taken = oldest.select_for_update(skip_locked=True, of=("self",)).order_by("mark", "pk")[:limit]
+    return dict(taken.values_list("pk", "problem_set_id"))
+
+
+def _drop_orphan_marks() -> None:
+    """Remove the marks of deleted runs (a run's deletion marks it through its kernels'), skipping
+    those a writer holds."""
+    with transaction.atomic():
+        orphans = DirtyRun.objects.select_for_update(skip_locked=True).filter(
+            ~Exists(Run.objects.filter(pk=OuterRef("run_id")))
+        )
+        ids = list(orphans.values_list("run_id", flat=True))
+        if ids:
+            DirtyRun.objects.filter(run_id__in=ids).delete()
+
+
+def make_up_marks() -> int:
+    """Re-score every run marked now (not set aside), in batches, waiting for the runs another
+    re-scoring holds: what a check of the stored boards does first, so that it compares settled
+    state. How many runs were marked."""
+    ids = list(_dirty(None).order_by("run_id").values_list("run_id", flat=True))
+    for start in range(0, len(ids), BATCH):
+        refresh_runs(ids[start : start + BATCH])
     return len(ids)
 
 
@@ -256,9 +318,6 @@ def refresh_runs(run_ids: Iterable[int], *, skip_busy: bool = False) -> None:
     ids = sorted(set(run_ids))
     if not ids:
         return
-    marked = getattr(_local, "marked", None)
-    if marked is not None:  # re-scored now: a later write in this transaction must mark them again
-        marked[0].difference_update(ids)
     try:
         _refresh(ids, skip_busy)
     except OperationalError:
@@ -303,31 +362,50 @@ def _refresh(ids: list[int], skip_busy: bool = False) -> None:
         if skip_busy and len(runs) < len(ids):  # some are busy, or deleted (whose marks go with these)
             busy = set(Run.objects.filter(pk__in=ids).exclude(pk__in=list(runs)).values_list("pk", flat=True))
             ids = [run_id for run_id in ids if run_id not in busy]
-        marks = list(DirtyRun.objects.filter(run_id__in=ids).values_list("run_id", "last_marked_at"))
-        rows = kernel_rows(Kernel.objects.filter(run_id__in=list(runs)), with_stored=True)  # after the marks
-        _store_kernel_states(rows)
-        stored = list(RunScore.objects.filter(run_id__in=ids))
-        old_counts = _kernel_counts_of(stored)
-        _store_scores(_scores(rows, runs), stored)
-        _store_counts(rows, runs, old_counts)
-        bump_versions(set(runs.values()))
-        _clear_marks(marks)  # last: a writer marking one of these runs waits for nothing before it
+        _rescore(ids, runs)
 
 
-def _clear_marks(marks: list[tuple[int, datetime | None]]) -> None:
+def _rescore(ids: list[int], runs: dict[int, int]) -> None:
+    """Re-score `runs` ({run id: problem set id}, locked by the caller's transaction) and remove the
+    marks of `ids` (those runs, and deleted ones) that no write renewed meanwhile."""
+    marked = getattr(_local, "marked", None)
+    if marked is not None:  # re-scored now: a later write in this transaction must mark them again
+        marked[0].difference_update(ids)
+    read_at = timezone.now()
+    marks = list(DirtyRun.objects.filter(run_id__in=ids).values_list("run_id", "last_marked_at"))
+    rows = kernel_rows(Kernel.objects.filter(run_id__in=list(runs)), with_stored=True)  # after the marks
+    _store_kernel_states(rows)
+    stored = list(RunScore.objects.filter(run_id__in=ids))
+    old_counts = _kernel_counts_of(stored)
+    _store_scores(_scores(rows, runs), stored)
+    _store_counts(rows, runs, old_counts)
+    bump_versions(set(runs.values()))
+    _clear_marks(marks, read_at)  # last: a writer marking one of these runs waits for nothing before it
+
+
+def _clear_marks(marks: list[tuple[int, datetime | None]], read_at: datetime) -> None:
     """Remove the marks this re-scoring covers: those no write has marked again since they were read
     (a later write's mark stays, for the next re-scoring). Only at the end of the re-scoring's
     transaction, and skipping the marks a writer is renewing right now (they stay anyway): a mark
     deleted at the start would hold every writer of its run until the re-scoring commits, and one
-    waited for here would deadlock with a writer waiting for a kernel row this re-scoring wrote."""
+    waited for here would deadlock with a writer waiting for a kernel row this re-scoring wrote.
+
+    A mark renewed meanwhile stays, and its time moves up to when this re-scoring read the marks
+    (`read_at`), or to its latest write's if that is earlier: the writes before are stored now, and
+    a run written to on every pass no longer keeps its first mark's time, which would put it at the
+    head of every batch, date every board build back to it and pass for a lost mark on every read."""
     if not marks:
         return
-    unchanged = [
-        Q(run_id=run_id, last_marked_at=at) if at else Q(run_id=run_id, last_marked_at__isnull=True)
-        for run_id, at in marks
-    ]
-    free = DirtyRun.objects.select_for_update(skip_locked=True).filter(reduce(operator.or_, unchanged))
-    DirtyRun.objects.filter(run_id__in=list(free.values_list("run_id", flat=True))).delete()
+    read = dict(marks)
+    held = DirtyRun.objects.select_for_update(skip_locked=True).filter(run_id__in=list(read))
+    rows = list(held.values_list("run_id", "last_marked_at", "marked_at"))
+    covered = [run_id for run_id, last, _ in rows if last == read[run_id]]
+    renewed = [run_id for run_id, last, marked in rows if last != read[run_id] and marked < read_at]
+    if covered:
+        DirtyRun.objects.filter(run_id__in=covered).delete()
+    if renewed:
+        earliest = Least(Value(read_at, output_field=DateTimeField()), F("last_marked_at"))
+        DirtyRun.objects.filter(run_id__in=renewed).update(marked_at=earliest)
 
 
 def _store_scores(fresh: list[RunScore], stored: list[RunScore]) -> None:
