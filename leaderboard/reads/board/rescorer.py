@@ -82,6 +82,7 @@ def run(
                 connection.close()
             stop.wait(wait)
             continue
+        board_store.note_rescorer_pass()  # reads leave the marks to a re-scorer that passes
         if done.runs and report is not None:
             report(done)
         if done.runs < batch:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -47,6 +48,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import DatabaseError, OperationalError, transaction
 from django.db.models import DateTimeField, Exists, F, OuterRef, Subquery, Value
 from django.db.models.functions import Least
@@ -75,6 +77,11 @@ BATCH = 200  # runs re-scored per transaction by rebuild_all
 # Lost marks a page read or board build makes up at most: a request never re-scores every mark
 # the re-scorer left (at 1.3 M kernels about 40 ms a run), nor holds their runs for long.
 UNATTENDED_BATCH = 10
+# A re-scorer that finished a pass within this many seconds is alive: reads leave it every mark,
+# however far behind it is (their own make-up then only slows the pages: at 1.3 M and 50 writes/s
+# it took the 8 clients' throughput on /levels/1/ from 7.3 to 2.3 requests/s and fed nothing).
+RESCORER_ALIVE_SECONDS = 15
+RESCORER_BEAT_KEY = "boards:rescorer:last-pass"
 
 _FACT_FIELDS = (
     "pk",
@@ -213,14 +220,35 @@ def refresh_dirty(problem_set: ProblemSet | None = None) -> int:
 def refresh_unattended(problem_set: ProblemSet | None = None) -> int:
     """Before a board build or a page read: re-score the marks nobody else will re-score in time,
     and leave the background re-scorer the rest. Where one runs (BOARD_RESCORER), those are the
-    marks older than BOARD_FRESHNESS_SECONDS (it died or is stuck), at most UNATTENDED_BATCH of
+    marks older than BOARD_FRESHNESS_SECONDS while no re-scorer pass was seen within
+    RESCORER_ALIVE_SECONDS (it died or is stuck: one that is alive but behind gets them all), at most UNATTENDED_BATCH of
     them, the oldest whose runs nobody holds (a request never holds many runs' locks for long, nor
     waits for them), or all of them inside a transaction (its own marks: no other process can see
     them); on a site without one, all. How many runs it re-scored."""
     if not settings.BOARD_RESCORER or transaction.get_connection().in_atomic_block:
         return refresh_dirty(problem_set)
+    if rescorer_alive():
+        return 0
     lost_before = timezone.now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS)
     return _rescore_marked(UNATTENDED_BATCH, problem_set, lost_before)
+
+
+def note_rescorer_pass() -> None:
+    """The re-scorer finished a pass (or found nothing to do): reads leave the marks to it for
+    RESCORER_ALIVE_SECONDS. Kept in the shared cache, which every web process and the re-scorer
+    read (a site whose cache is per process never sees the beat: its reads make up, as before)."""
+    try:
+        cache.set(RESCORER_BEAT_KEY, time.time(), timeout=RESCORER_ALIVE_SECONDS)
+    except Exception as exc:  # the cache away: reads make up lost marks, as without a re-scorer
+        log.warning("could not record the re-scorer's pass in the cache: %s", exc)
+
+
+def rescorer_alive() -> bool:
+    """Whether a background re-scorer finished a pass within RESCORER_ALIVE_SECONDS."""
+    try:
+        return cache.get(RESCORER_BEAT_KEY) is not None
+    except Exception:  # the cache away: assume it is not, so that reads make up lost marks
+        return False
 
 
 def rescore_oldest(limit: int) -> int:
