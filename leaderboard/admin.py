@@ -7,6 +7,7 @@ from leaderboard.ingest import launch_posts, reported_scores
 from leaderboard.ingest.admin_actions import CsvUploadMixin, MergeModelsMixin, VerifyRunsMixin
 from leaderboard.models import (
     BoardVersion,
+    DirtyProblem,
     DirtyRun,
     Evaluation,
     Kernel,
@@ -262,8 +263,15 @@ class DirtyRunAdmin(DerivedAdmin):
     """Runs waiting for re-scoring, and runs set aside because they fail to score (with the error:
     fix the row it names, e.g. delete the evaluation, and the write re-scores the run)."""
 
-    list_display = ["run_id", "marked_at", "failed_at", "error"]
-    list_filter = [("failed_at", admin.EmptyFieldListFilter)]
+    list_display = ["run_id", "marked_at", "whole", "failed_at", "error"]
+    list_filter = [("failed_at", admin.EmptyFieldListFilter), "whole"]
+
+
+@admin.register(DirtyProblem)
+class DirtyProblemAdmin(DerivedAdmin):
+    """The problems of marked runs to re-score (a run's other problems keep their stored entries)."""
+
+    list_display = ["run_id", "problem_id", "last_marked_at"]
 
 
 @admin.register(ProblemStats)

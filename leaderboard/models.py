@@ -873,7 +873,8 @@ class RunScore(models.Model):
     pub_log_sum = models.FloatField(default=0.0)
     pub_speedups = models.BinaryField(default=b"")
     pub_hardware = models.CharField(max_length=60, blank=True, default="")
-    # {problem id: [sample-0 status code, sample-0 speedup, best speedup, kernels]} (scoring.STATUS_CODES)
+    # {problem id: its entry}: sample-0 status code, sample-0 speedup, best speedup, kernels, and the
+    # rest the row is folded from (scoring.problem_entry, scoring.STATUS_CODES)
     problems = models.JSONField(default=dict)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -911,9 +912,30 @@ class DirtyRun(models.Model):
     # lists it with the error, until a write marks it again or rebuild_boards re-scores it.
     failed_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # Whether the whole run is re-scored (a review-free import, a run created or edited), or only
+    # the problems its DirtyProblem rows name (a result, a review, a kernel added or deleted): a
+    # write that knows its problem leaves this as it is, one that does not sets it.
+    whole = models.BooleanField(default=True)
 
     def __str__(self) -> str:
         return f"run {self.run_id} to re-score"
+
+
+class DirtyProblem(models.Model):
+    """One problem of a marked run whose stored entry may be stale (a result, a review): the
+    re-scorer reads only that problem's kernels and folds the run's levels again from the stored
+    entries (leaderboard/reads/board/store.py). Its DirtyRun row is the queue; these say what to do."""
+
+    run_id = models.BigIntegerField()
+    problem_id = models.BigIntegerField()
+    # As DirtyRun.last_marked_at: a re-scoring removes the row only if no write renewed it since.
+    last_marked_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run_id", "problem_id"], name="dirtyproblem_unique")]
+
+    def __str__(self) -> str:
+        return f"problem {self.problem_id} of run {self.run_id} to re-score"
 
 
 class ProblemStats(models.Model):

@@ -108,16 +108,15 @@ def test_a_run_that_fails_to_score_is_set_aside_and_every_page_answers(client, r
     Kernel.objects.create(run=other, problem=problem_set.problems.get(level=1, number=1), source=KERNEL + "#\n")
     board_store.refresh_runs([run.pk, other.pk])
     stored = RunScore.objects.filter(run=run).count()
-    real = scoring.level_score
+    real = scoring.fold
 
-    def fails_for_the_first_run(facts, **kwargs):
-        facts = list(facts)
-        if any(f.problem_id and f.speedup == 2.0 for f in facts):
+    def fails_for_the_first_run(entries):
+        if any(entry[scoring.S0_SPEEDUP] == 2.0 for entry in entries.values()):
             raise ValueError("kernel 1: speedup inf is not a finite number")
-        return real(facts, **kwargs)
+        return real(entries)
 
     board_store.mark_runs([run.pk, other.pk])  # in a test's transaction: the marks, no refresh yet
-    with mock.patch.object(scoring, "level_score", side_effect=fails_for_the_first_run):
+    with mock.patch.object(scoring, "fold", side_effect=fails_for_the_first_run):
         board_store.refresh_runs([run.pk, other.pk])  # what the write's after-commit hook runs
     aside = DirtyRun.objects.get(run_id=run.pk)
     assert aside.failed_at is not None and "not a finite number" in aside.error

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from evaluation.metrics import pass_at_k
 from leaderboard.models import (
+    DirtyProblem,
     DirtyRun,
     Evaluation,
     Kernel,
@@ -76,6 +77,7 @@ def rebuild(write: Callable[[str], None] = lambda _: None) -> int:
         # meanwhile waits for this one to commit, instead of writing rows beside it.
         ids = list(Run.objects.select_for_update().order_by("pk").values_list("pk", flat=True))
         DirtyRun.objects.all().delete()  # everything is re-scored here, set-aside runs too
+        DirtyProblem.objects.all().delete()
         write(f"stored review state of {store_kernel_states():,} kernels changed")
         store_run_counts()
         store.recount_problems()
@@ -193,7 +195,10 @@ problems AS (
            bool_or(counts AND compiled) AS any_compiled,
            max(speedup) FILTER (WHERE counts) AS best,
            max(published_speedup) FILTER (WHERE counts) AS published,
-           max(published_hardware) FILTER (WHERE counts AND published_speedup IS NOT NULL) AS published_on
+           -- the last name in code point order, as scoring.problem_entry's max()
+           coalesce(max(published_hardware COLLATE "C")
+                    FILTER (WHERE counts AND published_speedup IS NOT NULL AND published_hardware <> ''), '')
+               AS published_on
     FROM kernels
     JOIN LATERAL (VALUES (false), (true)) AS w(with_excluded)
       ON NOT w.with_excluded OR kernels.run_excludes
@@ -210,11 +215,15 @@ SELECT run_id, level, with_excluded,
        array_agg(best) FILTER (WHERE best IS NOT NULL),
        array_agg(n) FILTER (WHERE n > 0), array_agg(c) FILTER (WHERE n > 0),
        array_agg(published) FILTER (WHERE published IS NOT NULL),
-       coalesce(max(published_on) FILTER (WHERE published_on <> ''), ''),
+       coalesce(max(published_on COLLATE "C") FILTER (WHERE published_on <> ''), ''),
+       -- each problem's entry, as scoring.problem_entry writes it
        jsonb_object_agg(problem_id, jsonb_build_array(
            CASE WHEN NOT z THEN 0 WHEN z_correct AND z_speedup IS NOT NULL THEN 3 WHEN z_correct THEN 4
                 WHEN z_compiled THEN 2 ELSE 1 END,
-           {_json_float("z_speedup")}, {_json_float("best")}, kernels))::text
+           {_json_float("z_speedup")}, {_json_float("best")}, kernels,
+           CASE WHEN n = 0 THEN 0 WHEN c > 0 AND best IS NOT NULL THEN 3 WHEN c > 0 THEN 4
+                WHEN any_compiled THEN 2 ELSE 1 END,
+           n, c, {_json_float("published")}, published_on, flagged, unreviewed, excluded, measured))::text
 FROM problems
 GROUP BY run_id, level, with_excluded
 """

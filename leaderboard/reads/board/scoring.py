@@ -104,15 +104,27 @@ class LevelScore:
     # of its counted kernels (the kernel a published leaderboard lists), and where they were timed.
     published: Tally = field(default_factory=Tally)
     published_on: str = ""
-    # problem id -> [sample-0 status code, sample-0 speedup, best speedup]; status codes in STATUS_CODES.
+    # problem id -> its entry (problem_entry: sample-0 status code, sample-0 speedup, best speedup,
+    # kernels, ...; status codes in STATUS_CODES): what the aggregates above are folded from.
     problems: dict[int, list[Any]] = field(default_factory=dict)
 
     def tally(self, rule: str) -> Tally:
         return self.best if rule == RULE_BEST else self.sample0
 
 
-# Per-problem sample-0 outcome, as stored in LevelScore.problems.
+# Per-problem outcome (of sample 0, and of the best sample), as stored in LevelScore.problems.
 STATUS_CODES = {"missing": 0, "failed": 1, "compiled": 2, "correct": 3, "unscored": 4}
+_COMPILED_CODES = (2, 3, 4)
+_CORRECT_CODES = (3, 4)
+
+# A problem's entry in LevelScore.problems (and RunScore.problems): everything its run's level
+# aggregates need of it, so that a level is the fold of its problems' entries (`fold`). A result
+# changes one problem's entry; the stored aggregates are then folded again from the stored entries
+# (leaderboard.reads.board.store), with no other kernel of the run read. Indexes:
+S0_STATUS, S0_SPEEDUP, BEST_SPEEDUP, KERNELS = 0, 1, 2, 3  # the first four: what run pages read
+BEST_STATUS, SAMPLES, CORRECT, PUBLISHED, PUBLISHED_ON = 4, 5, 6, 7, 8
+FLAGGED, UNREVIEWED, EXCLUDED, MEASURED = 9, 10, 11, 12
+ENTRY_LENGTH = 13
 
 
 def _outcome(kernel: KernelFacts | None) -> tuple[bool, bool, float | None]:
@@ -131,74 +143,85 @@ def _status_code(present: bool, compiled: bool, correct: bool, speedup: float | 
     return STATUS_CODES["compiled"] if compiled else STATUS_CODES["failed"]
 
 
-def _score_problem(
-    score: LevelScore, problem_id: int, samples: list[KernelFacts], s0_values, best_values, published_values, passes
-) -> None:
-    """Add one problem's counted samples to both tallies, to pass@1 and to the published figures."""
+def problem_entry(kernels: Sequence[KernelFacts], *, include_excluded: bool = False) -> list[Any]:
+    """One problem's entry (the indexes above) from all its kernels in one run. Kernels excluded by
+    a reviewer count as never submitted unless `include_excluded`, but are counted in KERNELS and
+    EXCLUDED either way. Independent of the kernels' order."""
+    samples = [k for k in kernels if include_excluded or not k.excluded]
     zero = next((k for k in samples if k.sample_index == 0), None)
     compiled, correct, speedup = _outcome(zero)
-    s0 = score.sample0
-    s0.attempted += zero is not None
-    s0.compiled += compiled
-    s0.correct += correct
-    s0.unscored += correct and speedup is None
-    if speedup is not None:
-        s0_values.append(speedup)
     outcomes = [_outcome(k) for k in samples]
     n_correct = sum(1 for _, c, _ in outcomes if c)
-    scored = [s for _, c, s in outcomes if c and s is not None]
-    best = score.best
-    best.attempted += bool(samples)
-    best.compiled += any(c for c, _, _ in outcomes)
-    best.correct += n_correct > 0
-    best.unscored += n_correct > 0 and not scored
-    if scored:
-        best_values.append(max(scored))
-    if samples:
-        passes.append(pass_at_k(len(samples), n_correct, 1))
-    published = [k.published for k in samples if k.published is not None]
-    if published:
-        score.published.attempted += 1
-        score.published.compiled += 1
-        score.published.correct += 1
-        published_values.append(max(published))
-        score.published_on = score.published_on or next((k.published_on for k in samples if k.published_on), "")
-    score.problems[problem_id] = [
+    best = max((s for _, c, s in outcomes if c and s is not None), default=None)
+    published = max((k.published for k in samples if k.published is not None), default=None)
+    # A fixed rule, as the set-based rebuild's max(): the last name in code point order.
+    published_on = max((k.published_on for k in samples if k.published is not None and k.published_on), default="")
+    return [
         _status_code(zero is not None, compiled, correct, speedup),
         speedup,
-        max(scored, default=None),
+        best,
+        len(kernels),
+        _status_code(bool(samples), any(c for c, _, _ in outcomes), n_correct > 0, best),
+        len(samples),
+        n_correct,
+        published,
+        published_on,
+        sum(k.flagged for k in kernels),
+        sum(k.unreviewed for k in kernels),
+        sum(k.excluded for k in kernels),
+        sum(k.measured for k in kernels),
     ]
 
 
-def level_score(kernels: Iterable[KernelFacts], *, include_excluded: bool = False) -> LevelScore:
-    """The aggregate of one run's kernels of one level (or of all levels together).
+def _count_status(tally: Tally, status: int, speedup: float | None, values: list[float]) -> None:
+    tally.attempted += status != STATUS_CODES["missing"]
+    tally.compiled += status in _COMPILED_CODES
+    tally.correct += status in _CORRECT_CODES
+    tally.unscored += status == STATUS_CODES["unscored"]
+    if status == STATUS_CODES["correct"]:
+        values.append(speedup)
 
-    Kernels excluded by a reviewer (reward hack, invalid) are left out as if never submitted,
-    unless `include_excluded`; they are counted in `excluded` either way."""
-    score = LevelScore()
-    by_problem: dict[int, list[KernelFacts]] = {}
-    for kernel in kernels:
-        score.kernels += 1
-        score.flagged += kernel.flagged
-        score.unreviewed += kernel.unreviewed
-        score.excluded += kernel.excluded
-        score.measured += kernel.measured
-        if kernel.excluded and not include_excluded:
-            by_problem.setdefault(kernel.problem_id, [])
-            continue
-        by_problem.setdefault(kernel.problem_id, []).append(kernel)
+
+def fold(entries: dict[int, list[Any]]) -> LevelScore:
+    """A level's aggregate from its problems' entries ({problem id: entry}): the same, to the bit,
+    whatever order the entries come in (sorted speedups, fsums, max for the published hardware)."""
+    score = LevelScore(problems=entries)
     s0_values: list[float] = []
     best_values: list[float] = []
     published_values: list[float] = []
     passes: list[float] = []
-    for problem_id, samples in by_problem.items():
-        _score_problem(score, problem_id, samples, s0_values, best_values, published_values, passes)
+    for entry in entries.values():
+        score.kernels += entry[KERNELS]
+        score.flagged += entry[FLAGGED]
+        score.unreviewed += entry[UNREVIEWED]
+        score.excluded += entry[EXCLUDED]
+        score.measured += entry[MEASURED]
+        _count_status(score.sample0, entry[S0_STATUS], entry[S0_SPEEDUP], s0_values)
+        _count_status(score.best, entry[BEST_STATUS], entry[BEST_SPEEDUP], best_values)
+        if entry[SAMPLES]:
+            passes.append(pass_at_k(entry[SAMPLES], entry[CORRECT], 1))
+        if entry[PUBLISHED] is not None:
+            published_values.append(entry[PUBLISHED])
+            score.published_on = max(score.published_on, entry[PUBLISHED_ON])
+    score.published.attempted = score.published.compiled = score.published.correct = len(published_values)
     # fsum: the same sum in whatever order the problems come (a query's row order is not fixed).
     score.pass_at_1_sum = math.fsum(passes)
     score.sample0.finish(s0_values)
     score.best.finish(best_values)
     score.published.finish(published_values)
     return score
+
+
+def level_score(kernels: Iterable[KernelFacts], *, include_excluded: bool = False) -> LevelScore:
+    """The aggregate of one run's kernels of one level (or of all levels together): the fold of
+    its problems' entries.
+
+    Kernels excluded by a reviewer (reward hack, invalid) are left out as if never submitted,
+    unless `include_excluded`; they are counted in `excluded` either way."""
+    by_problem: dict[int, list[KernelFacts]] = {}
+    for kernel in kernels:
+        by_problem.setdefault(kernel.problem_id, []).append(kernel)
+    return fold({pid: problem_entry(samples, include_excluded=include_excluded) for pid, samples in by_problem.items()})
 
 
 # ---------------------------------------------------------------------------------------------

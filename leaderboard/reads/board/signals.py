@@ -1,6 +1,7 @@
 """Model signals that keep the boards' read model current whatever path writes (admin, factories,
 services): each marks the affected run in the writing transaction, for the background re-scorer
-(leaderboard/reads/board/store.py).
+(leaderboard/reads/board/store.py): only the kernel's problem where the write changes one kernel
+(its result, a review, the kernel added or deleted), the whole run otherwise.
 
 Bulk writes (bulk_create, QuerySet.update) send no signals: their code calls board_store.mark_runs
 itself (run import, baseline import, the worker)."""
@@ -25,26 +26,34 @@ from leaderboard.reads.board import store as board_store
 from problems.models import Hardware, Problem, ProblemSet
 
 
-def _run_of_kernel(kernel_id: int | None, cached: Kernel | None) -> int | None:
+def _place_of_kernel(kernel_id: int | None, cached: Kernel | None) -> list[tuple[int, int]]:
+    """[(run id, problem id)] of a kernel (none when it is gone)."""
     if cached is not None:
-        return cached.run_id
-    return Kernel.objects.filter(pk=kernel_id).order_by().values_list("run_id", flat=True).first()  # no join to order one row
+        return [(cached.run_id, cached.problem_id)]
+    return list(Kernel.objects.filter(pk=kernel_id).order_by().values_list("run_id", "problem_id")[:1])  # no join to order one row
 
 
 def _cached_kernel(instance) -> Kernel | None:
     return instance._state.fields_cache.get("kernel")
 
 
+# A save that names its fields and none of these leaves the kernel where it was.
+_MOVING_FIELDS = {"run", "run_id", "problem", "problem_id"}
+
+
 @receiver(post_save, sender=Kernel, dispatch_uid="boards-kernel-saved")
-def kernel_saved(sender, instance: Kernel, created: bool, **kwargs) -> None:
+def kernel_saved(sender, instance: Kernel, created: bool, update_fields=None, **kwargs) -> None:
     if not created:  # a new kernel has no evaluation or review yet: nothing to store for it now
         board_store.refresh_kernel_states([instance.pk])
-    board_store.mark_runs([instance.run_id])
+    if created or (update_fields is not None and not _MOVING_FIELDS & set(update_fields)):
+        board_store.mark_problems([(instance.run_id, instance.problem_id)])
+    else:  # an edit may have moved it to another run or problem: its old place is not known here
+        board_store.mark_runs([instance.run_id])
 
 
 @receiver(post_delete, sender=Kernel, dispatch_uid="boards-kernel-deleted")
 def kernel_deleted(sender, instance: Kernel, **kwargs) -> None:
-    board_store.mark_runs([instance.run_id])
+    board_store.mark_problems([(instance.run_id, instance.problem_id)])
 
 
 @receiver(post_save, sender=Evaluation, dispatch_uid="boards-evaluation-saved")
@@ -52,7 +61,7 @@ def kernel_deleted(sender, instance: Kernel, **kwargs) -> None:
 def evaluation_changed(sender, instance: Evaluation, **kwargs) -> None:
     if kwargs.get("created") and instance.state != Evaluation.State.DONE:
         return  # a newly queued evaluation changes no score
-    board_store.mark_runs([_run_of_kernel(instance.kernel_id, _cached_kernel(instance))])
+    board_store.mark_problems(_place_of_kernel(instance.kernel_id, _cached_kernel(instance)))
 
 
 @receiver(post_save, sender=Review, dispatch_uid="boards-review-saved")
@@ -61,7 +70,7 @@ def evaluation_changed(sender, instance: Evaluation, **kwargs) -> None:
 @receiver(post_delete, sender=KernelReport, dispatch_uid="boards-report-deleted")
 def review_changed(sender, instance, **kwargs) -> None:
     board_store.refresh_kernel_states([instance.kernel_id])
-    board_store.mark_runs([_run_of_kernel(instance.kernel_id, _cached_kernel(instance))])
+    board_store.mark_problems(_place_of_kernel(instance.kernel_id, _cached_kernel(instance)))
 
 
 @receiver(pre_delete, sender=Run, dispatch_uid="boards-run-deleted")

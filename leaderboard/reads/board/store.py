@@ -50,13 +50,14 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.cache import cache
 from django.db import DatabaseError, OperationalError, transaction
-from django.db.models import DateTimeField, Exists, F, OuterRef, Subquery, Value
+from django.db.models import DateTimeField, Exists, F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Least
 from django.utils import timezone
 
 from evaluation.metrics import speedup_problem
 from leaderboard.models import (
     BoardVersion,
+    DirtyProblem,
     DirtyRun,
     Kernel,
     KernelQuerySet,
@@ -68,7 +69,7 @@ from leaderboard.models import (
 )
 from leaderboard.reads.board import scoring
 from leaderboard.reads.board.scoring import KernelFacts, LevelScore, Tally
-from problems.models import Hardware, ProblemSet, ScoringRules
+from problems.models import Hardware, Problem, ProblemSet, ScoringRules
 
 log = logging.getLogger(__name__)
 
@@ -160,10 +161,11 @@ _local = threading.local()
 
 
 def mark_runs(run_ids: Iterable[int]) -> None:
-    """Record that these runs need re-scoring, in the current transaction: the background re-scorer
-    takes them once it commits (BOARD_RESCORER), or, on a site without one, this process re-scores
-    them after the commit (at once outside a transaction). Cheap to call once per write: repeated
-    calls in one transaction mark each run once."""
+    """Record that these runs need re-scoring whole, in the current transaction: the background
+    re-scorer takes them once it commits (BOARD_RESCORER), or, on a site without one, this process
+    re-scores them after the commit (at once outside a transaction). Cheap to call once per write:
+    repeated calls in one transaction mark each run once. A write that changes only some problems
+    of a run (a result, a review) calls `mark_problems` instead."""
     ids = {run_id for run_id in run_ids if run_id is not None}
     if not ids:
         return
@@ -178,42 +180,90 @@ def mark_runs(run_ids: Iterable[int]) -> None:
         # A run already marked keeps its oldest mark's time and takes this write's as its latest
         # (and leaves the set-aside list: re-scored again after a write).
         DirtyRun.objects.bulk_create(
-            [DirtyRun(run_id=run_id, last_marked_at=now) for run_id in sorted(new)],
+            [DirtyRun(run_id=run_id, last_marked_at=now, whole=True) for run_id in sorted(new)],
             update_conflicts=True,
             unique_fields=["run_id"],
-            update_fields=["last_marked_at", "failed_at", "error"],
+            update_fields=["last_marked_at", "failed_at", "error", "whole"],
         )
         marked.update(new)
+        marked.update((run_id, None) for run_id in new)
 
 
-def _marked_ids(connection) -> set[int]:
-    """The run ids already marked in this transaction: a new set per transaction, recognised by the
+def mark_problems(places: Iterable[tuple[int | None, int]]) -> None:
+    """Record that these (run id, problem id) need re-scoring, in the current transaction: the run is
+    marked as `mark_runs` marks it, but its re-scoring reads only these problems' kernels and folds
+    the run's stored entries again (unless a write in the meantime asked for the whole run)."""
+    places = {(run_id, pid) for run_id, pid in places if run_id is not None}
+    if not places:
+        return
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block and not settings.BOARD_RESCORER:
+        with transaction.atomic():  # the marks are written, then followed after the commit
+            mark_problems(places)
+        return
+    marked = _marked_ids(connection) if connection.in_atomic_block else set()
+    new = places - marked
+    if not new:
+        return
+    now = timezone.now()
+    runs = sorted({run_id for run_id, _ in new if (run_id, None) not in marked})
+    # Not `whole`: a run marked whole stays so; a new mark is a partial one (the model's default
+    # is whole, for rows written any other way).
+    DirtyRun.objects.bulk_create(
+        [DirtyRun(run_id=run_id, last_marked_at=now, whole=False) for run_id in runs],
+        update_conflicts=True,
+        unique_fields=["run_id"],
+        update_fields=["last_marked_at", "failed_at", "error"],
+    )
+    DirtyProblem.objects.bulk_create(
+        [DirtyProblem(run_id=run_id, problem_id=pid, last_marked_at=now) for run_id, pid in sorted(new)],
+        update_conflicts=True,
+        unique_fields=["run_id", "problem_id"],
+        update_fields=["last_marked_at"],
+    )
+    marked.update(new)
+    marked.update((run_id, None) for run_id in runs)
+
+
+def _marked_ids(connection) -> set:
+    """What this transaction marked already: run ids marked whole, (run id, None) for runs whose mark
+    is written, (run id, problem id) for problems. A new set per transaction, recognised by the
     after-commit callback registered with it (a rollback discards both). The callback re-scores
-    them unless a background re-scorer will."""
+    the runs, following their marks, unless a background re-scorer will."""
     current = getattr(_local, "marked", None)
     if current is not None and any(entry[1] is current[1] for entry in connection.run_on_commit):
         return current[0]
-    ids: set[int] = set()
+    marked: set = set()
 
     def after_commit() -> None:
         if getattr(_local, "marked", None) is state:
             _local.marked = None
         if not settings.BOARD_RESCORER:
-            refresh_runs(ids)
+            refresh_runs({place[0] for place in marked if isinstance(place, tuple)}, follow_marks=True)
 
-    state = (ids, after_commit)
+    state = (marked, after_commit)
     _local.marked = state
     # robust: a failed re-scoring must not fail the write that committed (the mark stays; the next
     # read or refresh makes it up).
     transaction.on_commit(after_commit, robust=True)
-    return ids
+    return marked
+
+
+def _forget_marked(run_ids: list[int]) -> None:
+    """These runs were re-scored in the current transaction: a later write in it marks them again."""
+    marked = getattr(_local, "marked", None)
+    if marked is None:
+        return
+    ids = set(run_ids)
+    stale = {place for place in marked[0] if (place[0] if isinstance(place, tuple) else place) in ids}
+    marked[0].difference_update(stale)
 
 
 def refresh_dirty(problem_set: ProblemSet | None = None) -> int:
     """Re-score the runs still marked dirty (of one problem set, or all); how many there were."""
     ids = list(_dirty(problem_set).values_list("run_id", flat=True))
     if ids:
-        refresh_runs(ids)
+        refresh_runs(ids, follow_marks=True)
     return len(ids)
 
 
@@ -269,7 +319,7 @@ def _rescore_marked(limit: int, problem_set: ProblemSet | None = None, marked_be
         with transaction.atomic():
             runs = _take_marked(limit, problem_set, marked_before)
             if runs:
-                _rescore(sorted(runs), runs)
+                _rescore(sorted(runs), runs, follow_marks=True)
     except OperationalError:
         raise  # the database is unwell (down, a deadlock): not the runs' fault, retried by the caller
     except (DatabaseError, ValueError, TypeError, ArithmeticError):
@@ -304,6 +354,12 @@ def _drop_orphan_marks() -> None:
         ids = list(orphans.values_list("run_id", flat=True))
         if ids:
             DirtyRun.objects.filter(run_id__in=ids).delete()
+        gone = DirtyProblem.objects.select_for_update(skip_locked=True).filter(
+            ~Exists(Run.objects.filter(pk=OuterRef("run_id")))
+        )
+        places = list(gone.values_list("pk", flat=True))
+        if places:
+            DirtyProblem.objects.filter(pk__in=places).delete()
 
 
 def make_up_marks() -> int:
@@ -312,7 +368,7 @@ def make_up_marks() -> int:
     state. How many runs were marked."""
     ids = list(_dirty(None).order_by("run_id").values_list("run_id", flat=True))
     for start in range(0, len(ids), BATCH):
-        refresh_runs(ids[start : start + BATCH])
+        refresh_runs(ids[start : start + BATCH], follow_marks=True)
     return len(ids)
 
 
@@ -324,8 +380,8 @@ def _dirty(problem_set: ProblemSet | None):
 
 
 def mark_kernels(kernel_ids: Iterable[int]) -> None:
-    """Re-score the runs of these kernels (review, report and flag writes)."""
-    mark_runs(set(Kernel.objects.filter(pk__in=list(kernel_ids)).order_by().values_list("run_id", flat=True)))
+    """Re-score the problems of these kernels in their runs (review, report and flag writes)."""
+    mark_problems(Kernel.objects.filter(pk__in=list(kernel_ids)).order_by().values_list("run_id", "problem_id"))
 
 
 def refresh_kernel_states(kernel_ids: Iterable[int]) -> None:
@@ -337,17 +393,19 @@ def refresh_kernel_states(kernel_ids: Iterable[int]) -> None:
 # re-scoring runs
 
 
-def refresh_runs(run_ids: Iterable[int], *, skip_busy: bool = False) -> None:
-    """Re-score whole runs, idempotently, in one transaction: their kernels' review state, RunScore
-    rows, kernel counts and the board version of their problem sets. A batch that fails is re-scored
-    run by run, and a run that fails alone is set aside (set_aside): one bad run never takes the
-    boards down (issue 28, case 1). `skip_busy` (work taken from the marks): leave the runs another
-    re-scoring holds to it instead of waiting, their marks to the next pass if it read too early."""
+def refresh_runs(run_ids: Iterable[int], *, skip_busy: bool = False, follow_marks: bool = False) -> None:
+    """Re-score runs, idempotently, in one transaction: their kernels' review state, RunScore rows,
+    kernel counts and the board version of their problem sets. Whole, or, `follow_marks`, as their
+    marks say (only the marked problems of a run marked by problem). A batch that fails is
+    re-scored run by run, whole, and a run that fails alone is set aside (set_aside): one bad run
+    never takes the boards down (issue 28, case 1). `skip_busy` (work taken from the marks): leave
+    the runs another re-scoring holds to it instead of waiting, their marks to the next pass if it
+    read too early."""
     ids = sorted(set(run_ids))
     if not ids:
         return
     try:
-        _refresh(ids, skip_busy)
+        _refresh(ids, skip_busy, follow_marks)
     except OperationalError:
         raise  # the database is unwell (down, a deadlock): not the runs' fault, and retried as before
     except (DatabaseError, ValueError, TypeError, ArithmeticError) as exc:
@@ -377,7 +435,7 @@ def set_aside_runs() -> list[DirtyRun]:
     return list(DirtyRun.objects.filter(failed_at__isnull=False).order_by("failed_at"))
 
 
-def _refresh(ids: list[int], skip_busy: bool = False) -> None:
+def _refresh(ids: list[int], skip_busy: bool = False, follow_marks: bool = False) -> None:
     with transaction.atomic():
         # Lock the runs: concurrent refreshes of one run (two workers, a reader) take turns, or, with
         # skip_busy, leave it to the one holding it (the re-scorer and a board build never queue up).
@@ -390,25 +448,116 @@ def _refresh(ids: list[int], skip_busy: bool = False) -> None:
         if skip_busy and len(runs) < len(ids):  # some are busy, or deleted (whose marks go with these)
             busy = set(Run.objects.filter(pk__in=ids).exclude(pk__in=list(runs)).values_list("pk", flat=True))
             ids = [run_id for run_id in ids if run_id not in busy]
-        _rescore(ids, runs)
+        _rescore(ids, runs, follow_marks)
 
 
-def _rescore(ids: list[int], runs: dict[int, int]) -> None:
+def _rescore(ids: list[int], runs: dict[int, int], follow_marks: bool = False) -> None:
     """Re-score `runs` ({run id: problem set id}, locked by the caller's transaction) and remove the
-    marks of `ids` (those runs, and deleted ones) that no write renewed meanwhile."""
-    marked = getattr(_local, "marked", None)
-    if marked is not None:  # re-scored now: a later write in this transaction must mark them again
-        marked[0].difference_update(ids)
+    marks of `ids` (those runs, and deleted ones) that no write renewed meanwhile. Whole, or,
+    `follow_marks`, only the marked problems of the runs marked by problem (`_fold_problems`)."""
+    _forget_marked(ids)
     read_at = timezone.now()
-    marks = list(DirtyRun.objects.filter(run_id__in=ids).values_list("run_id", "last_marked_at"))
-    rows = kernel_rows(Kernel.objects.filter(run_id__in=list(runs)), with_stored=True)  # after the marks
-    _store_kernel_states(rows)
-    stored = list(RunScore.objects.filter(run_id__in=ids))
-    old_counts = _kernel_counts_of(stored)
-    _store_scores(_scores(rows, runs), stored)
-    _store_counts(rows, runs, old_counts)
+    marks = list(DirtyRun.objects.filter(run_id__in=ids).values_list("run_id", "last_marked_at", "whole"))
+    places = list(DirtyProblem.objects.filter(run_id__in=ids).values_list("run_id", "problem_id", "last_marked_at"))
+    # after the marks: a write that lands meanwhile renews its mark, which then stays
+    partial = _partial_runs(runs, marks, places) if follow_marks else {}
+    whole = {run_id: pset for run_id, pset in runs.items() if run_id not in partial}
+    if whole:
+        rows = kernel_rows(Kernel.objects.filter(run_id__in=list(whole)), with_stored=True)
+        _store_kernel_states(rows)
+        stored = list(RunScore.objects.filter(run_id__in=list(whole)))
+        _store_rows(_scores(rows, whole), stored, whole, exact=True)
+    if partial:
+        not_folded = _fold_problems(partial)
+        if not_folded:  # no stored entries to fold into (never scored, or stored in an older form)
+            _rescore(sorted(not_folded), {run_id: runs[run_id] for run_id in not_folded})
     bump_versions(set(runs.values()))
-    _clear_marks(marks, read_at)  # last: a writer marking one of these runs waits for nothing before it
+    _clear_marks([(run_id, last) for run_id, last, _ in marks], read_at)  # last: writers wait for nothing
+    _clear_problem_marks(places)
+
+
+def _partial_runs(runs: dict[int, int], marks: list[tuple], places: list[tuple]) -> dict[int, set[int]]:
+    """{run id: its marked problems} of the runs whose mark asks only for some problems."""
+    by_problem = {run_id for run_id, _, whole in marks if not whole}
+    partial: dict[int, set[int]] = defaultdict(set)
+    for run_id, pid, _ in places:
+        if run_id in by_problem and run_id in runs:
+            partial[run_id].add(pid)
+    return partial
+
+
+def _fold_problems(partial: dict[int, set[int]]) -> set[int]:
+    """Re-score the marked problems of runs ({run id: problem ids}): read only their kernels, store
+    their review state, replace their entries in the run's stored rows of their levels and of all
+    levels, and fold those rows again (scoring.fold), exactly as a whole re-scoring would store them.
+    The runs it cannot fold (a stored row missing or in an older form) are returned, untouched."""
+    levels = dict(Problem.objects.filter(pk__in={p for ps in partial.values() for p in ps}).values_list("pk", "level"))
+    wanted = Q()
+    for run_id, pids in partial.items():
+        wanted |= Q(run_id=run_id, level__in={ALL_LEVELS} | {levels[p] for p in pids if p in levels})
+    stored_by_run: dict[int, list[RunScore]] = defaultdict(list)
+    for row in RunScore.objects.filter(wanted):
+        stored_by_run[row.run_id].append(row)
+    foldable = {
+        run_id for run_id, pids in partial.items() if pids <= levels.keys() and _foldable(stored_by_run[run_id])
+    }  # (a problem deleted since: its run is re-scored whole, which drops its entry)
+    places = Q()
+    for run_id in foldable:
+        places |= Q(run_id=run_id, problem_id__in=partial[run_id])
+    rows = kernel_rows(Kernel.objects.filter(places), with_stored=True) if foldable else []
+    _check_speedups(rows)
+    _store_kernel_states(rows)
+    entries = _entries(rows)
+    fresh: list[RunScore] = []
+    for run_id in foldable:
+        changed = {pid: entries.get((run_id, pid)) for pid in partial[run_id]}
+        fresh += _refolded(run_id, stored_by_run[run_id], changed, levels)
+    stored = [row for run_id in foldable for row in stored_by_run[run_id]]
+    _store_rows(fresh, stored, dict.fromkeys(foldable, 0), exact=False)
+    return set(partial) - foldable
+
+
+def _foldable(stored: list[RunScore]) -> bool:
+    """Whether a run's stored rows can take a fold: both all-levels rows there, every entry whole."""
+    all_levels = [row for row in stored if row.level == ALL_LEVELS]
+    return len(all_levels) == 2 and all(
+        len(entry) == scoring.ENTRY_LENGTH for row in stored for entry in row.problems.values()
+    )
+
+
+def _refolded(
+    run_id: int, stored: list[RunScore], changed: dict[int, tuple | None], levels: dict[int, int]
+) -> list[RunScore]:
+    """The run's rows of the changed problems' levels and of all levels, with those problems'
+    entries replaced by `changed` ({problem id: (entry, entry counting excluded kernels), or None:
+    no kernel left}), folded again. A level left without a problem has no row (as a whole
+    re-scoring)."""
+    by_key = {(row.level, row.with_excluded): row for row in stored}
+    fresh = []
+    for level in sorted({ALL_LEVELS} | {levels[pid] for pid in changed}):
+        both = [_replaced(by_key.get((level, we)), changed, levels, level, we) for we in (False, True)]
+        if not both[0] and level != ALL_LEVELS:
+            continue
+        score = scoring.fold(both[0])
+        # No kernel of the level excluded (the common case): the two rows are one fold.
+        score_with = score if both[1] == both[0] else scoring.fold(both[1])
+        fresh += [to_model(run_id, level, False, score), to_model(run_id, level, True, score_with)]
+    return fresh
+
+
+def _replaced(
+    row: RunScore | None, changed: dict[int, tuple | None], levels: dict[int, int], level: int, with_excluded: bool
+) -> dict[int, list]:
+    """A stored row's entries (none: no row) with the changed problems of `level` replaced."""
+    entries = {int(pid): entry for pid, entry in row.problems.items()} if row is not None else {}
+    for pid, new in changed.items():
+        if level not in (ALL_LEVELS, levels[pid]):
+            continue
+        if new is None:
+            entries.pop(pid, None)
+        else:
+            entries[pid] = new[with_excluded]
+    return entries
 
 
 def _clear_marks(marks: list[tuple[int, datetime | None]], read_at: datetime) -> None:
@@ -436,6 +585,39 @@ def _clear_marks(marks: list[tuple[int, datetime | None]], read_at: datetime) ->
         DirtyRun.objects.filter(run_id__in=renewed).update(marked_at=earliest)
 
 
+def _clear_problem_marks(places: list[tuple[int, int, datetime]]) -> None:
+    """Remove the problem marks this re-scoring covers: those no write renewed since they were read,
+    skipping those a writer holds (as _clear_marks)."""
+    if not places:
+        return
+    read = {(run_id, pid): last for run_id, pid, last in places}
+    held = DirtyProblem.objects.select_for_update(skip_locked=True).filter(run_id__in={key[0] for key in read})
+    rows = held.values_list("pk", "run_id", "problem_id", "last_marked_at")
+    covered = [pk for pk, run_id, pid, last in rows if read.get((run_id, pid)) == last]
+    if covered:
+        DirtyProblem.objects.filter(pk__in=covered).delete()
+
+
+def _store_rows(fresh: list[RunScore], stored: list[RunScore], runs: Iterable[int], exact: bool) -> None:
+    """Write the fresh RunScore rows of `runs`, remove the `stored` ones no longer there, and move the
+    runs' and problems' kernel counts by what their all-levels rows say changed (`exact`, a whole
+    re-scoring: every run's count is set, which mends a wrong one)."""
+    old, new = _counts_by_run(stored), _counts_by_run(fresh)
+    _store_scores(fresh, stored)
+    by_count: dict[int, list[int]] = defaultdict(list)
+    for run_id in runs:
+        count = sum(new[run_id].values())
+        if exact or count != sum(old[run_id].values()):
+            by_count[count].append(run_id)
+    for count, run_ids in by_count.items():
+        Run.objects.filter(pk__in=run_ids).update(n_kernels=count)
+    deltas: Counter = Counter()
+    for run_id in set(old) | set(new):
+        deltas.update(new[run_id])
+        deltas.subtract(old[run_id])
+    adjust_problem_counts(dict(deltas))
+
+
 def _store_scores(fresh: list[RunScore], stored: list[RunScore]) -> None:
     """Write the RunScore rows that differ from the stored ones, and remove those no longer there. A
     result changes its level's rows and the all-levels ones; the run's other levels stay as stored
@@ -458,30 +640,38 @@ def _store_kernel_states(rows: list[KernelRow]) -> None:
     Kernel.objects.bulk_update(changed, _STATE_FIELDS, batch_size=500)
 
 
-def _scores(rows: list[KernelRow], runs: dict[int, int]) -> list[RunScore]:
-    by_level: dict[tuple[int, int], list[KernelFacts]] = defaultdict(list)
+def _check_speedups(rows: list[KernelRow]) -> None:
+    """Infinite or absurd: not a speedup (the ways in refuse it; older rows may hold one)."""
     for row in rows:
-        by_level[(row.run_id, row.level)].append(row.facts)
-        by_level[(row.run_id, ALL_LEVELS)].append(row.facts)
-    for run_id in runs:
-        by_level.setdefault((run_id, ALL_LEVELS), [])
-    kernels_per_problem = Counter((row.run_id, row.facts.problem_id) for row in rows)
-    scores = []
-    for row in rows:  # infinite or absurd: not a speedup (the ways in refuse it; older rows may hold one)
         if (problem := speedup_problem(row.facts.speedup)) is not None:
             raise ValueError(f"kernel {row.pk} of run {row.run_id}: {problem}")
-    for (run_id, level), facts in by_level.items():
-        score = scoring.level_score(facts)
-        # Without an excluded kernel, counting the excluded ones changes nothing: scored once.
-        with_excluded = scoring.level_score(facts, include_excluded=True) if any(f.excluded for f in facts) else score
-        scores.append(to_model(run_id, level, False, score, kernels_per_problem))
-        scores.append(to_model(run_id, level, True, with_excluded, kernels_per_problem))
-    return scores
 
 
-def to_model(run_id: int, level: int, with_excluded: bool, score: LevelScore, kernels: Counter) -> RunScore:
+def _entries(rows: list[KernelRow]) -> dict[tuple[int, int], tuple[list, list]]:
+    """{(run id, problem id): (its entry, its entry counting excluded kernels)} of these kernels."""
+    kernels: dict[tuple[int, int], list[KernelFacts]] = defaultdict(list)
+    for row in rows:
+        kernels[(row.run_id, row.facts.problem_id)].append(row.facts)
+    pairs = {}
+    for key, facts in kernels.items():
+        entry = scoring.problem_entry(facts)
+        excluding = any(f.excluded for f in facts)
+        pairs[key] = (entry, scoring.problem_entry(facts, include_excluded=True) if excluding else entry)
+    return pairs
+
+
+def _scores(rows: list[KernelRow], runs: dict[int, int]) -> list[RunScore]:
+    """Every RunScore row of `runs` from all their kernels (`rows`): each level's, and all levels'."""
+    _check_speedups(rows)
+    levels = {row.facts.problem_id: row.level for row in rows}
+    per_run: dict[int, dict[int, tuple | None]] = {run_id: {} for run_id in runs}
+    for (run_id, pid), pair in _entries(rows).items():
+        per_run[run_id][pid] = pair
+    return [row for run_id, pairs in per_run.items() for row in _refolded(run_id, [], pairs, levels)]
+
+
+def to_model(run_id: int, level: int, with_excluded: bool, score: LevelScore) -> RunScore:
     s0, best = score.sample0, score.best
-    problems = {pid: [*outcome, kernels[(run_id, pid)]] for pid, outcome in score.problems.items()}
     return RunScore(
         run_id=run_id, level=level, with_excluded=with_excluded,
         kernels=score.kernels, flagged=score.flagged, unreviewed=score.unreviewed, excluded=score.excluded,
@@ -489,7 +679,7 @@ def to_model(run_id: int, level: int, with_excluded: bool, score: LevelScore, ke
         s0_log_sum=s0.log_sum, s0_speedups=s0.speedups.tobytes(),
         best_attempted=best.attempted, best_compiled=best.compiled, best_correct=best.correct,
         best_unscored=best.unscored, best_log_sum=best.log_sum, best_speedups=best.speedups.tobytes(),
-        pass_at_1_sum=score.pass_at_1_sum, problems=problems, measured=score.measured,
+        pass_at_1_sum=score.pass_at_1_sum, problems=score.problems, measured=score.measured,
         pub_count=score.published.correct, pub_log_sum=score.published.log_sum,
         pub_speedups=score.published.speedups.tobytes(), pub_hardware=score.published_on,
     )  # fmt: skip
@@ -522,29 +712,21 @@ def from_values(values: tuple) -> LevelScore:
 
 def _problem_kernel_counts(run_ids: list[int]) -> Counter:
     """Kernels per problem of these runs, as stored (before re-scoring)."""
-    return _kernel_counts_of(RunScore.objects.filter(run_id__in=run_ids, level=ALL_LEVELS, with_excluded=True))
-
-
-def _kernel_counts_of(stored: Iterable[RunScore]) -> Counter:
-    """Kernels per problem in these stored rows (their all-levels rows with excluded kernels)."""
     counts: Counter = Counter()
-    for row in stored:
-        if row.level == ALL_LEVELS and row.with_excluded:
-            for pid, outcome in row.problems.items():
-                counts[int(pid)] += outcome[3]
+    stored = RunScore.objects.filter(run_id__in=run_ids, level=ALL_LEVELS, with_excluded=True)
+    for per_problem in _counts_by_run(stored).values():
+        counts.update(per_problem)
     return counts
 
 
-def _store_counts(rows: list[KernelRow], runs: dict[int, int], old: Counter) -> None:
-    """Kernel counts on runs and problems: runs set, problems moved by the difference."""
-    per_run = Counter(row.run_id for row in rows)
-    by_count: dict[int, list[int]] = defaultdict(list)
-    for run_id in runs:
-        by_count[per_run[run_id]].append(run_id)
-    for count, run_ids in by_count.items():
-        Run.objects.filter(pk__in=run_ids).update(n_kernels=count)
-    new = Counter(row.facts.problem_id for row in rows)
-    adjust_problem_counts({pid: new[pid] - old[pid] for pid in set(new) | set(old)})
+def _counts_by_run(rows: Iterable[RunScore]) -> defaultdict[int, Counter]:
+    """{run id: kernels per problem} in these rows (their all-levels rows with excluded kernels)."""
+    counts: defaultdict[int, Counter] = defaultdict(Counter)
+    for row in rows:
+        if row.level == ALL_LEVELS and row.with_excluded:
+            for pid, entry in row.problems.items():
+                counts[row.run_id][int(pid)] += entry[scoring.KERNELS]
+    return counts
 
 
 def adjust_problem_counts(deltas: dict[int, int]) -> None:
@@ -673,8 +855,6 @@ def rebuild_all(write: Callable[[str], None] = lambda _: None) -> int:
 
 def recount_problems() -> None:
     from django.db.models import Count  # deferred: only the rebuild counts
-
-    from problems.models import Problem  # deferred: only the rebuild counts
 
     counts = dict(Problem.objects.annotate(n=Count("kernels")).values_list("pk", "n"))
     with transaction.atomic():

@@ -1,0 +1,139 @@
+"""Incremental re-scoring (issue 30, item 3): a write that changes one kernel marks its problem, and
+the re-scoring reads only that problem's kernels and folds the run's stored entries again
+(leaderboard/reads/board/store.py, `_fold_problems`). What it stores must equal, to the bit, what a
+whole re-scoring of the run stores, through any mix of writes. Runs on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import random
+from unittest import mock
+
+import pytest
+from django.db import transaction
+
+from leaderboard.models import DirtyProblem, DirtyRun, Evaluation, Kernel, LanguageModel, RunScore
+from leaderboard.reads.board import rebuild, scoring
+from leaderboard.reads.board import store as board_store
+from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
+from tests.django.test_board_read_model import VERDICTS, random_kernel, random_world
+from tests.django.test_board_rebuild import read_model
+
+pytestmark = pytest.mark.django_db
+
+
+def rows_read() -> tuple[mock._patch, list[int]]:
+    """A spy on the kernel query of re-scorings: how many kernel rows each read."""
+    sizes: list[int] = []
+    real = board_store.kernel_rows
+
+    def counted(kernels, with_stored=False):
+        rows = real(kernels, with_stored)
+        sizes.append(len(rows))
+        return rows
+
+    return mock.patch.object(board_store, "kernel_rows", side_effect=counted), sizes
+
+
+def test_a_result_reads_only_its_problems_kernels(world):
+    kernels = [world.kernel(problem, sample=sample) for problem in world.problems for sample in range(3)]
+    board_store.refresh_dirty()
+    spy, sizes = rows_read()
+    world.evaluate(kernels[4], correct=True, speedup=3.25)  # problem 2, sample 1
+    assert DirtyRun.objects.get(run_id=world.run.pk).whole is False
+    assert list(DirtyProblem.objects.values_list("problem_id", flat=True)) == [world.problems[1].pk]
+    with spy:
+        assert board_store.refresh_dirty() == 1
+    assert sizes == [3]  # the problem's three kernels, not the run's twelve
+    assert not DirtyRun.objects.exists() and not DirtyProblem.objects.exists()
+    assert board_store.verify_all() == []
+    assert rebuild.verify_runs([world.run.pk]) == []
+
+
+def test_a_write_that_names_no_problem_rescores_the_whole_run(world):
+    for problem in world.problems:
+        world.kernel(problem)
+    board_store.refresh_dirty()
+    with transaction.atomic():
+        board_store.mark_problems([(world.run.pk, world.problems[0].pk)])
+        board_store.mark_runs([world.run.pk])  # an import, say: the whole run
+        board_store.mark_problems([(world.run.pk, world.problems[1].pk)])  # does not make it partial again
+    assert DirtyRun.objects.get(run_id=world.run.pk).whole is True
+    spy, sizes = rows_read()
+    with spy:
+        board_store.refresh_dirty()
+    assert sizes == [4]
+    assert not DirtyProblem.objects.exists()
+
+
+def test_rows_stored_in_the_older_form_are_rescored_whole(world):
+    """Rows written before the entries carried what a fold needs (four fields) are never folded:
+    their run is re-scored whole (the migration also marks every run)."""
+    kernels = [world.kernel(problem) for problem in world.problems]
+    board_store.refresh_dirty()
+    for row in RunScore.objects.all():
+        row.problems = {pid: entry[:4] for pid, entry in row.problems.items()}
+        row.save(update_fields=["problems"])
+    world.evaluate(kernels[0], correct=False)
+    spy, sizes = rows_read()
+    with spy:
+        board_store.refresh_dirty()
+    assert sizes == [4]  # nothing to fold into: the whole run instead
+    assert all(len(entry) == scoring.ENTRY_LENGTH for row in RunScore.objects.all() for entry in row.problems.values())
+    assert board_store.verify_all() == []
+
+
+def random_write(world, rng: random.Random, reviewer, visitor, kernels: list[Kernel]) -> str:
+    """One write of the kinds that mark a problem (and a few that mark the run), at random."""
+    kernel = rng.choice(kernels)
+    kind = rng.choice(["evaluate", "evaluate", "evaluate", "review", "report", "delete", "add", "publish", "forget"])
+    if kind == "evaluate":
+        correct = rng.random() < 0.6
+        speedup = None if correct and rng.random() < 0.2 else round(rng.uniform(0.2, 5.0), 3)
+        origin = rng.choice(["measured", "imported"])
+        world.evaluate(kernel, correct=correct, speedup=speedup, origin=origin)
+    elif kind == "review":
+        review(kernel, reviewer, rng.choice(VERDICTS))
+    elif kind == "report":
+        report(kernel, visitor)
+    elif kind == "delete" and len(kernels) > 5:
+        kernels.remove(kernel)
+        kernel.delete()
+    elif kind == "add":
+        taken = set(Kernel.objects.filter(run=kernel.run, problem=kernel.problem).values_list("sample_index", flat=True))
+        sample = min(set(range(len(taken) + 1)) - taken)
+        kernels.append(random_kernel(world, rng, kernel.run, kernel.problem, sample))
+    elif kind == "publish":
+        kernel.published_speedup = rng.choice([None, 2.0, 1.37, 0.8])
+        kernel.published_hardware = rng.choice(["L40S", "A100", "h100", ""]) if kernel.published_speedup else ""
+        kernel.save(update_fields=["published_speedup", "published_hardware"])
+    elif kind == "forget" and kernel.latest_evaluation_id:
+        Evaluation.objects.filter(pk=kernel.latest_evaluation_id).delete()
+        kernel.refresh_from_db()
+    return kind
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_folded_rows_equal_a_whole_rescoring_through_any_writes(world, reviewer, visitor, seed):
+    rng = random.Random(seed)
+    kernels = random_world(world, rng, reviewer, visitor)
+    world.new_run(LanguageModel.objects.create(name="nothing yet"))
+    board_store.rebuild_all()
+    folds = []
+    real_fold = board_store._fold_problems
+
+    def counted(partial):
+        folds.append(len(partial))
+        return real_fold(partial)
+
+    with mock.patch.object(board_store, "_fold_problems", side_effect=counted):
+        for step in range(60):
+            random_write(world, rng, reviewer, visitor, kernels)
+            if step % 3 == 2:  # sometimes several writes wait for one re-scoring
+                board_store.refresh_dirty()
+        board_store.refresh_dirty()
+    assert sum(folds) >= 15  # most writes were folded, not re-scored whole
+    incremental = read_model()
+    board_store.rebuild_all()
+    assert read_model() == incremental
+    assert rebuild.verify_runs(world.problem_set.runs.values_list("pk", flat=True)) == []
+    assert rebuild.verify_problem_counts() == []
