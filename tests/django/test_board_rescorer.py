@@ -133,7 +133,7 @@ def test_reads_leave_even_lost_marks_to_a_rescorer_that_passes(world):
     assert board_store.refresh_unattended() == 1 and not DirtyRun.objects.exists()
 
 
-def test_every_pass_of_the_rescorer_loop_says_it_is_alive(world):
+def test_the_rescorer_loop_says_it_is_alive_from_its_first_pass(world):
     stop = threading.Event()
     passes = []
 
@@ -320,3 +320,13 @@ def test_a_mark_renewed_during_a_rescoring_moves_up_to_when_the_rescoring_read_i
     assert rescorer.rescore_pass().runs == 1
     mark = DirtyRun.objects.get(run_id=world.run.pk)
     assert before <= mark.marked_at <= mark.last_marked_at
+
+
+def test_an_idle_rescorer_says_it_is_alive_about_once_a_second(world, monkeypatch):
+    """Not a cache write on every idle pass (4 a second at the 0.25 s poll)."""
+    beats = []
+    monkeypatch.setattr(board_store, "note_rescorer_pass", lambda: beats.append(1))
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    rescorer.run(stop, poll=0.01)
+    assert len(beats) == 1  # some fifty idle passes in that half second

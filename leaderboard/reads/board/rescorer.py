@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.25  # idle wait between passes: a mark waits at most this long for its batch
 BATCH = 100  # runs per pass: one transaction holds their row locks, so not too many at once
 OUTAGE_SECONDS = 5.0  # wait after the database refused a pass
+# How often the re-scorer says it is alive (store.note_rescorer_pass): far within
+# store.RESCORER_ALIVE_SECONDS, and not a cache write on every idle pass (4 a second).
+BEAT_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ def run(
     stop: threading.Event, poll: float = POLL_SECONDS, batch: int = BATCH, report: Callable[[Pass], None] | None = None
 ) -> None:
     """Re-score marked runs until `stop` is set; `report` is told of every pass that found any."""
+    last_beat = -BEAT_SECONDS
     while not stop.is_set():
         try:
             if not connection.in_atomic_block:  # (a test's transaction: its connection must stay)
@@ -82,7 +86,9 @@ def run(
                 connection.close()
             stop.wait(wait)
             continue
-        board_store.note_rescorer_pass()  # reads leave the marks to a re-scorer that passes
+        if time.monotonic() - last_beat >= BEAT_SECONDS:  # reads leave the marks to a re-scorer that passes
+            board_store.note_rescorer_pass()
+            last_beat = time.monotonic()
         if done.runs and report is not None:
             report(done)
         if done.runs < batch:
