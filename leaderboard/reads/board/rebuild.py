@@ -239,12 +239,12 @@ def _all_levels(run_ids: list[int], levels: list[tuple]) -> list[tuple]:
         for column in range(3, 21):
             into[column] = into[column] + (row[column] or []) if column in _LISTS else into[column] + row[column]
         into[21] = max(into[21], row[21])
-        into[22].append(row[22][1:-1])
-    return [(*row[:22], "{" + ", ".join(part for part in row[22] if part) + "}") for row in merged.values()]
+    # The all-levels rows store no entries: they are the fold of their levels' (store._refolded).
+    return [(*row[:22], "{}") for row in merged.values()]
 
 
 def _empty(run_id: int, with_excluded: bool) -> list:
-    return [run_id, 0, with_excluded, *([[] if column in _LISTS else 0 for column in range(3, 21)]), "", []]
+    return [run_id, 0, with_excluded, *([[] if column in _LISTS else 0 for column in range(3, 21)]), ""]
 
 
 _COPY_COLUMNS = (

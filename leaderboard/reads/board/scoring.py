@@ -29,6 +29,7 @@ import bisect
 import math
 import random
 from array import array
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -173,42 +174,44 @@ def problem_entry(kernels: Sequence[KernelFacts], *, include_excluded: bool = Fa
     ]
 
 
-def _count_status(tally: Tally, status: int, speedup: float | None, values: list[float]) -> None:
-    tally.attempted += status != STATUS_CODES["missing"]
-    tally.compiled += status in _COMPILED_CODES
-    tally.correct += status in _CORRECT_CODES
-    tally.unscored += status == STATUS_CODES["unscored"]
-    if status == STATUS_CODES["correct"]:
-        values.append(speedup)
+def _tally_of(entries: list[list[Any]], status: int, speedup: int) -> Tally:
+    """One rule's counts over entries (`status`, `speedup`: the rule's indexes in an entry)."""
+    codes = Counter(entry[status] for entry in entries)
+    tally = Tally(
+        attempted=len(entries) - codes[STATUS_CODES["missing"]],
+        compiled=sum(codes[code] for code in _COMPILED_CODES),
+        correct=sum(codes[code] for code in _CORRECT_CODES),
+        unscored=codes[STATUS_CODES["unscored"]],
+    )
+    tally.finish(entry[speedup] for entry in entries if entry[status] == STATUS_CODES["correct"])
+    return tally
+
+
+@lru_cache(maxsize=4096)
+def _pass_at_1(samples: int, correct: int) -> float:
+    return pass_at_k(samples, correct, 1)
 
 
 def fold(entries: dict[int, list[Any]]) -> LevelScore:
     """A level's aggregate from its problems' entries ({problem id: entry}): the same, to the bit,
     whatever order the entries come in (sorted speedups, fsums, max for the published hardware)."""
-    score = LevelScore(problems=entries)
-    s0_values: list[float] = []
-    best_values: list[float] = []
-    published_values: list[float] = []
-    passes: list[float] = []
-    for entry in entries.values():
-        score.kernels += entry[KERNELS]
-        score.flagged += entry[FLAGGED]
-        score.unreviewed += entry[UNREVIEWED]
-        score.excluded += entry[EXCLUDED]
-        score.measured += entry[MEASURED]
-        _count_status(score.sample0, entry[S0_STATUS], entry[S0_SPEEDUP], s0_values)
-        _count_status(score.best, entry[BEST_STATUS], entry[BEST_SPEEDUP], best_values)
-        if entry[SAMPLES]:
-            passes.append(pass_at_k(entry[SAMPLES], entry[CORRECT], 1))
-        if entry[PUBLISHED] is not None:
-            published_values.append(entry[PUBLISHED])
-            score.published_on = max(score.published_on, entry[PUBLISHED_ON])
-    score.published.attempted = score.published.compiled = score.published.correct = len(published_values)
-    # fsum: the same sum in whatever order the problems come (a query's row order is not fixed).
-    score.pass_at_1_sum = math.fsum(passes)
-    score.sample0.finish(s0_values)
-    score.best.finish(best_values)
-    score.published.finish(published_values)
+    values = list(entries.values())
+    published = [entry for entry in values if entry[PUBLISHED] is not None]
+    score = LevelScore(
+        sample0=_tally_of(values, S0_STATUS, S0_SPEEDUP),
+        best=_tally_of(values, BEST_STATUS, BEST_SPEEDUP),
+        # fsum: the same sum in whatever order the problems come (a query's row order is not fixed).
+        pass_at_1_sum=math.fsum(_pass_at_1(entry[SAMPLES], entry[CORRECT]) for entry in values if entry[SAMPLES]),
+        kernels=sum(entry[KERNELS] for entry in values),
+        flagged=sum(entry[FLAGGED] for entry in values),
+        unreviewed=sum(entry[UNREVIEWED] for entry in values),
+        excluded=sum(entry[EXCLUDED] for entry in values),
+        measured=sum(entry[MEASURED] for entry in values),
+        published_on=max((entry[PUBLISHED_ON] for entry in published), default=""),
+        problems=entries,
+    )
+    score.published.attempted = score.published.compiled = score.published.correct = len(published)
+    score.published.finish(entry[PUBLISHED] for entry in published)
     return score
 
 
