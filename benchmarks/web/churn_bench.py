@@ -139,9 +139,19 @@ def phase(base: str, args, manage: list[str], rate: float) -> dict:
     cpu = (cpu_seconds(args.rescorer_pid) - cpu_before) / (time.time() - started)
     path = write_path(writer.stored, rescorer_passes(args.rescorer_log, started), cpu) if args.rescorer_log else ""
     return {
-        "pages": pages, "clients": concurrent, "writer": writer.summary, "visible": probe.stdout.strip(),
+        "pages": pages, "clients": concurrent, "writer": writer.summary, "visible": _probe_output(probe),
         "write_path": path, "marks": marks,
     }  # fmt: skip
+
+
+def _probe_output(probe: subprocess.CompletedProcess) -> str:
+    """What the freshness probe printed, and why it stopped when it failed (at 13 M it printed
+    nothing at 1 and 5 writes/s, twice, and its error was not kept)."""
+    said = probe.stdout.strip()
+    if probe.returncode:
+        error = probe.stderr.strip().splitlines()[-3:]
+        said += f"\n(the probe failed, exit {probe.returncode}: " + " / ".join(error) + ")"
+    return said.strip()
 
 
 def rescorer_passes(log: str, since: float) -> list[tuple[float, int, float]]:

@@ -3,24 +3,31 @@ the kernels' stored review state, and stored kernel counts on runs and problems.
 
 How it stays current:
 
-1. A write that changes a run's inputs (a kernel, an evaluation, a review, a report; run and
-   baseline imports; deletions) calls `mark_runs(run_ids)`, directly or through the model signals in
-   leaderboard/reads/board/signals.py. That upserts a DirtyRun row in the writing transaction (once
-   per run and transaction: its oldest mark's time stays, its latest is renewed). Where the site
-   runs the background re-scorer (settings.BOARD_RESCORER) that is all a writer does, so a stored
-   result costs its writer a few small queries whatever the size of its run; without one, the
-   writer re-scores its runs after its commit.
+1. A write that changes a run's inputs calls `mark_problems([(run id, problem id)])` when it
+   changes one kernel (its evaluation, a review or report, the kernel added or deleted) and
+   `mark_runs(run_ids)` otherwise (run and baseline imports, a kernel edited, a run created),
+   directly or through the model signals in leaderboard/reads/board/signals.py. That upserts a
+   DirtyRun row in the writing transaction (once per run and transaction: its oldest mark's time
+   stays, its latest is renewed; `whole` once any write asked for the whole run) and, for a problem,
+   a DirtyProblem row. Where the site runs the background re-scorer (settings.BOARD_RESCORER) that
+   is all a writer does, so a stored result costs its writer a few small queries whatever the size
+   of its run; without one, the writer re-scores its runs after its commit.
 2. The background re-scorer (leaderboard/reads/board/rescorer.py, `manage.py refresh_boards`)
    takes the marked runs in batches, oldest first, a few times a second, and re-scores each batch in
    one transaction (`rescore_oldest`), idempotently. A batch is taken as a queue is: the oldest
    marked runs whose rows no other transaction holds, locked with FOR UPDATE SKIP LOCKED in the
    transaction that re-scores them, so a pass never waits for a run another re-scoring holds, nor
-   takes it again and again while it is held. One query reads the runs' kernels with the reference
-   review rules (KernelQuerySet.with_review_state) and their stored state, and bulk writes store the
-   kernels' review state that changed, the RunScore rows that changed, the runs' and problems'
-   kernel counts and the board version. Many results in one run cost one re-scoring; results in
-   many runs share one transaction, though each run is still re-scored whole. It removes, last, only
-   the marks no write renewed meanwhile, so writers never wait for it and no write is missed.
+   takes it again and again while it is held. A run marked by problem is re-scored incrementally
+   (`_fold_problems`): one query reads only the marked problems' kernels with the reference review
+   rules (KernelQuerySet.with_review_state) and their stored state; their entries (one per problem:
+   scoring.problem_entry) replace the stored ones in their level's rows, and those levels and the
+   all-levels rows are folded again from the stored entries (scoring.fold), to the bit what a whole
+   re-scoring stores (tests/django/test_board_incremental.py). A run marked whole, or whose rows
+   cannot take a fold, is re-scored from all its kernels. Writes store the kernels' review state
+   that changed, the RunScore rows that changed, the runs' and problems' kernel counts and the
+   board version. Many results in one run cost one re-scoring; results in many runs share one
+   transaction. It removes, last, only the marks no write renewed meanwhile, so writers never wait
+   for it and no write is missed.
 3. Nothing stale is built, and a lost re-scoring is made up. Board builds (in the background) and
    the pages that read stored numbers (problem, model and kernel pages, the runs API) call
    `refresh_unattended` first: it re-scores the marks the re-scorer left behind (older than
