@@ -34,6 +34,7 @@ from .slim_headers import enabled as slim_wanted
 from .slim_headers import ensure as slim_folder
 from .types import EvaluationConfig
 from .units import compiler_env
+from .units import merge_stats as merge_unit_stats
 from .units import serve as unit_server
 
 #: Statuses of a build: nothing to build, found in the cache (built, or a recorded compiler error),
@@ -228,19 +229,14 @@ def recorded_failure(build: BuildDir) -> dict[str, str] | None:
 def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
                        out: BuildOutcome, slim_cu: bool = False) -> dict[str, Any]:
     env = {**build_env(cfg, slim_cu), "CUDA_VISIBLE_DEVICES": ""}
-    sandbox = Sandbox(device="cpu", size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
-                      hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
-                      disable=cfg.disable_defences, max_processes=cfg.max_processes,
-                      file_size_limit_mb=cfg.file_size_limit_mb, extra_env=env)
+    limits = _sandbox_limits(cfg)
+    sandbox = Sandbox(device="cpu", build_dir=build.path, disable=cfg.disable_defences, extra_env=env, **limits)
     reply: dict[str, Any] = {}
     units = None
     try:
         if sandbox.switch_uid:
             build.give_to(sandbox.uids["build"])
-        units = unit_server(cfg.build_cache_dir, sandbox.root, env, cfg.device, deadline,
-                            {"size_scale": cfg.size_scale, "memory_limit_mb": cfg.memory_limit_mb,
-                             "hide_paths": cfg.hide_paths, "isolation": cfg.isolation,
-                             "max_processes": cfg.max_processes, "file_size_limit_mb": cfg.file_size_limit_mb},
+        units = unit_server(cfg.build_cache_dir, sandbox.root, env, cfg.device, deadline, limits,
                             sandbox.uids["build"] if sandbox.switch_uid else None)
         if units is not None:
             sandbox.extra_env.update(units.client_env())
@@ -256,8 +252,7 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
     finally:
         if units is not None:
             units.close()
-            for k, v in units.stats.items():  # both tries of a slim-then-full build
-                out.units[k] = round(max(out.units.get(k, 0), v) if k == "peak_rss_mb" else out.units.get(k, 0) + v, 3)
+            merge_unit_stats(out.units, units.stats)  # both tries of a slim-then-full build
             if out.usage is not None:  # the server's compiles were the build's work too (the build waits on them)
                 out.usage.cpu_s += units.stats["cpu_s"]
                 out.usage.peak_rss_mb += units.stats["peak_rss_mb"]
@@ -267,6 +262,13 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
             if sandbox.switch_uid:
                 build.give_to(0)
     return reply
+
+
+def _sandbox_limits(cfg: EvaluationConfig) -> dict[str, Any]:
+    """The limits of a build's sandboxes: its build process's, and the unit server's compiles'."""
+    return {"size_scale": cfg.size_scale, "memory_limit_mb": cfg.memory_limit_mb, "hide_paths": cfg.hide_paths,
+            "isolation": cfg.isolation, "max_processes": cfg.max_processes,
+            "file_size_limit_mb": cfg.file_size_limit_mb}
 
 
 def _has_library(private: str) -> bool:

@@ -383,6 +383,14 @@ def parse_deps(depfile: str, name: str) -> list[str]:
     return [d for d in deps if d != name and os.path.isabs(d)]
 
 
+def merge_stats(total: dict[str, Any], more: dict[str, Any]) -> None:
+    """Add one unit server's ``stats`` to a build's (a slim-then-full build has two): counts and CPU
+    seconds add up; the peak memory is the larger of the two."""
+    for key, value in more.items():
+        merged = max(total.get(key, 0), value) if key == "peak_rss_mb" else total.get(key, 0) + value
+        total[key] = round(merged, 3)
+
+
 def serve(cache_root: str, folder: str, env: dict[str, str], device: str, deadline: float,
           sandbox_args: dict[str, Any], owner: int | None = None) -> UnitServer | None:
     """A unit server for one build (None when off or it cannot start: the build compiles itself)."""
