@@ -219,6 +219,21 @@ class Workers:
                 except ProcessLookupError:
                     pass
                 proc.wait(timeout=10)
+        end_other_sessions()
+
+
+def end_other_sessions() -> None:
+    """End the database sessions the killed workers leave. PostgreSQL ends a session whose client
+    died only when it next reads from it: one in the middle of a statement (a worker's re-scoring
+    after its commit, waiting for a lock) keeps its locks, and the test database's flush then
+    deadlocked with it (CI, stop 37: the flush failed and the next test found the old rows)."""
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+        )
 
 
 @pytest.fixture
