@@ -311,7 +311,7 @@ class Harness:
             current = vars(owner)
             for key, value in list(current.items()):
                 old = self._snap.get((oname, key), None)
-                if old is not None and value is not old:
+                if old is not None and value is not old and not _torch_own_wrapper(self.torch, value, old):
                     changed.append(f"{oname}.{key}")
             for (_o2, key), _old in self._snap_keys_by_owner.get(oname, []):
                 if key not in current:
@@ -855,6 +855,41 @@ class Harness:
             self.flags.clear()
         return {"ok": True, "times_ns": times, "host_ns": host, "null_host_ns": null_host, "spot": spot,
                 "flags": self.take_flags()}
+
+
+def _torch_own_wrapper(torch: Any, value: Any, old: Any) -> bool:
+    """Whether ``value`` is torch's own ``_disable_dynamo`` wrapper around ``old``, as torch installs it
+    on itself (``torch.manual_seed`` is replaced when ``torch._dynamo`` is first imported, by the
+    profiler or a kernel's ``torch.compile``): torch's code, torch's globals, the original inside. Such
+    a replacement runs the original, so it is no patch of the kernel's making; anything else is."""
+    if not _torch_code_around(value, "torch._compile", "inner", old):
+        return False
+    # The wrapper calls what the original carries as ``__dynamo_disable`` (torch sets it, on first
+    # use, to dynamo's disabled copy of the original): that too must be torch's code around it.
+    disabled = getattr(old, "__dynamo_disable", None)
+    return disabled is None or _torch_code_around(disabled, "torch._dynamo.eval_frame", "_fn", old)
+
+
+def _torch_code_around(value: Any, module: str, name: str, old: Any) -> bool:
+    """``value`` is a function of torch's module ``module`` named ``name``, run in that module's own
+    globals, whose only function in its closure is ``old`` (a copy of its code with other globals or
+    cells is not)."""
+    mod = sys.modules.get(module)
+    code = getattr(value, "__code__", None)
+    if mod is None or code is None or getattr(value, "__globals__", None) is not vars(mod):
+        return False
+    if code.co_filename != mod.__file__ or code.co_name != name:
+        return False
+    cells = [c.cell_contents for c in (getattr(value, "__closure__", None) or ()) if _cell_filled(c)]
+    return [c for c in cells if isinstance(c, types.FunctionType)] == [old]
+
+
+def _cell_filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
 
 
 def _nbytes(torch: Any, values: list[Any]) -> int:

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Prepare, here, what a bare GPU host needs to run the site's worker path (all git-ignored):
+#   .whl/    cp312 wheels the GPU image lacks (Django, DRF, RQ, Redis client, plotly, ...);
+#   .redis/  Debian 12's redis-server unpacked (apt-get download + dpkg -x);
+#   .field/KernelBenchLeaderboard  the field's kernels (a checkout made with the `fetch` tool; its
+#            code is never committed), when FIELD_MIRROR names the fetched git directory.
+# Run from the repository root. Idempotent: what exists is kept.
+set -euo pipefail
+# The venv's own versions (make setup), so the GPU host runs what the tests ran here.
+NAMES='^(django|asgiref|sqlparse|djangorestframework|drf-spectacular|drf-spectacular-sidecar|jsonschema|jsonschema-specifications|jsonschema_rs|referencing|rpds-py|attrs|uritemplate|inflection|django-rq|rq|croniter|python-dateutil|redis|dj-database-url|whitenoise|plotly|narwhals|prometheus_client|pyyaml|pygments|click|six)=='
+WHEELS=$(.venv/bin/pip freeze 2>/dev/null | grep -iE "$NAMES")
+grep -qx '/.redis/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; printf '/.redis/\n/.whl/\n/.field/\n/.gpucheck/\n' >> .git/info/exclude; }
+if [ ! -f .whl/.complete ]; then
+  mkdir -p .whl
+  for w in $WHEELS; do
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+      --platform any -d .whl "$w" || python3 -m pip download -q --no-deps --python-version 3.12 --only-binary=:all: -d .whl "$w"
+  done
+  touch .whl/.complete
+fi
+if [ ! -x .redis/root/usr/bin/redis-server ]; then
+  mkdir -p .redis/debs .redis/root
+  (cd .redis/debs && apt-get download redis-server redis-tools liblzf1 libjemalloc2 libatomic1)
+  for f in .redis/debs/*.deb; do dpkg -x "$f" .redis/root; done
+  rm -rf .redis/debs
+fi
+if [ -n "${FIELD_MIRROR:-}" ] && [ ! -d .field/KernelBenchLeaderboard ]; then
+  mkdir -p .field && git clone -q "$FIELD_MIRROR" .field/KernelBenchLeaderboard
+fi
+du -sh .whl .redis .field 2>/dev/null || true
