@@ -34,6 +34,7 @@ from evaluation import cuda_ipc
 from evaluation.child_utils import cpu_name
 from evaluation.compare import compare_outputs
 from evaluation.hardware import _nvidia_driver
+from evaluation.host_bound import LAUNCH_SLACK_US
 from evaluation.host_errors import INFRASTRUCTURE_ERROR, host_error, killed_build
 from evaluation.instruments import determinism, precision, profile, roofline, shapes
 
@@ -41,9 +42,11 @@ from evaluation.instruments import determinism, precision, profile, roofline, sh
 _perf_counter_ns = time.perf_counter_ns
 _process_time_ns = time.process_time_ns
 
-#: Host latency to a forward's first launch that the timing leaves out (see _timed_call): the GPU
-#: spins this long after the L2 flush before the start event. Host work beyond it is timed.
-LAUNCH_SLACK_US = 100.0
+#: Device time (Harness.device_time): the GPU waits this many times the process's own dispatch time
+#: of a forward (plus 50 us) before the start event, at most DEVICE_SLACK_MAX_US; a forward that takes
+#: the host longer to queue than that is timed with the rest of its host time in it.
+DEVICE_SLACK_FACTOR = 2.0
+DEVICE_SLACK_MAX_US = 20_000.0
 TIMER_OWNERS = ("time", "torch.cuda", "torch.cuda.Event", "torch._C._CudaEventBase", "torch.cuda.Stream")
 
 
@@ -216,6 +219,7 @@ class Harness:
         self.ipc_error: str | None = None
         self._first_places: list[Any] | None = None  # the model's tensors where they were made (_re_place)
         self._place_pad: Any = None
+        self.last_dispatch_ns = 0
         fd = spec.get("fd_sock")
         self.fd_sock = socket.socket(fileno=fd) if isinstance(fd, int) else None
 
@@ -742,8 +746,10 @@ class Harness:
             spot.append(flat[idx.to(flat.device)].double().cpu().tolist())
         return spot
 
-    def _timed_call(self, inputs: list[Any], exposed: bool = False) -> tuple[int, int, Any]:
-        """One timed call. Returns (reported_ns, host_ns, outputs)."""
+    def _timed_call(self, inputs: list[Any], exposed: bool = False, slack_cycles: int | None = None) -> tuple[int, int, Any]:
+        """One timed call. Returns (reported_ns, host_ns, outputs); on the GPU the host's time to
+        queue the forward (from the start event to its return) is kept in ``last_dispatch_ns``.
+        ``slack_cycles``: the GPU-side wait before the start event (default LAUNCH_SLACK_US)."""
         if self.device == "cuda":
             self._cuda_sync()  # the inputs are made, the GPU idle
             if exposed:
@@ -762,11 +768,13 @@ class Harness:
                 # judges"); a longer host latency is still counted.
                 h0 = self.timer_fn()
                 self._l2_buf.zero_()
-                self._gpu_sleep(self._slack_cycles)
+                self._gpu_sleep(self._slack_cycles if slack_cycles is None else slack_cycles)
             stream = self._current_stream()
             self._ev_record(self._ev_start, stream)
+            d0 = _perf_counter_ns()
             out = self.model(*inputs)
             outs = self.flatten(out)
+            self.last_dispatch_ns = _perf_counter_ns() - d0
             self._ev_record(self._ev_end, stream)
             self._cuda_sync()
             h1 = self.timer_fn()
@@ -813,6 +821,39 @@ class Harness:
             self._timed_call(self.gen_inputs(int(req["input_seed"])))
         return {"ok": True}
 
+    def device_time(self, req: dict[str, Any]) -> dict[str, Any]:
+        """GPU time of the forward, host dispatch left out: each call is queued behind a GPU-side wait
+        longer than this process takes to queue it (DEVICE_SLACK_FACTOR x its dispatch time in the
+        round just timed), so the GPU runs the forward's work back to back and the events time the
+        device alone. Launch-bound forwards read the same in every process this way, while their
+        timed calls (time_calls) carry the host's dispatch, which differs from process to process.
+        Replies the events' times, the dispatch times of the calls and the last call's spot values."""
+        if self.device != "cuda":
+            return {"ok": False, "kind": "runtime_error", "error": "device time needs CUDA"}
+        dispatch_us = float(req.get("dispatch_us", 0.0))
+        slack_us = min(DEVICE_SLACK_MAX_US, max(LAUNCH_SLACK_US, DEVICE_SLACK_FACTOR * dispatch_us + 50.0))
+        cycles = int(self._slack_cycles * slack_us / LAUNCH_SLACK_US)
+        times: list[int] = []
+        dispatch: list[int] = []
+        outs: Any = None
+        try:
+            for seed in [int(s) for s in req["seeds"]]:
+                inputs = self.gen_inputs(seed)
+                outs = None
+                rep, _host, outs = self._timed_call(inputs, slack_cycles=cycles)
+                times.append(rep)
+                dispatch.append(self.last_dispatch_ns)
+                del inputs
+        except BaseException as exc:  # noqa: BLE001
+            return {"ok": False, "kind": _classify_exception(exc), "error": _one_line(exc),
+                    "traceback": traceback.format_exc(), "flags": self.take_flags()}
+        spot = self._spot(outs, req.get("spot_seed")) if outs is not None else []
+        del outs
+        self.check_patches()
+        if self.role != "kernel":
+            self.flags.clear()
+        return {"ok": True, "times_ns": times, "host_ns": dispatch, "spot": spot, "flags": self.take_flags()}
+
     def time_calls(self, req: dict[str, Any]) -> dict[str, Any]:
         self._release_shared()  # compared already: the kernel process times with no extra mapping
         if "timer_capture" in self.disabled:
@@ -821,6 +862,7 @@ class Harness:
         before = self._threads()
         times: list[int] = []
         host: list[int] = []
+        dispatch: list[int] = []
         null_host: list[int] = []
         outs: Any = None
         try:
@@ -830,6 +872,7 @@ class Harness:
                 rep, h, outs = self._timed_call(inputs, exposed=i == len(seeds) - 1)
                 times.append(rep)
                 host.append(h)
+                dispatch.append(self.last_dispatch_ns)
                 del inputs
             if self.device == "cuda" and req.get("calibrate"):
                 for _ in range(5):  # an empty timed region, as the check call (exposed) times it
@@ -854,7 +897,7 @@ class Harness:
         if self.role != "kernel":
             self.flags.clear()
         return {"ok": True, "times_ns": times, "host_ns": host, "null_host_ns": null_host, "spot": spot,
-                "flags": self.take_flags()}
+                "dispatch_ns": dispatch, "flags": self.take_flags()}
 
 
 def _torch_own_wrapper(torch: Any, value: Any, old: Any) -> bool:
@@ -926,7 +969,8 @@ def main() -> None:
     chan.send({"ok": True, "ready": True, "confinement": confinement, "torch_import_s": (_perf_counter_ns() - t0) / 1e9,
                "pid": os.getpid()})
     handlers = {"load": harness.load, "correct": harness.correctness, "time": harness.time_calls, "place": harness.place,
-                "compare": harness.compare, "export_file": harness.export_file, "estimate": harness.estimate,
+                "device": harness.device_time, "compare": harness.compare, "export_file": harness.export_file,
+                "estimate": harness.estimate,
                 "build": harness.build, "instrument": harness.instrument}
     while True:
         req = chan.recv()

@@ -98,6 +98,8 @@ class TimeReply(Reply):
     host_ns: list[int] = field(default_factory=list)
     null_host_ns: list[int] = field(default_factory=list)
     spot: list[list[float]] = field(default_factory=list)
+    # GPU: the host's time to queue each call's forward (start event to its return), ns.
+    dispatch_ns: list[int] = field(default_factory=list)
 
 
 R = TypeVar("R", bound=Reply)

@@ -13,6 +13,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from . import host_bound
 from .compare import spots_match
 from .protocol import Reply, TimeReply
 from .sandbox import SandboxProcess
@@ -35,6 +36,10 @@ class Rounds:
     ref_over: list[float] = field(default_factory=list)
     ker_over: list[float] = field(default_factory=list)
     ker_walls: list[int] = field(default_factory=list)
+    # GPU: per-round medians (ms) of the device-time calls (_device_round) and of the host's time to
+    # queue a forward in the timed calls (dispatch), per process.
+    dev: dict[str, list[float]] = field(default_factory=dict)
+    dispatch: dict[str, list[float]] = field(default_factory=dict)
     spot_mismatch: int | None = None
     ref_wall_s: float = 0.0  # parent-clock time of the reference processes' timing requests
     ker_cpu_meanwhile_s: float = 0.0  # CPU time the kernel process used during those requests
@@ -149,9 +154,39 @@ def _run_rounds(pair: Pair, calls: int, n_rounds: int, null_host: float, out_dty
         if check_spots and rounds.spot_mismatch is None and not spots_match(rr.spot, kr.spot, out_dtypes,
                                                                            cfg.atol, cfg.rtol):
             rounds.spot_mismatch = r
+        if cfg.device == "cuda" and pair.defence_on("device_time"):
+            _device_round(pair, r, {role: rep for role, (rep, _) in replies.items()}, rounds, out_dtypes)
         if narrow_enough(rounds, cfg.timing_target_halfwidth, cfg.min_timing_rounds):
             break
     return rounds
+
+
+#: Device-time calls per process per round (their spread is a fraction of a percent: a few suffice).
+DEVICE_CALLS = 2
+
+
+def _device_round(pair: Pair, r: int, replies: dict[str, TimeReply], rounds: Rounds, out_dtypes: list[str]) -> None:
+    """Each process times DEVICE_CALLS more calls with the host's dispatch hidden behind a GPU-side
+    wait sized by its own dispatch time in this round (``_child.Harness.device_time``), in a request
+    of its own, so that the timing request's parent clock sees none of it. The last call's spot values
+    are checked like the timed calls' (a kernel that knows it is being device-timed gains nothing by
+    answering otherwise)."""
+    seeds = [derive_seed(pair.master, "device", r, c) for c in range(DEVICE_CALLS)]
+    spot_seed = derive_seed(pair.master, "device-spot", r)
+    spots: dict[str, list[list[float]]] = {}
+    for p in _order(pair, r):
+        disp = replies[p.role].dispatch_ns
+        dispatch_us = median(disp) / 1e3 if disp else 0.0
+        msg = {"op": "device", "seeds": seeds, "spot_seed": spot_seed, "dispatch_us": dispatch_us}
+        reply, _wall = _call(pair, p, msg)
+        if len(reply.times_ns) != DEVICE_CALLS:
+            raise Abort("crashed", "kernel process returned a malformed device-time reply")
+        rounds.dev.setdefault(p.role, []).append(median(reply.times_ns) / 1e6)
+        rounds.dispatch.setdefault(p.role, []).append(dispatch_us / 1e3)
+        spots[p.role] = reply.spot
+    if pair.defence_on("timing_spot_check") and rounds.spot_mismatch is None and not spots_match(
+            spots["reference"], spots["kernel"], out_dtypes, pair.cfg.atol, pair.cfg.rtol):
+        rounds.spot_mismatch = r
 
 
 def _place(pair: Pair, seed: int, input_seed: int) -> None:
@@ -265,6 +300,9 @@ def _report(pair: Pair, rounds: Rounds) -> None:
     lo, hi = res.speedup_interval
     if res.speedup and hi - lo > 0.2 * res.speedup:
         res.add_note("speedup_uncertain", f"The 95% interval of the speedup is wide ({lo:.3g}-{hi:.3g}).")
+    if rounds.dev.get("kernel"):
+        host_bound.report(res, rounds.dev, rounds.dispatch, ref_rounds, rounds.ker,
+                          derive_seed(pair.master, "boot-device") % 2**32)
     if res.speedup is not None and res.speedup > cfg.speedup_flag_threshold:
         res.add_flag("excessive_speedup", f"Speedup {res.speedup:.2f}x exceeds the review threshold of "
                                           f"{cfg.speedup_flag_threshold:g}x.")

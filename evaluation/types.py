@@ -223,6 +223,9 @@ class EvaluationResult:
     backend: str = "torch"
     seed: int | None = None  # only filled when the caller chose the seed (never a secret one)
     environment: dict[str, Any] = field(default_factory=dict)
+    # GPU: the device-time speedup (host dispatch left out) and the host-bound rule's findings
+    # (evaluation/host_bound.py); None on the CPU or when the kernel was not timed.
+    device: dict[str, Any] | None = None
     # What the reviewer's instruments measured, by instrument (evaluation/instruments/).
     instruments: dict[str, Any] = field(default_factory=dict)
 

@@ -200,9 +200,24 @@ def _judge_precision(pair: Pair, errors: dict[str, Any]) -> None:
         pair.res.add_flag("precision_downgrade", flag)
 
 
+def _profile_unasked(pair: Pair) -> str:
+    """Why the GPU profile is not taken: it is for the kernels a reviewer will open (flagged, or
+    faster than the review threshold). The profiler's first start in a process holds the GPU about
+    5 s, most of what the instruments cost; every timed kernel's GPU busy share is in its device-time
+    figure already (``EvaluationResult.device``)."""
+    res, cfg = pair.res, pair.cfg
+    if cfg.device != "cuda" or res.flags or (res.speedup or 0.0) > cfg.speedup_flag_threshold:
+        return ""
+    return "not run: nothing sends this kernel to review (its GPU busy share is in its device-time figure)"
+
+
 def _profile(pair: Pair, sandbox: Sandbox) -> None:
     if pair.cfg.device == "cpu" and "cpu_profile" not in pair.cfg.instruments:
         pair.res.instruments["profile"] = {"skipped": "GPU only (on the CPU with the cpu_profile instrument)"}
+        return
+    unasked = _profile_unasked(pair)
+    if unasked:
+        pair.res.instruments["profile"] = {"skipped": unasked}
         return
     seed = derive_seed(pair.master, "profile")
     r_ref, r_ker = pair.both({"op": "instrument", "what": "profile", "seed": seed}, InstrumentReply)

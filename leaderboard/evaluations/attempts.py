@@ -261,7 +261,9 @@ def _apply_verdict(ev: Evaluation, data: dict[str, Any]) -> None:
     ev.status = status
     ev.correct = bool(data.get("correct")) and status == Evaluation.Status.CORRECT
     ev.kernel_timing = data.get("kernel_ms") or {}
-    ev.reference_timing = data.get("reference_ms") or {}
+    # The GPU's device-time speedup and host-bound findings travel with the reference's timing
+    # (figures only, exported and imported with it: docs/field.md).
+    ev.reference_timing = {**(data.get("reference_ms") or {}), **({"device": data["device"]} if data.get("device") else {})}
     ev.kernel_ms = ev.kernel_timing.get("median")
     ev.reference_ms = ev.reference_timing.get("median")
     ev.flags = data.get("flags") or []

@@ -38,3 +38,52 @@ def test_host_latency_past_the_slack_is_timed():
               timing_trials=10)
     assert res.status == "correct", res.error
     assert res.speedup < 0.7, res.speedup
+
+
+LAUNCH_BOUND = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Forty tiny elementwise launches: the host's dispatch, not the GPU, sets the time."""
+
+    def forward(self, x):
+        for _ in range(40):
+            x = x * 1.0001 + 0.0001
+        return x
+
+
+def get_inputs():
+    return [torch.randn(4096)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@needs_cuda
+def test_a_launch_bound_reference_is_marked_host_bound_and_its_device_figure_holds(tmp_path):
+    """A reference of 80 tiny launches against itself: KernelBench's figure depends on the process's
+    dispatch speed, so it is marked host-bound with an interval that covers 1.0 widely; the device
+    time (dispatch hidden behind a longer GPU-side wait) reads 1.0 within a few percent."""
+    problem = tmp_path / "launch_bound.py"
+    problem.write_text(LAUNCH_BOUND)
+    res = run(problem, self_kernel(LAUNCH_BOUND), device="cuda", cpu_threads=None, timing_trials=10)
+    assert res.status == "correct", res.error
+    device = res.device
+    assert device["host_bound"]["reference"] and device["host_bound"]["kernel"], device
+    assert "host_bound" in {n["code"] for n in res.notes}
+    lo, hi = res.speedup_interval
+    assert lo < 1.0 < hi
+    assert 0.95 <= device["speedup"] <= 1.05, device
+    assert device["kernel_ms"] < 0.8 * res.kernel_ms["median"], device  # the dispatch is left out
+
+
+@needs_cuda
+def test_a_gpu_bound_kernel_reads_the_same_device_and_kernelbench_figure():
+    res = run(MATMUL, self_kernel(read(MATMUL)), device="cuda", size_scale=16, cpu_threads=None, timing_trials=10)
+    assert res.status == "correct", res.error
+    assert not res.device["host_bound"]["reference"] and not res.device["host_bound"]["kernel"], res.device
+    assert abs(res.device["speedup"] - res.speedup) / res.speedup < 0.05, (res.device, res.speedup)
