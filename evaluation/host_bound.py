@@ -40,7 +40,7 @@ def side_range(event_ms: float, device_ms: float, dispatch_ms: float) -> tuple[f
     return min(event_ms, device_ms), high, True
 
 
-def report(res: Any, dev: dict[str, list[float]], dispatch: dict[str, list[float]],
+def report_device_time(res: Any, dev: dict[str, list[float]], dispatch: dict[str, list[float]],
            ref_event: list[float], ker_event: list[float], seed: int) -> None:
     """Fill ``res.device`` (the device-time speedup and its interval, each side's device and dispatch
     time, which sides are host-bound) and, where a side is host-bound, widen ``res.speedup_interval``

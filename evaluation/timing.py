@@ -13,8 +13,8 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from . import host_bound
 from .compare import spots_match
+from .host_bound import report_device_time
 from .protocol import Reply, TimeReply
 from .sandbox import SandboxProcess
 from .seeds import derive_seed
@@ -301,7 +301,7 @@ def _report(pair: Pair, rounds: Rounds) -> None:
     if res.speedup and hi - lo > 0.2 * res.speedup:
         res.add_note("speedup_uncertain", f"The 95% interval of the speedup is wide ({lo:.3g}-{hi:.3g}).")
     if rounds.dev.get("kernel"):
-        host_bound.report(res, rounds.dev, rounds.dispatch, ref_rounds, rounds.ker,
+        report_device_time(res, rounds.dev, rounds.dispatch, ref_rounds, rounds.ker,
                           derive_seed(pair.master, "boot-device") % 2**32)
     if res.speedup is not None and res.speedup > cfg.speedup_flag_threshold:
         res.add_flag("excessive_speedup", f"Speedup {res.speedup:.2f}x exceeds the review threshold of "

@@ -12,15 +12,17 @@ only). See docs/workers.md, "Builds ahead of the GPUs", for why the look-ahead s
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 from django.db import close_old_connections
 from rq.job import Job
 
 from evaluation.build import needs_build
-from evaluation.build_stage import BuildPool
+from evaluation.build_stage import BuildOutcome, BuildPool
 from leaderboard.evaluations.jobs import load_inputs
 from leaderboard.evaluations.queue import eval_queue, redis_connection
 
@@ -51,9 +53,21 @@ def submit_upcoming(pool: BuildPool, queue_names: list[str], depth: int, seen: s
             log.debug("prebuild: evaluation %s could not be loaded", evaluation_id, exc_info=True)
             continue
         if needs_build(kernel_source):
-            pool.submit(kernel_source, config)
+            pool.submit(kernel_source, config).add_done_callback(_log_outcome)
             submitted += 1
     return submitted
+
+
+def _log_outcome(future: Future[BuildOutcome]) -> None:
+    """One line per finished look-ahead build, its figures as JSON (seconds, steps, which shared
+    headers it used): the GPU acceptance check reads build times from these lines."""
+    try:
+        outcome = future.result()
+    except Exception as exc:  # a pool shut down under it
+        log.info("prebuild: build ended without an outcome (%s)", type(exc).__name__)
+        return
+    figures = {k: v for k, v in outcome.to_dict().items() if k not in ("error", "log")}
+    log.info("prebuild: built %s", json.dumps(figures, default=str))
 
 
 def run_builder(pool: BuildPool, queue_names: list[str], depth: int, interval_s: float,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from evaluation import EvaluationResult
-from evaluation.host_bound import report, side_range
+from evaluation.host_bound import report_device_time as report
+from evaluation.host_bound import side_range
 
 
 def test_a_gpu_bound_side_reads_what_it_read():

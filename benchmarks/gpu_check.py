@@ -1,0 +1,221 @@
+"""The GPU acceptance check's driver: a fixed set of field kernels, each measured twice through the
+site's own path (the queue, `manage.py evalworker` and its look-ahead builder, the database), then
+the figures DESIGN.md names, written as `summary.json` beside one row per kernel.
+
+Run by benchmarks/gpu_check.sh on a bare GPU host (Redis and the worker started there); here only
+its pure parts are tested (tests/unit/test_gpu_check.py). Usage, with Django configured:
+    python benchmarks/gpu_check.py queue            # pass 1: queue the set
+    python benchmarks/gpu_check.py wait DEADLINE    # until nothing is pending or the epoch DEADLINE
+    python benchmarks/gpu_check.py summary OUT_DIR GPU_UTIL_CSV SELFCHECK_JSONL WORKER_LOG
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: (level, problem, model): launch-bound ones whose reference moved between runs on the H200, GPU-bound
+#: ones, the diag(A) @ B kernels (honest >10x), a small MLP, and one incorrect kernel.
+CHECK_SET: list[tuple[int, int, str]] = [
+    (2, 14, "Claude 3.5 Sonnet"), (2, 14, "GPT-4o"), (2, 9, "Gemini 1.5 Flash"), (2, 56, "Gemini 1.5 Flash"),
+    (2, 51, "o1-preview"), (1, 97, "o1-preview"), (2, 29, "o1-preview"), (1, 88, "o1-preview"),
+    (1, 12, "Gemini 1.5 Flash"), (1, 12, "o1-preview"), (1, 12, "Claude 3.5 Sonnet"),
+    (2, 20, "Claude 3.5 Sonnet"), (2, 26, "o1-preview"), (3, 4, "Claude 3.5 Sonnet"), (3, 1, "Gemini 1.5 Flash"),
+    (2, 22, "GPT-4o"),
+]
+#: Flags that accuse a kernel of a trick (not information such as the reference's own properties).
+EXPLOIT_FLAGS = {"reference_patched", "patched_timer", "timing_mismatch", "side_stream_work", "input_mutation",
+                 "output_reuse", "harness_memory_access", "unjoined_thread", "timing_output_mismatch",
+                 "forged_reply", "background_cpu_work", "impossible_speed", "lazy_tensor", "fallback_to_reference"}
+
+
+def _setup() -> None:
+    sys.path.insert(0, str(REPO))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django  # deferred: the pure parts below are tested without Django
+
+    django.setup()
+
+
+def chosen_kernels() -> list[Any]:
+    from leaderboard.models import Kernel  # deferred: needs Django set up
+
+    kernels = []
+    for level, number, model in CHECK_SET:
+        k = (Kernel.objects.filter(problem__level=level, problem__number=number, run__model__name=model)
+             .select_related("run").order_by("pk").first())
+        if k is not None:
+            kernels.append(k)
+    return kernels
+
+
+def queue() -> None:
+    from leaderboard.evaluations.queue import request_evaluations  # deferred: needs Django set up
+    from problems.models import Hardware  # deferred: needs Django set up
+
+    kernels = chosen_kernels()
+    requested = request_evaluations(kernels, Hardware.objects.get(slug="h200"), None)
+    print(f"gpu_check: {len(requested.queued)} of {len(CHECK_SET)} kernels queued ({len(requested.skipped)} pending)")
+
+
+def wait(deadline: float) -> None:
+    from leaderboard.models import Evaluation  # deferred: needs Django set up
+
+    while time.time() < deadline:
+        left = Evaluation.objects.pending().count()
+        if left == 0:
+            print("gpu_check: nothing pending")
+            return
+        time.sleep(3)
+    print(f"gpu_check: deadline reached with {Evaluation.objects.pending().count()} pending")
+
+
+def rows() -> list[dict[str, Any]]:
+    from leaderboard.models import Evaluation  # deferred: needs Django set up
+
+    out = []
+    for k in chosen_kernels():
+        evs = list(Evaluation.objects.filter(kernel=k, state="done", origin="measured").order_by("finished_at"))
+        out.append({"level": k.problem.level, "problem": k.problem.number, "model": k.run.model.name,
+                    "measurements": [_measurement(e) for e in evs[:2]]})
+    return out
+
+
+def _measurement(e: Any) -> dict[str, Any]:
+    device = (e.reference_timing or {}).get("device") or {}
+    stages = e.stage_seconds or {}
+    return {"status": e.status, "speedup": e.speedup, "interval": [e.speedup_low, e.speedup_high],
+            "reference_ms": e.reference_ms, "kernel_ms": e.kernel_ms, "device": device,
+            "flags": sorted({f.get("code", "") for f in e.flags or [] if isinstance(f, dict)}),
+            "notes": sorted({f.get("code", "") for f in e.notes or [] if isinstance(f, dict)}),
+            "stages": {k: v for k, v in stages.items() if isinstance(v, (int, float))},
+            "started_at": e.started_at.timestamp() if e.started_at else None,
+            "finished_at": e.finished_at.timestamp() if e.finished_at else None,
+            "build": (e.environment or {}).get("build") or {}}
+
+
+def agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two measurements of a kernel agree: same verdict and, when timed, speedups within 2 % of each
+    other, or one marked host-bound with an interval that covers the other's figure."""
+    if a["status"] != b["status"]:
+        return False
+    sa, sb = a.get("speedup"), b.get("speedup")
+    if not sa or not sb:
+        return True
+    if abs(sa - sb) / min(sa, sb) <= 0.02:
+        return True
+    return any("host_bound" in m["notes"] and _covers(m["interval"], o) for m, o in ((a, sb), (b, sa)))
+
+
+def _covers(interval: list[Any], value: float) -> bool:
+    lo, hi = interval
+    return lo is not None and hi is not None and lo <= value <= hi
+
+
+def gpu_busy(csv_path: Path, start: float, end: float) -> float | None:
+    """Share of nvidia-smi's one-second samples, taken between start and end (epoch seconds), with
+    the GPU busy (utilization.gpu > 0)."""
+    from datetime import datetime  # deferred: only the summary reads the samples
+
+    busy = total = 0
+    for line in csv_path.read_text().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        try:
+            t = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            util = float(parts[1])
+        except (ValueError, IndexError):
+            continue
+        if start <= t <= end:
+            total += 1
+            busy += util > 0
+    return busy / total if total else None
+
+
+def builds_from_log(text: str) -> list[dict[str, Any]]:
+    """The look-ahead builder's outcomes (``prebuild: built {json}`` lines of the worker's log) that
+    compiled CUDA (a ``.cu`` file), not those found built."""
+    out = []
+    for line in text.splitlines():
+        _, sep, rest = line.partition("prebuild: built ")
+        if not sep:
+            continue
+        try:
+            d = json.loads(rest)
+        except ValueError:
+            continue
+        if d.get("cu_headers") and d.get("seconds", 0) > 1:
+            out.append(d)
+    return out
+
+
+def summary(table: list[dict[str, Any]], util_csv: Path | None, selfchecks: list[dict[str, Any]],
+            builds: list[dict[str, Any]]) -> dict[str, Any]:
+    twice = [r for r in table if len(r["measurements"]) == 2]
+    ms = [m for r in table for m in r["measurements"]]
+    starts = [m["started_at"] for m in ms if m["started_at"]]
+    ends = [m["finished_at"] for m in ms if m["finished_at"]]
+    span = (max(ends) - min(starts)) if starts and ends else None
+    seconds = [b["seconds"] for b in builds]
+    instr = sum(m["stages"].get("eval_instruments", 0.0) for m in ms)
+    # GPU-held time of an evaluation: its wall time less the waits for its build and processes.
+    gpu_held = sum(max(0.0, m["stages"].get("eval_total", 0.0) - m["stages"].get("eval_build_wait", 0.0)
+                       - m["stages"].get("eval_compile", 0.0)) for m in ms)
+    clean = [m for r in table for m in r["measurements"] if m["status"] == "correct"]
+    headers = [b.get("headers") for b in builds]
+    return {
+        "kernels": len(table), "measured_twice": len(twice),
+        "repeat_within_2pct": _share(sum(agree(*r["measurements"]) for r in twice), len(twice)),
+        "verdicts_equal": _share(sum(r["measurements"][0]["status"] == r["measurements"][1]["status"] for r in twice), len(twice)),
+        "exploit_flags_on_clean": sum(len(set(m["flags"]) & EXPLOIT_FLAGS) for m in clean),
+        "instruments_share": _share(instr, gpu_held),
+        "gpu_busy": gpu_busy(util_csv, min(starts), max(ends)) if util_csv and util_csv.exists() and starts else None,
+        "kernels_per_min": round(len(ms) / (span / 60), 2) if span else None,
+        "cuda_builds": len(seconds),
+        "cuda_build_median_s": round(statistics.median(seconds), 1) if seconds else None,
+        "cuda_build_p90_s": round(_p90(seconds), 1) if seconds else None,
+        "shared_headers_share": _share(sum(h in ("shared", "built") for h in headers), len(headers)),
+        "selfchecks": [{k: s.get(k) for k in ("problem", "speedup", "speedup_interval", "device")} for s in selfchecks],
+    }
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _share(num: float, den: float) -> float | None:
+    return round(num / den, 3) if den else None
+
+
+def _p90(values: list[float]) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, math.ceil(0.9 * len(s)) - 1)]
+
+
+def main(argv: list[str]) -> None:
+    _setup()
+    if argv[0] == "queue":
+        queue()
+    elif argv[0] == "wait":
+        wait(float(argv[1]))
+    elif argv[0] == "summary":
+        out = Path(argv[1])
+        table = rows()
+        selfchecks = [json.loads(x) for x in Path(argv[3]).read_text().splitlines() if x.strip()] if Path(argv[3]).exists() else []
+        (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in table))
+        s = {"commit": os.environ.get("GPU_CHECK_COMMIT", ""), "ran_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             "device": os.environ.get("GPU_CHECK_DEVICE", ""),
+             **summary(table, Path(argv[2]), selfchecks, builds_from_log(_read(Path(argv[4]))))}
+        (out / "summary.json").write_text(json.dumps(s, indent=1) + "\n")
+        print(json.dumps(s, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

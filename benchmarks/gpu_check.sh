@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The GPU acceptance check (../shared/DESIGN.md, "Contracts"): on a bare GPU host, in one device call
+# of at most 9 minutes, a fixed set of field kernels (benchmarks/gpu_check.py CHECK_SET) measured twice
+# through the site's own path (Redis, `manage.py evalworker` with its look-ahead builder, SQLite), two
+# self-checks through the library, then $OUT/summary.json (commit it to benchmarks/results/gpu_check/).
+#
+# Carried (git-ignored, made here by benchmarks/gpu/carry.sh): .whl/, .redis/, .field/KernelBenchLeaderboard.
+#   device run: bash benchmarks/gpu_check.sh      (carry .whl .redis .field)
+# Environment: CHECK_BUDGET_S (530), PY (python3).
+set -uo pipefail
+PY=${PY:-python3}
+OUT=${OUT:-/tmp/kb-gpu-check}
+BUDGET=${CHECK_BUDGET_S:-530}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+START=$(date +%s)
+elapsed() { echo $(( $(date +%s) - START )); }
+say() { printf '[%4ss] %s\n' "$(elapsed)" "$*" | tee -a "$OUT/check.log"; }
+
+"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site
+R=$PWD/.redis/root
+port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p /tmp/kb-redis
+LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-server" --port "$port" --bind 127.0.0.1 \
+  --save '' --appendonly no --dir /tmp/kb-redis --daemonize yes >/dev/null
+until LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
+export REDIS_URL=redis://127.0.0.1:$port/0
+WORKER="" SAMPLER=""
+cleanup() {
+  [ -n "$WORKER" ] && kill -KILL -- "-$WORKER" 2>/dev/null
+  [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
+  LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" shutdown nosave >/dev/null 2>&1
+}
+trap cleanup EXIT
+say "wheels installed, redis on $port"
+
+export KB_VAR_DIR=/tmp/kb-var DATABASE_URL=sqlite:////tmp/kb-check.sqlite3 KB_BUILD_CACHE=/tmp/kb-check-cache
+export EVAL_BUILD_WORKERS=${EVAL_BUILD_WORKERS:-10} EVAL_BUILD_AHEAD=${EVAL_BUILD_AHEAD:-24}
+rm -rf /tmp/kb-check.sqlite3 "$KB_BUILD_CACHE"
+M() { "$PY" manage.py "$@"; }
+M migrate -v0 --noinput
+M shell -c "from problems.models import Hardware; Hardware.objects.get_or_create(slug='h200', defaults={'name': 'NVIDIA H200'})"
+M import_kernelbench_leaderboard .field/KernelBenchLeaderboard --hardware h200 > "$OUT/import.log" 2>&1
+say "field imported: $(tail -1 "$OUT/import.log")"
+
+nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits -l 1 > "$OUT/gpu_util.csv" 2>/dev/null &
+SAMPLER=$!
+setsid "$PY" manage.py evalworker --queue eval-h200 --device cuda > "$OUT/evalworker.log" 2>&1 &
+WORKER=$!
+say "evalworker $WORKER started"
+"$PY" benchmarks/gpu_check.py queue | tee -a "$OUT/check.log"
+"$PY" benchmarks/gpu_check.py wait $(( START + BUDGET * 55 / 100 )) | tee -a "$OUT/check.log"
+say "pass 1 over"
+"$PY" benchmarks/gpu_check.py queue | tee -a "$OUT/check.log"
+"$PY" benchmarks/gpu_check.py wait $(( START + BUDGET - 75 )) | tee -a "$OUT/check.log"
+say "pass 2 over"
+kill -TERM -- "-$WORKER" 2>/dev/null
+for _ in $(seq 1 20); do kill -0 "$WORKER" 2>/dev/null || break; sleep 0.5; done
+kill -KILL -- "-$WORKER" 2>/dev/null; WORKER=""
+say "worker stopped"
+
+# Two self-checks through the library (the reference against itself): a launch-bound and a GPU-bound one.
+: > "$OUT/selfcheck.jsonl"
+M shell -c "
+from problems.models import Problem
+for lvl, num in ((2, 14), (1, 12)):
+    p = Problem.objects.filter(level=lvl, number=num).first()
+    open(f'/tmp/p{lvl}_{num}.py', 'w').write(p.source)
+    open(f'/tmp/k{lvl}_{num}.py', 'w').write(p.source.replace('class Model(', 'class ModelNew(').replace('super(Model,', 'super(ModelNew,'))
+" 2>>"$OUT/check.log"
+for pk in 2_14 1_12; do
+  [ "$(elapsed)" -ge $(( BUDGET - 25 )) ] && { say "no time left for self-check $pk"; break; }
+  timeout 40 "$PY" -m evaluation evaluate --problem /tmp/p$pk.py --kernel /tmp/k$pk.py --device cuda --json \
+    | "$PY" -c "import json,sys; d=json.load(sys.stdin); d['problem']='$pk'; d.pop('log',None); print(json.dumps(d))" >> "$OUT/selfcheck.jsonl" 2>>"$OUT/check.log"
+done
+kill "$SAMPLER" 2>/dev/null; SAMPLER=""
+GPU_CHECK_DEVICE="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores" \
+  "$PY" benchmarks/gpu_check.py summary "$OUT" "$OUT/gpu_util.csv" "$OUT/selfcheck.jsonl" "$OUT/evalworker.log" | tee -a "$OUT/check.log"
+say "done"
