@@ -53,7 +53,10 @@ def submit_upcoming(pool: BuildPool, queue_names: list[str], depth: int, seen: s
             log.debug("prebuild: evaluation %s could not be loaded", evaluation_id, exc_info=True)
             continue
         if needs_build(kernel_source):
-            pool.submit(kernel_source, config).add_done_callback(_log_outcome)
+            future = pool.submit(kernel_source, config)
+            if not getattr(future, "kb_logged", False):  # the pool hands out one future per source
+                future.kb_logged = True  # type: ignore[attr-defined]
+                future.add_done_callback(_log_outcome)
             submitted += 1
     return submitted
 
