@@ -5,7 +5,8 @@ front: forged X-Forwarded-For, slow clients behind the shipped nginx and at guni
 replies disclose, Redis apart, `kbl` against a hostile site, control characters, control sockets:
 tests/integration/live_front.py), and issue 19's work budgets, cases 2, 3, 9, 10 and 11 (the
 cubic diff, the quadratic JSON check, zip amplification, junk parameters in board cache keys, a
-hardware rename: tests/integration/budget_cases.py), against a live site and print, for each,
+hardware rename: tests/integration/budget_cases.py), and the fourth probe's import and name findings
+(tests/integration/names_results_cases.py), against a live site and print, for each,
 the statuses and whether the row counts stayed the same (for the later cases: that nothing was
 written that must not be).
 
@@ -71,6 +72,7 @@ def main() -> int:
     from tests.integration.live_front import replay_front, seed_front
     from tests.integration.live_integrity import replay_integrity, seed_integrity
     from tests.integration.live_site import LiveSite, replay, seed
+    from tests.integration.names_results_cases import replay_names_results, seed_names_results
     from tests.integration.sandbox_round3_cases import replay_sandbox_round3
 
     call_command("migrate", verbosity=0)
@@ -79,6 +81,7 @@ def main() -> int:
     data["front"] = seed_front(data)
     budgets = seed_budgets(data)
     site_data = seed_site(data)  # issue 28's site cases
+    names_data = seed_names_results(data)  # the fourth probe's import and name cases
     # --no-redis: local-memory cache, one count per worker (what issue 12 found: the limit leaks).
     site = LiveSite(workdir, env, workers=4, redis="--no-redis" not in sys.argv).start()
     try:
@@ -90,6 +93,7 @@ def main() -> int:
         outcomes += replay(site, budgets, BUDGET_CASES)  # issue 19 cases 2, 3, 9, 10, 11
         outcomes += replay_sandbox_round3()  # issue 28 cases 2, 3, 4, 8: real kernels, root sandbox
         outcomes += replay_site(site, site_data)  # issue 28 cases 1, 5, 6, 7, 9, 10
+        outcomes += replay_names_results(site, names_data)  # import_results as strict as the API; model names
     finally:
         site.stop()
     cache = "redis" if site.redis else "local memory (per worker)"

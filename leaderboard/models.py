@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -16,6 +17,7 @@ from django.utils.text import slugify
 
 from evaluation.metrics import MAX_SPEEDUP
 from problems.models import DB_INT_MAX, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
+from problems.text import name_problem, name_skeleton, normalise_name
 
 
 def unique_slug(model: type[models.Model], text: str, max_length: int = 80) -> str:
@@ -50,6 +52,9 @@ class LanguageModel(models.Model):
     """A language model that writes kernels (not Django's Model, nor KernelBench's `class Model`)."""
 
     name = models.CharField(max_length=120, unique=True)
+    # One name, one record: two names whose skeletons agree look alike (`GPT-4о` with a Cyrillic о
+    # is `GPT-4o`), so the second is found as the first, never made beside it.
+    name_key = models.CharField(max_length=400, unique=True, editable=False, help_text="alias_key(name).")
     slug = models.SlugField(max_length=80, unique=True)
     lab = models.ForeignKey(Lab, on_delete=models.PROTECT, related_name="models", null=True, blank=True)
     release_date = models.DateField(null=True, blank=True)
@@ -66,9 +71,23 @@ class LanguageModel(models.Model):
         return self.name
 
     def save(self, *args, **kwargs) -> None:
+        self.name = normalise_name(self.name)
+        self.name_key = alias_key(self.name)
         if not self.slug:
-            self.slug = unique_slug(LanguageModel, self.name)
+            self.slug = unique_slug(LanguageModel, model_slug_text(self.name))
+        if kwargs.get("update_fields") is not None and "name" in kwargs["update_fields"]:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "name_key"}
         super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        """The admin's check: a name that is a name (problems.text.name_problem), and no other model
+        whose name looks the same."""
+        super().clean()
+        if problem := name_problem(self.name or ""):
+            raise ValidationError({"name": f"The name {problem}."})
+        same = LanguageModel.objects.filter(name_key=alias_key(self.name)).exclude(pk=self.pk).first()
+        if same is not None:
+            raise ValidationError({"name": f"The name looks like model {same.pk}'s ({same.name!r}): merge instead."})
 
     def lock(self) -> None:
         """Lock this model's row until the transaction ends: concurrent requests that find or make a
@@ -79,10 +98,22 @@ class LanguageModel(models.Model):
         return reverse("model-detail", args=[self.slug])
 
 
+def model_slug_text(name: str) -> str:
+    """What a new model's slug is made from: its skeleton, so a look-alike name gets the slug of the
+    name it looks like (and so finds that model first); when the skeleton holds letters a slug
+    cannot (`GPT-4日`), a short hash of it is added, so the slug never is another name's (`gpt-4`)."""
+    skeleton = name_skeleton(name)
+    if any(char.isalnum() and not char.isascii() for char in skeleton):
+        return f"{skeleton} {hashlib.sha256(skeleton.encode()).hexdigest()[:6]}"
+    return skeleton
+
+
 def alias_key(text: str) -> str:
-    """How an alias is compared: case-folded, runs of white space as one space, ends stripped.
-    Nothing else is normalised: `gpt-o1` and `o1` are different names (never a guess)."""
-    return " ".join((text or "").split()).casefold()
+    """How names and aliases are compared: their skeleton (problems.text.name_skeleton): case,
+    runs of white space, accents, invisible characters and look-alike letters of other scripts
+    (Cyrillic, Greek; full-width and mathematical letters) set aside. Nothing else is normalised:
+    `gpt-o1` and `o1` are different names (never a guess)."""
+    return name_skeleton(text)
 
 
 class ModelAlias(models.Model):
@@ -115,7 +146,7 @@ class ModelAlias(models.Model):
         if key == alias_key(model.name):
             return AliasConflict(f"{self.alias!r} is the model's own name", nothing_to_store=True)
         # find_model looks at aliases before names: this alias would take the other model's name over.
-        named = LanguageModel.objects.filter(name__iexact=" ".join(self.alias.split()))
+        named = LanguageModel.objects.filter(name_key=key)
         named = named.exclude(pk=model.pk).first() if model.pk else named.first()
         if named is not None:
             return AliasConflict(f"{self.alias!r} is the name of model {named.pk}; merge the two models instead")

@@ -67,3 +67,76 @@ def multi_line_text(value: str) -> None:
 
 # ModelAdmin.formfield_overrides for the admins where names and settings are typed in.
 PLAIN_TEXT_FIELDS = {models.CharField: {"validators": [one_line_text]}}
+
+
+# ---------------------------------------------------------------------------------------------
+# names of things: one name, one record
+#
+# Characters that show nothing and are not category Cf (refused above): the combining grapheme
+# joiner, the Hangul fillers (NFKC turns U+3164 and U+FFA0 into U+1160), the Khmer inherent
+# vowels, the variation selectors and the blank Braille pattern. A name made of them looks empty;
+# inside a name they make a second name that looks like the first.
+INVISIBLE = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0\U000e0100-\U000e01ef]"
+)
+_MARKS = {"Mn", "Me", "Mc"}
+
+# Letters of other scripts drawn like Latin ones (the common part of Unicode's confusables.txt,
+# UTS #39): folded to the Latin letter in a name's skeleton, so `GPT-4о` with a Cyrillic о is the
+# name `GPT-4o`. Full-width and mathematical letters need no row: NFKC folds them first.
+CONFUSABLES = str.maketrans(
+    {
+        **dict(zip("АаВСсЕеНһІіЈјКӀМОоРрԚԛЅѕТԜԝХхУуҮүӏԁ", "AaBCcEeHhIiJjKlMOoPpQqSsTWwXxYyYyld", strict=True)),
+        **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧϹϲϳͿοναιρυκχγ", "ABEZHIKMNOPTYXCcjJovaipukxy", strict=True)),
+        **dict(zip("Օօսհոզıȷɑɡɩʋ", "Oouhnqijagiu", strict=True)),
+    }
+)
+
+
+def normalise_name(text: str) -> str:
+    """A name as it is stored: NFKC (full-width and mathematical letters to plain ones, the odd
+    spaces such as NBSP to a space), runs of white space as one space, ends stripped."""
+    return " ".join(unicodedata.normalize("NFKC", text or "").split())
+
+
+def _lone_mark(text: str) -> str | None:
+    """The first combining character with no letter or digit to sit on, as U+XXXX, or None."""
+    base = False
+    for char in text:
+        if unicodedata.category(char) in _MARKS:
+            if not base:
+                return f"U+{ord(char):04X}"
+        else:
+            base = unicodedata.category(char)[0] in "LN"
+    return None
+
+
+def name_problem(text: str) -> str | None:
+    """Why `text` cannot name a model (or a lab, a hardware...), or None: a control or format
+    character, blank once normalised, an invisible or filler character anywhere, or a combining
+    character with nothing to combine with. The message every refusal of a name uses."""
+    if problem := control_character_problem(text):
+        return problem
+    name = normalise_name(text)
+    if not name:
+        return "is blank"
+    if found := INVISIBLE.search(name):
+        return f"contains an invisible character (U+{ord(found.group()):04X})"
+    if found := _lone_mark(name):
+        return f"contains a combining character with no letter before it ({found})"
+    return None
+
+
+def name_skeleton(text: str) -> str:
+    """What two names are compared by: equal skeletons look alike, so they name one thing. NFKC,
+    the look-alikes of Latin letters folded to them (CONFUSABLES), accents and other non-spacing
+    marks dropped, invisible characters dropped, case folded, white space as in normalise_name.
+    ASCII is left as it is: `gpt-o1` and `o1`, `l` and `1` stay different names (never a guess)."""
+    text = unicodedata.normalize("NFKC", text or "").translate(CONFUSABLES)
+    text = "".join(
+        char
+        for char in unicodedata.normalize("NFD", text)
+        if unicodedata.category(char) not in ("Mn", "Me", "Cf") and not INVISIBLE.match(char)
+    )
+    text = unicodedata.normalize("NFKC", text.casefold()).translate(CONFUSABLES)
+    return " ".join(text.split())

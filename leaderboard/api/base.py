@@ -11,7 +11,7 @@ from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.ingest.model_names import find_model
 from leaderboard.models import LanguageModel
 from problems.models import Hardware
-from problems.text import control_character_problem
+from problems.text import control_character_problem, name_problem
 
 
 def query_param(name: str, type_=str, description: str = "", enum=None) -> OpenApiParameter:
@@ -49,6 +49,19 @@ class PlainText(serializers.CharField):
         text = super().to_internal_value(data)
         if problem := control_character_problem(text, self.multiline):
             self.fail("control", problem=problem)
+        return text
+
+
+class NameText(PlainText):
+    """The name of a model: PlainText that is also a name (problems.text.name_problem: not blank
+    once normalised, no invisible, filler or lone combining character), a 400 saying why."""
+
+    default_error_messages = {"name": "{problem}"}
+
+    def to_internal_value(self, data):
+        text = super().to_internal_value(data)
+        if problem := name_problem(text):
+            self.fail("name", problem=f"The name {problem}.")
         return text
 
 

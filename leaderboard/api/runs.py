@@ -15,7 +15,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 
-from leaderboard.api.base import HardwareField, PlainText, ReadOnly, query_param
+from leaderboard.api.base import HardwareField, NameText, PlainText, ReadOnly, query_param
 from leaderboard.api.common import query_choice, query_text, run_upload_max_bytes
 from leaderboard.api.imports import ImportResultSerializer, RowErrorsSerializer, import_counts, row_errors_reply
 from leaderboard.api.parsers import BoundedMultiPartParser, StrictJSONParser
@@ -88,7 +88,7 @@ class RunSerializer(serializers.ModelSerializer):
 class RunImportSerializer(serializers.Serializer):
     """How an uploaded run is described; the kernels come as a zip `file` or a JSON `kernels` map."""
 
-    model = PlainText(
+    model = NameText(
         max_length=120,
         required=False,
         help_text="Matched case-insensitively, or created. Default: the upload's generation_config.yaml model_name.",

@@ -4,12 +4,16 @@ merging two records of one model.
 Every importer (reported scores, run import, launch posts, the original leaderboard), the API and
 `kbl` (through the API) find models here, in this order, and never by a guess:
 
-1. a ModelAlias whose key is the name's alias_key (case and runs of white space aside, exact);
-2. a LanguageModel of that name (case-insensitively);
+1. a ModelAlias whose key is the name's alias_key (its skeleton: case, white space, accents,
+   invisible characters and look-alike letters of other scripts aside; otherwise exact);
+2. a LanguageModel whose name has that skeleton (`GPT-4о` with a Cyrillic о finds `GPT-4o`);
 3. a known alias (data/model_aliases.csv: `claude-3-5-sonnet-20241022` is Claude 3.5 Sonnet,
    `gpt-o1` is o1-preview and not "OpenAI o1"): the named model, made on first use, and the alias
    stored so that the next lookup is step 1;
-4. otherwise (match_model only) a new model of that name.
+4. otherwise (match_model only) a new model of that name, normalised (problems.text.normalise_name).
+
+A name that is not one (blank, invisible or filler characters, a lone combining character:
+problems.text.name_problem) finds nothing and is refused (BadModelName) before anything is made.
 
 merge_models moves everything of one model (runs, reported scores, launch posts, aliases) onto
 another, keeps the merged model's name and slug as aliases, records who merged and when
@@ -30,8 +34,22 @@ from django.db import transaction
 from leaderboard.models import Lab, LanguageModel, LaunchPost, ModelAlias, ModelMerge, ReportedScore, Run, alias_key
 from leaderboard.reads.board import store as board_store
 from problems.importing import find_or_create
+from problems.text import name_problem, normalise_name
 
 KNOWN_ALIASES_CSV = settings.BASE_DIR / "data" / "model_aliases.csv"
+
+
+class BadModelName(ValueError):
+    """A text that cannot name a model; the message says which text and why."""
+
+
+def model_name_problem(text: str, what: str = "model") -> str | None:
+    """Why `text` cannot name a model, as a refusal says it (`model 'x' contains an invisible
+    character (U+1160)`), or None when it can (and fits LanguageModel.name once normalised)."""
+    problem = name_problem(text)
+    if problem is None and len(normalise_name(text)) > LanguageModel._meta.get_field("name").max_length:
+        problem = "is too long"
+    return f"{what} {text[:60]!r} {problem}" if problem else None
 
 
 @dataclass(frozen=True)
@@ -61,17 +79,18 @@ def match_lab(name: str) -> Lab | None:
 
 
 def _by_name(name: str) -> LanguageModel | None:
-    alias = ModelAlias.objects.select_related("model").filter(key=alias_key(name)).first()
+    key = alias_key(name)
+    alias = ModelAlias.objects.select_related("model").filter(key=key).first()
     if alias is not None:
         return alias.model
-    return LanguageModel.objects.filter(name__iexact=" ".join(name.split())).first()
+    return LanguageModel.objects.filter(name_key=key).first()
 
 
 def find_model(text: str) -> LanguageModel | None:
     """The model `text` names (its slug, an alias, its name, a known alias), or None; makes the
     model a known alias names on first use (steps 1-3 of the module's order)."""
     text = (text or "").strip()
-    if not text or "\x00" in text:
+    if not text or name_problem(text):
         return None
     found = LanguageModel.objects.filter(slug=text).first() or _by_name(text)
     if found is not None:
@@ -104,7 +123,7 @@ def add_alias(model: LanguageModel, alias: str, source: str = "") -> ModelAlias 
     key = alias_key(alias)
     row, _ = find_or_create(
         lambda: ModelAlias.objects.filter(key=key, model=model).first(),
-        lambda: ModelAlias.objects.create(alias=alias.strip(), model=model, source=source),
+        lambda: ModelAlias.objects.create(alias=normalise_name(alias), model=model, source=source),
     )
     return row
 
@@ -112,7 +131,11 @@ def add_alias(model: LanguageModel, alias: str, source: str = "") -> ModelAlias 
 def match_model(name: str, lab: Lab | None, *, aliases: tuple[str, ...] = (), source: str = "") -> LanguageModel:
     """The model `name` (or, failing it, one of `aliases`) names, else a new model called `name`;
     the other names are stored as its aliases. Concurrent imports naming a new model all get the
-    one row (find_or_create). A model without a lab gets `lab`."""
+    one row (find_or_create). A model without a lab gets `lab`. BadModelName when a name is not one."""
+    for text in (name, *aliases):
+        if problem := model_name_problem(text):
+            raise BadModelName(problem)
+    name = normalise_name(name)
     model = next((found for found in map(find_model, (name, *aliases)) if found is not None), None)
     if model is None:
         model, _ = find_or_create(lambda: _by_name(name), lambda: LanguageModel.objects.create(name=name, lab=lab))

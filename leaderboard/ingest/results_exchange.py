@@ -15,9 +15,14 @@ no error text, no worker names: figures and the public environment only (the key
 everyone: leaderboard.reads.disclosure.public_environment; not the sandbox's uids, hidden paths or
 cache paths).
 
-Importing checks each line's figures (types, ranges; flags and notes are short lists of
-{code, message}; the environment a small object) and attaches it to every stored kernel with that source hash, of that problem (set
-slug, level, number, and the same problem text by hash), whose run is on that hardware; it never
+Importing reads each line as strict JSON (a duplicate key, NaN or Infinity refused) and checks it as
+strictly as the API checks what it takes: the key (a sha256, a level 1-4, whole numbers a column holds;
+no number anywhere beyond a bigint), the figures (positive, finite, normal numbers within the floor and
+ceiling; the speedup its own times' ratio), the times (zoned, from 2024 to now, started before
+finished), flags and notes (short lists of {code, message}), the environment (a small object). Every
+line that is wrong is named with its reason, and nothing is imported then. A good line is attached
+to every stored kernel with that source hash, of that problem (set slug, level, number, and the same
+problem text by hash), whose run is on that hardware; it never
 creates a kernel. A line whose evaluation is already stored (same kernel, hardware, rules and
 finish time) is skipped, so importing the same file twice changes nothing. Each kernel touched
 then points at its newest evaluation by the worker's own rule (attempts.refresh_latest_evaluation).
@@ -29,6 +34,7 @@ import datetime as dt
 import json
 import math
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -38,9 +44,11 @@ from django.utils.dateparse import parse_datetime
 
 from evaluation.metrics import MIN_RUNTIME_MS, speedup_problem
 from leaderboard.evaluations.attempts import refresh_latest_evaluation
+from leaderboard.ingest.uploads import strict_json
 from leaderboard.models import Evaluation, Kernel, Origin
 from leaderboard.reads.disclosure import public_environment
-from problems.models import RULE_PRESETS, Hardware, ScoringRules
+from problems.models import DB_INT_MAX, RULE_PRESETS, Hardware, ScoringRules
+from problems.text import control_character_problem
 
 FORMAT = "kernelbench-results/1"
 FIGURES = (
@@ -64,10 +72,29 @@ ORIGINS = {Origin.MEASURED.value, Origin.IMPORTED.value}  # demo rows never trav
 MAX_MESSAGES, MESSAGE_CHARS = 50, 4000
 MESSAGE_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 MAX_ENVIRONMENT_BYTES = 16 * 1024
+MAX_ERRORS_SHOWN = 50
+# What a record is matched by, and the largest whole number any column holds (bigint).
+SOURCE_HASH = re.compile(r"[0-9a-f]{64}")
+HARDWARE_SLUG = re.compile(rf"[-a-zA-Z0-9_]{{1,{Hardware.SLUG_LENGTH}}}")
+DB_BIGINT_MAX = 2**63 - 1
+TIMINGS = ("reference_timing", "kernel_timing")
+# A speedup is its times' ratio: the worker divides the interquartile means (evaluation.stats.central)
+# of the rounds, and stores them in the timings, so only rounding separates them. Medians are not the
+# estimator: on rounds in two modes they differ from it by up to the modes' gap (docs/evaluation.md).
+SPEEDUP_TOLERANCE, MEDIAN_TOLERANCE = 0.01, 0.10
+# Times: none before KernelBench existed, none later than now beyond the skew between two hosts' clocks.
+EARLIEST = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+CLOCK_SKEW = dt.timedelta(hours=1)
 
 
 class MalformedResults(ValueError):
-    """A line that is not a results record (names the line)."""
+    """A results file that is not imported: every line that is wrong, each named with its reason."""
+
+    def __init__(self, errors: list[str] | str):
+        self.errors = [errors] if isinstance(errors, str) else errors
+        shown = self.errors[:MAX_ERRORS_SHOWN]
+        more = len(self.errors) - len(shown)
+        super().__init__("; ".join(shown) + (f"; and {more} more" if more else ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,51 +163,179 @@ class ResultsImport:
 
 
 def read_jsonl(lines: Iterable[str]) -> list[dict]:
-    """The records of a results file (header checked, blank lines ignored); MalformedResults."""
-    records, header = [], None
+    """The records of a results file (header checked, blank lines ignored). MalformedResults naming
+    every line that is wrong and why; nothing is imported when one is."""
+    records: list[dict] = []
+    errors: list[str] = []
+    header = None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise MalformedResults(f"line {number}: not JSON: {exc.msg}") from None
-        if header is None:
-            if not isinstance(item, dict) or item.get("format") != FORMAT:
-                raise MalformedResults(f"line {number}: not a results file (its first line must say format {FORMAT})")
-            header = item
+            item = _parse(line)
+            if header is None:
+                if not isinstance(item, dict) or item.get("format") != FORMAT:
+                    raise MalformedResults(f"not a results file (its first line must say format {FORMAT})")
+                header = item
+                continue
+            _check(item)
+        except ValueError as exc:  # MalformedResults and strict_json's refusals
+            errors.append(f"line {number}: {exc}")
+            if header is None:
+                break
             continue
-        _check(item, number)
         records.append(item)
+    if errors:
+        raise MalformedResults(errors)
     return records
 
 
-def _check(item, number: int) -> None:
-    where = f"line {number}"
+def _parse(line: str):
+    """One line as strict JSON (ingest.uploads.strict_json): a duplicate key, NaN or Infinity is
+    refused, never read as the last value or a number."""
+    try:
+        return strict_json(line)
+    except json.JSONDecodeError as exc:
+        raise MalformedResults(f"not JSON: {exc.msg}") from None
+    except ValueError as exc:
+        raise MalformedResults(f"not strict JSON: {exc}") from None
+
+
+def _check(item) -> None:
+    """MalformedResults saying what is wrong with one record (the reader adds its line)."""
     if not isinstance(item, dict) or not all(
         isinstance(item.get(k), dict) for k in ("kernel", "hardware", "evaluation")
     ):
-        raise MalformedResults(f"{where}: must hold kernel, hardware and evaluation objects")
+        raise MalformedResults("must hold kernel, hardware and evaluation objects")
+    if found := _huge_integer(item):
+        raise MalformedResults(f"{found} is out of range (a whole number of at most {DB_BIGINT_MAX})")
+    _check_key(item["kernel"], item["hardware"])
     figures = item["evaluation"]
     if figures.get("status") not in Evaluation.Status.values or figures.get("origin") not in ORIGINS:
-        raise MalformedResults(f"{where}: status or origin is not one of ours")
+        raise MalformedResults("status or origin is not one of ours")
+    _check_figures(figures)
+    _check_speedup(figures)
+    _check_times(figures)
+    _check_lists(figures)
+
+
+def _huge_integer(value, path: str = "") -> str | None:
+    """The path of the first whole number in `value` no database column could hold, or None
+    (iteratively: strict_json has bounded the nesting already)."""
+    stack = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, int) and not isinstance(item, bool) and abs(item) > DB_BIGINT_MAX:
+            return f"{where or 'a value'} ({str(item)[:20]}{'...' if len(str(item)) > 20 else ''})"
+        if isinstance(item, dict):
+            stack.extend((f"{where}.{key}" if where else str(key)[:40], child) for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", child) for i, child in enumerate(item))
+    return None
+
+
+def _whole(value, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _check_key(kernel: dict, hardware: dict) -> None:
+    """What a record is matched by: a source hash, a problem (set slug, level 1-4, number), a
+    sample; a hardware slug and short one-line descriptions of it."""
+    if not isinstance(kernel.get("source_hash"), str) or not SOURCE_HASH.fullmatch(kernel["source_hash"]):
+        raise MalformedResults("kernel.source_hash must be a sha256 in hex")
+    if not isinstance(kernel.get("problem_set"), str) or not _whole(kernel.get("level"), 1, 4):
+        raise MalformedResults("kernel.problem_set must be text and kernel.level 1 to 4")
+    if not _whole(kernel.get("problem"), 0, DB_INT_MAX) or not (
+        kernel.get("sample") is None or _whole(kernel["sample"], 0, DB_INT_MAX)
+    ):
+        raise MalformedResults(f"kernel.problem and kernel.sample must be whole numbers from 0 to {DB_INT_MAX}")
+    if not isinstance(hardware.get("slug"), str) or not HARDWARE_SLUG.fullmatch(hardware["slug"]):
+        raise MalformedResults(f"hardware.slug must be a slug of at most {Hardware.SLUG_LENGTH} characters")
+    for name in HARDWARE_FIELDS:
+        text = hardware.get(name)
+        if text is not None and (not isinstance(text, str) or len(text) > 200 or control_character_problem(text)):
+            raise MalformedResults(f"hardware.{name} must be one line of text of at most 200 characters")
+
+
+def _check_figures(figures: dict) -> None:
+    """Times and speedups: positive, finite, normal numbers within the floor and ceiling every
+    other way in applies (run_import, the API, the worker); differences and counts not negative."""
     for name in ("speedup", "speedup_low", "speedup_high", "kernel_ms", "reference_ms"):
         value = figures.get(name)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
-        ):
-            raise MalformedResults(f"{where}: {name} {value!r} is not a positive number")
-        # Issue 28, case 1: the same floor and ceiling as every other way in (run_import, the API, the worker).
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise MalformedResults(f"{name} {value!r} is not a positive number")
         wrong = (speedup_problem(value) or "").replace("speedup", name, 1) if name.startswith("speedup") else ""
-        if name.endswith("_ms") and value is not None and value < MIN_RUNTIME_MS:
+        if name.endswith("_ms") and value < MIN_RUNTIME_MS:
             wrong = f"{name} {value!r} ms is under the physical floor of {MIN_RUNTIME_MS:g} ms"
+        if not wrong and value < sys.float_info.min:
+            wrong = f"{name} {value!r} is a denormal number, not a measurement"
         if wrong:
-            raise MalformedResults(f"{where}: {wrong}")
+            raise MalformedResults(wrong)
+    for name in ("max_abs_diff", "max_rel_diff"):
+        value = figures.get(name)
+        if value is not None and not (_real(value) and (value == 0 or sys.float_info.min <= value)):
+            raise MalformedResults(f"{name} {value!r} is not a finite, normal number of at least 0")
+    trials = [figures.get(name) for name in ("trials_passed", "trials_total")]
+    if not all(value is None or _whole(value, 0, DB_INT_MAX) for value in trials):
+        raise MalformedResults(f"trials_passed and trials_total must be whole numbers from 0 to {DB_INT_MAX}")
     if figures.get("speedup") is not None and figures.get("correct") is not True:
-        raise MalformedResults(f"{where}: a speedup for a kernel that is not correct")
-    if not isinstance(figures.get("finished_at"), str) or parse_datetime(figures["finished_at"]) is None:
-        raise MalformedResults(f"{where}: finished_at must be an ISO date and time")
-    _check_lists(figures, where)
+        raise MalformedResults("a speedup for a kernel that is not correct")
+
+
+def _real(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _check_speedup(figures: dict) -> None:
+    """The speedup must be the record's own times' ratio: the interquartile means of the timings
+    when the record has them (the worker's estimator: within SPEEDUP_TOLERANCE), else the medians
+    (reference_ms / kernel_ms, within MEDIAN_TOLERANCE: the medians are not the estimator), and
+    inside an interval whose low end is not above its high end."""
+    speedup = figures.get("speedup")
+    low, high = figures.get("speedup_low"), figures.get("speedup_high")
+    if low is not None and high is not None and low > high:
+        raise MalformedResults(f"speedup_low {low!r} is above speedup_high {high!r}")
+    if speedup is None:
+        return
+    timings = [figures.get(name) if isinstance(figures.get(name), dict) else {} for name in TIMINGS]
+    iqm = [timing.get("iqm") for timing in timings]
+    if all(_real(value) and value > 0 for value in iqm):
+        ratio, tolerance, source = iqm[0] / iqm[1], SPEEDUP_TOLERANCE, "reference_timing.iqm / kernel_timing.iqm"
+    elif figures.get("reference_ms") is not None and figures.get("kernel_ms") is not None:
+        ratio, tolerance = figures["reference_ms"] / figures["kernel_ms"], MEDIAN_TOLERANCE
+        source = "reference_ms / kernel_ms"
+    else:
+        raise MalformedResults("a speedup without the reference and kernel times it comes from")
+    if abs(speedup / ratio - 1) > tolerance:
+        raise MalformedResults(
+            f"speedup {speedup:.4g} is not its own times' ratio ({source} is {ratio:.4g}; "
+            f"the tolerance is {tolerance:.0%})"
+        )
+
+
+def _check_times(figures: dict) -> None:
+    """ISO dates and times with their zone, none before EARLIEST nor later than now (give or take
+    CLOCK_SKEW between hosts); an attempt started before it finished."""
+    times = {}
+    for name in TIMES:
+        text = figures.get(name)
+        if text is None and name != "finished_at":
+            continue
+        try:
+            when = parse_datetime(text) if isinstance(text, str) else None
+        except ValueError:  # the right shape, an impossible date (month 13)
+            when = None
+        if when is None or when.tzinfo is None:
+            raise MalformedResults(f"{name} must be an ISO date and time with its zone")
+        if not EARLIEST <= when <= dt.datetime.now(dt.UTC) + CLOCK_SKEW:
+            raise MalformedResults(f"{name} {text[:40]!r} is before {EARLIEST:%Y} or in the future")
+        times[name] = when
+    # Not queued_at: an evaluation imported with its run is queued when it is imported, after the
+    # times its source gives; an attempt's start and finish come from one clock.
+    if "started_at" in times and times["started_at"] > times["finished_at"]:
+        raise MalformedResults("started_at is after finished_at")
 
 
 def _is_message(item) -> bool:
@@ -189,21 +344,21 @@ def _is_message(item) -> bool:
             and len(item["message"]) <= MESSAGE_CHARS)  # fmt: skip
 
 
-def _check_lists(figures: dict, where: str) -> None:
+def _check_lists(figures: dict) -> None:
     """Flags and notes: lists of {code, message}; the environment: an object of bounded size."""
     for name in ("flags", "notes"):
         value = figures.get(name)
         if value is not None and (not isinstance(value, list) or len(value) > MAX_MESSAGES
                                   or not all(_is_message(item) for item in value)):  # fmt: skip
             raise MalformedResults(
-                f"{where}: {name} must be a list of at most {MAX_MESSAGES} {{code, message}} objects (a code of "
+                f"{name} must be a list of at most {MAX_MESSAGES} {{code, message}} objects (a code of "
                 f"lower-case letters, digits and _ up to 64 characters; a message up to {MESSAGE_CHARS})"
             )
     environment = figures.get("environment")
     if environment is not None and (
         not isinstance(environment, dict) or len(json.dumps(environment)) > MAX_ENVIRONMENT_BYTES
     ):
-        raise MalformedResults(f"{where}: environment must be an object of at most {MAX_ENVIRONMENT_BYTES} bytes")
+        raise MalformedResults(f"environment must be an object of at most {MAX_ENVIRONMENT_BYTES} bytes")
 
 
 @transaction.atomic

@@ -53,7 +53,7 @@ from leaderboard.ingest.archives import (
     read_json_upload,
     read_zip,
 )
-from leaderboard.ingest.model_names import match_lab, match_model
+from leaderboard.ingest.model_names import match_lab, match_model, model_name_problem
 from leaderboard.ingest.submissions import MODEL_NEW
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, Origin, Precision, Run, guess_backend, utf8_size
@@ -312,6 +312,8 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
     _link_latest. The writes are bulk (a bounded number of queries whatever the run's size), so
     they send no model signals: the run is marked for re-scoring here (board_store.mark_runs).
     """
+    if named := [problem for text in (spec.model, *spec.aliases) if (problem := model_name_problem(text))]:
+        raise RowErrors(named)
     if not bundle.kernels:
         raise RowErrors(["no kernel files (level_<L>_problem_<P>_sample_<S>_kernel.py) in the upload"])
     results = parse_results(bundle.results, {kernel.level for kernel in bundle.kernels}, spec.level)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
 from leaderboard.ingest.uploads import BOM, RowErrors
-from problems.text import control_character_problem
+from problems.text import control_character_problem, name_problem
 
 Row = TypeVar("Row")
 # No column of any table is longer than this (the longest is a 500-character URL): a larger cell
@@ -21,12 +21,15 @@ __all__ = ["RowErrors", "check_texts", "csv_raws", "read_csv_rows", "validate_ro
 
 def check_texts(values: dict[str, str], max_lengths: dict[str, int]) -> None:
     """Every cell must be storable one-line text (no NUL or other control character, no lone
-    surrogate) within its column's length; ValueError names the first column that is not."""
+    surrogate) within its column's length, and a model's name a name (problems.text.name_problem);
+    ValueError names the first column that is not."""
     for name, text in values.items():
         if "\x00" in text:
             raise ValueError(f"{name} contains a NUL character")
         if problem := control_character_problem(text):  # none in one-line cells: names, titles, URLs, dates
             raise ValueError(f"{name} {problem}")
+        if name == "model" and text and (problem := name_problem(text)):  # one name, one model
+            raise ValueError(f"model {problem}")
         if not text.isascii():
             try:
                 text.encode("utf-8")

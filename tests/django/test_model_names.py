@@ -29,7 +29,7 @@ def scores(model: str, value: int = 10) -> None:
     store_rows(read_csv(SCORES.format(model=model, value=value), "scores.csv"))
 
 
-def test_alias_keys_set_aside_case_and_spaces_only():
+def test_alias_keys_set_aside_case_spaces_and_look_alikes_only():
     assert alias_key("  Claude  3.5\tSonnet ") == "claude 3.5 sonnet"
     assert alias_key("gpt-o1") != alias_key("o1") and alias_key("gpt-o1") != alias_key("gpt o1")
 

@@ -177,3 +177,106 @@ def test_flags_notes_and_environment_of_another_shape_or_size_are_refused_by_lin
     with pytest.raises(CommandError, match=f"line 2: {message}"):
         load(path)
     assert not Evaluation.objects.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# as strict as the API: what a hostile results file tried
+
+
+def exported_line(tmp_path) -> tuple[Path, str, dict]:
+    """A results file of one measured evaluation (gone from the database): its path, header and record."""
+    kernel, hardware = world()
+    measured(kernel, hardware)
+    path = tmp_path / "r.jsonl"
+    export(path)
+    Evaluation.objects.all().delete()
+    header, line = path.read_text().splitlines()
+    return path, header, json.loads(line)
+
+
+def test_a_duplicate_key_is_refused_never_read_as_the_last(tmp_path):
+    path, header, item = exported_line(tmp_path)
+    line = json.dumps(item).replace('"speedup": 1.25', '"speedup": 1.25, "speedup": 9.5', 1)
+    assert line.count('"speedup":') == 2
+    path.write_text(f"{header}\n{line}\n")
+    with pytest.raises(CommandError, match="line 2: not strict JSON: duplicate key.*'speedup'"):
+        load(path)
+    assert not Evaluation.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"speedup": 9.5, "speedup_high": 9.6}, r"speedup 9.5 is not its own times' ratio \(reference_ms / kernel_ms"),
+        ({"speedup": 1.6, "speedup_high": 1.7, "kernel_timing": {"iqm": 0.8, "median": 0.8},
+          "reference_timing": {"iqm": 1.0, "median": 1.0}}, r"speedup 1.6 is not its own times' ratio \(reference_timing.iqm / kernel_timing.iqm is 1.25"),
+        ({"kernel_ms": None, "reference_ms": None}, "a speedup without the reference and kernel times"),
+        ({"speedup_low": 1.3, "speedup_high": 1.2}, "speedup_low 1.3 is above speedup_high 1.2"),
+        ({"speedup_low": 5e-310}, "speedup_low 5e-310 is a denormal number"),
+        ({"max_abs_diff": 1e-320}, "max_abs_diff 1e-320 is not a finite, normal number"),
+        ({"max_rel_diff": -1.0}, "max_rel_diff -1.0 is not a finite, normal number"),
+        ({"trials_passed": 10**30}, r"evaluation.trials_passed \(10000000000000000000...\) is out of range"),
+        ({"trials_total": 2**31}, "trials_passed and trials_total must be whole numbers"),
+        ({"trials_total": True}, "trials_passed and trials_total must be whole numbers"),
+        ({"environment": {"torch": 10**19}}, r"evaluation.environment.torch .* is out of range"),
+        ({"finished_at": "9999-12-31T23:59:59+00:00"}, "finished_at '9999-12-31T23:59:59\\+00:00' is before 2024 or in the future"),
+        ({"finished_at": "1970-01-01T00:00:00+00:00"}, "finished_at .* is before 2024 or in the future"),
+        ({"finished_at": "2026-13-45T00:00:00+00:00"}, "finished_at must be an ISO date and time with its zone"),
+        ({"finished_at": "2026-11-30T00:00:00"}, "finished_at must be an ISO date and time with its zone"),
+        ({"started_at": "2026-12-01T13:00:00+00:00"}, "started_at is after finished_at"),
+        ({"queued_at": 5}, "queued_at must be an ISO date and time"),
+    ],
+)  # fmt: skip
+def test_a_figure_that_disagrees_with_itself_or_cannot_be_stored_is_a_named_refusal(tmp_path, changes, message):
+    path, header, item = exported_line(tmp_path)
+    item["evaluation"].update(changes)
+    path.write_text(f"{header}\n{json.dumps(item)}\n")
+    with pytest.raises(CommandError, match=f"nothing imported: line 2: {message}"):
+        load(path)
+    assert not Evaluation.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("part", "changes", "message"),
+    [
+        ("kernel", {"level": 10**30}, r"kernel.level \(10000000000000000000...\) is out of range"),
+        ("kernel", {"level": 9}, "kernel.problem_set must be text and kernel.level 1 to 4"),
+        ("kernel", {"problem": -1}, "kernel.problem and kernel.sample must be whole numbers"),
+        ("kernel", {"sample": 2**40}, "kernel.problem and kernel.sample must be whole numbers"),
+        ("kernel", {"source_hash": "x" * 64}, "kernel.source_hash must be a sha256"),
+        ("hardware", {"slug": "h200\x1b[2J"}, "hardware.slug must be a slug"),
+        ("hardware", {"name": "H200\x1b]0;owned\x07"}, "hardware.name must be one line of text"),
+    ],
+)
+def test_a_key_out_of_range_or_of_another_shape_is_a_named_refusal(tmp_path, part, changes, message):
+    path, header, item = exported_line(tmp_path)
+    item[part].update(changes)
+    path.write_text(f"{header}\n{json.dumps(item)}\n")
+    with pytest.raises(CommandError, match=f"nothing imported: line 2: {message}"):
+        load(path)
+    assert not Evaluation.objects.exists() and not Hardware.objects.filter(slug__startswith="h200\x1b").exists()
+
+
+def test_every_wrong_line_is_named_and_nothing_is_imported(tmp_path):
+    path, header, item = exported_line(tmp_path)
+    good = json.dumps(item)
+    item["evaluation"]["speedup"] = 9.5
+    wrong = json.dumps(item)
+    path.write_text("\n".join([header, good, wrong, "{not json", good.replace("}", ', "a": NaN}', 1)]) + "\n")
+    with pytest.raises(CommandError) as refused:
+        load(path)
+    text = str(refused.value)
+    assert "line 3: speedup 9.5" in text and "line 4: not JSON" in text and "line 5: not strict JSON: NaN" in text
+    assert "line 2" not in text and not Evaluation.objects.exists()
+
+
+def test_a_measured_speedup_from_the_interquartile_means_round_trips(tmp_path):
+    """The worker's speedup is the ratio of the rounds' interquartile means, which the medians may
+    miss by more than the medians' tolerance: the timings it stores say so, and the record imports."""
+    kernel, hardware = world()
+    measured(kernel, hardware, speedup=1.6, speedup_low=1.5, speedup_high=1.7, kernel_ms=0.6, reference_ms=1.2,
+             kernel_timing={"median": 0.6, "iqm": 0.625}, reference_timing={"median": 1.2, "iqm": 1.0})  # fmt: skip
+    path = tmp_path / "r.jsonl"
+    export(path)
+    Evaluation.objects.all().delete()
+    assert "1 evaluation(s) stored" in load(path)
