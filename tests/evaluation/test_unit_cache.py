@@ -177,7 +177,7 @@ def test_a_unit_with_a_local_include_or_an_unknown_flag_is_compiled_by_the_build
     (work / "local.h").write_text("inline int local() { return 7; }\n")
     r = _compile(server, work, '#include "local.h"\nint f() { return local(); }\n', "-O2")
     assert r.returncode == 0 and (work / "main.o").exists(), r.stderr
-    assert server.stats == {"hit": 0, "compiled": 0, "fallback": 0, "cpu_s": 0.0, "peak_rss_mb": 0.0}  # never asked
+    assert server.stats["hit"] + server.stats["compiled"] + server.stats["fallback"] == 0  # never asked
     (work / "main.o").unlink()
     r = _compile(server, work, "int g() { return 3; }\n", "-O2", "-fplugin=kb_no_such_plugin_x")
     assert r.returncode != 0 and "kb_no_such_plugin_x" in r.stderr  # the real compiler's own answer
