@@ -5,7 +5,8 @@ front: forged X-Forwarded-For, slow clients behind the shipped nginx and at guni
 replies disclose, Redis apart, `kbl` against a hostile site, control characters, control sockets:
 tests/integration/live_front.py), and issue 19's work budgets, cases 2, 3, 9, 10 and 11 (the
 cubic diff, the quadratic JSON check, zip amplification, junk parameters in board cache keys, a
-hardware rename: tests/integration/budget_cases.py), against a live site and print, for each,
+hardware rename: tests/integration/budget_cases.py), and issue 39's unit server, unit cache and
+temporary folders (tests/integration/units_round4_cases.py), against a live site and print, for each,
 the statuses and whether the row counts stayed the same (for the later cases: that nothing was
 written that must not be).
 
@@ -72,6 +73,7 @@ def main() -> int:
     from tests.integration.live_integrity import replay_integrity, seed_integrity
     from tests.integration.live_site import LiveSite, replay, seed
     from tests.integration.sandbox_round3_cases import replay_sandbox_round3
+    from tests.integration.units_round4_cases import replay_units_round4
 
     call_command("migrate", verbosity=0)
     data = seed()
@@ -90,6 +92,7 @@ def main() -> int:
         outcomes += replay(site, budgets, BUDGET_CASES)  # issue 19 cases 2, 3, 9, 10, 11
         outcomes += replay_sandbox_round3()  # issue 28 cases 2, 3, 4, 8: real kernels, root sandbox
         outcomes += replay_site(site, site_data)  # issue 28 cases 1, 5, 6, 7, 9, 10
+        outcomes += replay_units_round4()  # issue 39 cases 2, 3, 4, 5, 8: the unit server, .units, /tmp
     finally:
         site.stop()
     cache = "redis" if site.redis else "local memory (per worker)"
