@@ -33,6 +33,17 @@ the object's bytes over the socket):
   killed midway (the server's process SIGKILLed: its compiler dies with it, ``PR_SET_PDEATHSIG``)
   leaves only its private folder, removed by the key's next owner, and nothing anybody waits on.
 
+* ``.slots/<n>.lock``: the host's server compiles at once (``host_compile_slots``), every worker
+  process of the host together.
+
+What a build can make its server hold is bounded (the server is the trusted worker's: the kernel's
+limits do not count it): ``MAX_CONNECTIONS_PER_BUILD`` request threads (and ``MAX_CONNECTIONS_TOTAL``
+per process; a connection beyond is closed at once), requests read whole within ``REQUEST_READ_S``
+into at most ``MAX_REQUEST_BYTES``, ``MAX_COMPILES_PER_BUILD`` compiles counted before they run and
+run one at a time, each under the build's memory and task limits (``_wait``), waits for a key's
+lock or a host slot at most ``lock_wait_s()``. Past any of them the build compiles the unit itself.
+Published units are evicted with the build cache (evaluation.cache_evict), by last use.
+
 ``KB_UNITS=0`` turns it off (builds call the compiler themselves, as before; the build cache's key
 says which, ``build.units_enabled``). Only the C++ wrapper goes through the server: nvcc's ``.cu``
 compile is untouched.
