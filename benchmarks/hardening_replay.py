@@ -5,8 +5,9 @@ front: forged X-Forwarded-For, slow clients behind the shipped nginx and at guni
 replies disclose, Redis apart, `kbl` against a hostile site, control characters, control sockets:
 tests/integration/live_front.py), and issue 19's work budgets, cases 2, 3, 9, 10 and 11 (the
 cubic diff, the quadratic JSON check, zip amplification, junk parameters in board cache keys, a
-hardware rename: tests/integration/budget_cases.py), and the fourth probe's import and name findings
-(tests/integration/names_results_cases.py), against a live site and print, for each,
+hardware rename: tests/integration/budget_cases.py), the fourth probe's import and name findings
+(tests/integration/names_results_cases.py) and its unit server, unit cache and temporary folders
+(tests/integration/units_round4_cases.py), against a live site and print, for each,
 the statuses and whether the row counts stayed the same (for the later cases: that nothing was
 written that must not be).
 
@@ -74,6 +75,7 @@ def main() -> int:
     from tests.integration.live_site import LiveSite, replay, seed
     from tests.integration.names_results_cases import replay_names_results, seed_names_results
     from tests.integration.sandbox_round3_cases import replay_sandbox_round3
+    from tests.integration.units_round4_cases import replay_units_round4
 
     call_command("migrate", verbosity=0)
     data = seed()
@@ -94,6 +96,7 @@ def main() -> int:
         outcomes += replay_sandbox_round3()  # issue 28 cases 2, 3, 4, 8: real kernels, root sandbox
         outcomes += replay_site(site, site_data)  # issue 28 cases 1, 5, 6, 7, 9, 10
         outcomes += replay_names_results(site, names_data)  # import_results as strict as the API; model names
+        outcomes += replay_units_round4()  # the unit server, .units, the kernel's temporary folders
     finally:
         site.stop()
     cache = "redis" if site.redis else "local memory (per worker)"

@@ -85,7 +85,9 @@ def _apply_masks(masks: list[list[Any]]) -> None:
 
     Each mask is [directory, [exposed paths...], source]: source None covers the directory with an
     empty tmpfs (mode 0755, root's: the sandbox's uid cannot write it); a source path is bind-mounted
-    over it instead (the process's own /tmp; a file over a file: /etc/passwd). Exposed paths are opened (O_PATH) before the directory
+    over it instead (the process's own /tmp; a file over a file: /etc/passwd); a source
+    ``{"options", "folders", "uid"}`` mounts a tmpfs of its own with those options and makes the
+    folders in it (the process's temporary folders, bounded in size: tmpfs is memory). Exposed paths are opened (O_PATH) before the directory
     is covered and bind-mounted back from those descriptors, so they are reachable even when they
     live below a covered directory. Only this process's private mount namespace is affected.
     """
@@ -102,6 +104,12 @@ def _apply_masks(masks: list[list[Any]]) -> None:
                 continue
         if source is None:
             _mount(libc, "tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+        elif isinstance(source, dict):  # the process's temporary folders: one tmpfs of a bounded size
+            _mount(libc, "tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, source["options"])
+            for name in source["folders"]:
+                os.mkdir(os.path.join(directory, name), 0o700)
+                if source.get("uid") is not None:
+                    os.chown(os.path.join(directory, name), source["uid"], source["uid"])
         else:
             _mount(libc, source, directory, None, MS_BIND | MS_REC, None)
         for path, fd in held:

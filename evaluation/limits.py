@@ -123,6 +123,20 @@ def default_memory_limit_mb() -> int:
     return max(1024, int(share))
 
 
+def default_tmp_limit_mb(memory_limit_mb: int) -> int:
+    """What a sandboxed process may keep in its temporary folders (/tmp, /var/tmp, /dev/shm: one
+    tmpfs, memory that no process's memory counts): ``$EVAL_TMP_LIMIT_MB``, else a quarter of its
+    memory limit, between 256 MB and 1024 MB (a compiler's temporary files are tens of MB)."""
+    configured = _env_int("EVAL_TMP_LIMIT_MB")
+    if configured is not None:
+        return max(1, configured)
+    return min(1024, max(256, memory_limit_mb // 4))
+
+
+#: Files and folders the temporary folders may hold together (each is kernel memory too).
+TMP_MAX_INODES = 65536
+
+
 def process_table() -> tuple[dict[int, list[int]], dict[int, int]]:
     """Every process's children, and its number of threads, read from /proc/<pid>/stat."""
     children: dict[int, list[int]] = {}

@@ -36,7 +36,14 @@ import threading
 import time
 from typing import Any
 
-from .limits import DEFAULT_MAX_PROCESSES, NPROC_HEADROOM, MemoryMeter, process_table
+from .limits import (
+    DEFAULT_MAX_PROCESSES,
+    NPROC_HEADROOM,
+    TMP_MAX_INODES,
+    MemoryMeter,
+    default_tmp_limit_mb,
+    process_table,
+)
 from .safe_files import UnsafeFile, read_capped, remove_tree, take_over
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -143,8 +150,12 @@ def hidden_directories(hide: tuple[str, ...]) -> list[str]:
 
 
 #: Directories every sandboxed process gets its own copy of (a folder of its work directory bind-mounted
-#: in their place, so whatever a kernel leaves there goes when the sandbox's tree is removed).
+#: in their place, so whatever a kernel leaves there goes when the sandbox's tree is removed). The
+#: three are folders of one tmpfs of the process's own (``TMPFS_FOLDER``, mounted in its mount
+#: namespace, ``tmp_limit_mb`` in all): a work directory in /dev/shm is memory, and what a kernel
+#: writes there no process's memory counts.
 PRIVATE_DIRECTORIES = {"/tmp": "tmp", "/var/tmp": "var-tmp", "/dev/shm": "dev-shm"}
+TMPFS_FOLDER = "tmpfs"
 
 
 @functools.lru_cache(maxsize=1)
@@ -524,12 +535,13 @@ class Sandbox:
                  isolation: str = "auto", build_dir: str | None = None, disable: frozenset[str] = frozenset(),
                  cpu_threads: int | None = None, max_processes: int = DEFAULT_MAX_PROCESSES,
                  file_size_limit_mb: int | None = None, extra_env: dict[str, str] | None = None,
-                 expose: tuple[str, ...] = ()) -> None:
+                 expose: tuple[str, ...] = (), tmp_limit_mb: int | None = None) -> None:
         self.device = device
         self.size_scale = size_scale
         self.memory_limit_mb = memory_limit_mb
         self.max_processes = max_processes
         self.file_size_limit_mb = file_size_limit_mb or memory_limit_mb
+        self.tmp_limit_mb = tmp_limit_mb or default_tmp_limit_mb(memory_limit_mb)
         self.disable = disable
         self.cpu_threads = cpu_threads
         # Set last in every child's environment (the build stage hides the GPUs and names the target
@@ -584,9 +596,9 @@ class Sandbox:
             "PATH": ":".join(dict.fromkeys(path)),
             "HOME": workdir,
             # Also where /tmp is (its own) in isolated modes; in mode 'none' the only private temp folder.
-            "TMPDIR": os.path.join(workdir, "tmp"),
-            "TMP": os.path.join(workdir, "tmp"),
-            "TEMP": os.path.join(workdir, "tmp"),
+            "TMPDIR": os.path.join(workdir, TMPFS_FOLDER, "tmp"),
+            "TMP": os.path.join(workdir, TMPFS_FOLDER, "tmp"),
+            "TEMP": os.path.join(workdir, TMPFS_FOLDER, "tmp"),
             "LANG": "C.UTF-8",
             "KB_SCALE": str(self.size_scale),
             "PYTHONDONTWRITEBYTECODE": "1",
@@ -616,14 +628,18 @@ class Sandbox:
         """A role's work folder (made, its uid's), its confinement spec and the command prefix."""
         workdir = os.path.join(self.root, role)
         uid = self.uids["reference" if role.startswith("reference") else role] if self.switch_uid else None
-        private = {target: os.path.join(workdir, name) for target, name in PRIVATE_DIRECTORIES.items()}
-        for d in (workdir, *private.values()):
+        tmpfs = os.path.join(workdir, TMPFS_FOLDER)
+        private = {target: os.path.join(tmpfs, name) for target, name in PRIVATE_DIRECTORIES.items()}
+        for d in (workdir, tmpfs, *private.values()):
             os.mkdir(d, 0o700)
             if uid is not None:
                 os.chown(d, uid, uid)
-        isolated = self.mode in ("root", "userns")
-        masks = compute_masks(self.needed, tuple(self.hidden), {**private, **self._accounts(role, uid, workdir)}) \
-            if isolated else []
+        masks = []
+        if self.mode in ("root", "userns"):
+            # First: the tmpfs over <workdir>/tmpfs, then its folders bind-mounted over /tmp and the others.
+            options = f"size={self.tmp_limit_mb}m,nr_inodes={TMP_MAX_INODES},mode=0711"
+            masks = [[tmpfs, [], {"options": options, "folders": list(PRIVATE_DIRECTORIES.values()), "uid": uid}],
+                     *compute_masks(self.needed, tuple(self.hidden), {**private, **self._accounts(role, uid, workdir)})]
         self.masks = masks
         spec = {"role": role, "workdir": workdir, "uid": uid, "gid": uid, "masks": masks, "rlimits": self._rlimits()}
         prefix = list(self.iso.get("prefix", [])) if self.mode != "none" else []
@@ -720,6 +736,7 @@ class Sandbox:
             "process_limit": "rlimit_nproc+watchdog" if self.nproc_limited else "watchdog",
             "max_processes": self.max_processes,
             "file_size_limit_mb": self.file_size_limit_mb,
+            "tmp_limit_mb": self.tmp_limit_mb if isolated else None,
             "kernel_peak_rss_mb": round(first.peak_rss_mb, 1) if first else None,
             "kernel_peak_tasks": first.peak_tasks if first else None,
         }

@@ -30,7 +30,16 @@ SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx")
 QUOTED_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include(?:_next)?[ \t]*"([^"\n]*)"', re.M)
 #: An include through a macro, a test for a file's presence, a file pulled in by the assembler.
 UNRESOLVABLE = re.compile(rb'^[ \t]*#[ \t]*include(?:_next)?[ \t]*[^"<\s]|__has_include|\.incbin|#[ \t]*embed', re.M)
-MAX_SOURCE_BYTES = 16 * 2**20
+#: What the server refuses whoever sent it (the client is the kernel's: it may skip its own checks):
+#: the above, an absolute or climbing include in either spelling, and any assembler text (``asm``:
+#: ``".inc" "bin"`` is ``.incbin`` once the strings are joined; a wrapper has none).
+SERVER_REFUSED = re.compile(
+    rb'^[ \t]*#[ \t]*include(?:_next)?[ \t]*(?:[^"<\s]|["<][ \t]*/|["<][^">\n]*\.\.)|__has_include|incbin|'
+    rb'#[ \t]*embed|__has_embed|\b_*asm_*\b', re.M)
+#: A wrapper (``main.cpp``: the declarations and bindings) is a few kB; a CPU kernel's whole C++ code
+#: some tens. A larger unit is compiled in the build, and a request is never larger than this.
+MAX_SOURCE_BYTES = 2**20
+MAX_REQUEST_BYTES = 2 * MAX_SOURCE_BYTES
 
 
 def parse(argv: list[str]) -> dict[str, object] | None:
@@ -81,6 +90,11 @@ def local_only(text: bytes, folder: str) -> bool:
     return False
 
 
+def server_refuses(text: bytes) -> bool:
+    """Whether the server compiles this text nowhere: what it would read is not certain from the text."""
+    return len(text) > MAX_SOURCE_BYTES or SERVER_REFUSED.search(text) is not None
+
+
 def recv_exact(sock: socket.socket, n: int) -> bytes:
     chunks, got = [], 0
     while got < n:
@@ -95,6 +109,8 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
 def ask(path: str, request: dict[str, object], timeout_s: float) -> tuple[dict[str, object], bytes]:
     """One request to the server: a length-prefixed JSON object; the answer the same, then its bytes."""
     body = json.dumps(request).encode()
+    if len(body) > MAX_REQUEST_BYTES:
+        raise ValueError("the unit is too large for the server")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout_s)
         sock.connect(path)
@@ -126,7 +142,7 @@ def served(argv: list[str]) -> bool:
     try:
         with open(src, "rb") as fh:
             text = fh.read(MAX_SOURCE_BYTES + 1)
-        if len(text) > MAX_SOURCE_BYTES or local_only(text, os.path.dirname(os.path.abspath(src))):
+        if server_refuses(text) or local_only(text, os.path.dirname(os.path.abspath(src))):
             return False
         request = {"flags": unit["flags"], "name": os.path.basename(src), "text": text.decode("utf-8")}
         head, obj = ask(sock_path, request, float(os.environ.get("KB_UNIT_TIMEOUT_S", "3600")))

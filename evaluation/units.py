@@ -33,6 +33,17 @@ the object's bytes over the socket):
   killed midway (the server's process SIGKILLed: its compiler dies with it, ``PR_SET_PDEATHSIG``)
   leaves only its private folder, removed by the key's next owner, and nothing anybody waits on.
 
+* ``.slots/<n>.lock``: the host's server compiles at once (``host_compile_slots``), every worker
+  process of the host together.
+
+What a build can make its server hold is bounded (the server is the trusted worker's: the kernel's
+limits do not count it): ``MAX_CONNECTIONS_PER_BUILD`` request threads (and ``MAX_CONNECTIONS_TOTAL``
+per process; a connection beyond is closed at once), requests read whole within ``REQUEST_READ_S``
+into at most ``MAX_REQUEST_BYTES``, ``MAX_COMPILES_PER_BUILD`` compiles counted before they run and
+run one at a time, each under the build's memory and task limits (``_wait``), waits for a key's
+lock or a host slot at most ``lock_wait_s()``. Past any of them the build compiles the unit itself.
+Published units are evicted with the build cache (evaluation.cache_evict), by last use.
+
 ``KB_UNITS=0`` turns it off (builds call the compiler themselves, as before; the build cache's key
 says which, ``build.units_enabled``). Only the C++ wrapper goes through the server: nvcc's ``.cu``
 compile is untouched.
@@ -60,17 +71,26 @@ import time
 from typing import Any
 
 from .build import _remove, _torch_version, cuda_toolkit_version, units_enabled
+from .limits import DEFAULT_MAX_PROCESSES, MemoryMeter, process_table
 from .pch import _die_with_parent, compiler_identity
 from .safe_files import UnsafeFile, read_below, write_new
-from .unit_client import recv_exact
+from .unit_client import MAX_REQUEST_BYTES, server_refuses
 
 UNITS_FORMAT = "1"
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 SHIM = os.path.join(PACKAGE_DIR, "unit_cc")
-MAX_OBJECT_BYTES = 512 * 2**20
-MAX_REQUEST_BYTES = 32 * 2**20
-#: Units one build may have the server compile (a load_inline build has one wrapper).
+#: A wrapper's object is 1-3 MB (tens with ``-g``); a larger one is not served (the build compiles it).
+MAX_OBJECT_BYTES = 64 * 2**20
+MAX_DEPS_BYTES = 2**20
+#: Units one build may have the server compile (a load_inline build has one wrapper): counted when
+#: the compile is taken, before it runs, so concurrent requests cannot pass it.
 MAX_COMPILES_PER_BUILD = 4
+#: Connections one build's server handles at once (one thread each); more are closed at once (their
+#: compiles run in the build). Every server of this process together: ``MAX_CONNECTIONS_TOTAL``.
+MAX_CONNECTIONS_PER_BUILD = 4
+MAX_CONNECTIONS_TOTAL = 64
+#: Seconds a client has to send its whole request (one slow client holds its connection no longer).
+REQUEST_READ_S = 10.0
 NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}\.(cpp|cc|cxx)")
 #: Flags the server compiles with (no path in any, but ``-D``'s text): optimisation, language,
 #: warnings, code generation, macros. ``-isystem``/``-I`` only for the include folders it trusts.
@@ -78,6 +98,21 @@ SAFE_FLAG = re.compile(
     r"-(D\S+|U\w+|O[0-3sgz]?|Ofast|g[0-3]?|std=[\w+]+|w|W(?![lap],)[\w=+-]*|pthread|pedantic(-errors)?|"
     r"f(?!plugin|profile|auto-profile|dump|coverage|opt-info|callgraph|stack-usage|[\w-]*prefix-map)[\w+=.,-]+|"
     r"m[\w=.,+-]+)")
+_ALL_CONNECTIONS = threading.BoundedSemaphore(MAX_CONNECTIONS_TOTAL)
+
+
+def lock_wait_s() -> float:
+    """How long a request waits for a unit another build compiles, or for a compile slot of the host
+    (``$KB_UNIT_LOCK_WAIT_S``, 90): then its build compiles the unit itself."""
+    return float(os.environ.get("KB_UNIT_LOCK_WAIT_S") or 90)
+
+
+def host_compile_slots() -> int:
+    """Server compiles the host runs at once, all builds together (``$KB_UNIT_HOST_COMPILES``, else
+    half the cores): a flood of requests from many builds waits for a slot, then is refused."""
+    configured = os.environ.get("KB_UNIT_HOST_COMPILES")
+    return max(1, int(configured) if configured else (os.cpu_count() or 2) // 2)
+
 
 enabled = units_enabled
 
@@ -137,7 +172,7 @@ class UnitCache:
 
     def prepare(self) -> bool:
         try:
-            for sub in ("", ".building", ".locks"):
+            for sub in ("", ".building", ".locks", ".slots"):
                 os.makedirs(os.path.join(self.root, sub), mode=0o700, exist_ok=True)
             os.chmod(self.root, 0o700)  # kernels never read it: the server sends the bytes
         except OSError:
@@ -147,30 +182,46 @@ class UnitCache:
     def lookup(self, key: str) -> tuple[bytes, list[str]] | None:
         try:
             obj = read_below(self.root, [key, "unit.o"], MAX_OBJECT_BYTES)
-            deps = read_below(self.root, [key, "deps.json"], MAX_REQUEST_BYTES)
+            deps = read_below(self.root, [key, "deps.json"], MAX_DEPS_BYTES)
         except (OSError, UnsafeFile):
             return None
         if obj is None or deps is None:
             return None
+        self.touch(key)
         return obj, list(json.loads(deps))
+
+    def touch(self, key: str) -> None:
+        """The unit's last use (its lock file's time), which eviction goes by (evaluation.cache_evict)."""
+        with contextlib.suppress(OSError):
+            fd = os.open(os.path.join(self.root, ".locks", key + ".lock"), os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC,
+                         0o600)
+            try:
+                os.utime(fd)
+            finally:
+                os.close(fd)
 
     @contextlib.contextmanager
     def locked(self, key: str, deadline: float) -> Any:
         """The key's ``flock`` (yields False if it was not had by ``deadline``); its holder's death frees it."""
         fd = os.open(os.path.join(self.root, ".locks", key + ".lock"), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError:
-                    if time.monotonic() >= deadline:
-                        yield False
-                        return
-                    time.sleep(0.2)
-            yield True
+            yield _flock_any([fd], deadline)
         finally:
             os.close(fd)
+
+    @contextlib.contextmanager
+    def compile_slot(self, deadline: float) -> Any:
+        """One of the host's ``host_compile_slots()`` (a ``flock`` on ``.slots/<n>.lock``, shared by
+        every worker process of the host); yields False if none was free by ``deadline``."""
+        fds = []
+        try:
+            for n in range(host_compile_slots()):
+                fds.append(os.open(os.path.join(self.root, ".slots", f"{n}.lock"),
+                                   os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600))
+            yield _flock_any(fds, deadline)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def publish(self, key: str, obj: bytes, deps: list[str], meta: dict[str, Any]) -> None:
         """Under the key's lock: write in a private folder, then rename (whole or absent)."""
@@ -184,6 +235,7 @@ class UnitCache:
             os.rename(private, os.path.join(self.root, key))
         except OSError:
             _remove(private)  # published meanwhile (a lock-less race cannot happen; be safe)
+        self.touch(key)
 
     def clear_dead(self, key: str) -> None:
         """Under the key's lock: what a compile killed midway left (its owner died: we hold its lock)."""
@@ -193,9 +245,25 @@ class UnitCache:
                 _remove(os.path.join(building, name))
 
 
+def _flock_any(fds: list[int], deadline: float) -> bool:
+    """Whether one of ``fds`` was locked (held until it is closed) by ``deadline``."""
+    while True:
+        for fd in fds:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except OSError:
+                continue
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+
+
 class UnitServer:
-    """The unit server of one build process: a listening socket in the build's sandbox folder and a
-    thread per connection. ``stats``: what it did (``hit``, ``compiled``, ``fallback``, ``cpu_s``)."""
+    """The unit server of one build process: a listening socket in the build's sandbox folder, an
+    accepting thread and at most ``MAX_CONNECTIONS_PER_BUILD`` request threads (a connection beyond
+    is closed at once). ``stats``: what it did (``hit``, ``compiled``, ``fallback``, ``refused``
+    connections, ``cpu_s``, ``peak_rss_mb``, ``killed``: compiles the limits ended)."""
 
     def __init__(self, cache: UnitCache, folder: str, env: dict[str, str], device: str, deadline: float,
                  sandbox_args: dict[str, Any], owner: int | None = None) -> None:
@@ -205,8 +273,12 @@ class UnitServer:
         self.deadline = deadline
         self.sandbox_args = sandbox_args
         self.path = os.path.join(folder, "units.sock")
-        self.stats: dict[str, Any] = {"hit": 0, "compiled": 0, "fallback": 0, "cpu_s": 0.0, "peak_rss_mb": 0.0}
+        self.stats: dict[str, Any] = {"hit": 0, "compiled": 0, "fallback": 0, "refused": 0, "killed": 0,
+                                      "cpu_s": 0.0, "peak_rss_mb": 0.0}
         self._lock = threading.Lock()
+        self._taken = 0  # compiles taken (running or done): at most MAX_COMPILES_PER_BUILD
+        self._one_compile = threading.Lock()  # one compile of this build at a time
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS_PER_BUILD)
         self._closed = threading.Event()
         self._procs: set[Any] = set()
         self._threads: list[threading.Thread] = []
@@ -215,7 +287,7 @@ class UnitServer:
         os.chmod(self.path, 0o600)
         if owner is not None:
             os.chown(self.path, owner, owner)
-        self._sock.listen(8)
+        self._sock.listen(MAX_CONNECTIONS_PER_BUILD)
         self._accept = threading.Thread(target=self._serve, name="kb-unit-server", daemon=True)
         self._accept.start()
 
@@ -234,71 +306,125 @@ class UnitServer:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
+            if not self._slots.acquire(blocking=False):
+                conn.close()  # the client compiles in its build
+                self._count("refused")
+                continue
+            if not _ALL_CONNECTIONS.acquire(blocking=False):
+                self._slots.release()
+                conn.close()
+                self._count("refused")
+                continue
+            self._threads = [t for t in self._threads if t.is_alive()]
             t = threading.Thread(target=self._handle, args=(conn,), name="kb-unit-request", daemon=True)
             self._threads.append(t)
             t.start()
 
     def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                conn.settimeout(30)
-                (n,) = struct.unpack(">I", recv_exact(conn, 4))
-                if n > MAX_REQUEST_BYTES:
-                    raise ValueError("request too large")
-                req = json.loads(recv_exact(conn, n))
-                conn.settimeout(None)
-                answer = self.answer(req)
-            except (OSError, ValueError, struct.error, TypeError, AttributeError):
-                answer = None
-            head: dict[str, Any] = {"ok": False}
-            data = b""
-            if answer is None:
-                self._count("fallback")
-            else:
-                head, data = {"ok": True, "size": len(answer[0]), "deps": answer[1]}, answer[0]
-            body = json.dumps(head).encode()
-            conn.settimeout(60)  # a client that never reads holds no thread for long
-            with contextlib.suppress(OSError):
-                conn.sendall(struct.pack(">I", len(body)) + body + data)
+        try:
+            with conn:
+                self._handle_one(conn)
+        finally:
+            _ALL_CONNECTIONS.release()
+            self._slots.release()
+
+    def _handle_one(self, conn: socket.socket) -> None:
+        try:
+            req = _read_request(conn, time.monotonic() + REQUEST_READ_S)
+            answer = self.answer(req) if isinstance(req, dict) else None
+        except (OSError, ValueError, struct.error, TypeError, AttributeError):
+            answer = None
+        head: dict[str, Any] = {"ok": False}
+        data = b""
+        if answer is None:
+            self._count("fallback")
+        else:
+            head, data = {"ok": True, "size": len(answer[0]), "deps": answer[1]}, answer[0]
+        body = json.dumps(head).encode()
+        conn.settimeout(60)  # a client that never reads holds no thread for long
+        with contextlib.suppress(OSError):
+            conn.sendall(struct.pack(">I", len(body)) + body + data)
+
+    def _take_compile(self) -> bool:
+        """Count a compile before it runs (check and count in one step)."""
+        with self._lock:
+            if self._taken >= MAX_COMPILES_PER_BUILD:
+                return False
+            self._taken += 1
+            return True
+
+    def _give_back_compile(self) -> None:
+        with self._lock:
+            self._taken -= 1
 
     def answer(self, req: dict[str, Any]) -> tuple[bytes, list[str]] | None:
         """The object and dependencies of the unit ``req`` names, served or compiled; None: compile it in the build."""
         name, flags, text = req.get("name"), req.get("flags"), req.get("text")
         if not (isinstance(name, str) and NAME.fullmatch(name) and isinstance(text, str)
-                and isinstance(flags, list) and all(isinstance(f, str) for f in flags) and flags_ok(flags)):
+                and isinstance(flags, list) and all(isinstance(f, str) for f in flags) and flags_ok(flags)
+                and not server_refuses(text.encode("utf-8", "surrogatepass"))):
             return None
         key = unit_key(name, flags, text, self.env, self.device)
         found = self.cache.lookup(key)
         if found is not None:
             self._count("hit")
             return found
-        with self._lock:
-            if self.stats["compiled"] >= MAX_COMPILES_PER_BUILD:
+        if not self._take_compile():
+            return None
+        compiled = False
+        wait_until = min(self.deadline, time.monotonic() + lock_wait_s())
+        try:
+            if not self._one_compile.acquire(timeout=max(0.0, wait_until - time.monotonic())):
                 return None
-        with self.cache.locked(key, self.deadline) as held:
+            try:
+                found, compiled = self._locked_compile(key, name, flags, text, wait_until)
+            finally:
+                self._one_compile.release()
+            return found
+        finally:
+            if not compiled:
+                self._give_back_compile()
+
+    def _locked_compile(self, key: str, name: str, flags: list[str], text: str,
+                        wait_until: float) -> tuple[tuple[bytes, list[str]] | None, bool]:
+        """Under the key's lock (waited for until ``wait_until``) and a compile slot of the host: the
+        unit served if another build compiled it meanwhile, else compiled; (answer, compiled or tried)."""
+        with self.cache.locked(key, wait_until) as held:
             if not held or self._closed.is_set():
-                return None
+                return None, False
             found = self.cache.lookup(key)  # compiled by whoever held the lock before us
             if found is not None:
                 self._count("hit")
-                return found
-            self.cache.clear_dead(key)
-            built = self._compile(name, flags, text)
+                return found, False
+            with self.cache.compile_slot(wait_until) as slot:
+                if not slot or self._closed.is_set():
+                    return None, False
+                self.cache.clear_dead(key)
+                built = self._compile(name, flags, text)
             if built is None:
-                return None
+                return None, True
             obj, deps, meta = built
             self.cache.publish(key, obj, deps, meta)
             self._count("compiled", meta["cpu_s"], meta["peak_rss_mb"])
-            return obj, deps
+            return (obj, deps), True
 
-    def _compile(self, name: str, flags: list[str], text: str) -> tuple[bytes, list[str], dict[str, Any]] | None:
-        """The unit compiled in a fresh sandbox of the server's own (its own uid and empty folder)."""
-        import subprocess  # deferred: a miss only
-
+    def _sandbox(self) -> Any:
+        """A fresh sandbox for one compile, with the build's limits (its object and temporary files
+        need no more than a few times ``MAX_OBJECT_BYTES``: so each file is capped there)."""
         from .sandbox import Sandbox  # deferred: sandbox imports this module's users
 
+        args = dict(self.sandbox_args)
+        cap_mb = 4 * MAX_OBJECT_BYTES // 2**20
+        args["file_size_limit_mb"] = min(args.get("file_size_limit_mb") or cap_mb, cap_mb)
         cpath = [p for p in self.env.get("CPATH", "").split(os.pathsep) if p]
-        sandbox = Sandbox(device="cpu", extra_env=self.env, expose=tuple(cpath), **self.sandbox_args)
+        return Sandbox(device="cpu", extra_env=self.env, expose=tuple(cpath), **args)
+
+    def _compile(self, name: str, flags: list[str], text: str) -> tuple[bytes, list[str], dict[str, Any]] | None:
+        """The unit compiled in a fresh sandbox of the server's own (its own uid and empty folder),
+        watched like a build (``_wait``: the build's memory and task limits)."""
+        import subprocess  # deferred: a miss only
+
+        sandbox = self._sandbox()
         try:
             argv = [*shlex.split(os.environ.get("CXX", "c++")), *flags, "-MMD", "-MF", "unit.d", "-c", name,
                     "-o", "unit.o"]
@@ -311,13 +437,11 @@ class UnitServer:
                                         preexec_fn=_die_with_parent)
             self._procs.add(proc)
             try:
-                code, cpu_s, rss_mb = _wait(proc, self.deadline, self._closed)
+                code, cpu_s, rss_mb = _wait(proc, self.deadline, self._closed, self._limits(), self._count)
             finally:
                 self._procs.discard(proc)
-            if code != 0:
-                return None
-            obj = read_below(workdir, ["unit.o"], MAX_OBJECT_BYTES)
-            depfile = read_below(workdir, ["unit.d"], MAX_REQUEST_BYTES)
+            obj = read_below(workdir, ["unit.o"], MAX_OBJECT_BYTES) if code == 0 else None
+            depfile = read_below(workdir, ["unit.d"], MAX_DEPS_BYTES) if code == 0 else None
             if obj is None or depfile is None:
                 return None
             meta = {"seconds": round(time.monotonic() - t0, 3), "cpu_s": round(cpu_s, 3),
@@ -327,6 +451,11 @@ class UnitServer:
             return None
         finally:
             sandbox.close()
+
+    def _limits(self) -> tuple[int, int]:
+        """(memory in MB, tasks) a compile's tree may hold: the build's."""
+        return int(self.sandbox_args.get("memory_limit_mb") or 4096), int(
+            self.sandbox_args.get("max_processes") or DEFAULT_MAX_PROCESSES)
 
     def close(self) -> None:
         """Stop serving: no new request, running compiles killed, every thread joined."""
@@ -342,15 +471,50 @@ class UnitServer:
             t.join(timeout=30)
 
 
-def _wait(proc: Any, deadline: float, closed: threading.Event) -> tuple[int | None, float, float]:
+def _read_request(conn: socket.socket, deadline: float) -> Any:
+    """A length-prefixed JSON request, read whole by ``deadline`` into at most ``MAX_REQUEST_BYTES``."""
+    def read(n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ValueError("the request came too slowly")
+            conn.settimeout(left)
+            chunk = conn.recv(min(1 << 16, n - len(buf)))
+            if not chunk:
+                raise ValueError("the request ended early")
+            buf += chunk
+        return bytes(buf)
+
+    (n,) = struct.unpack(">I", read(4))
+    if n > MAX_REQUEST_BYTES:
+        raise ValueError("request too large")
+    return json.loads(read(n))
+
+
+def _wait(proc: Any, deadline: float, closed: threading.Event, limits: tuple[int, int],
+          count: Any) -> tuple[int | None, float, float]:
     """Exit code, CPU seconds and peak memory in MB (of the process and the compilers it reaped: the
-    largest one's) of ``proc``; killed (None) past ``deadline`` or when the server closes."""
+    largest one's) of ``proc``; killed (None) past ``deadline``, when the server closes, or when its
+    tree holds more than ``limits`` (memory in MB, proportional as a build's watchdog counts it; tasks)."""
+    from .sandbox import process_tree  # deferred: sandbox imports this module's users
+
+    meter = MemoryMeter(limits[0])
+    next_check = 0.0
     while True:
         pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             proc.returncode = os.waitstatus_to_exitcode(status)
             return proc.returncode, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
-        if time.monotonic() >= deadline or closed.is_set():
+        over = False
+        if time.monotonic() >= next_check:
+            next_check = time.monotonic() + 0.1
+            children, threads = process_table()
+            pids = process_tree(proc.pid, children)
+            over = sum(threads.get(p, 1) for p in pids) > limits[1] or meter.over_limit(pids)[0]
+            if over:
+                count("killed")
+        if over or time.monotonic() >= deadline or closed.is_set():
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()

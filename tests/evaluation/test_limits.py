@@ -5,6 +5,7 @@ the memory limit's default from the host."""
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -139,3 +140,48 @@ def test_one_worker_per_gpu_or_per_four_cores(monkeypatch):
     assert workers_for("cuda") == 8 and host_worker_count() == 8
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a systemd unit per GPU: one worker each
     assert workers_for("cuda") == 1 and host_worker_count() == 8  # memory is still shared by all eight
+
+
+FILL_TMP = '''
+import os
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        total, why = 0, "nothing refused"
+        try:
+            for i in range(25):  # at most 200 MB, 2 MB a file: each file far below the file size limit
+                for folder in ("/tmp", "/var/tmp", "/dev/shm", os.environ["TMPDIR"]):
+                    with open(os.path.join(folder, f"kb-fill-{i}-{len(folder)}"), "wb") as fh:
+                        fh.write(b"x" * 2**21)
+                    total += 2**21
+        except OSError as exc:
+            why = exc.strerror
+        raise RuntimeError(f"WROTE {total >> 20} MB: {why}")
+'''
+
+
+def _isolated() -> bool:
+    from evaluation.sandbox import detect_isolation
+
+    return detect_isolation()["mode"] != "none"
+
+
+@pytest.mark.skipif(not _isolated(), reason="a tmpfs of the kernel's own needs a mount namespace")
+def test_the_kernels_temporary_folders_together_hold_at_most_their_limit(monkeypatch):
+    monkeypatch.setenv("EVAL_TMP_LIMIT_MB", "64")
+    res = run(ADD_ONE, FILL_TMP, correctness_trials=1, timing_trials=0)
+    m = re.search(r"WROTE (\d+) MB: (.*)", res.error or "")
+    assert m, (res.status, res.error, res.log[-2000:])
+    assert int(m.group(1)) <= 64 and "No space left" in m.group(2), res.error
+    assert res.environment["tmp_limit_mb"] == 64
+
+
+def test_the_temporary_folders_limit_comes_from_the_environment_or_the_memory_limit(monkeypatch):
+    from evaluation.limits import default_tmp_limit_mb
+
+    monkeypatch.delenv("EVAL_TMP_LIMIT_MB", raising=False)
+    assert default_tmp_limit_mb(9642) == 1024 and default_tmp_limit_mb(1024) == 256
+    monkeypatch.setenv("EVAL_TMP_LIMIT_MB", "100")
+    assert default_tmp_limit_mb(9642) == 100
