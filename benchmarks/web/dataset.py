@@ -33,6 +33,7 @@ from leaderboard.models import (
     ReportedScore,
     Review,
     Run,
+    alias_key,
 )
 from problems.models import Hardware, Problem, ProblemSet
 
@@ -135,6 +136,7 @@ def _labs_and_models(rng: random.Random, shape: Shape) -> tuple[list[Lab], list[
     models = [
         LanguageModel(
             name=f"model-{n}",
+            name_key=alias_key(f"model-{n}"),  # bulk_create skips save(), which sets it
             slug=f"model-{n}",
             lab=labs[n % len(labs)],
             release_date=start + dt.timedelta(days=rng.randrange(700)),
