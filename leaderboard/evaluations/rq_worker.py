@@ -45,8 +45,9 @@ class EvalWorker(Worker):
     redis_lost: BaseException | None = None
 
     def dequeue_job_and_maintain_ttl(self, timeout: Any, max_idle_time: Any = None) -> Any:
-        """Take a job only while this host can run and record it: folders that take a write, not
-        sick (host_space.refusal), and the database answering. Meanwhile the worker
+        """Take a job only while this host can run and record it: folders above EVAL_MIN_FREE_MB
+        that take a write, not sick (host_space.refusal), and the database answering. A steady
+        refusal is logged and reported once (host_space.steady), not at every poll. Meanwhile the worker
         stays registered and the jobs stay in Redis for other hosts. (An idle worker once drained
         a whole queue in 2 s into RQ's failed registry while the database was down.)
 
@@ -57,10 +58,10 @@ class EvalWorker(Worker):
             reason = self.refusal()
             if not reason:
                 break
-            if reason != self._refusing:
+            if host_space.steady(reason) != host_space.steady(self._refusing):
                 log.warning("worker %s takes no job: %s", self.name, reason)
                 self._report(reason)
-            self._refusing = reason
+                self._refusing = reason
             self.heartbeat()
             if self.stop_asked:
                 return None
@@ -85,8 +86,9 @@ class EvalWorker(Worker):
             return f"the database is unreachable ({type(exc).__name__}: {str(exc).strip()[:200]})"
         finally:
             connections.close_all()  # the horse forks from here: no connection shared with it
-        # Short of space, the job itself defers the evaluation, saying why on its row (jobs.py).
-        return host_space.refusal(space=False)
+        # Short of space too: a job taken only to be deferred (13 in 0.6 s once, each back 30 s
+        # later) is a job another host with room could run now.
+        return host_space.refusal()
 
     def _report(self, reason: str) -> None:
         """Say so where operators look, and give back what this host burned before it noticed."""
