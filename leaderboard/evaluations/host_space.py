@@ -235,9 +235,15 @@ def report(space: HostSpace | None = None) -> HostSpace:
         redis_connection().set(KEY_PREFIX + space.host, json.dumps(asdict(space)), ex=ttl)
     except Exception as exc:  # the sweep and the job go on without it
         log.warning("could not report free space to Redis: %s", exc)
-    if space.refusing:
+    global _last_said
+    said = steady(space.reason) if space.refusing else ""
+    if said and said != _last_said:  # once per fault and process, not at every sweep
         log.warning("host %s: %s; no evaluation starts here until that is mended", space.host, space.reason)
+    _last_said = said
     return space
+
+
+_last_said = ""  # the last refusal report() logged in this process, figures left out (steady)
 
 
 def reports() -> list[HostSpace]:

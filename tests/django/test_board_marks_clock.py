@@ -18,6 +18,7 @@ from leaderboard.models import DirtyRun
 from leaderboard.ops.health import boards as health_of_boards
 from leaderboard.reads.board import store as board_store
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
+from tests.integration.fault_report import record
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real transactions: a mark per transaction
 
@@ -46,6 +47,8 @@ def test_a_writer_with_its_clock_off_marks_by_the_database_clock(world, monkeypa
     assert 0 <= board_store.oldest_mark_seconds() < 30
     health = health_of_boards()
     assert health["ok"] is True and health["oldest_mark_waiting_s"] < 30
+    record(f"4. board marks written by a host {skew_s:+d} s off", oldest_mark_waiting_s=health["oldest_mark_waiting_s"],
+           healthz_boards_ok=health["ok"])  # fmt: skip
 
 
 def test_a_reader_with_its_clock_off_reads_the_age_by_the_database_clock(world, monkeypatch):
