@@ -1,5 +1,6 @@
 """Replay issue 20's cases 1, 2 and 5 (faults of the host), 3 and 4 (concurrent requests), and
-issue 32's cases 1-8 (faults, round two), and print what each did.
+issue 32's cases 1-8 (faults, round two) and issue 40's items 2 and 4-7 (round three), and print
+what each did.
 
 It runs the fault suite, whose tests are the replays (real Redis, real workers, real PostgreSQL for
 case 5, a small tmpfs for case 1), with $KB_FAULTS_REPORT set so that each records what it measured,
@@ -39,6 +40,20 @@ Issue 32 (faults, round two):
    /healthz (tests/integration/test_faults_small.py); a killed horse's sandbox folders removed
    (tests/evaluation/test_isolation.py).
 
+Issue 40 (faults, round three), items 2, 4, 5, 6 and 7:
+
+2. every write while the queue's Redis is down (the write and sign-in limits count there): 202 for
+   submissions, the sign-in form answered, one log line, the sweep enqueues once Redis is back
+   (tests/integration/test_faults_counters.py, a real redis-server stopped);
+4. board marks written by a host 10 minutes off read fresh by the database's clock
+   (tests/django/test_board_marks_clock.py); RQ's registry cleanup leaves a live job of a host
+   600 s behind started and fails the dead one (tests/integration/test_faults_rq_cleanup.py);
+5, 7. a host below its disk floor leaves the jobs in the queue for a host with room and logs its
+   refusal once; a read-only scratch reads the same at every probe
+   (tests/integration/test_faults_gate.py);
+6. sandbox folders of dead process groups reaped, live ones kept
+   (tests/evaluation/test_orphaned_sandboxes.py).
+
     .venv/bin/python benchmarks/faults_replay.py                                   # case 5 skipped
     PY=.venv/bin/python bash tests/with-postgres.sh .venv/bin/python benchmarks/faults_replay.py
 """
@@ -67,6 +82,11 @@ SUITE = [
     "tests/integration/test_faults_host.py",
     "tests/integration/test_faults_small.py",
     "tests/evaluation/test_isolation.py::test_the_folders_of_a_killed_work_horse_are_removed",
+    "tests/integration/test_faults_counters.py",
+    "tests/django/test_board_marks_clock.py",
+    "tests/integration/test_faults_rq_cleanup.py",
+    "tests/integration/test_faults_gate.py",
+    "tests/evaluation/test_orphaned_sandboxes.py",
 ]
 
 
@@ -83,7 +103,7 @@ def main() -> int:
     )
     elapsed = time.monotonic() - started
     database = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
-    print(f"# issue 20 and issue 32 faults replayed ({database}; {elapsed:.0f} s)")
+    print(f"# issue 20, 32 and 40 faults replayed ({database}; {elapsed:.0f} s)")
     for line in report.read_text().splitlines() if report.exists() else []:
         entry = json.loads(line)
         case = entry.pop("case")

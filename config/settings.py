@@ -285,9 +285,9 @@ COUNTERS_REDIS_URL = env_str("COUNTERS_REDIS_URL") or (
 )
 
 
-def _redis_cache(url: str, prefix: str) -> dict:
+def _redis_cache(url: str, prefix: str, backend: str = "django.core.cache.backends.redis.RedisCache") -> dict:
     return {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": backend,
         "LOCATION": url,
         "KEY_PREFIX": prefix,
         "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
@@ -298,7 +298,9 @@ CACHES = {
     "default": _redis_cache(CACHE_REDIS_URL, "kb")
     if CACHE_REDIS_URL
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "counters": _redis_cache(COUNTERS_REDIS_URL, "kb-counters")
+    # A limit never costs a write: while that Redis is down each process counts on its own
+    # (leaderboard/ops/counters.py), and says so once in its log.
+    "counters": _redis_cache(COUNTERS_REDIS_URL, "kb-counters", "leaderboard.ops.counters.CountersRedisCache")
     if COUNTERS_REDIS_URL
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "counters"},
 }

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import BooleanField, Case, DateTimeField, F, FloatField, OuterRef, Q, Subquery, Value, When
-from django.db.models.functions import Cast, Coalesce
+from django.db.models.functions import Cast, Coalesce, Now
 from django.urls import reverse
 from django.utils.text import slugify
 
@@ -934,7 +934,9 @@ class DirtyRun(models.Model):
     re-scored (by the background re-scorer in batches, or by a board build that finds it first)."""
 
     run_id = models.BigIntegerField(primary_key=True)
-    marked_at = models.DateTimeField(auto_now=True)  # the oldest write not yet re-scored
+    # The oldest write not yet re-scored, by the database's clock (as every time of a mark): a
+    # writer's host 10 minutes behind once made /healthz report its fresh mark 600 s old.
+    marked_at = models.DateTimeField(db_default=Now())
     # The latest write that marked it: a re-scoring removes the mark only if no write marked it
     # again since it read the run's kernels, and writers never wait for a re-scoring to end.
     last_marked_at = models.DateTimeField(null=True, blank=True)

@@ -402,3 +402,14 @@ def release_running_on(worker_name: str, reason: str) -> int:
     for pk in ids:
         give_up(running & Q(pk=pk), reason)
     return len(ids)
+
+
+def live_job_ids(job_ids: list[str]) -> set[str]:
+    """The ids among `job_ids` whose attempt is running and beating: its heartbeat (or, before the
+    first beat, its start) within EVAL_STALE_AFTER_S by the database's clock, the sweep's own rule."""
+    if not job_ids:
+        return set()
+    fresh = db_now() - timedelta(seconds=settings.EVAL_STALE_AFTER_S)
+    beating = Q(heartbeat_at__gte=fresh) | Q(heartbeat_at__isnull=True, started_at__gte=fresh)
+    rows = Evaluation.objects.filter(job_id__in=job_ids, state=Evaluation.State.RUNNING).filter(beating)
+    return set(rows.values_list("job_id", flat=True))

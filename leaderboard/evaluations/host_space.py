@@ -7,7 +7,9 @@ a verdict); this module keeps a worker from starting one at all on a host short 
 
 * `shortage()`: the scratch folder (where each evaluation's sandbox lives: $KB_WORK_DIR, /dev/shm or
   $TMPDIR, as evaluation.sandbox.work_root chooses) or the build cache ($KB_BUILD_CACHE) has less
-  than EVAL_MIN_FREE_MB free; the job then defers the evaluation without using an attempt;
+  than EVAL_MIN_FREE_MB free; the worker then takes no job off the queue (a job that gets here
+  anyway, the space gone between the two checks, defers its evaluation without using an attempt);
+* `reap_sandbox_folders()`: the sandbox folders of dead process groups removed (each sweep);
 * `report()`: each host writes what it found to Redis (one key per host, expiring after a few sweep
   intervals, so a host that stopped reporting drops out), from every sweep and every refusal;
 * `reports()`: what the hosts said, for /healthz and `manage.py queue_status`.
@@ -32,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -41,7 +44,7 @@ from django.utils import timezone
 
 from evaluation.cache_evict import evict
 from evaluation.host_errors import free_mb, host_error, low_space, scratch_root, write_fails
-from evaluation.sandbox import work_root
+from evaluation.sandbox import remove_orphaned_trees, work_root
 from evaluation.types import default_build_cache_dir
 from leaderboard.evaluations.attempts import give_back_attempts
 from leaderboard.evaluations.clock import db_now
@@ -113,8 +116,31 @@ def probe_failure() -> str:
         else:
             reason = write_fails(path, PROBE_WRITE_BYTES)
         if reason:
-            return f"the {label} folder {path} fails a write: {reason}"
+            # Without the probe's own file, whose name is new at every probe: the same fault reads
+            # the same, so a refusing worker says it once.
+            return f"the {label} folder {path} fails a write: {_PROBE_FILE.sub('', reason)}"
     return ""
+
+
+_PROBE_FILE = re.compile(r" \([^()]*/\.kb-space-probe-[^()/]*\)")
+
+
+def steady(reason: str) -> str:
+    """A refusal's reason with its figures left out (MB free, seconds, times): two reasons that
+    differ only there are one fault, logged and reported once."""
+    return re.sub(r"\d+(?:[.:]\d+)*", "#", reason)
+
+
+def reap_sandbox_folders() -> list[str]:
+    """Remove the sandbox folders (`kb-eval-g<pgid>-*`, in the scratch folder and /dev/shm) of
+    process groups that no longer exist: a worker killed whole leaves its horse's, and a scratch
+    folder that was read-only the one of the evaluation it failed. A folder whose group still runs
+    is a live evaluation and stays, and so does one younger than EVAL_STALE_AFTER_S (the sweeper
+    child runs it each sweep)."""
+    removed = remove_orphaned_trees(settings.EVAL_STALE_AFTER_S)
+    for path in removed:
+        log.warning("removed %s, a sandbox folder whose processes are gone", path)
+    return removed
 
 
 def host_name() -> str:
@@ -132,12 +158,11 @@ def sick() -> str:
     return raw.decode() if raw else ""
 
 
-def refusal(space: bool = True) -> str:
-    """Why this host must take no evaluation now ('' when it may): space (unless ``space`` is
-    False), a folder that fails a write, sickness."""
-    if space:
-        return shortage() or sick()
-    return probe_failure() or sick()
+def refusal() -> str:
+    """Why this host must take no evaluation now ('' when it may): space below EVAL_MIN_FREE_MB, a
+    folder that fails a write, sickness. The worker checks it before it takes a job from Redis, so
+    a host that cannot run one leaves it to the hosts that can."""
+    return shortage() or sick()
 
 
 def note_failure(evaluation_id: int, reason: str) -> bool:
@@ -210,9 +235,15 @@ def report(space: HostSpace | None = None) -> HostSpace:
         redis_connection().set(KEY_PREFIX + space.host, json.dumps(asdict(space)), ex=ttl)
     except Exception as exc:  # the sweep and the job go on without it
         log.warning("could not report free space to Redis: %s", exc)
-    if space.refusing:
+    global _last_said
+    said = steady(space.reason) if space.refusing else ""
+    if said and said != _last_said:  # once per fault and process, not at every sweep
         log.warning("host %s: %s; no evaluation starts here until that is mended", space.host, space.reason)
+    _last_said = said
     return space
+
+
+_last_said = ""  # the last refusal report() logged in this process, figures left out (steady)
 
 
 def reports() -> list[HostSpace]:

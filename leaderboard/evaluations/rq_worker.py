@@ -15,15 +15,19 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, connections
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import Worker
 from rq.exceptions import StopRequested
+from rq.executions import Execution
+from rq.registry import StartedJobRegistry
+from rq.utils import now as rq_now
 
 from evaluation.sandbox import remove_group_trees
 from leaderboard.evaluations import host_space
-from leaderboard.evaluations.attempts import release_running_on
+from leaderboard.evaluations.attempts import live_job_ids, release_running_on
 from leaderboard.evaluations.queue import redis_connection
 
 #: Seconds between health checks of a worker that takes no job.
@@ -45,8 +49,9 @@ class EvalWorker(Worker):
     redis_lost: BaseException | None = None
 
     def dequeue_job_and_maintain_ttl(self, timeout: Any, max_idle_time: Any = None) -> Any:
-        """Take a job only while this host can run and record it: folders that take a write, not
-        sick (host_space.refusal), and the database answering. Meanwhile the worker
+        """Take a job only while this host can run and record it: folders above EVAL_MIN_FREE_MB
+        that take a write, not sick (host_space.refusal), and the database answering. A steady
+        refusal is logged and reported once (host_space.steady), not at every poll. Meanwhile the worker
         stays registered and the jobs stay in Redis for other hosts. (An idle worker once drained
         a whole queue in 2 s into RQ's failed registry while the database was down.)
 
@@ -57,10 +62,10 @@ class EvalWorker(Worker):
             reason = self.refusal()
             if not reason:
                 break
-            if reason != self._refusing:
+            if host_space.steady(reason) != host_space.steady(self._refusing):
                 log.warning("worker %s takes no job: %s", self.name, reason)
                 self._report(reason)
-            self._refusing = reason
+                self._refusing = reason
             self.heartbeat()
             if self.stop_asked:
                 return None
@@ -85,8 +90,9 @@ class EvalWorker(Worker):
             return f"the database is unreachable ({type(exc).__name__}: {str(exc).strip()[:200]})"
         finally:
             connections.close_all()  # the horse forks from here: no connection shared with it
-        # Short of space, the job itself defers the evaluation, saying why on its row (jobs.py).
-        return host_space.refusal(space=False)
+        # Short of space too: a job taken only to be deferred (13 in 0.6 s once, each back 30 s
+        # later) is a job another host with room could run now.
+        return host_space.refusal()
 
     def _report(self, reason: str) -> None:
         """Say so where operators look, and give back what this host burned before it noticed."""
@@ -100,6 +106,30 @@ class EvalWorker(Worker):
             log.exception("worker %s: could not report its refusal", self.name)
         finally:
             connections.close_all()
+
+    def clean_registries(self) -> None:
+        """RQ's maintenance (every 10 minutes, by one worker per queue), except that a started job
+        whose attempt the database says is alive is never moved to the failed registry.
+
+        RQ fails a started job whose registry score (the running host's clock plus 90 s, renewed
+        by its heartbeats) is behind the cleaning host's clock: a cleaner ahead of the fleet, or
+        a job's host behind it, failed another worker's running job (its verdict was stored; RQ's
+        bookkeeping and dashboard were wrong). So the live ones are first moved past this host's
+        clock (keep_live_jobs_started); dead ones are failed as before. Without the database no
+        registry is cleaned this time."""
+        try:
+            kept = keep_live_jobs_started(self.queues)
+        except StopRequested:
+            raise
+        except Exception as exc:
+            log.warning("worker %s: registries not cleaned (cannot tell live jobs: %s)", self.name, exc)
+            self.last_cleaned_at = rq_now()
+            return
+        finally:
+            connections.close_all()  # the horse forks from here: no connection shared with it
+        if kept:
+            log.info("worker %s: kept %d live job(s) RQ's clock would have failed", self.name, kept)
+        super().clean_registries()
 
     def fork_work_horse(self, job: Any, queue: Any) -> None:
         # The horse must open its own database connections, never share the parent's sockets.
@@ -215,6 +245,28 @@ def wait_for_redis(signals: _Signals) -> None:
         while not signals.count and time.monotonic() < deadline:
             time.sleep(0.1)
         wait = min(REDIS_WAIT_MAX_S, wait * 2)
+
+
+def keep_live_jobs_started(queues: list[Any]) -> int:
+    """Move the started-registry entries that this host's clock takes for expired, and whose
+    attempt is alive by the database (attempts.live_job_ids), to EVAL_STALE_AFTER_S past this
+    host's clock (their own host's next heartbeat sets them back to its own). How many."""
+    kept = 0
+    for queue in queues:
+        registry = StartedJobRegistry(queue.name, connection=queue.connection, job_class=queue.job_class,
+                                      serializer=queue.serializer)  # fmt: skip
+        expired = set(registry.get_expired_job_ids())
+        live = live_job_ids(sorted(expired))
+        if not live:
+            continue
+        with queue.connection.pipeline() as pipe:
+            for job_id, execution_id in registry.get_job_and_execution_ids(cleanup=False):
+                if job_id in live:
+                    execution = Execution(execution_id, job_id, connection=queue.connection)
+                    registry.add_execution(execution, pipe, ttl=settings.EVAL_STALE_AFTER_S, xx=True)
+                    kept += 1
+            pipe.execute()
+    return kept
 
 
 def default_worker_name() -> str:

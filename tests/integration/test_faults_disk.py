@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from leaderboard.evaluations import queue as jobs
 from leaderboard.models import Evaluation
 from leaderboard.reads.runs import run_problems, run_progress, run_scores
 from tests.tmpfs import fill, small_tmpfs
@@ -106,20 +107,21 @@ def test_a_worker_below_the_free_space_floor_starts_nothing_and_says_so(
     workers.start(fake=True)
 
     def refused():
-        evaluation.refresh_from_db()
-        return evaluation.failure_reason.startswith("not started on ")
+        return client.get("/healthz").json()["evaluation_hosts"].get("low_disk")
 
-    wait_for(refused, timeout=90, message="the worker to refuse the evaluation")
-    assert (evaluation.state, evaluation.attempts) == ("queued", 0)
-    assert f"only 4 MB free in the scratch folder {scratch} (floor 16 MB)" in evaluation.failure_reason
+    wait_for(refused, timeout=90, message="the worker to refuse work")
+    evaluation.refresh_from_db()
+    # Left in the queue for a host with room: not taken, not deferred, no attempt used.
+    assert (evaluation.state, evaluation.attempts, evaluation.failure_reason) == ("queued", 0, "")
+    assert evaluation.job_id in jobs.eval_queue(cpu.queue_name).get_job_ids()
     health = client.get("/healthz").json()
     assert health["status"] == "degraded" and health["evaluation_hosts"]["ok"] is False
-    assert "only 4 MB free in the scratch folder" in health["evaluation_hosts"]["low_disk"][0]["reason"]
+    refusal = health["evaluation_hosts"]["low_disk"][0]["reason"]
+    assert f"only 4 MB free in the scratch folder {scratch} (floor 16 MB)" in refusal
     shown = StringIO()
     call_command("queue_status", stdout=shown)
     assert "STARTS NOTHING: only 4 MB free in the scratch folder" in shown.getvalue()
 
-    refusal = evaluation.failure_reason
     filler.unlink()
     wait_for(
         lambda: Evaluation.objects.get(pk=evaluation.pk).state == "done",

@@ -40,6 +40,7 @@ class Command(BaseCommand):
             if slug:  # the sweeper child of a worker: say the worker host is alive, and its free space
                 Hardware.objects.filter(slug=slug).update(last_seen_at=db_now())
                 host_space.evict_build_cache()
+                host_space.reap_sandbox_folders()
                 if not host_space.report().refusing:  # a healthy host: retry what a broken one burned
                     retry_given_back(slug)
 

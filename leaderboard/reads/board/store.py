@@ -58,10 +58,11 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import DatabaseError, OperationalError, transaction
 from django.db.models import DateTimeField, Exists, F, OuterRef, Q, Subquery, Value
-from django.db.models.functions import Least
+from django.db.models.functions import Least, Now
 from django.utils import timezone
 
 from evaluation.metrics import speedup_problem
+from leaderboard.evaluations.clock import db_now
 from leaderboard.models import (
     BoardVersion,
     DirtyProblem,
@@ -183,11 +184,11 @@ def mark_runs(run_ids: Iterable[int]) -> None:
     marked = _marked_ids(connection) if connection.in_atomic_block else set()
     new = ids - marked
     if new:
-        now = timezone.now()
         # A run already marked keeps its oldest mark's time and takes this write's as its latest
-        # (and leaves the set-aside list: re-scored again after a write).
+        # (and leaves the set-aside list: re-scored again after a write). Both by the database's
+        # clock (Now(), in the statement): marks of every host are compared with each other.
         DirtyRun.objects.bulk_create(
-            [DirtyRun(run_id=run_id, last_marked_at=now, whole=True) for run_id in sorted(new)],
+            [DirtyRun(run_id=run_id, marked_at=Now(), last_marked_at=Now(), whole=True) for run_id in sorted(new)],
             update_conflicts=True,
             unique_fields=["run_id"],
             update_fields=["last_marked_at", "failed_at", "error", "whole"],
@@ -212,18 +213,17 @@ def mark_problems(places: Iterable[tuple[int | None, int]]) -> None:
     new = places - marked
     if not new:
         return
-    now = timezone.now()
     runs = sorted({run_id for run_id, _ in new if (run_id, None) not in marked})
     # Not `whole`: a run marked whole stays so; a new mark is a partial one (the model's default
     # is whole, for rows written any other way).
     DirtyRun.objects.bulk_create(
-        [DirtyRun(run_id=run_id, last_marked_at=now, whole=False) for run_id in runs],
+        [DirtyRun(run_id=run_id, marked_at=Now(), last_marked_at=Now(), whole=False) for run_id in runs],
         update_conflicts=True,
         unique_fields=["run_id"],
         update_fields=["last_marked_at", "failed_at", "error"],
     )
     DirtyProblem.objects.bulk_create(
-        [DirtyProblem(run_id=run_id, problem_id=pid, last_marked_at=now) for run_id, pid in sorted(new)],
+        [DirtyProblem(run_id=run_id, problem_id=pid, last_marked_at=Now()) for run_id, pid in sorted(new)],
         update_conflicts=True,
         unique_fields=["run_id", "problem_id"],
         update_fields=["last_marked_at"],
@@ -286,7 +286,7 @@ def refresh_unattended(problem_set: ProblemSet | None = None) -> int:
         return refresh_dirty(problem_set)
     if rescorer_alive():
         return 0
-    lost_before = timezone.now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS)
+    lost_before = db_now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS)
     return _rescore_marked(UNATTENDED_BATCH, problem_set, lost_before)
 
 
@@ -428,14 +428,14 @@ def set_aside(run_id: int, exc: Exception) -> None:
     (admin; /healthz "degraded"; the kb_runs_set_aside metric), and its stored scores stay."""
     log.error("run %s fails to score and is set aside: %s", run_id, exc, exc_info=True)
     DirtyRun.objects.update_or_create(
-        run_id=run_id, defaults={"failed_at": timezone.now(), "error": f"{type(exc).__name__}: {exc}"[:2000]}
+        run_id=run_id, defaults={"failed_at": db_now(), "error": f"{type(exc).__name__}: {exc}"[:2000]}
     )
 
 
 def oldest_mark_seconds() -> float:
     """How long the oldest mark still to be re-scored has waited (0 when none waits)."""
     oldest = _dirty(None).order_by("marked_at").values_list("marked_at", flat=True).first()
-    return (timezone.now() - oldest).total_seconds() if oldest else 0.0
+    return (db_now() - oldest).total_seconds() if oldest else 0.0
 
 
 def set_aside_runs() -> list[DirtyRun]:
@@ -463,7 +463,7 @@ def _rescore(ids: list[int], runs: dict[int, int], follow_marks: bool = False) -
     marks of `ids` (those runs, and deleted ones) that no write renewed meanwhile. Whole, or,
     `follow_marks`, only the marked problems of the runs marked by problem (`_fold_problems`)."""
     _forget_marked(ids)
-    read_at = timezone.now()
+    read_at = db_now()
     marks = list(DirtyRun.objects.filter(run_id__in=ids).values_list("run_id", "last_marked_at", "whole"))
     places = list(DirtyProblem.objects.filter(run_id__in=ids).values_list("run_id", "problem_id", "last_marked_at"))
     # after the marks: a write that lands meanwhile renews its mark, which then stays
