@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('leaderboard', '0023_dirtyproblem_dirtyrun_whole'),
+        ('leaderboard', '0024_languagemodel_name_key'),
     ]
 
     operations = [
