@@ -722,6 +722,8 @@ class Harness:
             self.model = None
             self.model = self._construct()
             return {"ok": True, "data": {}, "flags": self.take_flags()}
+        if what == "bandwidth" and self.role == "reference" and self.device == "cpu":
+            return {"ok": True, "data": {"bytes_per_s": roofline.copy_bandwidth(torch, _perf_counter_ns)}}
         if what == "work" and self.role == "reference":
             return {"ok": True, "data": roofline.minimum_work(torch, self._problem(), self._cast, self._work_on_device)}
         return {"ok": False, "kind": "runtime_error", "error": f"unknown instrument {what!r}"}
