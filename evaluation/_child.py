@@ -30,7 +30,7 @@ import traceback
 import types
 from typing import Any
 
-from evaluation import cuda_ipc
+from evaluation import cuda_ipc, harness_guard
 from evaluation.child_utils import cpu_name
 from evaluation.compare import compare_outputs
 from evaluation.hardware import _nvidia_driver
@@ -41,12 +41,15 @@ from evaluation.instruments import determinism, precision, profile, roofline, sh
 # Captured before anything untrusted can run (the kernel is imported much later).
 _perf_counter_ns = time.perf_counter_ns
 _process_time_ns = time.process_time_ns
+_audit = sys.audit
 
 #: Device time (Harness.device_time): the GPU waits this many times the process's own dispatch time
 #: of a forward (plus 50 us) before the start event, at most DEVICE_SLACK_MAX_US; a forward that takes
 #: the host longer to queue than that is timed with the rest of its host time in it.
 DEVICE_SLACK_FACTOR = 2.0
 DEVICE_SLACK_MAX_US = 20_000.0
+#: Inputs a process makes ahead of a timing request (Harness.prepare); beyond it, in the request.
+PREPARE_BYTES = 256 * 2**20
 TIMER_OWNERS = ("time", "torch.cuda", "torch.cuda.Event", "torch._C._CudaEventBase", "torch.cuda.Stream")
 
 
@@ -418,6 +421,7 @@ class Harness:
         for (o, k), v in self._snap.items():
             self._snap_keys_by_owner.setdefault(o, []).append(((o, k), v))
         self.install_gc_watch()
+        self._seal()
         if self.role == "kernel":
             try:
                 kernel = self._exec_module("kb_kernel", self.spec["kernel_path"])
@@ -512,6 +516,9 @@ class Harness:
 
     # -- running -------------------------------------------------------------------------------
     def gen_inputs(self, seed: int) -> list[Any]:
+        prepared = self.__dict__.get("_prepared")
+        if prepared and seed in prepared:
+            return prepared.pop(seed)
         if "fresh_inputs" in self.disabled:  # test-only: reuse the very same tensors, as naive harnesses do
             cache = self.__dict__.setdefault("_input_cache", {})
             if seed not in cache:
@@ -560,11 +567,34 @@ class Harness:
                 f"kernel left {len(extra)} Python thread(s) running after returning ({extra[0].name})"
             )
 
+    def _seal(self) -> None:
+        """Before the kernel is imported: the clock and the GPU's timing objects become read-only
+        (their values live in a closure, not in this object), and an audit hook starts watching what
+        the kernel's code does to this process (evaluation.harness_guard). Both roles, so that the
+        bookkeeping the parent's clock sees is the same in both."""
+        if "timer_capture" in self.disabled:  # test-only: the clock looked up at call time, as naive harnesses do
+            self.timer_fn = lambda: time.perf_counter_ns()
+        if "harness_guard" in self.disabled:
+            return
+        _lock_sealed()
+        harness_guard.install(self, sys.modules[__name__], str(self.spec.get("kernel_path") or ""), SEALED)
+
+    def _check_guard(self) -> None:
+        """Whether the harness's objects are still the ones sealed at load, and what the hook saw
+        the kernel's code do since the last request (only the kernel's findings are reported)."""
+        try:
+            _audit(harness_guard.CHECK_EVENT, self)
+        except harness_guard.Tampered as found:
+            if self.role == "kernel":
+                for code, message in found.findings:
+                    self.flags.setdefault(code, message)
+
     def _check_gc(self) -> None:
         if self.gc_hits:
             self.flags["harness_memory_access"] = "kernel called " + ", ".join(sorted(self.gc_hits))
 
     def take_flags(self) -> dict[str, str]:
+        self._check_guard()
         self._check_gc()
         out, self.flags = self.flags, {}
         return out
@@ -704,6 +734,8 @@ class Harness:
             self.model = None
             self.model = self._construct()
             return {"ok": True, "data": {}, "flags": self.take_flags()}
+        if what == "bandwidth" and self.role == "reference" and self.device == "cpu":
+            return {"ok": True, "data": {"bytes_per_s": roofline.copy_bandwidth(torch, _perf_counter_ns)}}
         if what == "work" and self.role == "reference":
             return {"ok": True, "data": roofline.minimum_work(torch, self._problem(), self._cast, self._work_on_device)}
         return {"ok": False, "kind": "runtime_error", "error": f"unknown instrument {what!r}"}
@@ -862,10 +894,24 @@ class Harness:
             self.flags.clear()
         return {"ok": True, "times_ns": times, "host_ns": dispatch, "spot": spot, "flags": self.take_flags()}
 
+    def prepare(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The inputs of the next timing request, made now in a request of their own (up to
+        PREPARE_BYTES): the parent's clock around the timing request then sees the calls and little
+        else, so that it bounds what this process reports to within a small margin (evaluation.timing)."""
+        self._prepared: dict[int, list[Any]] = {}
+        budget = PREPARE_BYTES
+        if "fresh_inputs" not in self.disabled:
+            for seed in dict.fromkeys(int(s) for s in req["seeds"]):
+                inputs = self._make_inputs(seed)
+                budget -= max(1, _nbytes(self.torch, inputs))
+                if budget < 0:
+                    break
+                self._prepared[seed] = inputs
+        self._sync()
+        return {"ok": True}
+
     def time_calls(self, req: dict[str, Any]) -> dict[str, Any]:
         self._release_shared()  # compared already: the kernel process times with no extra mapping
-        if "timer_capture" in self.disabled:
-            self.timer_fn = lambda: time.perf_counter_ns()  # look the clock up at call time (naive)
         seeds = [int(s) for s in req["seeds"]]
         before = self._threads()
         times: list[int] = []
@@ -943,6 +989,16 @@ def _cell_filled(cell: Any) -> bool:
     return True
 
 
+#: The harness's clock and GPU timing objects: read-only properties once the kernel is imported
+#: (harness_guard.sealed_slots); an assignment to them from the kernel's code raises.
+SEALED = ("timer_fn", "_sync", "_cuda_sync", "_ev_record", "_ev_elapsed", "_current_stream", "_ev_start", "_ev_end",
+          "_l2_buf", "_gpu_sleep", "_slack_cycles")
+_sealed_props, _lock_sealed = harness_guard.sealed_slots(SEALED)
+for _name, _prop in _sealed_props.items():
+    setattr(Harness, _name, _prop)
+del _name, _prop, _sealed_props
+
+
 def _nbytes(torch: Any, values: list[Any]) -> int:
     return int(sum(x.numel() * x.element_size() for x in values if isinstance(x, torch.Tensor)))
 
@@ -978,8 +1034,8 @@ def main() -> None:
                "pid": os.getpid()})
     handlers = {"load": harness.load, "correct": harness.correctness, "time": harness.time_calls, "place": harness.place,
                 "device": harness.device_time, "compare": harness.compare, "export_file": harness.export_file,
-                "estimate": harness.estimate,
-                "build": harness.build, "instrument": harness.instrument}
+                "estimate": harness.estimate, "build": harness.build, "instrument": harness.instrument,
+                "prepare": harness.prepare}
     while True:
         req = chan.recv()
         if req is None or req.get("op") == "exit":

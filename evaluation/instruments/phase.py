@@ -17,6 +17,7 @@ last the other shapes, which rebuild the models.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -132,12 +133,27 @@ def _speed_of_light(pair: Pair, sandbox: Sandbox) -> None:
         raise pair.reference_failed(r, "reference failed counting its work: ")
     res.environment["param_mb"] = round(int(r.data.get("param_bytes", 0)) / 2**20, 1)
     peaks = roofline.peaks_for(hardware_slug(str(res.environment.get("device_name", "")), cfg.device), cfg.peaks)
+    if peaks is None and cfg.device == "cpu":
+        peaks = _cpu_peaks(pair)
     ker = (res.kernel_ms or {}).get("median")
     ref = (res.reference_ms or {}).get("median")
     record, flag = roofline.assess(r.data, ker, ref, peaks)
     res.instruments["speed_of_light"] = record
     if flag:
         res.add_flag("impossible_speed", flag)
+
+
+def _cpu_peaks(pair: Pair) -> dict[str, float] | None:
+    """The host's CPU bandwidth, measured once per host by the reference process (roofline.cpu_peaks)."""
+    def measure() -> float:
+        r = pair.request(pair.ref, {"op": "instrument", "what": "bandwidth"}, InstrumentReply)
+        if not r.ok:
+            raise pair.reference_failed(r, "reference failed measuring the host's bandwidth: ")
+        value = r.data.get("bytes_per_s")
+        return float(value) if isinstance(value, (int, float)) else 0.0
+
+    cores = len(pair.cfg.cpus) if pair.cfg.cpus else (os.cpu_count() or 1)
+    return roofline.cpu_peaks(pair.cfg.build_cache_dir, str(pair.res.environment.get("device_name", "")), cores, measure)
 
 
 def _fp64_fits(pair: Pair) -> bool:

@@ -1,34 +1,39 @@
-"""The speed of light: the least time a problem can take on a GPU, and how close each kernel came.
+"""The speed of light: the least time a problem can take on its hardware, and how close each kernel came.
 
-Minimum work, found in the (trusted) reference process:
+Founded on the problem's least work, not on the reference's operators: every input read once, every
+parameter and buffer read once, every output written once (their sizes in the run's precision),
+found in the (trusted) reference process on the meta device (no memory, no time), else on the
+device. Intermediates, re-reads and the L2 flush before each timed call are left out, so the true
+traffic is at least this, whatever algorithm computes the outputs: a kernel that finds a cheaper
+algorithm than the reference's (``diag(A) @ B`` as a row scaling) still reads its inputs and writes
+its outputs. Arithmetic is not counted: the reference's operator count (its FLOPs) bounds the
+reference's algorithm, not the problem, and counting it took seconds per kernel (torch's
+``FlopCounterMode`` imports some 800 modules on first use).
 
-- **bytes**: every input read once, every parameter and buffer read once, every output written
-  once (their sizes in the run's precision). Intermediates, re-reads and the L2 flush before each
-  timed call are left out, so the true traffic is at least this.
-- **FLOPs**: ``torch.utils.flop_counter.FlopCounterMode`` around one forward of the reference,
-  first on the meta device (no memory, no time), else on the device with real inputs. It counts
-  the operators it has formulas for (matmul, mm/bmm/addmm/baddbmm, convolutions, attention) and
-  counts everything else (elementwise, reductions, norms) as zero: a lower bound.
+The least time is bytes / peak bandwidth. For the bound that flags a kernel as **impossible** the
+peak is the most the hardware can move: on a GPU its datasheet's memory bandwidth; on a CPU, a
+copy's best bandwidth measured once per host (``copy_bandwidth``, over sizes from L1-resident to
+DRAM, one thread), times the cores the evaluation may use, times ``CPU_SAFETY``: caches serve small
+problems faster than DRAM, so the bound is generous on purpose. A reference that itself beats the
+bound means the bound does not hold for that problem (an input the output does not need): then no
+kernel is flagged.
 
-The least time is max(bytes / peak bandwidth, FLOPs / peak arithmetic). For the bound that flags a
-kernel as **impossible** the peaks are the most the GPU can do in any precision that could pass
-(bf16/fp16 dense tensor cores, HBM), so no honest kernel exceeds them; the record also gives the
-kernel's share of the peaks of its own precision (fp32 without and with TF32 tensor cores). A
-reference that itself beats the bound means the bound does not hold for that problem (an input the
-output does not need): then no kernel is flagged.
-
-The H200's figures (NVIDIA H200 Tensor Core GPU datasheet, SXM, dense, i.e. half the sparsity
-figures): HBM3e 4.8 TB/s; FP32 67 TFLOP/s; TF32 tensor 494.7 TFLOP/s; BF16/FP16 tensor 989.4
-TFLOP/s; FP64 tensor 67 TFLOP/s. H100 SXM: 3.35 TB/s; 67; 494.7; 989.4.
+The H200's figures (NVIDIA H200 Tensor Core GPU datasheet, SXM): HBM3e 4.8 TB/s. H100 SXM: 3.35 TB/s.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import platform
+import tempfile
+from collections.abc import Callable
 from typing import Any
 
 TERA = 1e12
 
-#: hardware slug -> peaks (bytes/s and FLOP/s); "flops_per_s" is the bound for the impossible flag.
+#: hardware slug -> peaks (bytes/s); FLOP/s figures are kept for the record, not for the bound.
 PEAKS: dict[str, dict[str, float]] = {
     "h200": {"bytes_per_s": 4.8 * TERA, "flops_per_s": 989.4 * TERA, "fp32_flops_per_s": 67 * TERA,
              "tf32_flops_per_s": 494.7 * TERA, "bf16_flops_per_s": 989.4 * TERA},
@@ -36,6 +41,10 @@ PEAKS: dict[str, dict[str, float]] = {
              "tf32_flops_per_s": 494.7 * TERA, "bf16_flops_per_s": 989.4 * TERA},
 }
 PEAK_SOURCE = "NVIDIA H200/H100 Tensor Core GPU datasheets (SXM, dense)"
+#: A CPU's peak for the bound: its measured best copy bandwidth per core times the cores, times this.
+CPU_SAFETY = 4.0
+#: Sizes of the copies that measure a CPU's bandwidth (bytes): L1, L2, L3 and DRAM resident.
+COPY_SIZES = (32 * 2**10, 256 * 2**10, 4 * 2**20, 64 * 2**20)
 
 
 def _nbytes(torch: Any, values: Any) -> int:
@@ -47,20 +56,17 @@ def _flat(out: Any) -> list[Any]:
 
 
 def _count(torch: Any, model: Any, inputs: list[Any]) -> dict[str, Any]:
-    from torch.utils.flop_counter import FlopCounterMode  # deferred: torch is passed in, not imported here
-
-    counter = FlopCounterMode(display=False)
-    with counter, torch.no_grad():
+    with torch.no_grad():
         out = model(*inputs)
     params = list(model.parameters()) + list(model.buffers()) if isinstance(model, torch.nn.Module) else []
-    by_op = {str(k): int(v) for k, v in counter.get_flop_counts().get("Global", {}).items()}
     return {"input_bytes": _nbytes(torch, inputs), "param_bytes": _nbytes(torch, params),
-            "output_bytes": _nbytes(torch, _flat(out)), "flops": int(counter.get_total_flops()), "flops_by_op": by_op}
+            "output_bytes": _nbytes(torch, _flat(out))}
 
 
 def minimum_work(torch: Any, problem: Any, cast: Any, device_run: Any) -> dict[str, Any]:
-    """Bytes and FLOPs of one forward. Child side (reference process): on the meta device, else
-    ``device_run()`` gives (model, inputs) on the device. ``cast`` casts a list to the run's precision."""
+    """Bytes of one forward's inputs, parameters and outputs. Child side (reference process): on the
+    meta device, else ``device_run()`` gives (model, inputs) on the device. ``cast`` casts a list to
+    the run's precision."""
     try:
         torch.manual_seed(0)
         with torch.device("meta"):
@@ -76,38 +82,105 @@ def minimum_work(torch: Any, problem: Any, cast: Any, device_run: Any) -> dict[s
     return {**_count(torch, model, inputs), "counted_on": "device", "meta_error": meta_error}
 
 
+def copy_bandwidth(torch: Any, clock: Any) -> float:
+    """A CPU's best copy bandwidth on one thread (bytes read plus written per second), over
+    COPY_SIZES, best of several repeats each (child side; ``clock`` gives nanoseconds)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    best = 0.0
+    try:
+        for size in COPY_SIZES:
+            src = torch.ones(size // 4, dtype=torch.float32)
+            dst = torch.empty_like(src)
+            reps = max(1, (8 * 2**20) // size)  # each timing moves at least 8 MiB: op overhead fades
+            for _ in range(5):
+                t0 = clock()
+                for _ in range(reps):
+                    dst.copy_(src)
+                dt = (clock() - t0) / 1e9
+                best = max(best, 2 * size * reps / max(dt, 1e-9))
+    finally:
+        torch.set_num_threads(threads)
+    return best
+
+
 def assess(work: dict[str, Any], kernel_ms: float | None, reference_ms: float | None,
            peaks: dict[str, float] | None) -> tuple[dict[str, Any], str | None]:
     """The speed-of-light record, and the impossible flag's message (parent side)."""
     nbytes = int(work.get("input_bytes", 0)) + int(work.get("param_bytes", 0)) + int(work.get("output_bytes", 0))
-    flops = int(work.get("flops", 0))
-    record: dict[str, Any] = {"bytes": nbytes, "flops": flops, **{k: work[k] for k in ("flops_by_op", "counted_on")
-                                                                  if k in work}}
+    record: dict[str, Any] = {"bytes": nbytes, **{k: work[k] for k in ("counted_on",) if k in work}}
     if not peaks:
         record["peaks"] = None
         return record, None
-    t_bytes = nbytes / peaks["bytes_per_s"]
-    t_flops = flops / peaks["flops_per_s"]
-    sol_ms = max(t_bytes, t_flops) * 1e3
-    record.update(peaks=dict(peaks), sol_ms=sol_ms, bound="memory" if t_bytes >= t_flops else "compute")
+    sol_ms = nbytes / peaks["bytes_per_s"] * 1e3
+    record.update(peaks=dict(peaks), sol_ms=sol_ms, bound="memory")
     for side, ms in (("kernel", kernel_ms), ("reference", reference_ms)):
-        if ms and ms > 0:
-            record[f"{side}_fraction"] = sol_ms / ms
-            record[f"{side}_bytes_per_s"] = nbytes / (ms / 1e3)
-            record[f"{side}_flops_per_s"] = flops / (ms / 1e3)
+        if ms is not None:  # a reported time of zero (or less) is the most impossible of all
+            record[f"{side}_fraction"] = sol_ms / max(ms, 1e-9)
+            record[f"{side}_bytes_per_s"] = nbytes / (max(ms, 1e-9) / 1e3)
     ker, ref = record.get("kernel_fraction"), record.get("reference_fraction")
     record["bound_holds"] = ref is None or ref <= 1.0
     record["impossible"] = bool(ker is not None and ker > 1.0 and record["bound_holds"] and sol_ms > 0)
     if not record["impossible"]:
         return record, None
-    return record, (f"The kernel took {kernel_ms:.4g} ms, less than the {sol_ms:.4g} ms the problem needs at the "
-                    f"hardware's peaks ({nbytes / 1e6:.3g} MB at {peaks['bytes_per_s'] / TERA:.3g} TB/s, "
-                    f"{flops / 1e9:.3g} GFLOP at {peaks['flops_per_s'] / TERA:.4g} TFLOP/s): "
-                    f"{ker:.2f} times the speed of light, physically impossible for this work.")
+    return record, (f"The kernel took {kernel_ms:.4g} ms, less than the {sol_ms:.4g} ms it takes to read the "
+                    f"problem's inputs and write its outputs ({nbytes / 1e6:.3g} MB) at the hardware's peak "
+                    f"bandwidth ({peaks['bytes_per_s'] / 1e9:.4g} GB/s): {ker:.2f} times the speed of light, "
+                    "physically impossible for this work.")
 
 
 def peaks_for(slug: str, override: dict[str, float] | None) -> dict[str, float] | None:
-    """The peaks a result is judged by: the config's, else the hardware's (None for a CPU)."""
+    """The peaks a result is judged by: the config's, else the GPU's datasheet (None for a CPU:
+    see ``cpu_peaks``)."""
     if override:
         return dict(override)
     return PEAKS.get(slug)
+
+
+#: The file, in the build cache's root, that keeps each host's measured copy bandwidth.
+HOST_PEAKS_FILE = ".host_peaks.json"
+
+
+def _read_cache(path: str) -> dict[str, Any]:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return {}
+    try:
+        with os.fdopen(fd, encoding="utf-8") as fh:
+            data = json.loads(fh.read(1 << 16))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(path: str, data: dict[str, Any]) -> None:
+    """Atomically, in the build cache's root (root's; a kernel writes only its own entry)."""
+    folder = os.path.dirname(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".host_peaks.", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # no cache: the next evaluation measures again
+
+
+def cpu_peaks(cache_dir: str, cpu: str, cores: int, measure: Callable[[], float]) -> dict[str, float] | None:
+    """A CPU's peak bandwidth for the bound (parent side): the best one-thread copy bandwidth this
+    host showed, measured once (``measure``, in the reference process) and kept in ``cache_dir``,
+    times ``cores`` and CPU_SAFETY. None where the measurement gives nothing sane."""
+    key = f"{platform.node()}|{cpu}"
+    path = os.path.join(cache_dir, HOST_PEAKS_FILE)
+    cached = _read_cache(path)
+    entry = cached.get(key)
+    per_core = entry.get("copy_bytes_per_s") if isinstance(entry, dict) else None
+    if not isinstance(per_core, (int, float)) or not 1e8 <= per_core <= 1e13:
+        per_core = measure()
+        if not math.isfinite(per_core) or not 1e8 <= per_core <= 1e13:
+            return None
+        cached[key] = {"copy_bytes_per_s": per_core}
+        _write_cache(path, cached)
+    return {"bytes_per_s": float(per_core) * max(1, cores) * CPU_SAFETY, "copy_bytes_per_s": float(per_core),
+            "cores": float(max(1, cores)), "safety": CPU_SAFETY}

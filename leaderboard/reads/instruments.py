@@ -92,16 +92,22 @@ def _speed_of_light(r: dict) -> InstrumentView:
     view = _skipped("speed_of_light", "Speed of light", r)
     if view:
         return view
-    work = f"{_g((r.get('bytes') or 0) / 1e6)} MB, {_g((r.get('flops') or 0) / 1e9)} GFLOP at least"
+    # Records made before the bound was the problem's bytes alone also carry the reference's FLOPs.
+    has_flops = r.get("flops") is not None
+    work = f"{_g((r.get('bytes') or 0) / 1e6)} MB" + (f", {_g((r.get('flops') or 0) / 1e9)} GFLOP" if has_flops else "")
+    work += " at least"
     if not r.get("peaks"):
         return InstrumentView("speed_of_light", "Speed of light", f"{work}; no peaks known for this hardware")
     summary = (f"{work}; least time {_g(r.get('sol_ms'))} ms ({r.get('bound')}-bound); kernel at "
                f"{_g(r.get('kernel_fraction'), '.1%')} of it, reference at {_g(r.get('reference_fraction'), '.1%')}")
     peaks = r["peaks"]
-    details = [("peaks", f"{_g(peaks.get('bytes_per_s', 0) / 1e12)} TB/s, {_g(peaks.get('flops_per_s', 0) / 1e12)} TFLOP/s"),
-               ("kernel achieved", f"{_g((r.get('kernel_bytes_per_s') or 0) / 1e12)} TB/s, "
-                                   f"{_g((r.get('kernel_flops_per_s') or 0) / 1e12)} TFLOP/s"),
-               ("FLOPs counted by operator", ", ".join(f"{k} {_g(v)}" for k, v in (r.get("flops_by_op") or {}).items()) or "none")]
+    details = [("peaks", f"{_g(peaks.get('bytes_per_s', 0) / 1e12)} TB/s"
+                + (f", {_g(peaks.get('flops_per_s', 0) / 1e12)} TFLOP/s" if has_flops else "")),
+               ("kernel achieved", f"{_g((r.get('kernel_bytes_per_s') or 0) / 1e12)} TB/s"
+                + (f", {_g((r.get('kernel_flops_per_s') or 0) / 1e12)} TFLOP/s" if has_flops else ""))]
+    if has_flops:
+        details.append(("FLOPs counted by operator",
+                        ", ".join(f"{k} {_g(v)}" for k, v in (r.get("flops_by_op") or {}).items()) or "none"))
     return InstrumentView("speed_of_light", "Speed of light", summary, bool(r.get("impossible")), details)
 
 

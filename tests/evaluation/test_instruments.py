@@ -124,8 +124,9 @@ def test_an_honest_fp32_kernel_is_not_flagged_and_is_the_same_everywhere():
     assert [v["verdict"] for v in shapes["variants"]] == ["correct", "correct"]
     assert [v["sizes"] for v in shapes["variants"]] == [{"N": 64}, {"N": 97}]
     work = result.instruments["speed_of_light"]
-    assert work["flops"] == 2 * 128 ** 3 and work["bytes"] == 4 * (3 * 128 * 128 + 128)
-    assert work["peaks"] is None  # no peaks known for a CPU: figures, no fraction
+    assert work["bytes"] == 4 * (3 * 128 * 128 + 128) and "flops" not in work
+    # The CPU's peak: its copy bandwidth, measured once per host, times the cores, times a safety factor.
+    assert work["peaks"]["copy_bytes_per_s"] > 1e8 and work["bound_holds"] and not work["impossible"]
     assert result.instruments["profile"]["skipped"].startswith("GPU only")
     assert result.instruments["tolerance"]["extra_trials"] == 0 and result.trials_total == 3
 
@@ -195,6 +196,30 @@ def test_a_kernel_faster_than_the_peaks_allow_is_flagged_impossible_speed():
     assert record["kernel_fraction"] > 1 and record["reference_fraction"] < 1 and record["bound"] == "memory"
     assert abs(record["sol_ms"] - 50.0) < 1e-6
     assert set(result.instruments["cost_s"]) == {"speed_of_light"}  # no repeat runs: neither of theirs asked
+
+
+def test_on_the_cpu_a_kernel_reporting_an_impossible_time_is_flagged_by_the_measured_bandwidth():
+    # The clock's defences off (the child reads the patched clock, the parent does not check it):
+    # the kernel reports no time at all, and the speed of light, from the host's measured bandwidth,
+    # still says no kernel reads 2 MiB of inputs and writes 1 MiB of outputs in no time.
+    kernel = HONEST.replace("class ModelNew", """
+import time as _t
+_real = _t.perf_counter_ns
+_credit = [0]
+_t.perf_counter_ns = lambda: _real() - _credit[0]
+
+
+class ModelNew""").replace("        c = ", "        t0 = _real()\n        c = ").replace(
+        "        return torch.relu(c) + self.bias", """        out = torch.relu(c) + self.bias
+        _credit[0] += _real() - t0 + 1_000_000
+        return out""")
+    assert "_credit[0] +=" in kernel
+    result = evaluate_with(MATMUL, kernel, instruments=frozenset({"speed_of_light"}), timing_trials=6,
+                           min_timing_rounds=6, instruments_min_speedup=None,
+                           disable_defences={"timer_capture", "parent_clock"})
+    assert result.status == "correct", (result.error, result.log[-2000:])
+    assert "impossible_speed" in codes(result), (result.instruments, result.kernel_ms)
+    assert result.instruments["speed_of_light"]["peaks"]["copy_bytes_per_s"] > 1e8
 
 
 def test_the_cpu_profile_lists_the_forwards_operators_when_asked():

@@ -5,25 +5,64 @@ from __future__ import annotations
 
 import types
 
+import pytest
+
 from evaluation.instruments import determinism, precision, profile, roofline, shapes
 
 H200 = roofline.PEAKS["h200"]
-# A 4096^3 fp32 matmul: 3 * 64 MiB moved, 2 * 4096^3 FLOPs.
-MATMUL_WORK = {"input_bytes": 2 * 4096 * 4096 * 4, "param_bytes": 0, "output_bytes": 4096 * 4096 * 4,
-               "flops": 2 * 4096 ** 3}
+# A 4096^3 fp32 matmul: 3 * 64 MiB moved (its FLOPs are the reference's algorithm, not the bound).
+MATMUL_WORK = {"input_bytes": 2 * 4096 * 4096 * 4, "param_bytes": 0, "output_bytes": 4096 * 4096 * 4}
+DIAG_MATMUL = """
+import torch
+import torch.nn as nn
+N = 4096
+M = 4096
+
+
+class Model(nn.Module):
+    def forward(self, A, B):
+        return torch.diag(A) @ B
+
+
+def get_inputs():
+    return [torch.randn(N), torch.randn(N, M)]
+
+
+def get_init_inputs():
+    return []
+"""
 
 
 def test_a_faked_kernel_time_below_the_speed_of_light_is_impossible():
-    sol_ms = max(MATMUL_WORK["flops"] / H200["flops_per_s"], 3 * 4096 * 4096 * 4 / H200["bytes_per_s"]) * 1e3
+    sol_ms = 3 * 4096 * 4096 * 4 / H200["bytes_per_s"] * 1e3
     record, flag = roofline.assess(MATMUL_WORK, kernel_ms=sol_ms / 3, reference_ms=1.5, peaks=H200)
-    assert record["impossible"] and record["kernel_fraction"] > 2.9 and record["bound"] == "compute"
+    assert record["impossible"] and record["kernel_fraction"] > 2.9 and record["bound"] == "memory"
     assert flag is not None and "physically impossible" in flag
     honest, none = roofline.assess(MATMUL_WORK, kernel_ms=0.35, reference_ms=1.5, peaks=H200)
     assert none is None and 0 < honest["kernel_fraction"] < 1 and not honest["impossible"]
+    zero, flag = roofline.assess(MATMUL_WORK, kernel_ms=0.0, reference_ms=1.5, peaks=H200)
+    assert zero["impossible"] and flag is not None  # a reported time of zero too
+
+
+def test_an_algorithm_cheaper_than_the_references_is_not_impossible():
+    # diag(A) @ B done as a row scaling (KernelBench level 1 problem 12): it reads B and writes the
+    # output once, at 90% of the H200's bandwidth. The reference's dense matmul (137 GFLOP) is not
+    # the problem's least work: the bound is its bytes.
+    torch = pytest.importorskip("torch")
+    problem = types.ModuleType("diag_problem")
+    exec(compile(DIAG_MATMUL, "diag_problem.py", "exec"), problem.__dict__)
+    work = roofline.minimum_work(torch, problem, lambda xs: xs, None)
+    assert work["counted_on"] == "meta" and "flops" not in work
+    nbytes = 4 * (4096 + 2 * 4096 * 4096)
+    honest_ms = nbytes / (0.9 * H200["bytes_per_s"]) * 1e3
+    record, flag = roofline.assess(work, kernel_ms=honest_ms, reference_ms=3.0, peaks=H200)
+    assert flag is None and record["bytes"] == nbytes and 0.85 < record["kernel_fraction"] < 0.95
+    _, faked = roofline.assess(work, kernel_ms=honest_ms / 4, reference_ms=3.0, peaks=H200)
+    assert faked is not None  # a time below what reading B takes still is
 
 
 def test_no_kernel_is_flagged_where_the_reference_itself_beats_the_bound():
-    record, flag = roofline.assess(MATMUL_WORK, kernel_ms=0.01, reference_ms=0.05, peaks=H200)
+    record, flag = roofline.assess(MATMUL_WORK, kernel_ms=0.01, reference_ms=0.02, peaks=H200)
     assert flag is None and record["bound_holds"] is False
 
 
@@ -31,6 +70,22 @@ def test_no_peaks_no_fractions():
     record, flag = roofline.assess(MATMUL_WORK, 0.01, 1.0, roofline.peaks_for("cpu", None))
     assert flag is None and record["peaks"] is None and record["bytes"] == 3 * 4096 * 4096 * 4
     assert roofline.peaks_for("cpu", {"bytes_per_s": 1.0, "flops_per_s": 1.0}) == {"bytes_per_s": 1.0, "flops_per_s": 1.0}
+
+
+def test_a_cpus_bandwidth_is_measured_once_per_host_and_kept_in_the_cache(tmp_path):
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return 20e9
+
+    first = roofline.cpu_peaks(str(tmp_path), "Some CPU", 2, measure)
+    again = roofline.cpu_peaks(str(tmp_path), "Some CPU", 4, measure)
+    assert calls == [1] and (tmp_path / roofline.HOST_PEAKS_FILE).exists()
+    assert first["bytes_per_s"] == 20e9 * 2 * roofline.CPU_SAFETY and again["bytes_per_s"] == 2 * first["bytes_per_s"]
+    (tmp_path / roofline.HOST_PEAKS_FILE).write_text("{not json")
+    assert roofline.cpu_peaks(str(tmp_path), "Some CPU", 1, measure)["copy_bytes_per_s"] == 20e9 and len(calls) == 2
+    assert roofline.cpu_peaks(str(tmp_path / "none"), "Other", 1, lambda: float("nan")) is None
 
 
 def test_the_profile_summary_gives_busy_share_and_host_gaps():

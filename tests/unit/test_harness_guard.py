@@ -1,0 +1,83 @@
+"""The audit hook that watches what a kernel's code does to the harness (evaluation.harness_guard).
+Each case runs in an interpreter of its own: an audit hook cannot be removed once added."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SETUP = '''
+import json, sys, types
+sys.path.insert(0, {root!r})
+from evaluation import harness_guard
+
+KERNEL = "/kernels/k.py"
+
+
+class Harness:
+    def __init__(self):
+        self.disabled = set()
+        self.timer_fn = len
+
+    def _check_guard(self):
+        try:
+            sys.audit(harness_guard.CHECK_EVENT, self)
+            return []
+        except harness_guard.Tampered as found:
+            return sorted({{c for c, _ in found.findings}})
+
+
+props, lock = harness_guard.sealed_slots(("clock",))
+for n, p in props.items():
+    setattr(Harness, n, p)
+h = Harness()
+h.clock = len
+lock()
+harness_guard.install(h, types.ModuleType("m"), KERNEL, ("clock",))
+
+
+def kernel(src):
+    exec(compile(src, KERNEL, "exec"), {{"h": h, "sys": sys}})
+'''
+
+
+def guard(body: str) -> list[list[str]]:
+    script = SETUP.format(root=str(ROOT)) + "\nout = []\n" + body + "\nprint(json.dumps(out))\n"
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_frames_read_by_the_kernels_code_are_seen_however_spelled():
+    assert guard('kernel("getattr(sys, \'_get\' + \'frame\')(0)"); out.append(h._check_guard()); '
+                 'out.append(h._check_guard())') == [["harness_memory_access"], []]
+
+
+def test_frames_read_by_the_standard_library_on_its_own_behalf_are_not():
+    assert guard('import collections, typing\nkernel("import collections, typing, logging\\n'
+                 'collections.namedtuple(\'P\', \'a b\')\\ntyping.TypeVar(\'T\')\\nlogging.getLogger(\'x\').info(\'y\')")\n'
+                 'out.append(h._check_guard())') == [[]]
+
+
+def test_the_sealed_clock_cannot_be_assigned_and_a_swap_behind_it_is_found():
+    assert guard('''
+try:
+    h.clock = print
+    out.append("assigned")
+except AttributeError:
+    out.append("read-only")
+for cell in vars(Harness)["clock"].fget.__closure__:
+    if isinstance(cell.cell_contents, dict):
+        cell.cell_contents["clock"] = print
+h.timer_fn = print
+out.append(h._check_guard())
+''') == ["read-only", ["harness_memory_access", "patched_timer"]]  # clock: not a timing name here
+
+
+def test_a_check_raised_by_other_code_is_not_answered_and_is_reported():
+    assert guard('kernel("sys.audit(\'evaluation.harness_check\', h)"); out.append(h._check_guard())') == [
+        ["harness_memory_access"]]
