@@ -32,7 +32,7 @@ from typing import Any
 
 from .build import MAX_READ_BYTES, BuildDir, needs_build
 from .build_pool import BuildUsage, PoolSizer, measure_tree
-from .host_errors import INFRASTRUCTURE_ERROR, KILLED_BUILD, killed_build
+from .host_errors import BUSY_BUILD, INFRASTRUCTURE_ERROR, KILLED_BUILD, killed_build
 from .pch import HeaderCache, lock_held
 from .pch import enabled as pch_enabled
 from .safe_files import UnsafeFile, open_checked, open_dir_below, read_below, subdirectories, walk_tree
@@ -238,7 +238,7 @@ def _conclude(build: BuildDir, cfg: EvaluationConfig, out: BuildOutcome, reply: 
         host = f"{KILLED_BUILD}: {out.error}"
     if not host and out.status == "timeout":
         busy = host_busy(cfg)
-        host = f"the build timed out while {busy}: {out.error}" if busy else ""
+        host = f"{BUSY_BUILD} {busy}: {out.error}" if busy else ""
     if host:  # never cached: built again next time
         out.status, out.error = INFRASTRUCTURE_ERROR, f"{host} (no verdict: built again next time)"
         build.abandon()

@@ -389,39 +389,48 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("kb_pch_probe", &kb_pch_probe);
 
 
 def prove(entry: HeaderCache, timeout_s: float) -> tuple[str, dict[str, float]]:
-    """Compile ``PROOF_SOURCE`` through the published headers, once per variant, inside a build
-    sandbox (the build's uid, mount view and limits): ("", what each took) when every compile
-    passed and gcc used the variant's ``.gch`` (``-H``: ``! <path>``), else (what failed, ...)."""
-    from .sandbox import Sandbox  # deferred: the builder process only
-
+    """Compile ``PROOF_SOURCE`` through the published headers, once per variant, each inside a build
+    sandbox of its own (the build's uid, mount view and limits): ("", seconds per variant) when
+    every compile passed and gcc used the variant's ``.gch`` (``-H``: ``! <path>``), else (what
+    failed, ...). Anything that goes wrong is a failed proof, never an exception: a builder that
+    died here would leave headers that are built again and again."""
     t0 = time.monotonic()
     proof: dict[str, float] = {}
-    cache_root = os.path.dirname(entry.root)
+    for name, extra in entry.variant_flags.items():
+        try:
+            error = _prove_variant(entry, name, extra, max(1.0, t0 + timeout_s - time.monotonic()))
+        except Exception as exc:  # noqa: BLE001 - recorded as the header build's failure
+            error = f"the proof of {name} could not run: {type(exc).__name__}: {exc}"
+        proof[name] = round(time.monotonic() - t0 - sum(proof.values()), 3)
+        if error:
+            return error, proof
+    return "", proof
+
+
+def _prove_variant(entry: HeaderCache, name: str, extra: tuple[str, ...], timeout_s: float) -> str:
+    from .sandbox import Sandbox  # deferred: the builder process only
+
     sandbox = Sandbox(device="cpu", size_scale=1, memory_limit_mb=int(os.environ.get("KB_PCH_PROOF_MB", "8192")),
-                      hide_paths=entry.hide_paths, expose=(cache_root,),
+                      hide_paths=entry.hide_paths, expose=(os.path.dirname(entry.root),),
                       extra_env={"CPATH": entry.include_dir, "CUDA_VISIBLE_DEVICES": ""})
     try:
         src = sandbox.write_source("main.cpp", PROOF_SOURCE)
-        for name, extra in entry.variant_flags.items():
-            cxx, flags = torch_cxx_command(entry.device, list(extra))
-            argv = [*shlex.split(cxx), *flags, "-DTORCH_EXTENSION_NAME=kb_pch_probe", "-Winvalid-pch", "-H",
-                    "-c", src, "-o", "main.o"]
-            cmd, env, workdir = sandbox.command("build", argv)
-            used = os.path.join(entry.include_dir, HEADER + ".gch", name + ".gch")
-            left = max(1.0, t0 + timeout_s - time.monotonic())
-            t1 = time.monotonic()
-            try:
-                r = subprocess.run(cmd, env=env, cwd=workdir, capture_output=True, text=True, timeout=left)
-            except subprocess.TimeoutExpired:
-                return f"the proof of {name} took longer than {left:.0f} s", proof
-            proof[name] = round(time.monotonic() - t1, 3)
-            if r.returncode != 0 or f"! {used}" not in r.stderr.splitlines():
-                lines = [ln for ln in r.stderr.splitlines() if not ln.startswith(".")]
-                first = [ln for ln in lines if "error" in ln][:3] or lines[-6:]  # the first errors say why
-                return f"the proof of {name} failed in the build sandbox: " + " | ".join(first)[:1500], proof
+        cxx, flags = torch_cxx_command(entry.device, list(extra))
+        argv = [*shlex.split(cxx), *flags, "-DTORCH_EXTENSION_NAME=kb_pch_probe", "-Winvalid-pch", "-H",
+                "-c", src, "-o", "main.o"]
+        cmd, env, workdir = sandbox.command("build", argv)
+        try:
+            r = subprocess.run(cmd, env=env, cwd=workdir, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return f"the proof of {name} took longer than {timeout_s:.0f} s"
     finally:
         sandbox.close()
-    return "", proof
+    used = os.path.join(entry.include_dir, HEADER + ".gch", name + ".gch")
+    if r.returncode == 0 and f"! {used}" in r.stderr.splitlines():
+        return ""
+    lines = [ln for ln in r.stderr.splitlines() if not ln.startswith(".")]
+    first = [ln for ln in lines if "error" in ln][:3] or lines[-6:]  # the first errors say why
+    return f"the proof of {name} failed in the build sandbox: " + " | ".join(first)[:1500]
 
 
 def builder_main() -> None:

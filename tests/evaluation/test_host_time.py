@@ -22,6 +22,7 @@ import pytest
 from evaluation import INFRASTRUCTURE_ERROR
 from evaluation import build_stage as bs
 from evaluation.build_stage import BuildOutcome, BuildPool, build_dir_for, build_locked, header_cache_for
+from evaluation.host_errors import counts_against_host
 from evaluation.pch import HeaderCache
 from evaluation.types import EvaluationConfig
 
@@ -83,6 +84,7 @@ def test_a_timeout_while_headers_are_built_is_the_hosts(tmp_path, monkeypatch):
         os.close(fd)
     assert out.status == INFRASTRUCTURE_ERROR
     assert "building its shared headers" in (out.error or "") and "no verdict" in (out.error or "")
+    assert not counts_against_host(out.error or "")  # passes with the host's work: no mark against the host
     assert not build.built and build.failure is None  # nothing cached: built again next time
 
 
