@@ -435,7 +435,8 @@ def _prove_variant(entry: HeaderCache, name: str, extra: tuple[str, ...], timeou
 
 def builder_main() -> None:
     """Entry of the header builder: take the key's lock or leave (somebody is building), build,
-    publish; exit status 0 when published (built or a recorded failure), 1 when nothing was."""
+    publish; exit status 0 when published (built or a recorded failure), 1 when it failed (recorded
+    too where the disk allows: retried after ``KB_PCH_RETRY_S``, not by the next build at once)."""
     spec = json.loads(sys.argv[1])
     entry = HeaderCache.at(spec["root"], spec["key"], spec["device"],
                            {k: tuple(v) for k, v in spec["variants"].items()})
@@ -449,5 +450,12 @@ def builder_main() -> None:
         return
     try:
         entry.build_locked(float(spec["timeout_s"]))
-    except OSError:
+    except Exception as exc:  # noqa: BLE001 - recorded: else every build would start this one again
+        try:
+            _remove(entry.path)
+            os.makedirs(entry.path, mode=0o755)
+            _write_json(os.path.join(entry.path, FAILED), {"error": f"the header builder failed: "
+                                                           f"{type(exc).__name__}: {exc}", "at": time.time()})
+        except OSError:
+            pass
         sys.exit(1)
