@@ -24,11 +24,12 @@ Layout under ``<build_cache_dir>/.pch/`` (root-owned, 0755: kernels read it, nev
   entry, which only ever appears complete (built in ``.building/<key>.<pid>.<random>/``, renamed);
   ``<key>/failed.json`` instead records a header build that failed (``KB_PCH_RETRY_S`` later it is
   tried again);
-* ``<key>/include/torch/extension.h``: a copy of torch's own header, beside the precompiled ones.
-  gcc, having used a ``.gch``, records the header as ``<key>/include/torch/extension.h``; a second
+* ``<key>/include/torch/extension.h``: a stand-in (``STAND_IN``) beside the precompiled ones. gcc,
+  having used a ``.gch``, records the header as ``<key>/include/torch/extension.h``; a second
   ``#include <torch/extension.h>`` (the kernel's own source, after the one ``load_inline`` writes:
   most kernels) opens that very path, and without the file every such compile failed "No such file
-  or directory". With the copy, ``#pragma once`` ends the second include as it would without PCH;
+  or directory". The stand-in includes the next ``torch/extension.h`` in the search path (a copy of
+  torch's header would hide the slim ``.cu`` header that comes after this folder in ``CPATH``);
 * an entry is ready (``manifest.json``) only after a compile through it passed inside the build
   sandbox (``prove``: a ``load_inline``-shaped ``main.cpp`` that includes the header twice, as the
   build uid, in the build's mount view, with each variant's flags, and gcc's ``-H`` naming the
@@ -72,6 +73,13 @@ from .build import _remove, _torch_version, cuda_toolkit_version
 #: through it passed in the build sandbox (entries of format "1" broke every source that includes
 #: ``torch/extension.h`` itself).
 PCH_FORMAT = "2"
+#: ``<key>/include/torch/extension.h``: what gcc opens for a second include of the header once it
+#: used a ``.gch`` (or for the first, when no ``.gch`` is valid): the next ``torch/extension.h`` in
+#: the search path, the slim ``.cu`` header where the build names it (evaluation.slim_headers), else
+#: torch's own, whose includes the ``.gch`` already holds (each ``#pragma once``: nothing is read twice).
+STAND_IN = """/* The harness's stand-in beside the precompiled torch/extension.h (evaluation/pch.py). */
+#include_next <torch/extension.h>
+"""
 #: Optimisation levels kernels pass in ``extra_cflags`` (the corpus's 100 CUDA kernels: 87 none or
 #: an empty flag, 13 ``-O3``); gcc uses a precompiled header only at its own optimisation level.
 DEFAULT_VARIANTS: dict[str, tuple[str, ...]] = {"default": (), "O3": ("-O3",)}
@@ -370,7 +378,8 @@ def compile_headers(private: str, device: str, variant_flags: dict[str, tuple[st
     if failed:
         return f"the header build failed for {failed} (see build.log)"
     # The file gcc names once it used a .gch: a second #include of the header opens it (module doc).
-    shutil.copyfile(header, os.path.join(private, "include", HEADER))
+    with open(os.path.join(private, "include", HEADER), "w", encoding="utf-8") as fh:
+        fh.write(STAND_IN)
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # the compilers, reaped by wait() above
     manifest.update({"format": PCH_FORMAT, "torch": torch.__version__, "device": device, "header": header,
                      "commands": commands, "seconds": round(time.monotonic() - t0, 3),
