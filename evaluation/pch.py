@@ -69,7 +69,7 @@ from typing import Any
 
 from .build import _remove, _torch_version, cuda_toolkit_version
 
-#: "2": the real header beside the precompiled ones, and an entry published only once a compile
+#: "2": a stand-in header beside the precompiled ones, and an entry ready only once a compile
 #: through it passed in the build sandbox (entries of format "1" broke every source that includes
 #: ``torch/extension.h`` itself).
 PCH_FORMAT = "2"
@@ -175,11 +175,6 @@ class HeaderCache:
         except (OSError, ValueError):
             return ""
         return str(data.get("error") or "failed") if isinstance(data, dict) else "failed"
-
-    @property
-    def building(self) -> bool:
-        """Whether a header builder holds this key's lock now."""
-        return os.path.exists(self.lock_path) and lock_held(self.lock_path)
 
     def manifest(self) -> dict[str, Any]:
         try:
