@@ -7,6 +7,12 @@ network) with no GPU visible and ``TORCH_CUDA_ARCH_LIST`` set to the target arch
 phase of the evaluation then only loads the built module. ``BuildPool`` runs builds side by side in
 a pool of such processes, ahead of the GPUs (the sweep and the site's workers use it).
 
+The host's own work is never the kernel's time: waiting for the entry's lock and for the host's
+precompiled headers comes before the build's deadline starts, a compile error that names the
+headers' folder is built again without them (the verdict is that build's), and a build that times
+out while the host was building headers or was loaded beyond its cores ends ``infrastructure_error``
+(no verdict; retried), never ``timeout``.
+
 A compiler failure is recorded in the cache entry (``compile_error`` with the compiler's message, at
 once, for every later evaluation of that source); a module that fails at import for another reason
 (say it touches the GPU at import) is published if something was built, and the GPU phase does the
@@ -26,8 +32,9 @@ from typing import Any
 
 from .build import MAX_READ_BYTES, BuildDir, needs_build
 from .build_pool import BuildUsage, PoolSizer, measure_tree
-from .host_errors import INFRASTRUCTURE_ERROR, KILLED_BUILD, killed_build
-from .pch import HeaderCache
+from .host_errors import BUSY_BUILD, INFRASTRUCTURE_ERROR, KILLED_BUILD, killed_build
+from .pch import HeaderCache, lock_held
+from .pch import enabled as pch_enabled
 from .safe_files import UnsafeFile, open_checked, open_dir_below, read_below, subdirectories, walk_tree
 from .sandbox import ChildError, Sandbox
 from .slim_headers import enabled as slim_wanted
@@ -54,10 +61,12 @@ class BuildOutcome:
     steps_s: dict[str, float] = field(default_factory=dict)  # ninja's own record: seconds per output
     started: float = 0.0  # time.monotonic() when the build began (after the lock)
     finished: float = 0.0
-    #: The precompiled torch headers: "shared" (found published), "built" (built for this build),
-    #: "none" (off, failed, or still being built by another process after the wait).
+    #: The precompiled torch headers: "shared" (found published), "built" (made while this build
+    #: waited for them), "none" (``headers_why`` says why: off, their build failed, not ready after
+    #: the wait, or a compile through them failed and the source was built again without them).
     headers: str = ""
-    headers_s: float = 0.0  # waiting for / building the headers (before ``started``)
+    headers_why: str = ""
+    headers_s: float = 0.0  # waiting for / building the headers (before ``started``: not the kernel's time)
     #: What the ``.cu`` file's ``torch/extension.h`` was (evaluation.slim_headers): "slim", "full"
     #: (off, or the slim build failed and the source was built again), "" (no CUDA build).
     cu_headers: str = ""
@@ -70,7 +79,8 @@ class BuildOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         out = {"status": self.status, "seconds": round(self.seconds, 3), "error": self.error,
-               "steps_s": self.steps_s, "headers": self.headers, "headers_s": round(self.headers_s, 3),
+               "steps_s": self.steps_s, "headers": self.headers, "headers_why": self.headers_why,
+               "headers_s": round(self.headers_s, 3),
                "cu_headers": self.cu_headers, "units": self.units}
         if self.usage is not None:
             out.update(cpu_s=round(self.usage.cpu_s, 2), peak_rss_mb=round(self.usage.peak_rss_mb, 1))
@@ -111,35 +121,73 @@ def arch_env(cfg: EvaluationConfig) -> dict[str, str]:
 
 def header_cache_for(cfg: EvaluationConfig) -> HeaderCache:
     """The host's precompiled torch headers for builds under ``cfg`` (``evaluation.pch``)."""
-    return HeaderCache(cfg.build_cache_dir, cfg.device, target_arch(cfg))
+    return HeaderCache(cfg.build_cache_dir, cfg.device, target_arch(cfg), cfg.hide_paths)
 
 
-def build_env(cfg: EvaluationConfig, slim_cu: bool = False) -> dict[str, str]:
+def build_env(cfg: EvaluationConfig, slim_cu: bool = False, headers: bool = True) -> dict[str, str]:
     """The environment build and kernel processes get: the architecture, and the precompiled headers
     where they are published (``CPATH`` is not in ninja's commands: with or without it, a build
     stays up to date); ``slim_cu``: and, after them, the ``.cu`` files' ``torch/extension.h``
     (evaluation.slim_headers; the build stage's first try only); the unit server's compiler shim
-    as ``CXX`` when units are on (evaluation.units: the same for both, so ninja's commands are)."""
-    env = {**arch_env(cfg), **header_cache_for(cfg).env(), **compiler_env()}
+    as ``CXX`` when units are on (evaluation.units: the same for both, so ninja's commands are);
+    ``headers`` False: without the precompiled headers (a build they failed)."""
+    env = {**arch_env(cfg), **(header_cache_for(cfg).env() if headers else {}), **compiler_env()}
     slim = slim_folder(cfg.build_cache_dir) if slim_cu else None
     if slim:
         env["CPATH"] = os.pathsep.join(p for p in (env.get("CPATH"), slim) if p)
     return env
 
 
-def _prepare_headers(cfg: EvaluationConfig, deadline: float, out: BuildOutcome) -> None:
-    """Have the host's headers built if nobody has (once per key) and wait for them ``KB_PCH_WAIT_S``
-    at most (default 0: a build is never slower for them; a third of the time left at most); else
-    build without them: they are finished by their own process for the builds after."""
+#: Seconds a build waits for headers being made: a header build and its proof took about 520 s on a
+#: host at load 16 (two compilers of ~100 s CPU each, then two proof compiles), 2-4 minutes here.
+HEADER_WAIT_S = 600.0
+
+
+def header_wait_s() -> float:
+    """How long a build waits for the host's headers while they are being made: $KB_PCH_WAIT_S, else
+    ``HEADER_WAIT_S``. The wait is the host's time, never the kernel's (its deadline starts after),
+    so a build does not go without headers only because they are being made; it is bounded so that
+    an evaluation (lock wait + this + its own budget) stays under a worker's job limit."""
+    return float(os.environ.get("KB_PCH_WAIT_S", HEADER_WAIT_S))
+
+
+def _prepare_headers(cfg: EvaluationConfig, out: BuildOutcome) -> None:
+    """Have the host's headers made if nobody has (once per key) and wait for them; ``out`` says
+    which headers the build uses, and why none when it uses none."""
+    if not pch_enabled():
+        out.headers, out.headers_why = "none", "off (KB_PCH=0)"
+        return
     t0 = time.monotonic()
     headers = header_cache_for(cfg)
     if headers.ready:
         out.headers = "shared"
         return
-    wait_s = min(float(os.environ.get("KB_PCH_WAIT_S", "0")), max(0.0, (deadline - t0) / 3))
-    ok = headers.ensure(wait_s=wait_s)
-    out.headers = "built" if ok else "none"
+    ok = headers.ensure(wait_s=header_wait_s())
     out.headers_s = time.monotonic() - t0
+    if ok:
+        out.headers = "built"
+        return
+    failure = headers.failure()
+    out.headers = "none"
+    out.headers_why = (f"the header build failed: {failure}" if failure
+                       else f"not ready after waiting {out.headers_s:.0f} s")
+
+
+def host_busy(cfg: EvaluationConfig) -> str:
+    """Evidence that the host's own work slowed a build, not the kernel: a header build running now
+    (any key's lock held), or the host loaded beyond its cores (1-minute load average above
+    ``KB_BUILD_LOADED_FACTOR``, 1.5, times its cores). "" when there is none."""
+    locks = os.path.join(cfg.build_cache_dir, ".pch", ".locks")
+    try:
+        names = os.listdir(locks)
+    except OSError:
+        names = []
+    if any(lock_held(os.path.join(locks, n)) for n in names):
+        return "the host was building its shared headers"
+    cores, load = os.cpu_count() or 1, os.getloadavg()[0]
+    if load > float(os.environ.get("KB_BUILD_LOADED_FACTOR", "1.5")) * cores:
+        return f"the host was loaded (load average {load:.1f} on {cores} cores)"
+    return ""
 
 
 def build_dir_for(kernel_source: str, cfg: EvaluationConfig) -> BuildDir:
@@ -154,37 +202,49 @@ def prebuild(kernel_source: str, cfg: EvaluationConfig, wait: bool = True) -> Bu
     if not needs_build(kernel_source):
         return BuildOutcome("not_needed")
     build = build_dir_for(kernel_source, cfg)
-    deadline = time.monotonic() + cfg.timeout_s
-    if not build.lock(deadline, wait=wait):
+    if not build.lock(time.monotonic() + cfg.timeout_s, wait=wait):
         return BuildOutcome("deferred", error="the cache entry is busy or unusable")
-    try:
-        return build_locked(build, kernel_source, cfg, deadline)
+    try:  # the wait for the lock was another build's time: the budget starts now
+        return build_locked(build, kernel_source, cfg, time.monotonic() + cfg.timeout_s)
     finally:
         build.unlock()
 
 
 def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float) -> BuildOutcome:
-    """Under the entry's lock: the cached outcome, or a build in a private folder, then published."""
+    """Under the entry's lock: the cached outcome, or a build in a private folder, then published.
+    ``deadline`` is the kernel's; the wait for the host's headers is added to it."""
     failure = recorded_failure(build)
     if failure is not None:
         return BuildOutcome("compile_error", error=failure.get("error"), log=failure.get("log", ""))
     if build.built:
         return BuildOutcome("cached")
     out = BuildOutcome("deferred")
-    _prepare_headers(cfg, deadline, out)
+    _prepare_headers(cfg, out)
+    deadline += out.headers_s  # the host's work, not the kernel's time
     if build.begin() is None:
         return BuildOutcome("deferred", error="the build cache is unusable")
     out.started = time.monotonic()
     try:
         reply = _build_slim_then_full(build, kernel_source, cfg, deadline, out)
+        reply = _without_headers_if_they_failed(build, kernel_source, cfg, deadline, out, reply)
     finally:
         out.finished = time.monotonic()
         out.seconds = out.finished - out.started
     out.steps_s = ninja_steps(build.private or "")
-    killed = killed_build(f"{out.error or ''}\n{out.log}")
-    if killed or reply.get("kind") == INFRASTRUCTURE_ERROR:  # never cached: built again next time
-        killed = killed or f"{KILLED_BUILD}: {out.error}"
-        out.status, out.error = INFRASTRUCTURE_ERROR, f"{killed} (no verdict: built again next time)"
+    _conclude(build, cfg, out, reply)
+    return out
+
+
+def _conclude(build: BuildDir, cfg: EvaluationConfig, out: BuildOutcome, reply: dict[str, Any]) -> None:
+    """Publish the build, record its compiler error, or drop it; what is the host's is never cached."""
+    host = killed_build(f"{out.error or ''}\n{out.log}") or reply.get("host")
+    if not host and reply.get("kind") == INFRASTRUCTURE_ERROR:
+        host = f"{KILLED_BUILD}: {out.error}"
+    if not host and out.status == "timeout":
+        busy = host_busy(cfg)
+        host = f"{BUSY_BUILD} {busy}: {out.error}" if busy else ""
+    if host:  # never cached: built again next time
+        out.status, out.error = INFRASTRUCTURE_ERROR, f"{host} (no verdict: built again next time)"
         build.abandon()
     elif reply.get("ok"):
         out.status = "built"
@@ -196,7 +256,23 @@ def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, dea
         build.publish()  # what was compiled is kept; the GPU phase imports the module again
     else:
         build.abandon()
-    return out
+
+
+def _without_headers_if_they_failed(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
+                                    out: BuildOutcome, reply: dict[str, Any]) -> dict[str, Any]:
+    """A compile error that names the precompiled headers' folder is the host's, never the kernel's:
+    the source is built again, in a fresh folder, without them, and that build's outcome stands."""
+    folder = header_cache_for(cfg).path
+    text = f"{out.error or ''}\n{out.log}"
+    if reply.get("kind") != "compile_error" or out.headers not in ("shared", "built") or folder not in text:
+        return reply
+    line = next((ln.strip() for ln in text.splitlines() if folder in ln), "")
+    out.headers, out.headers_why = "none", f"a compile through them failed, built again without them: {line[:300]}"
+    build.abandon()
+    if build.begin() is None:
+        return {"kind": INFRASTRUCTURE_ERROR, "host": "the build cache is unusable"}
+    out.error, out.log = None, ""
+    return _build_slim_then_full(build, kernel_source, cfg, deadline, out)
 
 
 def _build_slim_then_full(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
@@ -217,10 +293,12 @@ def _build_slim_then_full(build: BuildDir, kernel_source: str, cfg: EvaluationCo
 
 
 def recorded_failure(build: BuildDir) -> dict[str, str] | None:
-    """Under the lock: the compiler error recorded for the entry. One that records a killed build
-    (cached by a release that took it for the kernel's) is dropped, and the source built again."""
+    """Under the lock: the compiler error recorded for the entry. One that records a killed build,
+    or names the host's precompiled headers (cached by releases that took them for the kernel's),
+    is dropped, and the source built again."""
     failure = build.failure
-    if failure is not None and killed_build(f"{failure.get('error', '')}\n{failure.get('log', '')}"):
+    text = f"{failure.get('error', '')}\n{failure.get('log', '')}" if failure is not None else ""
+    if failure is not None and (killed_build(text) or os.path.join(build.root, ".pch") + os.sep in text):
         build.drop()
         return None
     return failure
@@ -228,7 +306,7 @@ def recorded_failure(build: BuildDir) -> dict[str, str] | None:
 
 def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
                        out: BuildOutcome, slim_cu: bool = False) -> dict[str, Any]:
-    env = {**build_env(cfg, slim_cu), "CUDA_VISIBLE_DEVICES": ""}
+    env = {**build_env(cfg, slim_cu, headers=out.headers in ("shared", "built")), "CUDA_VISIBLE_DEVICES": ""}
     limits = _sandbox_limits(cfg)
     sandbox = Sandbox(device="cpu", build_dir=build.path, disable=cfg.disable_defences, extra_env=env, **limits)
     reply: dict[str, Any] = {}
@@ -325,6 +403,8 @@ class BuildPool:
         self.cfg = cfg
         # Build processes inherit their thread's CPU mask and niceness: off the cores timed processes
         # use, and behind the GPU workers' own processes on the cores they share.
+        if pch_enabled():  # the host's headers, made before the first build needs them
+            header_cache_for(cfg).ensure(wait_s=0.0)
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kb-build",
                                         initializer=_build_thread, initargs=(cpus,))
         self._futures: dict[str, Future[BuildOutcome]] = {}

@@ -76,6 +76,9 @@ _KILLED_BUILD = re.compile(
 )
 #: How the error of a killed build starts (killed_build's answer, and the build stage's).
 KILLED_BUILD = "the build was killed"
+#: How a build that timed out while the host was busy with its own work (its shared headers, a load
+#: beyond its cores) begins its error: no verdict, retried (evaluation.build_stage.host_busy).
+BUSY_BUILD = "the build timed out while"
 
 
 def killed_build(failure: BaseException | str) -> str | None:
@@ -108,8 +111,9 @@ def counts_against_host(error: str) -> bool:
     in the build process and can print any compiler's line, kill itself by a signal or ``os._exit``,
     and the host has nothing independent to check it against (a full or read-only disk it does:
     ``confirm`` and the worker's write probe). A killed build is still retried and never cached;
-    a kernel that is "killed" on every attempt ends ``failed``, its own loss."""
-    return not error.startswith(KILLED_BUILD)
+    a kernel that is "killed" on every attempt ends ``failed``, its own loss. Nor does a build that
+    timed out while the host was busy with its own work (``BUSY_BUILD``): it passes with that work."""
+    return not error.startswith((KILLED_BUILD, BUSY_BUILD))
 
 
 def free_mb(path: str) -> float:

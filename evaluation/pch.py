@@ -24,6 +24,16 @@ Layout under ``<build_cache_dir>/.pch/`` (root-owned, 0755: kernels read it, nev
   entry, which only ever appears complete (built in ``.building/<key>.<pid>.<random>/``, renamed);
   ``<key>/failed.json`` instead records a header build that failed (``KB_PCH_RETRY_S`` later it is
   tried again);
+* ``<key>/include/torch/extension.h``: a stand-in (``STAND_IN``) beside the precompiled ones. gcc,
+  having used a ``.gch``, records the header as ``<key>/include/torch/extension.h``; a second
+  ``#include <torch/extension.h>`` (the kernel's own source, after the one ``load_inline`` writes:
+  most kernels) opens that very path, and without the file every such compile failed "No such file
+  or directory". The stand-in includes the next ``torch/extension.h`` in the search path (a copy of
+  torch's header would hide the slim ``.cu`` header that comes after this folder in ``CPATH``);
+* an entry is ready (``manifest.json``) only after a compile through it passed inside the build
+  sandbox (``prove``: a ``load_inline``-shaped ``main.cpp`` that includes the header twice, as the
+  build uid, in the build's mount view, with each variant's flags, and gcc's ``-H`` naming the
+  variant's ``.gch``). A failed proof is recorded like a failed build;
 * ``.locks/<key>.lock``: the ``flock`` of whoever builds ``<key>``. It dies with its owner: a header
   build killed midway (SIGKILL included) leaves only an unpublished private folder, which the next
   owner removes, and nothing anybody waits on. The builder is a detached process of its own (PID 1
@@ -59,7 +69,17 @@ from typing import Any
 
 from .build import _remove, _torch_version, cuda_toolkit_version
 
-PCH_FORMAT = "1"
+#: "2": a stand-in header beside the precompiled ones, and an entry ready only once a compile
+#: through it passed in the build sandbox (entries of format "1" broke every source that includes
+#: ``torch/extension.h`` itself).
+PCH_FORMAT = "2"
+#: ``<key>/include/torch/extension.h``: what gcc opens for a second include of the header once it
+#: used a ``.gch`` (or for the first, when no ``.gch`` is valid): the next ``torch/extension.h`` in
+#: the search path, the slim ``.cu`` header where the build names it (evaluation.slim_headers), else
+#: torch's own, whose includes the ``.gch`` already holds (each ``#pragma once``: nothing is read twice).
+STAND_IN = """/* The harness's stand-in beside the precompiled torch/extension.h (evaluation/pch.py). */
+#include_next <torch/extension.h>
+"""
 #: Optimisation levels kernels pass in ``extra_cflags`` (the corpus's 100 CUDA kernels: 87 none or
 #: an empty flag, 13 ``-O3``); gcc uses a precompiled header only at its own optimisation level.
 DEFAULT_VARIANTS: dict[str, tuple[str, ...]] = {"default": (), "O3": ("-O3",)}
@@ -114,14 +134,16 @@ def pch_key(device: str, arch: str = "", variant_flags: dict[str, tuple[str, ...
 class HeaderCache:
     """The precompiled headers of one key under ``<cache_root>/.pch``."""
 
-    def __init__(self, cache_root: str, device: str, arch: str = "") -> None:
+    def __init__(self, cache_root: str, device: str, arch: str = "", hide_paths: tuple[str, ...] = ()) -> None:
         self._set(os.path.join(cache_root, ".pch"), "", device, variants(), arch)
+        self.hide_paths = tuple(hide_paths)  # the builds' own: the proof's sandbox hides them too
 
     @classmethod
     def at(cls, root: str, key: str, device: str, variant_flags: dict[str, tuple[str, ...]]) -> HeaderCache:
         """The entry of a known key (in the builder process)."""
         self = cls.__new__(cls)
         self._set(root, key, device, variant_flags)
+        self.hide_paths = ()
         return self
 
     def _set(self, root: str, key: str, device: str, variant_flags: dict[str, tuple[str, ...]], arch: str = "") -> None:
@@ -144,6 +166,15 @@ class HeaderCache:
         except OSError:
             return False
         return age < float(os.environ.get("KB_PCH_RETRY_S", "3600"))
+
+    def failure(self) -> str:
+        """What the recorded failure of the header build says ("" when none is recorded)."""
+        try:
+            with open(os.path.join(self.path, FAILED), encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            return ""
+        return str(data.get("error") or "failed") if isinstance(data, dict) else "failed"
 
     def manifest(self) -> dict[str, Any]:
         try:
@@ -185,6 +216,9 @@ class HeaderCache:
             for sub in ("", ".building", ".locks"):
                 os.makedirs(os.path.join(self.root, sub), mode=0o755, exist_ok=True)
             if os.geteuid() == 0:  # a kernel's uid may neither take the lock nor write a header
+                # The build cache's root as the build cache makes it (traversed, never listed): the
+                # proof's sandbox and every build reach the headers through it, maybe before any build.
+                os.chmod(os.path.dirname(self.root), 0o711)
                 os.chmod(self.root, 0o755)
                 os.chmod(os.path.join(self.root, ".locks"), 0o700)
         except OSError:
@@ -200,27 +234,46 @@ class HeaderCache:
                 return
             spec = {"root": self.root, "key": self.key, "device": self.device,
                     "variants": {k: list(v) for k, v in self.variant_flags.items()},
-                    "timeout_s": float(os.environ.get("KB_PCH_BUILD_TIMEOUT_S", "1800"))}
+                    "timeout_s": float(os.environ.get("KB_PCH_BUILD_TIMEOUT_S", "1800")),
+                    "hide_paths": list(self.hide_paths)}
             _BUILDERS[self.path] = spawn_builder(spec)
 
     def build_locked(self, timeout_s: float) -> str:
         """In the builder, under the lock: remove what a dead builder left, build in a private
-        folder, publish by rename (a failure too, recorded). "" if built, else what went wrong."""
+        folder, publish by rename, prove the published headers in the build sandbox, and only then
+        write the manifest (what makes them ready); a failure is recorded instead. "" if ready,
+        else what went wrong."""
+        t0 = time.monotonic()
         building = os.path.join(self.root, ".building")
         for name in os.listdir(building):
             if name.startswith(self.key + "."):
                 _remove(os.path.join(building, name))  # a builder that died: we hold its lock now
-        _remove(self.path)  # an old failure record
+        _remove(self.path)  # an old failure record, or headers a dead builder published unproven
         private = os.path.join(building, f"{self.key}.{os.getpid()}.{secrets.token_hex(4)}")
         os.makedirs(private, mode=0o755)
-        error = compile_headers(private, self.device, self.variant_flags, timeout_s)
-        if error:
-            with open(os.path.join(private, FAILED), "w", encoding="utf-8") as fh:
-                json.dump({"error": error, "at": time.time()}, fh)
-            _remove(os.path.join(private, "include"))
+        manifest: dict[str, Any] = {}
+        error = compile_headers(private, self.device, self.variant_flags, timeout_s, manifest)
         _make_readable(private)
+        # Proven where builds will find them: the published path, in the build sandbox's view.
         os.rename(private, self.path)
+        if not error:
+            error, proof = prove(self, max(1.0, t0 + timeout_s - time.monotonic()))
+            manifest["proof"] = proof
+        if error:
+            _remove(self.include_dir)
+            _write_json(os.path.join(self.path, FAILED), {"error": error, "at": time.time()})
+        else:
+            _write_json(os.path.join(self.path, MANIFEST), manifest)
         return error
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    """Written whole or not at all (a reader sees the file only once complete), 0644."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1)
+    os.chmod(tmp, 0o644)
+    os.rename(tmp, path)
 
 
 def lock_held(path: str) -> bool:
@@ -289,9 +342,12 @@ def torch_cxx_command(device: str, extra_cflags: list[str]) -> tuple[str, list[s
     return lines.get("cxx", "c++").strip(), flags
 
 
-def compile_headers(private: str, device: str, variant_flags: dict[str, tuple[str, ...]], timeout_s: float) -> str:
-    """One compiler per variant, side by side, into ``<private>/include``; the manifest last.
-    "" when every variant was built, else what went wrong (the compilers' output: ``build.log``)."""
+def compile_headers(private: str, device: str, variant_flags: dict[str, tuple[str, ...]], timeout_s: float,
+                    manifest: dict[str, Any]) -> str:
+    """One compiler per variant, side by side, into ``<private>/include``, and torch's header copied
+    beside them; what was done into ``manifest`` (written by the caller once the headers are
+    proven). "" when every variant was built, else what went wrong (the compilers' output:
+    ``build.log``)."""
     import resource  # deferred: the builder process only
 
     import torch  # deferred: the builder process only
@@ -316,22 +372,79 @@ def compile_headers(private: str, device: str, variant_flags: dict[str, tuple[st
             return f"the header build took longer than {timeout_s:.0f} s"  # the compilers die with us
     if failed:
         return f"the header build failed for {failed} (see build.log)"
+    # The file gcc names once it used a .gch: a second #include of the header opens it (module doc).
+    with open(os.path.join(private, "include", HEADER), "w", encoding="utf-8") as fh:
+        fh.write(STAND_IN)
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # the compilers, reaped by wait() above
-    manifest = {"format": PCH_FORMAT, "torch": torch.__version__, "device": device, "header": header,
-                "commands": commands, "seconds": round(time.monotonic() - t0, 3),
-                "cpu_s": round(ru.ru_utime + ru.ru_stime, 3), "max_rss_mb": round(ru.ru_maxrss / 1024, 1),
-                "bytes": {n: os.path.getsize(os.path.join(out_dir, n + ".gch")) for n in commands}}
-    with open(os.path.join(private, MANIFEST), "w", encoding="utf-8") as fh:
-        json.dump(manifest, fh, indent=1)
+    manifest.update({"format": PCH_FORMAT, "torch": torch.__version__, "device": device, "header": header,
+                     "commands": commands, "seconds": round(time.monotonic() - t0, 3),
+                     "cpu_s": round(ru.ru_utime + ru.ru_stime, 3), "max_rss_mb": round(ru.ru_maxrss / 1024, 1),
+                     "bytes": {n: os.path.getsize(os.path.join(out_dir, n + ".gch")) for n in commands}})
     return ""
+
+
+#: The proof's source: what ``load_inline`` writes into ``main.cpp`` (its include, then the
+#: kernel's own source, which most often includes the header again, then the bindings).
+PROOF_SOURCE = """#include <torch/extension.h>
+#include <torch/extension.h>
+torch::Tensor kb_pch_probe(torch::Tensor x) { return x + 1; }
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("kb_pch_probe", &kb_pch_probe); }
+"""
+
+
+def prove(entry: HeaderCache, timeout_s: float) -> tuple[str, dict[str, float]]:
+    """Compile ``PROOF_SOURCE`` through the published headers, once per variant, each inside a build
+    sandbox of its own (the build's uid, mount view and limits): ("", seconds per variant) when
+    every compile passed and gcc used the variant's ``.gch`` (``-H``: ``! <path>``), else (what
+    failed, ...). Anything that goes wrong is a failed proof, never an exception: a builder that
+    died here would leave headers that are built again and again."""
+    t0 = time.monotonic()
+    proof: dict[str, float] = {}
+    for name, extra in entry.variant_flags.items():
+        try:
+            error = _prove_variant(entry, name, extra, max(1.0, t0 + timeout_s - time.monotonic()))
+        except Exception as exc:  # noqa: BLE001 - recorded as the header build's failure
+            error = f"the proof of {name} could not run: {type(exc).__name__}: {exc}"
+        proof[name] = round(time.monotonic() - t0 - sum(proof.values()), 3)
+        if error:
+            return error, proof
+    return "", proof
+
+
+def _prove_variant(entry: HeaderCache, name: str, extra: tuple[str, ...], timeout_s: float) -> str:
+    from .sandbox import Sandbox  # deferred: the builder process only
+
+    sandbox = Sandbox(device="cpu", size_scale=1, memory_limit_mb=int(os.environ.get("KB_PCH_PROOF_MB", "8192")),
+                      hide_paths=entry.hide_paths, expose=(os.path.dirname(entry.root),),
+                      extra_env={"CPATH": entry.include_dir, "CUDA_VISIBLE_DEVICES": ""})
+    try:
+        src = sandbox.write_source("main.cpp", PROOF_SOURCE)
+        cxx, flags = torch_cxx_command(entry.device, list(extra))
+        argv = [*shlex.split(cxx), *flags, "-DTORCH_EXTENSION_NAME=kb_pch_probe", "-Winvalid-pch", "-H",
+                "-c", src, "-o", "main.o"]
+        cmd, env, workdir = sandbox.command("build", argv)
+        try:
+            r = subprocess.run(cmd, env=env, cwd=workdir, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return f"the proof of {name} took longer than {timeout_s:.0f} s"
+    finally:
+        sandbox.close()
+    used = os.path.join(entry.include_dir, HEADER + ".gch", name + ".gch")
+    if r.returncode == 0 and f"! {used}" in r.stderr.splitlines():
+        return ""
+    lines = [ln for ln in r.stderr.splitlines() if not ln.startswith(".")]
+    first = [ln for ln in lines if "error" in ln][:3] or lines[-6:]  # the first errors say why
+    return f"the proof of {name} failed in the build sandbox: " + " | ".join(first)[:1500]
 
 
 def builder_main() -> None:
     """Entry of the header builder: take the key's lock or leave (somebody is building), build,
-    publish; exit status 0 when published (built or a recorded failure), 1 when nothing was."""
+    publish; exit status 0 when published (built or a recorded failure), 1 when it failed (recorded
+    too where the disk allows: retried after ``KB_PCH_RETRY_S``, not by the next build at once)."""
     spec = json.loads(sys.argv[1])
     entry = HeaderCache.at(spec["root"], spec["key"], spec["device"],
                            {k: tuple(v) for k, v in spec["variants"].items()})
+    entry.hide_paths = tuple(spec.get("hide_paths", ()))
     fd = os.open(entry.lock_path, os.O_CREAT | os.O_RDWR, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -341,5 +454,12 @@ def builder_main() -> None:
         return
     try:
         entry.build_locked(float(spec["timeout_s"]))
-    except OSError:
+    except Exception as exc:  # noqa: BLE001 - recorded: else every build would start this one again
+        try:
+            _remove(entry.path)
+            os.makedirs(entry.path, mode=0o755)
+            _write_json(os.path.join(entry.path, FAILED), {"error": f"the header builder failed: "
+                                                           f"{type(exc).__name__}: {exc}", "at": time.time()})
+        except OSError:
+            pass
         sys.exit(1)

@@ -111,6 +111,7 @@ def evaluate_prepared(prep: Prepared) -> EvaluationResult:
     t_wait = time.monotonic()
     build.lock(deadline)
     res.timings_s["build_wait"] = round(time.monotonic() - t_wait, 4)
+    deadline += time.monotonic() - t_wait  # another evaluation's time, not this kernel's
     res.build_cached = build.built
     log_parts: list[str] = []
     try:
@@ -153,7 +154,7 @@ def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: fl
     cfg = prep.cfg
     try:
         _preflight_modules(prep)
-        _build_stage(prep, res, deadline)
+        deadline += _build_stage(prep, res, deadline)  # the wait for the host's headers: not the kernel's
         ref, ker, ref2 = _start(prep, deadline, res)
         pair = Pair(cfg, res, ref, ker, master, deadline, ref2)
         _check_memory(pair)
@@ -213,11 +214,12 @@ def _preflight_modules(prep: Prepared) -> None:
         raise Abort("compile_error", "the kernel needs module(s) not installed on this host: " + ", ".join(missing))
 
 
-def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> None:
+def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> float:
     """Compile off the GPU (no GPU visible to the build process) unless the entry is built; a compiler
     error, recorded or new, ends the evaluation as ``compile_error`` before the GPU phase. Then the
     entry (or a private folder, for what the GPU phase itself builds: Triton, lazy builds) goes to
-    the kernel's uid."""
+    the kernel's uid. Returns the seconds spent on the host's work (waiting for its headers)."""
+    host_s = 0.0
     build = prep.build
     if build.locked:
         failure = recorded_failure(build)
@@ -226,8 +228,11 @@ def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> None
         res.build_cached = build.built  # an entry recorded for a killed build was dropped: not cached
         if not build.built and needs_build(prep.kernel_source):
             out = build_locked(build, prep.kernel_source, prep.cfg, deadline)
+            host_s = out.headers_s
             res.timings_s["compile"] = round(out.seconds, 4)
             res.environment["build_steps_s"] = out.steps_s
+            res.environment["build_headers"] = {"headers": out.headers, "why": out.headers_why,
+                                                "wait_s": round(out.headers_s, 3)}
             if out.status == INFRASTRUCTURE_ERROR:  # killed from outside: retried, never a verdict
                 raise Abort(INFRASTRUCTURE_ERROR, out.error or "the build was killed", out.log)
             if out.status in ("compile_error", "timeout", "crashed"):
@@ -239,6 +244,7 @@ def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> None
             build.give_to(prep.sandbox.uids["kernel"])
         else:  # a published entry: read-only to the kernel
             build.lend(prep.sandbox.uids["kernel"])
+    return host_s
 
 
 def _release_build(prep: Prepared, res: EvaluationResult) -> None:

@@ -1,8 +1,13 @@
 """The host's precompiled torch headers (``evaluation.pch``), with real gcc builds on the CPU.
 
-- two C++ ``load_inline`` kernels built through the build stage: the first builds the headers, the
-  second finds them published, and gcc uses them for the second kernel's ``main.cpp`` (``-H`` with
-  the very flags and environment of that build prints ``! <header>.gch``);
+- two C++ ``load_inline`` kernels built through the build stage, each including
+  ``torch/extension.h`` in its own source (as most kernels do: ``main.cpp`` then includes it twice):
+  the first waits for the headers, the second finds them published and proven, and gcc uses them for
+  the second kernel's ``main.cpp`` (``-H`` with the very flags and environment of that build prints
+  ``! <header>.gch``). Before the real header lay beside the ``.gch``, the second build ended
+  ``compile_error`` "<cache>/.pch/<key>/include/torch/extension.h: No such file or directory";
+- headers that fail a compile are proven broken before any build uses them, and a build whose
+  compile error names the headers' folder is built again without them (no verdict from them);
 - the same kernel built the old way (no headers) and the new way: the same object file byte for
   byte, the same exported functions, bitwise the same outputs;
 - a header build SIGKILLed midway leaves no lock, no published entry, no compiler running; the
@@ -24,7 +29,7 @@ import time
 import pytest
 
 from evaluation.build_stage import build_dir_for, header_cache_for, prebuild
-from evaluation.pch import HeaderCache, lock_held
+from evaluation.pch import HEADER, MANIFEST, HeaderCache, lock_held, prove
 from evaluation.types import EvaluationConfig
 from tests.evaluation.helpers import ROOT, needs_cuda
 
@@ -40,6 +45,7 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 SRC = """
+#include <torch/extension.h>
 torch::Tensor scale_shift(torch::Tensor x, double a) {
     auto xc = x.contiguous();
     auto out = torch::empty_like(xc);
@@ -117,9 +123,12 @@ def test_the_second_kernel_reuses_the_headers_the_first_built(two_builds):
     cache, _old_cache, (a, b), (first, second, old) = two_builds
     assert first.status == second.status == old.status == "built", (first.error, first.log[-2000:])
     assert (first.headers, second.headers, old.headers) == ("built", "shared", "none")
+    assert (first.headers_why, second.headers_why, old.headers_why) == ("", "", "off (KB_PCH=0)")
     assert second.headers_s == 0.0  # nothing waited for, nothing built
     headers = header_cache_for(_cfg(cache))
     assert headers.ready and os.listdir(os.path.join(headers.root, ".building")) == []
+    assert set(headers.manifest()["proof"]) == {"default"}  # compiled through them in the sandbox first
+    assert os.path.isfile(os.path.join(headers.include_dir, HEADER))  # what a second #include opens
     assert len([n for n in os.listdir(headers.root) if not n.startswith(".")]) == 1  # one build per key
     used = _uses_pch(cache, b)
     assert used and used[0].startswith("! ") and used[0].endswith("default.gch"), used
@@ -302,3 +311,36 @@ def test_a_cuda_kernel_built_both_ways_is_the_same(tmp_path, monkeypatch):
     libs = [os.path.join(caches[k], "kb_pch_cuda.so") for k in ("1", "0")]
     r = subprocess.run([sys.executable, "-c", probe, *libs], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "same", r.stdout + r.stderr
+
+
+def _broken_headers(cache: str) -> HeaderCache:
+    """Headers of this host's key that break every compile through them, published as ready."""
+    headers = header_cache_for(_cfg(cache))
+    os.chmod(cache, 0o711)  # as the build cache makes its root: builds traverse it, never list it
+    os.makedirs(os.path.join(headers.include_dir, HEADER + ".gch"))
+    with open(os.path.join(headers.include_dir, HEADER), "w") as fh:
+        fh.write("#error the host's shared headers are broken\n")
+    with open(os.path.join(headers.include_dir, HEADER + ".gch", "default.gch"), "wb") as fh:
+        fh.write(b"not a precompiled header")
+    return headers
+
+
+def test_the_proof_rejects_headers_that_fail_in_the_sandbox(tmp_path):
+    headers = _broken_headers(str(tmp_path))
+    error, _took = prove(headers, 600)
+    assert error.startswith("the proof of default failed in the build sandbox") and "broken" in error, error
+
+
+def test_a_compile_error_naming_the_headers_is_built_again_without_them(tmp_path):
+    cache = str(tmp_path)
+    headers = _broken_headers(cache)
+    with open(os.path.join(headers.path, MANIFEST), "w") as fh:
+        json.dump({"format": "test"}, fh)
+    assert headers.ready
+    source = kernel("kb_pch_broken")
+    out = prebuild(source, _cfg(cache))
+    assert out.status == "built", (out.error, out.log[-2000:])
+    assert out.headers == "none" and out.headers_why.startswith("a compile through them failed"), out.headers_why
+    assert headers.path in out.headers_why
+    build = build_dir_for(source, _cfg(cache))
+    assert build.built and build.failure is None  # no verdict from the host's headers, none cached
