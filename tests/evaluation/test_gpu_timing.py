@@ -85,5 +85,6 @@ def test_a_launch_bound_reference_is_marked_host_bound_and_its_device_figure_hol
 def test_a_gpu_bound_kernel_reads_the_same_device_and_kernelbench_figure():
     res = run(MATMUL, self_kernel(read(MATMUL)), device="cuda", size_scale=16, cpu_threads=None, timing_trials=10)
     assert res.status == "correct", res.error
+    assert not res.flags, res.flags  # an honest kernel: no flag from the harness's own bookkeeping
     assert not res.device["host_bound"]["reference"] and not res.device["host_bound"]["kernel"], res.device
     assert abs(res.device["speedup"] - res.speedup) / res.speedup < 0.05, (res.device, res.speedup)
