@@ -40,7 +40,14 @@ Issue 32 (faults, round two):
    /healthz (tests/integration/test_faults_small.py); a killed horse's sandbox folders removed
    (tests/evaluation/test_isolation.py).
 
-Issue 40 (faults, round three), items 2, 4, 5, 6 and 7:
+Issue 40 (faults, round three):
+
+1. published shared headers that failed every later C++ build: a kernel that includes
+   torch/extension.h itself, built twice through the headers (tests/evaluation/test_pch.py), headers
+   proven in the build sandbox before use, a compile error naming them rebuilt without them;
+3. the host's own work never the kernel's: the build's deadline starts after the lock and header
+   waits, a timeout on a loaded host or under a header build is the host's
+   (tests/evaluation/test_host_time.py);
 
 2. every write while the queue's Redis is down (the write and sign-in limits count there): 202 for
    submissions, the sign-in form answered, one log line, the sweep enqueues once Redis is back
@@ -87,6 +94,8 @@ SUITE = [
     "tests/integration/test_faults_rq_cleanup.py",
     "tests/integration/test_faults_gate.py",
     "tests/evaluation/test_orphaned_sandboxes.py",
+    "tests/evaluation/test_pch.py",
+    "tests/evaluation/test_host_time.py",
 ]
 
 
