@@ -216,13 +216,19 @@ def _judge_precision(pair: Pair, errors: dict[str, Any]) -> None:
         pair.res.add_flag("precision_downgrade", flag)
 
 
+#: Flags that describe the problem's reference, not what the kernel did: they send no kernel to a profile.
+REFERENCE_FLAGS = frozenset({"near_zero_reference", "input_independent_reference", "nondeterministic_reference",
+                             "non_finite_reference"})
+
+
 def _profile_unasked(pair: Pair) -> str:
     """Why the GPU profile is not taken: it is for the kernels a reviewer will open (flagged, or
     faster than the review threshold). The profiler's first start in a process holds the GPU about
     5 s, most of what the instruments cost; every timed kernel's GPU busy share is in its device-time
     figure already (``EvaluationResult.device``)."""
     res, cfg = pair.res, pair.cfg
-    if cfg.device != "cuda" or res.flags or (res.speedup or 0.0) > cfg.speedup_flag_threshold:
+    accusing = [f for f in res.flag_codes if f not in REFERENCE_FLAGS]
+    if cfg.device != "cuda" or accusing or (res.speedup or 0.0) > cfg.speedup_flag_threshold:
         return ""
     return "not run: nothing sends this kernel to review (its GPU busy share is in its device-time figure)"
 
