@@ -136,7 +136,8 @@ def _run_rounds(pair: Pair, calls: int, n_rounds: int, null_host: float, out_dty
         seeds = _seeds(pair, "time", r, calls)
         if pair.defence_on("placement"):  # on a CPU the processes answer at once (nothing to move)
             _place(pair, derive_seed(pair.master, "place", r), seeds[0])
-        _prepare(pair, seeds)
+        if cfg.device != "cuda":  # see _check_parent_clock: the GPU keeps the rule measured there
+            _prepare(pair, seeds)
         msg = {"op": "time", "seeds": seeds, "spot_seed": derive_seed(pair.master, "spot", r)}
         replies = {p.role: _watched_call(pair, p, msg, rounds) for p in _order(pair, r)}
         (rr, rwall), (kr, kwall) = replies["reference"], replies["kernel"]
@@ -298,6 +299,9 @@ def _check_parent_clock(pair: Pair, rounds: Rounds) -> None:
     the reference's whole overhead takes the parent's figure (a lie in a few rounds gains nothing)."""
     if not pair.defence_on("parent_clock") or not rounds.ker_walls:
         return
+    if pair.cfg.device == "cuda":
+        _check_parent_clock_gpu(pair, rounds)
+        return
     parent, hidden, margin = parent_bound(rounds, pair.cfg.device)
     lied = median(hidden) > margin
     per_round = margin + max(0.0, median(rounds.ref_over))
@@ -311,6 +315,24 @@ def _check_parent_clock(pair: Pair, rounds: Rounds) -> None:
     if short:
         pair.res.add_note("timing_from_parent_clock", f"Kernel times of {len(short)} of {len(hidden)} rounds were "
                                                       "replaced by the parent's own clock.")
+
+
+def _check_parent_clock_gpu(pair: Pair, rounds: Rounds) -> None:
+    """The GPU's rule: the kernel's excess of unaccounted time over the reference's, beyond half its
+    reported time plus 0.25 ms and half the reference's overhead, takes the parent's figures. The
+    CPU's tighter bound (inputs made ahead, a fixed margin) replaced the kernel's rounds of every
+    honest field kernel on the H200 and flagged one (L2 9 at 0.23x; GPU acceptance check run 3,
+    benchmarks/results/gpu_check/): host time the slack hides legitimately differs between the two
+    processes there. Until a GPU margin is measured, the GPU keeps the rule verified on it."""
+    excess = median(rounds.ker_over) - median(rounds.ref_over)
+    k_med = median(rounds.ker)
+    slack = 0.25 + 0.5 * max(0.0, median(rounds.ref_over))
+    if excess > 0.5 * k_med + slack:
+        pair.res.add_flag("timing_mismatch", f"The parent's clock saw {excess:.3f} ms per call more than the "
+                                             f"kernel process reported ({k_med:.3f} ms per call).")
+        ref_over = median(rounds.ref_over)
+        rounds.ker = [max((w / rounds.calls) / 1e6 - ref_over, 1e-6) for w in rounds.ker_walls]
+        pair.res.add_note("timing_from_parent_clock", "Kernel times were replaced by the parent's own clock.")
 
 
 def _report(pair: Pair, rounds: Rounds) -> None:

@@ -52,6 +52,7 @@ NOTE_CODES: dict[str, str] = {
     "timing_from_host_clock": "GPU event times were replaced by host-clock times over a device sync",
     "isolation_degraded": "some sandbox layer was not available on this host",
     "speedup_uncertain": "the speedup's 95% interval is wide",
+    "host_bound": "GPU: the host's dispatch is a large part of a side's time; the interval covers another process",
 }
 
 #: The reviewer's instruments (evaluation/instruments/), run after the timed rounds.

@@ -54,7 +54,7 @@ def submit_upcoming(pool: BuildPool, queue_names: list[str], depth: int, seen: s
             continue
         if needs_build(kernel_source):
             future = pool.submit(kernel_source, config)
-            if not getattr(future, "kb_logged", False):  # the pool hands out one future per source
+            if isinstance(future, Future) and not getattr(future, "kb_logged", False):  # one future per source
                 future.kb_logged = True  # type: ignore[attr-defined]
                 future.add_done_callback(_log_outcome)
             submitted += 1

@@ -22,7 +22,7 @@ from tests.evaluation.helpers import ROOT
 
 RESULT_KEYS = {"instruments", "status", "compiled", "correct", "speedup", "speedup_interval", "kernel_ms", "reference_ms",
                "max_abs_diff", "max_rel_diff", "trials_passed", "trials_total", "flags", "notes", "error", "log",
-               "timings_s", "environment", "build_cached", "backend", "seed"}
+               "timings_s", "environment", "build_cached", "backend", "seed", "device"}
 
 
 def test_statuses():
