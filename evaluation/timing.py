@@ -40,6 +40,7 @@ class Rounds:
     # queue a forward in the timed calls (dispatch), per process.
     dev: dict[str, list[float]] = field(default_factory=dict)
     dispatch: dict[str, list[float]] = field(default_factory=dict)
+    dev_dispatch: dict[str, list[float]] = field(default_factory=dict)  # the device calls' own dispatch
     spot_mismatch: int | None = None
     ref_wall_s: float = 0.0  # parent-clock time of the reference processes' timing requests
     ker_cpu_meanwhile_s: float = 0.0  # CPU time the kernel process used during those requests
@@ -185,6 +186,7 @@ def _device_round(pair: Pair, r: int, replies: dict[str, TimeReply], rounds: Rou
             raise Abort("crashed", "kernel process returned a malformed device-time reply")
         rounds.dev.setdefault(p.role, []).append(median(reply.times_ns) / 1e6)
         rounds.dispatch.setdefault(p.role, []).append(dispatch_us / 1e3)
+        rounds.dev_dispatch.setdefault(p.role, []).append(median(reply.host_ns) / 1e6 if reply.host_ns else 0.0)
         spots[p.role] = reply.spot
     if pair.defence_on("timing_spot_check") and rounds.spot_mismatch is None and not spots_match(
             spots["reference"], spots["kernel"], out_dtypes, pair.cfg.atol, pair.cfg.rtol):
@@ -363,6 +365,9 @@ def _report(pair: Pair, rounds: Rounds) -> None:
     if rounds.dev.get("kernel"):
         report_device_time(res, rounds.dev, rounds.dispatch, ref_rounds, rounds.ker,
                           derive_seed(pair.master, "boot-device") % 2**32)
+        # What the device calls' own dispatch was, beside the timed calls' that sized their wait.
+        if res.device is not None:
+            res.device["device_calls_dispatch_ms"] = {role: median(v) for role, v in rounds.dev_dispatch.items() if v}
     if res.speedup is not None and res.speedup > cfg.speedup_flag_threshold:
         res.add_flag("excessive_speedup", f"Speedup {res.speedup:.2f}x exceeds the review threshold of "
                                           f"{cfg.speedup_flag_threshold:g}x.")
