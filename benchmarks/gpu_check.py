@@ -178,12 +178,23 @@ def summary(table: list[dict[str, Any]], util_csv: Path | None, selfchecks: list
         "instruments_share": _share(instr, gpu_held),
         "gpu_busy": gpu_busy(util_csv, min(starts), max(ends)) if util_csv and util_csv.exists() and starts else None,
         "kernels_per_min": round(len(ms) / (span / 60), 2) if span else None,
+        # Each pass apart: the first waits for cold builds, the second finds them built.
+        "kernels_per_min_by_pass": [_rate([r["measurements"][i] for r in table if len(r["measurements"]) > i])
+                                    for i in (0, 1)],
         "cuda_builds": len(seconds),
         "cuda_build_median_s": round(statistics.median(seconds), 1) if seconds else None,
         "cuda_build_p90_s": round(_p90(seconds), 1) if seconds else None,
         "shared_headers_share": _share(sum(h in ("shared", "built") for h in headers), len(headers)),
         "selfchecks": [{k: s.get(k) for k in ("problem", "speedup", "speedup_interval", "device")} for s in selfchecks],
     }
+
+
+def _rate(ms: list[dict[str, Any]]) -> float | None:
+    starts = [m["started_at"] for m in ms if m["started_at"]]
+    ends = [m["finished_at"] for m in ms if m["finished_at"]]
+    if not starts or not ends or max(ends) <= min(starts):
+        return None
+    return round(len(ms) / ((max(ends) - min(starts)) / 60), 2)
 
 
 def _read(path: Path) -> str:
