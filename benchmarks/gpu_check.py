@@ -162,7 +162,6 @@ def summary(table: list[dict[str, Any]], util_csv: Path | None, selfchecks: list
     ms = [m for r in table for m in r["measurements"]]
     starts = [m["started_at"] for m in ms if m["started_at"]]
     ends = [m["finished_at"] for m in ms if m["finished_at"]]
-    span = (max(ends) - min(starts)) if starts and ends else None
     seconds = [b["seconds"] for b in builds]
     instr = sum(m["stages"].get("eval_instruments", 0.0) for m in ms)
     # GPU-held time of an evaluation: its wall time less the waits for its build and processes.
@@ -177,7 +176,7 @@ def summary(table: list[dict[str, Any]], util_csv: Path | None, selfchecks: list
         "exploit_flags_on_clean": sum(len(set(m["flags"]) & EXPLOIT_FLAGS) for m in clean),
         "instruments_share": _share(instr, gpu_held),
         "gpu_busy": gpu_busy(util_csv, min(starts), max(ends)) if util_csv and util_csv.exists() and starts else None,
-        "kernels_per_min": round(len(ms) / (span / 60), 2) if span else None,
+        "kernels_per_min": _rate(ms),
         # Each pass apart: the first waits for cold builds, the second finds them built.
         "kernels_per_min_by_pass": [_rate([r["measurements"][i] for r in table if len(r["measurements"]) > i])
                                     for i in (0, 1)],

@@ -19,18 +19,12 @@ say() { printf '[%4ss] %s\n' "$(elapsed)" "$*" | tee -a "$OUT/check.log"; }
 
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site
-R=$PWD/.redis/root
-port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p /tmp/kb-redis
-LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-server" --port "$port" --bind 127.0.0.1 \
-  --save '' --appendonly no --dir /tmp/kb-redis --daemonize yes >/dev/null
-until LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
-export REDIS_URL=redis://127.0.0.1:$port/0
+source benchmarks/gpu/carried_redis.sh
 WORKER="" SAMPLER=""
 cleanup() {
   [ -n "$WORKER" ] && kill -KILL -- "-$WORKER" 2>/dev/null
   [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
-  LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" shutdown nosave >/dev/null 2>&1
+  stop_redis
 }
 trap cleanup EXIT
 say "wheels installed, redis on $port"

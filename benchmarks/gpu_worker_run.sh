@@ -21,15 +21,9 @@ if [ -z "${SKIP_INSTALL:-}" ]; then
 fi
 
 t=$(now)
-R=$PWD/.redis/root
-port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p /tmp/kb-redis
-LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-server" --port "$port" --bind 127.0.0.1 \
-  --save '' --appendonly no --dir /tmp/kb-redis --daemonize yes >/dev/null
-until LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
-export REDIS_URL=redis://127.0.0.1:$port/0
+source benchmarks/gpu/carried_redis.sh
 # The daemon would outlive this script on a shared machine: stop it however the script ends.
-trap 'LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu "$R/usr/bin/redis-cli" -p "$port" shutdown nosave >/dev/null 2>&1 || true' EXIT
+trap stop_redis EXIT
 stage "start redis-server (Debian 7.0.15)" "$t"
 
 t=$(now)
