@@ -94,6 +94,10 @@ def _measurement(e: Any) -> dict[str, Any]:
     stages = e.stage_seconds or {}
     return {"status": e.status, "speedup": e.speedup, "interval": [e.speedup_low, e.speedup_high],
             "reference_ms": e.reference_ms, "kernel_ms": e.kernel_ms, "device": device,
+            # Per-call time the parent's clock saw beyond what each process reported: the kernel's
+            # excess over the reference's is what a parent-clock bound on the GPU must allow.
+            "unaccounted_ms": {"reference": (e.reference_timing or {}).get("unaccounted_ms"),
+                               "kernel": (e.kernel_timing or {}).get("unaccounted_ms")},
             "flags": sorted({f.get("code", "") for f in e.flags or [] if isinstance(f, dict)}),
             "notes": sorted({f.get("code", "") for f in e.notes or [] if isinstance(f, dict)}),
             "stages": {k: v for k, v in stages.items() if isinstance(v, (int, float))},
@@ -184,8 +188,21 @@ def summary(table: list[dict[str, Any]], util_csv: Path | None, selfchecks: list
         "cuda_build_median_s": round(statistics.median(seconds), 1) if seconds else None,
         "cuda_build_p90_s": round(_p90(seconds), 1) if seconds else None,
         "shared_headers_share": _share(sum(h in ("shared", "built") for h in headers), len(headers)),
+        "parent_clock_excess_ms": _excess(clean),
         "selfchecks": [{k: s.get(k) for k in ("problem", "speedup", "speedup_interval", "device")} for s in selfchecks],
     }
+
+
+def _excess(ms: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per call, what the parent's clock saw beyond the kernel process's report, less the same for
+    the reference (ms), over honest measurements: the allowance a GPU parent-clock bound needs."""
+    xs = sorted(m["unaccounted_ms"]["kernel"] - m["unaccounted_ms"]["reference"] for m in ms
+                if isinstance((m.get("unaccounted_ms") or {}).get("kernel"), (int, float))
+                and isinstance(m["unaccounted_ms"].get("reference"), (int, float)))
+    if not xs:
+        return None
+    return {"n": len(xs), "median": round(statistics.median(xs), 4), "p90": round(_p90(xs), 4),
+            "max": round(xs[-1], 4), "min": round(xs[0], 4)}
 
 
 def _rate(ms: list[dict[str, Any]]) -> float | None:
@@ -222,7 +239,10 @@ def main(argv: list[str]) -> None:
         (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in table))
         s = {"commit": os.environ.get("GPU_CHECK_COMMIT", ""), "ran_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
              "device": os.environ.get("GPU_CHECK_DEVICE", ""),
-             **summary(table, Path(argv[2]), selfchecks, builds_from_log(_read(Path(argv[4]))))}
+             **summary(table, Path(argv[2]), selfchecks, builds_from_log(_read(Path(argv[4])))),
+             # The GPU exploit suite's last line (pytest), where the check ran it.
+             "gpu_exploits": ([x for x in _read(out / "gpu_exploits.txt").splitlines()
+                               if any(w in x for w in ("passed", "failed", "error", "exit "))] or [None])[-1]}
         (out / "summary.json").write_text(json.dumps(s, indent=1) + "\n")
         print(json.dumps(s, indent=1))
 

@@ -6,7 +6,8 @@
 #
 # Carried (git-ignored, made here by benchmarks/gpu/carry.sh): .whl/, .redis/, .field/KernelBenchLeaderboard.
 #   device run: bash benchmarks/gpu_check.sh      (carry .whl .redis .field)
-# Environment: CHECK_BUDGET_S (530), PY (python3).
+# Environment: CHECK_BUDGET_S (530: the two passes and self-checks), EXPLOIT_BUDGET_S (150; 0 skips the
+# GPU exploit suite), PY (python3).
 set -uo pipefail
 PY=${PY:-python3}
 OUT=${OUT:-/tmp/kb-gpu-check}
@@ -69,6 +70,17 @@ for pk in 2_14 1_12; do
     | "$PY" -c "import json,sys; d=json.load(sys.stdin); d['problem']='$pk'; d.pop('log',None); print(json.dumps(d))" >> "$OUT/selfcheck.jsonl" 2>>"$OUT/check.log"
 done
 kill "$SAMPLER" 2>/dev/null; SAMPLER=""
+
+# The GPU exploit suite (tests/adversarial/test_exploits_gpu.py: side streams, patched events, the
+# harness's clock swapped from the kernel's process), within EXPLOIT_BUDGET_S; no Django here, so
+# without the suites' conftest files.
+EXPLOIT_BUDGET=${EXPLOIT_BUDGET_S:-150}
+if [ "$EXPLOIT_BUDGET" -gt 0 ]; then
+  say "GPU exploit suite (at most ${EXPLOIT_BUDGET} s)"
+  timeout "$EXPLOIT_BUDGET" "$PY" -m pytest --noconftest -p no:cacheprovider -q -rfEs tests/adversarial/test_exploits_gpu.py \
+    > "$OUT/gpu_exploits.txt" 2>&1 || echo "exit $? (124: out of time)" >> "$OUT/gpu_exploits.txt"
+  say "exploits: $(grep -E 'passed|failed|error' "$OUT/gpu_exploits.txt" | tail -1)"
+fi
 GPU_CHECK_DEVICE="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores" \
   "$PY" benchmarks/gpu_check.py summary "$OUT" "$OUT/gpu_util.csv" "$OUT/selfcheck.jsonl" "$OUT/evalworker.log" | tee -a "$OUT/check.log"
 say "done"

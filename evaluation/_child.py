@@ -16,8 +16,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import dataclasses
+import functools
 import gc
 import json
+import math
 import os
 import platform
 import random
@@ -28,7 +30,8 @@ import threading
 import time
 import traceback
 import types
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from evaluation import cuda_ipc, harness_guard
 from evaluation.child_utils import cpu_name
@@ -48,8 +51,37 @@ _audit = sys.audit
 #: the host longer to queue than that is timed with the rest of its host time in it.
 DEVICE_SLACK_FACTOR = 2.0
 DEVICE_SLACK_MAX_US = 20_000.0
+#: Tries of one device-time call whose GPU-side wait ran out before the host had queued the forward
+#: (the wait doubles each time): a wait that ran out lets host time into the events.
+DEVICE_TRIES = 4
 #: Inputs a process makes ahead of a timing request (Harness.prepare); beyond it, in the request.
 PREPARE_BYTES = 256 * 2**20
+
+
+class TimedCall(NamedTuple):
+    """One timed call: the time reported for it (ns; events on the GPU), the host's time around it
+    (ns), the host's time to queue the forward (ns; GPU only), whether the GPU was still in its wait
+    before the start event when the host had queued the whole forward (GPU only: then the events
+    timed the device's work alone), and the outputs."""
+
+    reported_ns: int
+    host_ns: int
+    dispatch_ns: int
+    queued_ahead: bool
+    outs: Any
+
+
+def held_call(call_with_wait: Callable[[float], TimedCall], slack_us: float) -> tuple[TimedCall, float, int]:
+    """A device-time call made behind a GPU-side wait of ``slack_us``, made again behind a wait twice
+    as long while the wait ran out before the host had queued the forward (DEVICE_TRIES calls at
+    most, the wait at most DEVICE_SLACK_MAX_US). Returns the last call, its wait and the retries."""
+    call = call_with_wait(slack_us)
+    retries = 0
+    while not call.queued_ahead and retries + 1 < DEVICE_TRIES and slack_us < DEVICE_SLACK_MAX_US:
+        slack_us = min(DEVICE_SLACK_MAX_US, 2 * slack_us)
+        retries += 1
+        call = call_with_wait(slack_us)
+    return call, slack_us, retries
 TIMER_OWNERS = ("time", "torch.cuda", "torch.cuda.Event", "torch._C._CudaEventBase", "torch.cuda.Stream")
 
 
@@ -230,7 +262,6 @@ class Harness:
         self.ipc_error: str | None = None
         self._first_places: list[Any] | None = None  # the model's tensors where they were made (_re_place)
         self._place_pad: Any = None
-        self.last_dispatch_ns = 0
         fd = spec.get("fd_sock")
         self.fd_sock = socket.socket(fileno=fd) if isinstance(fd, int) else None
 
@@ -254,6 +285,7 @@ class Harness:
             base = torch._C._CudaEventBase
             self._ev_record = base.record
             self._ev_elapsed = base.elapsed_time
+            self._ev_query = base.query
             self._current_stream = torch.cuda.current_stream
             self._ev_start = torch.cuda.Event(enable_timing=True)
             self._ev_end = torch.cuda.Event(enable_timing=True)
@@ -265,17 +297,22 @@ class Harness:
         self.timer_fn = _perf_counter_ns
 
     def _cycles_for(self, us: float) -> int:
-        """GPU clock cycles that ``torch.cuda._sleep`` spins for ``us`` microseconds (measured here)."""
+        """GPU clock cycles that ``torch.cuda._sleep`` spins for ``us`` microseconds (measured here).
+        The spin counts cycles, so its length follows the GPU's clock: measured on an idle GPU at a
+        low clock it lasts a fraction of ``us`` once the timing loop has clocked the GPU up. The GPU
+        is kept busy first (about 20 ms), and the fastest probe counts."""
         probe = 200_000
-        ms = 0.0
-        for _ in range(3):  # the first includes the launch; the later ones are the spin alone
+        self._cuda_sync()
+        self._gpu_sleep(100 * probe)
+        best_ms = math.inf
+        for _ in range(3):
             self._cuda_sync()
             self._ev_record(self._ev_start, self._current_stream())
             self._gpu_sleep(probe)
             self._ev_record(self._ev_end, self._current_stream())
             self._cuda_sync()
-            ms = self._ev_elapsed(self._ev_start, self._ev_end)
-        return int(probe * us / max(ms * 1000.0, 1e-3))
+            best_ms = min(best_ms, self._ev_elapsed(self._ev_start, self._ev_end))
+        return int(probe * us / max(best_ms * 1000.0, 1e-3))
 
     def snapshot_torch(self) -> dict[tuple[str, str], Any]:
         torch = self.torch
@@ -577,9 +614,7 @@ class Harness:
         if "harness_guard" in self.disabled:
             return
         _lock_sealed()
-        # The harness changes its own record of the last call's dispatch time on every timed call.
-        harness_guard.install(self, sys.modules[__name__], str(self.spec.get("kernel_path") or ""), SEALED,
-                              frozenset({"harness.last_dispatch_ns"}))
+        harness_guard.install(self, sys.modules[__name__], str(self.spec.get("kernel_path") or ""), SEALED)
 
     def _check_guard(self) -> None:
         """Whether the harness's objects are still the ones sealed at load, and what the hook saw
@@ -788,10 +823,9 @@ class Harness:
             spot.append(flat[idx.to(flat.device)].double().cpu().tolist())
         return spot
 
-    def _timed_call(self, inputs: list[Any], exposed: bool = False, slack_cycles: int | None = None) -> tuple[int, int, Any]:
-        """One timed call. Returns (reported_ns, host_ns, outputs); on the GPU the host's time to
-        queue the forward (from the start event to its return) is kept in ``last_dispatch_ns``.
-        ``slack_cycles``: the GPU-side wait before the start event (default LAUNCH_SLACK_US)."""
+    def _timed_call(self, inputs: list[Any], exposed: bool = False, slack_cycles: int | None = None) -> TimedCall:
+        """One timed call. ``slack_cycles``: the GPU-side wait before the start event (default
+        LAUNCH_SLACK_US)."""
         if self.device == "cuda":
             self._cuda_sync()  # the inputs are made, the GPU idle
             if exposed:
@@ -816,17 +850,20 @@ class Harness:
             d0 = _perf_counter_ns()
             out = self.model(*inputs)
             outs = self.flatten(out)
-            self.last_dispatch_ns = _perf_counter_ns() - d0
+            dispatch = _perf_counter_ns() - d0
             self._ev_record(self._ev_end, stream)
+            # Asked before any wait: a start event not yet reached means the GPU was still in its
+            # wait when the whole forward was queued, so no host time can be in the events.
+            queued_ahead = not self._ev_query(self._ev_start)
             self._cuda_sync()
             h1 = self.timer_fn()
             ev_ms = self._ev_elapsed(self._ev_start, self._ev_end)
-            return int(ev_ms * 1e6), h1 - h0, outs
+            return TimedCall(int(ev_ms * 1e6), h1 - h0, dispatch, queued_ahead, outs)
         t0 = self.timer_fn()
         out = self.model(*inputs)
         outs = self.flatten(out)
         t1 = self.timer_fn()
-        return t1 - t0, t1 - t0, outs
+        return TimedCall(t1 - t0, t1 - t0, 0, False, outs)
 
     def _re_place(self, seed: int) -> None:
         """Move the model's tensors and the memory this round allocates to new device addresses.
@@ -867,25 +904,29 @@ class Harness:
         """GPU time of the forward, host dispatch left out: each call is queued behind a GPU-side wait
         longer than this process takes to queue it (DEVICE_SLACK_FACTOR x its dispatch time in the
         round just timed), so the GPU runs the forward's work back to back and the events time the
-        device alone. Launch-bound forwards read the same in every process this way, while their
-        timed calls (time_calls) carry the host's dispatch, which differs from process to process.
-        Replies the events' times, the dispatch times of the calls and the last call's spot values."""
+        device alone. A call whose wait ran out before the host had queued it (the first calls of a
+        request dispatch slower than the round's, and a wait counted in clock cycles shortens when
+        the GPU clocks up) is made again behind a wait twice as long, up to DEVICE_TRIES times.
+        Launch-bound forwards read the same in every process this way, while their timed calls
+        (time_calls) carry the host's dispatch, which differs from process to process. Replies the
+        events' times, the dispatch times of the calls, the retries, and the last call's spot values."""
         if self.device != "cuda":
             return {"ok": False, "kind": "runtime_error", "error": "device time needs CUDA"}
         dispatch_us = float(req.get("dispatch_us", 0.0))
         slack_us = min(DEVICE_SLACK_MAX_US, max(LAUNCH_SLACK_US, DEVICE_SLACK_FACTOR * dispatch_us + 50.0))
-        cycles = int(self._slack_cycles * slack_us / LAUNCH_SLACK_US)
         times: list[int] = []
         dispatch: list[int] = []
+        retries = 0
         outs: Any = None
+        call: TimedCall | None = None
         try:
             for seed in [int(s) for s in req["seeds"]]:
-                inputs = self.gen_inputs(seed)
                 outs = None
-                rep, _host, outs = self._timed_call(inputs, slack_cycles=cycles)
-                times.append(rep)
-                dispatch.append(self.last_dispatch_ns)
-                del inputs
+                call, slack_us, tries = held_call(functools.partial(self._waited_call, seed), slack_us)
+                outs = call.outs
+                retries += tries
+                times.append(call.reported_ns)
+                dispatch.append(call.dispatch_ns)
         except BaseException as exc:  # noqa: BLE001
             return {"ok": False, "kind": _classify_exception(exc), "error": _one_line(exc),
                     "traceback": traceback.format_exc(), "flags": self.take_flags()}
@@ -894,7 +935,13 @@ class Harness:
         self.check_patches()
         if self.role != "kernel":
             self.flags.clear()
-        return {"ok": True, "times_ns": times, "host_ns": dispatch, "spot": spot, "flags": self.take_flags()}
+        return {"ok": True, "times_ns": times, "host_ns": dispatch, "spot": spot, "retries": retries,
+                "slack_us": slack_us, "queued_ahead": call is None or call.queued_ahead, "flags": self.take_flags()}
+
+    def _waited_call(self, seed: int, slack_us: float) -> TimedCall:
+        """A timed call on fresh inputs of ``seed`` behind a GPU-side wait of ``slack_us``."""
+        cycles = int(self._slack_cycles * slack_us / LAUNCH_SLACK_US)
+        return self._timed_call(self.gen_inputs(seed), slack_cycles=cycles)
 
     def prepare(self, req: dict[str, Any]) -> dict[str, Any]:
         """The inputs of the next timing request, made now in a request of their own (up to
@@ -925,10 +972,11 @@ class Harness:
             for i, seed in enumerate(seeds):
                 inputs = self.gen_inputs(seed)
                 outs = None
-                rep, h, outs = self._timed_call(inputs, exposed=i == len(seeds) - 1)
-                times.append(rep)
-                host.append(h)
-                dispatch.append(self.last_dispatch_ns)
+                call = self._timed_call(inputs, exposed=i == len(seeds) - 1)
+                outs = call.outs
+                times.append(call.reported_ns)
+                host.append(call.host_ns)
+                dispatch.append(call.dispatch_ns)
                 del inputs
             if self.device == "cuda" and req.get("calibrate"):
                 for _ in range(5):  # an empty timed region, as the check call (exposed) times it
@@ -993,8 +1041,8 @@ def _cell_filled(cell: Any) -> bool:
 
 #: The harness's clock and GPU timing objects: read-only properties once the kernel is imported
 #: (harness_guard.sealed_slots); an assignment to them from the kernel's code raises.
-SEALED = ("timer_fn", "_sync", "_cuda_sync", "_ev_record", "_ev_elapsed", "_current_stream", "_ev_start", "_ev_end",
-          "_l2_buf", "_gpu_sleep", "_slack_cycles")
+SEALED = ("timer_fn", "_sync", "_cuda_sync", "_ev_record", "_ev_elapsed", "_ev_query", "_current_stream",
+          "_ev_start", "_ev_end", "_l2_buf", "_gpu_sleep", "_slack_cycles")
 _sealed_props, _lock_sealed = harness_guard.sealed_slots(SEALED)
 for _name, _prop in _sealed_props.items():
     setattr(Harness, _name, _prop)

@@ -102,6 +102,17 @@ class TimeReply(Reply):
     dispatch_ns: list[int] = field(default_factory=list)
 
 
+@dataclass
+class DeviceReply(TimeReply):
+    """Device-time calls (evaluation/_child.py, Harness.device_time): ``host_ns`` holds each call's
+    dispatch; ``retries`` the calls made again because their GPU-side wait ran out before the host
+    had queued them; ``slack_us`` the last wait; ``queued_ahead`` whether the last call's held."""
+
+    retries: int = 0
+    slack_us: float = 0.0
+    queued_ahead: bool = True
+
+
 R = TypeVar("R", bound=Reply)
 
 _SCALARS: dict[type, tuple[type, ...]] = {bool: (bool,), str: (str,), int: (int,), float: (int, float)}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .compare import spots_match
 from .host_bound import report_device_time
-from .protocol import Reply, TimeReply
+from .protocol import DeviceReply, Reply, TimeReply
 from .sandbox import SandboxProcess
 from .seeds import derive_seed
 from .session import Abort, Pair
@@ -41,6 +41,8 @@ class Rounds:
     dev: dict[str, list[float]] = field(default_factory=dict)
     dispatch: dict[str, list[float]] = field(default_factory=dict)
     dev_dispatch: dict[str, list[float]] = field(default_factory=dict)  # the device calls' own dispatch
+    dev_retries: dict[str, int] = field(default_factory=dict)  # device calls made again behind a longer wait
+    dev_unheld: dict[str, int] = field(default_factory=dict)  # device calls whose wait still ran out
     spot_mismatch: int | None = None
     ref_wall_s: float = 0.0  # parent-clock time of the reference processes' timing requests
     ker_cpu_meanwhile_s: float = 0.0  # CPU time the kernel process used during those requests
@@ -181,12 +183,15 @@ def _device_round(pair: Pair, r: int, replies: dict[str, TimeReply], rounds: Rou
         disp = replies[p.role].dispatch_ns
         dispatch_us = median(disp) / 1e3 if disp else 0.0
         msg = {"op": "device", "seeds": seeds, "spot_seed": spot_seed, "dispatch_us": dispatch_us}
-        reply, _wall = _call(pair, p, msg)
+        reply = pair.request(p, msg, DeviceReply)
+        _check_reply(pair, p, reply)
         if len(reply.times_ns) != DEVICE_CALLS:
             raise Abort("crashed", "kernel process returned a malformed device-time reply")
         rounds.dev.setdefault(p.role, []).append(median(reply.times_ns) / 1e6)
         rounds.dispatch.setdefault(p.role, []).append(dispatch_us / 1e3)
         rounds.dev_dispatch.setdefault(p.role, []).append(median(reply.host_ns) / 1e6 if reply.host_ns else 0.0)
+        rounds.dev_retries[p.role] = rounds.dev_retries.get(p.role, 0) + reply.retries
+        rounds.dev_unheld[p.role] = rounds.dev_unheld.get(p.role, 0) + (not reply.queued_ahead)
         spots[p.role] = reply.spot
     if pair.defence_on("timing_spot_check") and rounds.spot_mismatch is None and not spots_match(
             spots["reference"], spots["kernel"], out_dtypes, pair.cfg.atol, pair.cfg.rtol):
@@ -365,9 +370,12 @@ def _report(pair: Pair, rounds: Rounds) -> None:
     if rounds.dev.get("kernel"):
         report_device_time(res, rounds.dev, rounds.dispatch, ref_rounds, rounds.ker,
                           derive_seed(pair.master, "boot-device") % 2**32)
-        # What the device calls' own dispatch was, beside the timed calls' that sized their wait.
+        # What the device calls' own dispatch was, beside the timed calls' that sized their wait, and
+        # how often a wait ran out (a call made again; a last call still not held).
         if res.device is not None:
             res.device["device_calls_dispatch_ms"] = {role: median(v) for role, v in rounds.dev_dispatch.items() if v}
+            res.device["device_calls_retried"] = dict(rounds.dev_retries)
+            res.device["device_calls_unheld"] = dict(rounds.dev_unheld)
     if res.speedup is not None and res.speedup > cfg.speedup_flag_threshold:
         res.add_flag("excessive_speedup", f"Speedup {res.speedup:.2f}x exceeds the review threshold of "
                                           f"{cfg.speedup_flag_threshold:g}x.")
