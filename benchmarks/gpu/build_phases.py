@@ -38,7 +38,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, HERE)
 
 os.environ["KB_UNITS"] = "0"  # the compiler itself, not the unit server's shim: nothing serves units here
-os.environ.setdefault("KB_NVCC_CUTS", "0")  # the reference is the build without the build code's cuts
+os.environ.pop("KB_CU_HOST_OPT", None)  # the reference is the kernel's own level (cut host_O0: the switch's)
 
 from nvcc_cuts import ATEN_HEADER, CUTS, Cut, apply_cut, ninja_commands, output_of, parse_nvcc_time  # noqa: E402
 
