@@ -36,6 +36,7 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 
 from .cu_flags import nvcc_append_flags
+from .nvcc_steps import enabled as split_nvcc
 from .safe_files import (
     TreePolicy,
     UnsafeFile,
@@ -109,6 +110,8 @@ def build_key(kernel_source: str, device: str, arch: str = "") -> str:
     nvcc_flags = nvcc_append_flags(device)
     if nvcc_flags:  # not in ninja's commands (NVCC_APPEND_FLAGS): only the key tells the builds apart
         parts.append(f"nvcc {nvcc_flags}")
+    if device == "cuda" and split_nvcc():  # ninja's commands name evaluation/nvcc_split
+        parts.append("nvcc_split")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 

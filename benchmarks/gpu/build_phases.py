@@ -42,7 +42,7 @@ os.environ.pop("KB_CU_HOST_OPT", None)  # the reference is the kernel's own leve
 
 from nvcc_cuts import ATEN_HEADER, CUTS, Cut, apply_cut, ninja_commands, output_of, parse_nvcc_time  # noqa: E402
 
-from evaluation import pch  # noqa: E402
+from evaluation import nvcc_steps, pch  # noqa: E402
 from evaluation.build_stage import build_env, header_cache_for, ninja_steps, target_arch  # noqa: E402
 from evaluation.slim_headers import include_dir as slim_include_dir  # noqa: E402
 from evaluation.types import EvaluationConfig  # noqa: E402
@@ -190,7 +190,7 @@ def cut_job(run: Run, info: dict[str, Any], cut: Cut, estimate_s: float) -> dict
     if not cmds.get("cu"):
         return {"error": "no reference build"}
     argv = apply_cut(cmds["cu"], cut, run.arch)
-    if cut.name != "base" and cut.header == "slim" and argv == cmds["cu"]:
+    if cut.name != "base" and cut.header == "slim" and argv == cmds["cu"] and not cut.split:
         return {"skipped": "the same command as the build's"}
     if run.left() < estimate_s + CHECK_RESERVE_S:
         return {"skipped": "out of time"}
@@ -198,9 +198,16 @@ def cut_job(run: Run, info: dict[str, Any], cut: Cut, estimate_s: float) -> dict
     vdir = os.path.normpath(vdir)
     os.makedirs(vdir, exist_ok=True)
     times = os.path.join(vdir, "time.csv")
-    row = run_bounded([*argv, "--time", times], vdir, run.env(cut.header), run.deadline - CHECK_RESERVE_S / 2)
+    changed = sorted(set(argv) ^ set(cmds["cu"]))
+    env = run.env(cut.header)
+    if cut.split:  # the build's shim, as KB_NVCC_SPLIT=1 names it (it hands a --time compile to nvcc)
+        env.update(KB_REAL_NVCC=argv[0], KB_NVCC_PYTHON=sys.executable)
+        argv = [nvcc_steps.SHIM, *argv[1:]]
+    else:
+        argv = [*argv, "--time", times]
+    row = run_bounded(argv, vdir, env, run.deadline - CHECK_RESERVE_S / 2)
     result: dict[str, Any] = {"cu_s": row["seconds"], "ok": row["rc"] == 0, "nvcc": _read_time(times),
-                              "argv_changed": sorted(set(argv) ^ set(cmds["cu"])), "header": cut.header}
+                              "argv_changed": changed, "header": cut.header, "split": cut.split}
     if row.get("error"):
         result["error"] = row["error"][-800:]
         return result

@@ -110,7 +110,8 @@ def output_of(argv: list[str]) -> str:
 class Cut:
     """One candidate cut of the ``.cu`` compile: flags dropped, an nvcc ``-O`` level for the host
     side, one ``-gencode`` for the target architecture, flags added, and which ``torch/extension.h``
-    the ``.cu`` sees ("slim": the build's, "full": torch's, "aten": ATen and torch's dtype names only)."""
+    the ``.cu`` sees ("slim": the build's, "full": torch's, "aten": ATen and torch's dtype names only);
+    ``split``: run through the build's ``evaluation/nvcc_split`` (nvcc's ``--time`` does not see it)."""
 
     name: str
     drop_debug: bool = False
@@ -118,12 +119,14 @@ class Cut:
     arch_only: bool = False
     add: tuple[str, ...] = ()
     header: str = "slim"
+    split: bool = False  # through evaluation/nvcc_split: nvcc's steps, the two chains side by side
     why: str = ""
 
 
 #: In the order they are tried (the budget may end the list early).
 CUTS: tuple[Cut, ...] = (
     Cut("base", why="the build's own command, again, beside the cuts"),
+    Cut("split_steps", split=True, why="nvcc's own steps, cudafe++ beside cicc (KB_NVCC_SPLIT=1)"),
     Cut("host_O0", host_opt="-O0", why="host side not optimised (device code untouched)"),
     Cut("host_O1", host_opt="-O1", why="host side lightly optimised"),
     Cut("full_header", header="full", why="torch's own extension.h: what the slim header saves"),
