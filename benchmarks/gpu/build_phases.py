@@ -157,7 +157,8 @@ def reference_build(run: Run, level: int, problem: int, file: str) -> dict[str, 
     ext = _extension_dir(kdir)
     info["ext_dir"] = ext
     if ext:
-        listed = subprocess.run(["ninja", "-C", ext, "-t", "commands"], capture_output=True, text=True)
+        ninja = shutil.which("ninja") or os.path.join(os.path.dirname(sys.executable), "ninja")  # torch's
+        listed = subprocess.run([ninja, "-C", ext, "-t", "commands"], capture_output=True, text=True)
         cmds = ninja_commands(listed.stdout)
         info["commands"] = {"cu": cmds.cu, "main": cmds.main, "link": cmds.link}
         info["so"] = os.path.join(ext, output_of(cmds.link)) if cmds.link else ""
