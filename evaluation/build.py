@@ -15,7 +15,8 @@ Layout under ``build_cache_dir``:
   process killed midway are removed before the entry is used (we hold the flock: they are stale).
 
 The key is the source, the device kind, torch (its version names the CUDA build, e.g.
-``2.11.0+cu130``), the CUDA toolkit, Python, the target architecture and the compiler settings;
+``2.11.0+cu130``), the CUDA toolkit, Python, the target architecture and the compiler settings
+(those of the environment too: evaluation.cu_flags);
 never a device index, so one build serves every GPU of a host (and every host sharing the folder).
 """
 
@@ -34,6 +35,8 @@ import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 
+from .cu_flags import nvcc_append_flags
+from .nvcc_steps import enabled as split_nvcc
 from .safe_files import (
     TreePolicy,
     UnsafeFile,
@@ -104,6 +107,11 @@ def build_key(kernel_source: str, device: str, arch: str = "") -> str:
     parts += [f"{k}={os.environ.get(k, '')}" for k in COMPILER_ENV]
     if units_enabled():  # the build's CXX is then evaluation/unit_cc: in ninja's commands
         parts.append("units")
+    nvcc_flags = nvcc_append_flags(device)
+    if nvcc_flags:  # not in ninja's commands (NVCC_APPEND_FLAGS): only the key tells the builds apart
+        parts.append(f"nvcc {nvcc_flags}")
+    if device == "cuda" and split_nvcc():  # ninja's commands name evaluation/nvcc_split
+        parts.append("nvcc_split")
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 

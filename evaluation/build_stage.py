@@ -32,7 +32,9 @@ from typing import Any
 
 from .build import MAX_READ_BYTES, BuildDir, needs_build
 from .build_pool import BuildUsage, PoolSizer, measure_tree
+from .cu_flags import nvcc_append_flags
 from .host_errors import BUSY_BUILD, INFRASTRUCTURE_ERROR, KILLED_BUILD, killed_build
+from .nvcc_steps import build_env as split_nvcc_env
 from .pch import HeaderCache, lock_held
 from .pch import enabled as pch_enabled
 from .safe_files import UnsafeFile, open_checked, open_dir_below, read_below, subdirectories, walk_tree
@@ -129,9 +131,15 @@ def build_env(cfg: EvaluationConfig, slim_cu: bool = False, headers: bool = True
     where they are published (``CPATH`` is not in ninja's commands: with or without it, a build
     stays up to date); ``slim_cu``: and, after them, the ``.cu`` files' ``torch/extension.h``
     (evaluation.slim_headers; the build stage's first try only); the unit server's compiler shim
-    as ``CXX`` when units are on (evaluation.units: the same for both, so ninja's commands are);
-    ``headers`` False: without the precompiled headers (a build they failed)."""
+    as ``CXX`` when units are on (evaluation.units: the same for both, so ninja's commands are); the
+    ``.cu`` host side's level where one is set (evaluation.cu_flags) and nvcc's steps side by side
+    where on (evaluation.nvcc_steps); ``headers`` False: without the precompiled headers (a build
+    they failed)."""
     env = {**arch_env(cfg), **(header_cache_for(cfg).env() if headers else {}), **compiler_env()}
+    nvcc_flags = nvcc_append_flags(cfg.device)
+    if nvcc_flags:
+        env["NVCC_APPEND_FLAGS"] = nvcc_flags
+    env.update(split_nvcc_env(cfg.device))
     slim = slim_folder(cfg.build_cache_dir) if slim_cu else None
     if slim:
         env["CPATH"] = os.pathsep.join(p for p in (env.get("CPATH"), slim) if p)

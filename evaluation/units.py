@@ -75,6 +75,7 @@ from .limits import DEFAULT_MAX_PROCESSES, MemoryMeter, process_table
 from .pch import _die_with_parent, compiler_identity
 from .safe_files import UnsafeFile, read_below, write_new
 from .unit_client import MAX_REQUEST_BYTES, server_refuses
+from .unit_names import bind_name, module_name, shared_flags
 
 UNITS_FORMAT = "1"
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -364,11 +365,14 @@ class UnitServer:
                 and isinstance(flags, list) and all(isinstance(f, str) for f in flags) and flags_ok(flags)
                 and not server_refuses(text.encode("utf-8", "surrogatepass"))):
             return None
-        key = unit_key(name, flags, text, self.env, self.device)
+        # Keyed without the module's name where only the name differs (evaluation.unit_names): the
+        # first build compiles under its own name, later ones get that object renamed.
+        keyed = shared_flags(flags, text)
+        key = unit_key(name, keyed, text, self.env, self.device)
         found = self.cache.lookup(key)
         if found is not None:
             self._count("hit")
-            return found
+            return _named(found, flags) if keyed != flags else found
         if not self._take_compile():
             return None
         compiled = False
@@ -380,7 +384,7 @@ class UnitServer:
                 found, compiled = self._locked_compile(key, name, flags, text, wait_until)
             finally:
                 self._one_compile.release()
-            return found
+            return _named(found, flags) if keyed != flags else found
         finally:
             if not compiled:
                 self._give_back_compile()
@@ -469,6 +473,15 @@ class UnitServer:
         self._accept.join(timeout=10)
         for t in self._threads:
             t.join(timeout=30)
+
+
+def _named(found: tuple[bytes, list[str]] | None, flags: list[str]) -> tuple[bytes, list[str]] | None:
+    """A shared unit's object under the module name ``flags`` give (``evaluation.unit_names``);
+    None when it cannot be renamed (the build compiles it)."""
+    if found is None:
+        return None
+    obj = bind_name(found[0], module_name(flags))
+    return None if obj is None else (obj, found[1])
 
 
 def _read_request(conn: socket.socket, deadline: float) -> Any:

@@ -33,6 +33,7 @@ from evaluation.build_stage import build_dir_for, build_env, prebuild
 from evaluation.pch import lock_held
 from evaluation.sandbox import Sandbox, detect_isolation
 from evaluation.types import EvaluationConfig
+from evaluation.unit_names import compiled_name
 from tests.evaluation.helpers import ROOT
 from tests.evaluation.test_pch import assert_same_module
 from tests.evaluation.test_pch import kernel as pch_kernel
@@ -64,6 +65,9 @@ except OSError as _exc:
 A = pch_kernel("kb_unit_wrapper").replace("\n\nclass ModelNew", TAMPER + "\n\nclass ModelNew")
 B = pch_kernel("kb_unit_wrapper").replace("scale_shift(x, 1.5)", "scale_shift(x, 2.0)")
 assert A != B and "x, 2.0)" in B and "KB-TAMPER" in A
+#: B's wrapper under another module name (load_inline's ``name=``): the same unit but for the name.
+C = B.replace(repr("kb_unit_wrapper"), repr("kb_unit_renamed"))
+assert C != B
 
 
 def _cfg(cache: str) -> EvaluationConfig:
@@ -89,7 +93,9 @@ def builds(tmp_path_factory):
         mp.setenv("KB_UNITS", "1")
         cache = str(tmp_path_factory.mktemp("kb-units"))
         first, second = prebuild(A, _cfg(cache)), prebuild(B, _cfg(cache))
-        exts = {"A": _ext_dir(cache, A), "B": _ext_dir(cache, B), "env": build_env(_cfg(cache))}
+        exts = {"A": _ext_dir(cache, A), "B": _ext_dir(cache, B), "env": build_env(_cfg(cache)),
+                "renamed": prebuild(C, _cfg(cache))}
+        exts["C"] = _ext_dir(cache, C)
         mp.setenv("KB_UNITS", "0")
         old_cache = str(tmp_path_factory.mktemp("kb-nounits"))
         old = prebuild(B, _cfg(old_cache))
@@ -154,6 +160,31 @@ def test_the_kernel_built_both_ways_is_the_same(builds):
     assert_same_module([os.path.join(d, "kb_unit_wrapper.so") for d in (new_ext, old_ext)], "kb_unit_wrapper", 2.0)
 
 
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_a_kernel_that_differs_only_in_its_modules_name_is_served_the_same_unit(builds):
+    cache, exts, _outcomes = builds
+    renamed = exts["renamed"]
+    assert renamed.status == "built", (renamed.error, renamed.log[-3000:])
+    assert renamed.units["hit"] == 1 and renamed.units["compiled"] == 0 and renamed.units["fallback"] == 0
+    assert len(_published(cache)) == 1  # one compile for both names
+    probe = (
+        "import importlib.util, sys, torch\n"
+        "outs = []\n"
+        "for name, path in (sys.argv[1:3], sys.argv[3:5]):\n"
+        "    spec = importlib.util.spec_from_file_location(name, path)\n"
+        "    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "    assert m.__name__ == name and m.scale_shift.__module__ == name, (m.__name__, m.scale_shift.__module__)\n"
+        "    outs.append(m.scale_shift(torch.randn(4096, generator=torch.Generator().manual_seed(7)), 2.0))\n"
+        "assert outs[0].view(torch.int32).equal(outs[1].view(torch.int32))\n"
+        "print('same')\n")
+    libs = ["kb_unit_wrapper", os.path.join(exts["B"], "kb_unit_wrapper.so"),
+            "kb_unit_renamed", os.path.join(exts["C"], "kb_unit_renamed.so")]
+    r = subprocess.run([sys.executable, "-c", probe, *libs], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "same", r.stdout + r.stderr
+
+
 # -- the shim and the server on small units (no torch: milliseconds to seconds) --------------------
 @pytest.fixture
 def server(tmp_path, monkeypatch):
@@ -189,6 +220,25 @@ def test_a_unit_with_a_local_include_or_an_unknown_flag_is_compiled_by_the_build
     r = _compile(server, work, "int g() { return 3; }\n", "-O2")
     assert r.returncode == 0 and server.stats["compiled"] == 1, r.stderr
     assert "main.o:" in (work / "main.o.d").read_text()
+
+
+@needs_cxx
+def test_two_wrappers_that_differ_only_in_the_modules_name_compile_once(server, tmp_path):
+    from tests.evaluation.test_unit_names import STAND_IN
+
+    def ask(module: str) -> bytes:
+        got = server.answer({"name": "main.cpp", "flags": ["-O2", f"-DTORCH_EXTENSION_NAME={module}"], "text": STAND_IN})
+        assert got is not None
+        return got[0]
+
+    first, second = ask("kb_first"), ask("kb_second")
+    assert server.stats["compiled"] == 1 and server.stats["hit"] == 1, server.stats
+    assert compiled_name(first) == "kb_first" and compiled_name(second) == "kb_second"
+    assert ask("kb_first") == first  # served as compiled: the first name's object is the compiler's
+    named = STAND_IN + "#define KB_STR(x) #x\n#define KB_XSTR(x) KB_STR(x)\nconst char* kb_name = KB_XSTR(TORCH_EXTENSION_NAME);\n"
+    for module in ("kb_first", "kb_second"):  # a text that uses the name: one compile per name
+        assert server.answer({"name": "main.cpp", "flags": ["-O2", f"-DTORCH_EXTENSION_NAME={module}"], "text": named})
+    assert server.stats["compiled"] == 3, server.stats
 
 
 SLOW_UNIT = "#include <bits/stdc++.h>\nint kb_slow_unit() { return 1; }\n"
