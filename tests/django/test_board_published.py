@@ -138,7 +138,7 @@ def test_the_grid_shows_problems_by_best_kernels_with_marks(client, field):
     # Problem 1: the published 13.2x (not measured here) before the measured 1.8x.
     cells = [chunk.split('"', 1)[0] for chunk in first.split('data-kernel="')[1:]]
     assert cells[0] == str(one.pk) and len(cells) == 2
-    assert f'href="/kernels/{one.pk}/"' in first and "13.20x published, L40S" in first and "not measured here" in first
+    assert f'href="/kernels/{one.pk}/"' in first and "13.20x published, L40S" in first and "not yet measured here" in first
     second = grid[grid.index('data-problem="2"') : grid.index('data-problem="3"')]
     assert f'data-kernel="{two.pk}" data-mark="fails here"' in second and "✗ fails here" in second
     third = grid[grid.index('data-problem="3"') :]
@@ -173,11 +173,11 @@ def test_every_page_counts_measured_here_alike(client, field):
     problem_set, listed, measured = field
     assert board_store.measured_here([listed.pk, measured.pk]) == {listed.pk: 0, measured.pk: 3}
     overview = client.get("/").content.decode()
-    assert "1 run of 1 model measured here" in overview
+    assert "1 run of 1 model with kernels measured here, 1 of them fully" in overview
     evaluate(listed.kernels.order_by("problem__number").first(), 1.5)  # one kernel of the listed run measured
     board_store.refresh_dirty()
     assert board_store.measured_here([listed.pk]) == {listed.pk: 1}
-    assert "2 runs of 2 models measured here" in client.get("/").content.decode()
+    assert "2 runs of 2 models with kernels measured here, 1 of them fully" in client.get("/").content.decode()
     assert "verified here" in client.get(listed.get_absolute_url()).content.decode()
     model_page = client.get(listed.model.get_absolute_url()).content.decode()
     assert "verified here" in model_page
@@ -214,7 +214,7 @@ def test_a_partly_measured_row_says_so_on_the_board_and_the_overview(client, fie
     card = html[html.index('id="leader-measured"') : html.index('id="leader-published"')]
     assert "No row fully measured here yet: 1 row partly (1 of 3 kernels so far)" in card
     published_card = html[html.index('id="leader-published"') : html.index('id="level-table"')]
-    assert "1 of 3 kernels measured here so far" in published_card and "not yet measured" not in published_card
+    assert "1 of 3 kernels measured here (h200)" in published_card and "not yet measured" not in published_card
     row = html[html.index(f'data-run="{listed.pk}"') :]
     row = row[: row.index("</tr>")]
     assert "partly verified here (1 of 3)" in row and 'data-ranked-by="published"' in row
