@@ -9,7 +9,7 @@ NOT_YET = "not yet measured here"
 
 
 def measured_wording(measured: int, kernels: int, hardware: str = "") -> str:
-    """"16 of 51 kernels measured here (h200)", "all 51 kernels measured here (h200)", or "not yet
+    """ "16 of 51 kernels measured here (h200)", "all 51 kernels measured here (h200)", or "not yet
     measured here": the count always beside its whole, so "verified" never hides a part."""
     if measured <= 0:
         return NOT_YET

@@ -84,7 +84,9 @@ def test_the_run_page_names_both_hardwares(client, partly):
 def test_the_overview_counts_runs_fully_measured_beside_those_partly(client, partly):
     html = client.get("/").content.decode()
     counts = html[html.index('id="overview-runs-measured"') :]
-    assert counts.startswith('id="overview-runs-measured">2 runs of 2 models with kernels measured here, 1 of them fully')
+    assert counts.startswith(
+        'id="overview-runs-measured">2 runs of 2 models with kernels measured here, 1 of them fully'
+    )
 
 
 def test_the_grid_never_says_not_measured_of_a_kernel_that_fails_here(client, field):  # noqa: F811
