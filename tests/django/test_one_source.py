@@ -50,7 +50,7 @@ def test_a_partly_measured_row_has_its_difference_over_the_problems_measured_her
     html = client.get(f"/levels/1/?set={problem_set.slug}").content.decode()
     cells = html[html.index(f'data-run="{listed.pk}"') :]
     cells = cells[: cells.index("</tr>")]
-    assert "-33.3 pts" in cells and "Δ over the 1 problems measured here" in cells
+    assert "-33.3 pts" in cells and "all published, L40S; 1 of 3 kernels measured here (h200)" in cells
     data = json.loads(client.get(f"/levels/1/?set={problem_set.slug}&export=json").content)
     exported = next(item for item in data["rows"] if item["run_id"] == listed.pk)
     assert exported["hardware"] == "L40S" and exported["correct"] == pytest.approx(1.0)
