@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from leaderboard.reads import charts
 from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.rows import PUBLISHED, level_standings
 from leaderboard.reads.measured import measured_wording
@@ -113,3 +114,10 @@ def test_a_board_without_published_figures_keeps_its_measured_columns(client):
     row = level_standings(problem_set, 1)[0]
     assert row.run.pk == run.pk and row.summary["correct_rate"] == pytest.approx(0.5)
     assert row.difference(1.0) is None and row.summary["pass_at_1"] == pytest.approx(0.5)
+
+
+def test_each_fast_p_series_names_one_source(partly):
+    row = listed_row(*partly)
+    names = [trace["name"] for trace in charts.fast_p_chart([row], None)["data"]]
+    model_setting = f"{row.run.model.name} · {row.run.setting}"
+    assert names == [f"{model_setting} · measured on h200", f"{model_setting} · published, L40S"]
