@@ -238,7 +238,7 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "view": "unified" if request.GET.get("view") == "unified" else "split",
         "evaluation": evaluation,
         "evaluation_demo": kernel_page.is_demo(evaluation),
-        "measured_here": kernel_page.measured_here(evaluation),
+        "measured_text": kernel_page.measured_text(evaluation),
         "raw_output": raw_output,
         "shown": kernel_page.shown_details(evaluation, raw_output),
         "history": history,

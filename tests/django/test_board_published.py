@@ -193,7 +193,7 @@ def test_the_overview_names_the_leader_by_published_figures(client, field):
     assert "measured-model" in measured_card
 
 
-def test_a_kernel_measured_here_is_verified_on_its_page(client, field):
+def test_a_kernel_measured_here_says_so_on_its_page(client, field):
     problem_set, listed, measured = field
     kernel = listed.kernels.order_by("problem__number").first()
 
@@ -201,9 +201,9 @@ def test_a_kernel_measured_here_is_verified_on_its_page(client, field):
         html = client.get(kernel.get_absolute_url()).content.decode()
         return html[html.index("<h1>") : html.index('id="evaluation-heading"')]
 
-    assert "imported, unverified" in header() and "verified here" not in header()
+    assert "not yet measured here" in header()
     evaluate(kernel, 1.2)
-    assert "verified here" in header() and "imported, unverified" not in header()
+    assert "measured here (h200)" in header() and "not yet" not in header()
 
 
 def test_a_partly_measured_row_says_so_on_the_board_and_the_overview(client, field):
