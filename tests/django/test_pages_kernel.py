@@ -1,6 +1,6 @@
 import pytest
 
-from leaderboard.models import Kernel
+from leaderboard.models import Evaluation, Kernel
 from leaderboard.reads import kernel_page
 from leaderboard.reads.measured import kernel_wording
 from tests.budgets import within_lines
@@ -128,3 +128,28 @@ def test_a_kernel_not_evaluated_yet_is_not_measured_here_though_its_run_is(clien
     kernel = kernels[0]
     kernel.evaluations.all().delete()
     assert "not yet measured here" in header(client, kernel) and 'class="badge measured"' not in header(client, kernel)
+
+
+def history_row(client, kernel: Kernel) -> str:
+    html = client.get(kernel.get_absolute_url()).content.decode()
+    body = html[html.index('id="history-table"') :]
+    body = body[body.index("<tbody>") :]
+    return body[: body.index("</tr>")]
+
+
+def test_a_finished_evaluation_no_worker_here_ran_says_none_here_not_zero_attempts(client, kernels):
+    kernel = kernels[0]  # evaluated by the test (as an import or the demo would be): 0 attempts here
+    assert "none here" in history_row(client, kernel) and "<td>0</td>" not in history_row(client, kernel)
+    kernel.latest_evaluation.attempts = 2
+    kernel.latest_evaluation.save(update_fields=["attempts"])
+    assert "<td>2</td>" in history_row(client, kernel)
+
+
+def test_a_compile_error_says_it_did_not_compile_not_how_many_trials_passed(client, kernels):
+    kernel = kernels[0]
+    failed = evaluate(kernel, None, trials_passed=0, trials_total=5)
+    Evaluation.objects.filter(pk=failed.pk).update(compiled=False, status=Evaluation.Status.COMPILE_ERROR)
+    html = client.get(kernel.get_absolute_url()).content.decode()
+    correctness = html[html.index('id="evaluation-correctness"') :]
+    assert correctness.startswith('id="evaluation-correctness">not checked: the kernel did not compile')
+    assert "0/5 trials passed" not in html and 'id="evaluation-error-missing"' in html
