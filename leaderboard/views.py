@@ -174,6 +174,7 @@ def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "problem": problem,
         "source_html": highlight_python(problem.source, anchor="ref"),
         "baselines": queries.problem_baselines(problem),
+        "reference_times": queries.problem_reference_times(problem),
         "checks": queries.problem_checks(problem),
         "page": page,
         "charts": {"speedups": charts.speedup_bars(queries.problem_speedups(problem))},
