@@ -111,6 +111,10 @@ def current_rules_pk() -> int:
     return ScoringRules.objects.preset(CURRENT_RULES).pk
 
 
+# How a CPU result was timed, whatever its rules name: time.perf_counter_ns (evaluation/_child.py).
+CPU_CLOCK = "cpu_clock"
+
+
 class ScoringRules(models.Model):
     """How a KernelBench version scored a kernel: the tolerance for each precision (used as both
     atol and rtol, as KernelBench does), the number of random input sets that must all match, and
@@ -156,14 +160,20 @@ class ScoringRules(models.Model):
             f"{self.bf16_tolerance:g} bf16; {self.correctness_trials} correctness trials; {timing}"
         )
 
-    def as_dict(self) -> dict:
+    def timing_method_on(self, kind: str) -> str:
+        """The method that timed a result on hardware of `kind`: the rules' own on a GPU; on a CPU
+        there are no CUDA events, and the harness reads the process's clock (CPU_CLOCK)."""
+        return self.timing_method if kind == Hardware.Kind.GPU else CPU_CLOCK
+
+    def as_dict(self, kind: str = "gpu") -> dict:
+        """The rules as an export writes them for results measured on hardware of `kind`."""
         return {
             "slug": self.slug,
             "name": self.name,
             "kernelbench_version": self.kernelbench_version,
             "tolerance": {"fp32": self.fp32_tolerance, "fp16": self.fp16_tolerance, "bf16": self.bf16_tolerance},
             "correctness_trials": self.correctness_trials,
-            "timing_method": self.timing_method,
+            "timing_method": self.timing_method_on(kind),
         }
 
 

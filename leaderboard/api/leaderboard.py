@@ -49,7 +49,15 @@ LEADERBOARD_REPLY = inline_serializer(
             {
                 "rank": serializers.IntegerField(),
                 "run": RunSerializer(),
-                "fast_p": serializers.FloatField(),
+                "fast_p": serializers.FloatField(
+                    help_text="fast_p at p by the row's one source: measured here, or published while not yet measured."
+                ),
+                "ranked_by": serializers.ChoiceField(choices=["measured", "published"]),
+                "ranked_label": serializers.CharField(help_text='"measured here, h200" or "published, L40S".'),
+                "hardware": serializers.CharField(help_text="Where the row's figures were timed."),
+                "difference": serializers.FloatField(
+                    allow_null=True, help_text="Measured minus published fast_p, over the problems measured here."
+                ),
                 "unscored": serializers.IntegerField(help_text="Correct kernels with no known speedup."),
                 "flagged": serializers.IntegerField(),
                 "unreviewed": serializers.IntegerField(),
@@ -142,7 +150,12 @@ def _results(request, rows, p: float, first_rank: int) -> list[dict]:
                 "rank": rank,
                 # Kept for every visitor (served): the run as anyone may see it, whoever asked first.
                 "run": RunSerializer(row.run, context={"request": request, "for_everyone": True}).data,
-                "fast_p": row.fast_p(p),
+                # The figure the row ranks by, in the row's one source (as the board's headline).
+                "fast_p": row.rank_value(p),
+                "ranked_by": row.ranked_by,
+                "ranked_label": row.ranked_label,
+                "hardware": row.ranked_hardware,
+                "difference": row.difference(p),
                 "unscored": row.unscored,
                 "flagged": row.flagged,
                 "unreviewed": row.unreviewed,

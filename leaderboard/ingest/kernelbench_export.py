@@ -157,7 +157,7 @@ def generation_config(run: Run, level: int | None) -> str:
         "hardware": run.hardware.slug,
         "problem_set": run.problem_set.slug,
         # Which verdicts these are: KernelBench's rules of one version (tolerance, trials).
-        "scoring_rules": run.rules.as_dict(),
+        "scoring_rules": run.rules.as_dict(run.hardware.kind),
     }
     return yaml.safe_dump(config, sort_keys=False)
 

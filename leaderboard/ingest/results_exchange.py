@@ -129,7 +129,7 @@ def record(evaluation: Evaluation) -> dict:
             "sample": kernel.sample_index,
         },
         "hardware": {name: getattr(evaluation.hardware, name) for name in HARDWARE_FIELDS},
-        "rules": evaluation.rules.as_dict() if evaluation.rules_id else None,
+        "rules": evaluation.rules.as_dict(evaluation.hardware.kind) if evaluation.rules_id else None,
         "evaluation": figures,
     }  # fmt: skip
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from evaluation.metrics import fast_p_curve
-from leaderboard.models import Evaluation, LaunchPost, ReportedScore
+from leaderboard.models import Evaluation, LaunchPost, Origin, ReportedScore
 from leaderboard.reads.board.rows import StandingRow
 
 Figure = dict[str, Any]
@@ -72,10 +72,19 @@ def _layout(title: str = "", **extra: Any) -> dict[str, Any]:
     return layout
 
 
-def _run_label(row: StandingRow) -> str:
+def _run_label(row: StandingRow, published: bool = False) -> str:
+    """A series' name, naming the one source its figures come from: the GPU they were measured on
+    here (or imported from), or the published figures and their GPU; never a run's hardware beside
+    figures timed on another ("h200 (published, L40S)")."""
     run = row.run
     demo = " (demo data)" if run.is_demo or run.model.is_demo else ""
-    return label(f"{run.model.name} · {run.setting} · {run.hardware.slug}{demo}")
+    if published:
+        source = row.published_label
+    elif run.origin == Origin.IMPORTED and not row.measured_kernels:
+        source = f"imported, {run.hardware.slug}"
+    else:
+        source = f"measured on {run.hardware.slug}"
+    return label(f"{run.model.name} · {run.setting} · {source}{demo}")
 
 
 def _pad_dates(figure: Figure | None, days: int = 45) -> Figure | None:
@@ -232,7 +241,7 @@ def _published_diamonds(points: list[tuple[dt.date, StandingRow]], where: str) -
         "marker": {"symbol": "diamond", "size": 12, "color": PUBLISHED_COLOUR, "line": {"width": 2}},
         "hovertext": [
             f"{label(row.run.model.name)}: fast_1 {(row.published_fast_1 or 0.0) * 100:.1f}% "
-            f"({label(where)}) · {_run_label(row)}"
+            f"· {_run_label(row, published=True)}"
             for _, row in points
         ],
         "hoverinfo": "text",
@@ -373,7 +382,7 @@ def _curve_trace(row: StandingRow, colour: str, published: bool) -> dict[str, An
     and named with its GPU."""
     tally = row.score.published if published else row.tally
     points = fast_p_curve(list(tally.speedups), row.n_problems)
-    name = _run_label(row) + (f" ({label(row.published_label)})" if published else "")
+    name = _run_label(row, published)
     dash = "dash" if published else ("dot" if row.run.origin == "imported" else "solid")
     return {
         "type": "scatter",

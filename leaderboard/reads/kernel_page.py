@@ -11,6 +11,7 @@ from leaderboard.models import Evaluation, Kernel, Origin
 from leaderboard.reads import disclosure
 from leaderboard.reads.diffs import Diff, compute_diff
 from leaderboard.reads.instruments import instrument_views
+from leaderboard.reads.measured import kernel_wording
 
 
 def pick_against(requested: str | None, siblings: Sequence[Kernel]) -> Kernel | None:
@@ -59,10 +60,18 @@ def is_demo(evaluation: Evaluation | None) -> bool:
     return bool(evaluation and isinstance(evaluation.environment, dict) and evaluation.environment.get("demo"))
 
 
-def measured_here(evaluation: Evaluation | None) -> int:
-    """1 when the evaluation the page describes was made by this site's workers (the origin badge's
-    `measured`: an imported run's kernel measured here is verified here, not "imported, unverified")."""
-    return int(bool(evaluation and evaluation.origin == Origin.MEASURED and not is_demo(evaluation)))
+def measured_here(evaluation: Evaluation | None) -> bool:
+    """Whether the evaluation the page describes was made by this site's workers (an imported run's
+    kernel measured here is measured here; an imported or demo evaluation is not)."""
+    return bool(evaluation and evaluation.origin == Origin.MEASURED and not is_demo(evaluation))
+
+
+def measured_text(evaluation: Evaluation | None) -> str:
+    """The page's "measured here (h200)" / "not yet measured here", in the wording every other page
+    uses of the same kernel (the grid's cell, the board's counts): reads.measured.kernel_wording."""
+    if evaluation is None or not measured_here(evaluation):
+        return kernel_wording(False, None)
+    return kernel_wording(True, evaluation.correct, evaluation.hardware.slug)
 
 
 def shown_details(evaluation: Evaluation | None, raw_output: bool) -> dict:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count
+from django.db.models import Count, F, Q
 
-from leaderboard.models import LaunchPost, ReportedScore
-from leaderboard.reads.board.store import runs_measured_here
+from leaderboard.models import LaunchPost, ReportedScore, RunScore
+from leaderboard.reads.board.store import ALL_LEVELS, runs_measured_here
 
 RELEASED = "December 2024 (paper February 2025)"
 AUTHORS = "Stanford's Scaling Intelligence Lab"
@@ -68,6 +68,7 @@ class Counts:
     labs_listing: int  # ... from this many labs
     runs_measured: int  # runs with kernels measured here (board.store.measured_here; demo data left out)
     models_measured: int
+    runs_fully_measured: int  # ... of which every kernel is measured here (what the strongest card ranks)
 
 
 def counts() -> Counts:
@@ -77,5 +78,10 @@ def counts() -> Counts:
         n=Count("pk"), labs=Count("lab", distinct=True)
     )
     # The runs verified here, whatever their origin: the one count of "measured here" (board.store).
-    runs = runs_measured_here().aggregate(n=Count("pk"), models=Count("model", distinct=True))
-    return Counts(reported["models"], reported["n"], posts["n"], posts["labs"], runs["n"], runs["models"])
+    fully = RunScore.objects.filter(level=ALL_LEVELS, with_excluded=True, measured__gte=F("kernels"))
+    runs = runs_measured_here().aggregate(
+        n=Count("pk"), models=Count("model", distinct=True), fully=Count("pk", filter=Q(pk__in=fully.values("run_id")))
+    )
+    return Counts(
+        reported["models"], reported["n"], posts["n"], posts["labs"], runs["n"], runs["models"], runs["fully"]
+    )

@@ -7,7 +7,7 @@ import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Avg, Count, F, Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from leaderboard.models import (
@@ -222,6 +222,48 @@ def model_reported_scores(model: LanguageModel) -> list[ReportedScore]:
 
 def problem_baselines(problem: Problem) -> list[Baseline]:
     return list(problem.baselines.select_related("hardware").order_by("hardware__slug", "mode", "compile_variant"))
+
+
+@dataclass(frozen=True)
+class ReferenceTimes:
+    """The reference's median times that a problem's evaluations recorded on one hardware, from
+    one origin. Every measured speedup divides one of them: a page that shows those speedups has
+    baseline timings, whether or not a Baseline row was imported for the problem."""
+
+    hardware: str
+    device_name: str
+    source: str  # Origin's label: "measured here", "imported, unverified", "demo data (synthetic)"
+    evaluations: int
+    mean_ms: float
+    fastest_ms: float
+    slowest_ms: float
+
+
+def problem_reference_times(problem: Problem) -> list[ReferenceTimes]:
+    """One aggregate query over the problem's finished evaluations that timed the reference."""
+    rows = (
+        Evaluation.objects.filter(kernel__problem=problem, state=Evaluation.State.DONE, reference_ms__isnull=False)
+        .values("hardware__name", "hardware__device_name", "origin")
+        .annotate(
+            evaluations=Count("pk"),
+            mean_ms=Avg("reference_ms"),
+            fastest_ms=Min("reference_ms"),
+            slowest_ms=Max("reference_ms"),
+        )
+        .order_by("hardware__name", "origin")
+    )
+    return [
+        ReferenceTimes(
+            hardware=row["hardware__name"],
+            device_name=row["hardware__device_name"],
+            source=Origin(row["origin"]).label,
+            evaluations=row["evaluations"],
+            mean_ms=row["mean_ms"],
+            fastest_ms=row["fastest_ms"],
+            slowest_ms=row["slowest_ms"],
+        )
+        for row in rows
+    ]
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 from django import template
 from django.http import QueryDict
 
+from leaderboard.reads.measured import measured_wording
+
 register = template.Library()
 
 
@@ -78,3 +80,9 @@ def query_with(context: template.Context, **changes: object) -> str:
             params[key] = str(value)
     encoded = params.urlencode()
     return f"?{encoded}" if encoded else "?"
+
+
+@register.simple_tag
+def measured(measured: int, kernels: int, hardware: str = "") -> str:
+    """How much was measured here, in the one wording every page uses (reads.measured)."""
+    return measured_wording(measured or 0, kernels or 0, hardware or "")

@@ -137,3 +137,9 @@ def test_the_setting_goes_out_as_kernelbench_names_its_prompt_option(imported_ru
     imported_run.save(update_fields=["setting"])
     config = yaml.safe_load(unpack(export_run(imported_run))["my-run/generation_config.yaml"])
     assert config["prompt_option"] == written
+
+
+def test_a_cpu_runs_export_names_the_clock_that_timed_it_not_cuda_events(imported_run):
+    assert imported_run.hardware.kind == "cpu"
+    config = yaml.safe_load(unpack(export_run(imported_run))["my-run/generation_config.yaml"])
+    assert config["scoring_rules"]["timing_method"] == "cpu_clock"

@@ -1,7 +1,8 @@
 import pytest
 
-from leaderboard.models import Kernel
+from leaderboard.models import Evaluation, Kernel
 from leaderboard.reads import kernel_page
+from leaderboard.reads.measured import kernel_wording
 from tests.budgets import within_lines
 from tests.pagekit import count_queries, evaluate, make_model, make_run, make_set, plain_static  # noqa: F401
 
@@ -109,3 +110,46 @@ def test_a_diff_of_the_issue_payload_costs_a_bounded_number_of_lines(client, ker
     assert diff.too_different and (diff.removed, diff.added) == (801, 801)
     html = client.get(f"{first.get_absolute_url()}?against={second.pk}").content.decode()
     assert "differ in too many places to line up here" in html
+
+
+def header(client, kernel: Kernel) -> str:
+    html = client.get(kernel.get_absolute_url()).content.decode()
+    return html[html.index("<h1>") : html.index('id="evaluation-heading"')]
+
+
+def test_it_words_measured_here_as_every_other_page_does(client, kernels):
+    kernel = kernels[0]
+    assert kernel_wording(True, True, kernel.run.hardware.slug) in header(client, kernel)
+    evaluate(kernel, None)  # measured again: not correct this time
+    assert kernel_wording(True, False, kernel.run.hardware.slug) in header(client, kernel)
+
+
+def test_a_kernel_not_evaluated_yet_is_not_measured_here_though_its_run_is(client, kernels):
+    kernel = kernels[0]
+    kernel.evaluations.all().delete()
+    assert "not yet measured here" in header(client, kernel) and 'class="badge measured"' not in header(client, kernel)
+
+
+def history_row(client, kernel: Kernel) -> str:
+    html = client.get(kernel.get_absolute_url()).content.decode()
+    body = html[html.index('id="history-table"') :]
+    body = body[body.index("<tbody>") :]
+    return body[: body.index("</tr>")]
+
+
+def test_a_finished_evaluation_no_worker_here_ran_says_none_here_not_zero_attempts(client, kernels):
+    kernel = kernels[0]  # evaluated by the test (as an import or the demo would be): 0 attempts here
+    assert "none here" in history_row(client, kernel) and "<td>0</td>" not in history_row(client, kernel)
+    kernel.latest_evaluation.attempts = 2
+    kernel.latest_evaluation.save(update_fields=["attempts"])
+    assert "<td>2</td>" in history_row(client, kernel)
+
+
+def test_a_compile_error_says_it_did_not_compile_not_how_many_trials_passed(client, kernels):
+    kernel = kernels[0]
+    failed = evaluate(kernel, None, trials_passed=0, trials_total=5)
+    Evaluation.objects.filter(pk=failed.pk).update(compiled=False, status=Evaluation.Status.COMPILE_ERROR)
+    html = client.get(kernel.get_absolute_url()).content.decode()
+    correctness = html[html.index('id="evaluation-correctness"') :]
+    assert correctness.startswith('id="evaluation-correctness">not checked: the kernel did not compile')
+    assert "0/5 trials passed" not in html and 'id="evaluation-error-missing"' in html

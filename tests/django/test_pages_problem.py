@@ -65,3 +65,21 @@ def test_it_shows_whether_zeros_pass_and_how_many_kernels_lowered_the_precision(
     assert "barely depends on its inputs" in zeros and "1 of 3 kernels" in zeros
     precision = html[html.index('id="problem-precision"') :]
     assert precision.startswith('id="problem-precision">2 of 3 evaluated kernels computed it in lower precision')
+
+
+def baselines_table(client, problem) -> str:
+    html = client.get(problem.get_absolute_url()).content.decode()
+    table = html[html.index('id="baselines-table"') :]
+    return table[: table.index("</table>")]
+
+
+def test_speedups_measured_here_come_with_the_reference_times_they_divide(client, problem):
+    table = baselines_table(client, problem)  # no Baseline imported; two correct kernels timed the reference
+    assert "No baseline timings recorded" not in table
+    assert "timed beside each of 2 evaluations" in table and "measured here" in table
+
+
+def test_a_problem_with_no_timing_at_all_says_so(client):
+    problem_set = make_set(levels=(1,))
+    make_run(problem_set, [None], model=make_model("Broken"))
+    assert "No baseline timings recorded" in baselines_table(client, problem_set.problems.get())

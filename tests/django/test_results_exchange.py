@@ -280,3 +280,17 @@ def test_a_measured_speedup_from_the_interquartile_means_round_trips(tmp_path):
     export(path)
     Evaluation.objects.all().delete()
     assert "1 evaluation(s) stored" in load(path)
+
+
+def test_each_line_names_the_timing_method_of_the_hardware_that_measured_it(tmp_path):
+    kernel, gpu = world()
+    cpu = Hardware.objects.create(slug="cpu", name="CPU", kind=Hardware.Kind.CPU)
+    measured(kernel, gpu)
+    measured(kernel, cpu, finished_at=WHEN + dt.timedelta(hours=1))
+    path = tmp_path / "results.jsonl"
+    export(path)
+    lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert {line["hardware"]["slug"]: line["rules"]["timing_method"] for line in lines} == {
+        "h200": "cuda_event",
+        "cpu": "cpu_clock",
+    }

@@ -5,9 +5,13 @@ included, since a docstring must never tag a problem."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
-from problems.kernelbench_files import guess_tags
+from leaderboard.demo import FIELD_FIGURES
+from problems.kernelbench_files import TAG_RULES, guess_tags
 
 
 def source(body: str, doc: str = "Performs a single operation. Normalizes nothing; see RMS notes.") -> str:
@@ -87,3 +91,17 @@ def test_tags_come_from_the_name_and_the_calls(level, name, body, tags):
 def test_words_in_docstrings_comments_and_variables_tag_nothing():
     text = source("scale = self.scale\n        return x.relu() * scale", "Performs RMS norm, conv and softmax pooling")
     assert guess_tags(1, "Mystery_op", text) == "activation"  # the one call that names an operation: relu()
+
+
+def test_the_committed_field_figures_tag_no_problem_of_levels_1_and_2_norm_unless_its_name_says_so():
+    # seed_demo stores these tags as they are (the file has no problem text to tag it from), so a file
+    # written under older rules puts "norm" on matmuls and ReLU: rewrite it with export_field_figures.
+    figures = json.loads(FIELD_FIGURES.read_text(encoding="utf-8"))
+    wrongly_normed = [
+        problem["name"]
+        for problem in figures["problems"]
+        if problem["level"] in (1, 2)
+        and "norm" in problem["tags"].split(",")
+        and not re.search(TAG_RULES["norm"][0], problem["name"].replace("_", " ").lower())
+    ]
+    assert wrongly_normed == []

@@ -12,6 +12,7 @@ from typing import Any
 
 from evaluation.metrics import fast_p_key
 from leaderboard.reads.board.rows import STANDARD_PS, StandingRow
+from leaderboard.reads.measured import measured_wording
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def headline_columns(p: float) -> list[Column]:
             "difference",
             "Δ measured − published",
             "points",
-            help="measured here minus published, in percentage points, once the row's kernels are measured here",
+            help="measured here minus published, in percentage points of the level, over the problems measured "
+            "here so far (each problem's measured figure against its own published one)",
         ),
     ]
 
@@ -145,7 +147,9 @@ def row_notes(row: StandingRow) -> str:
     flagged by the scoring library or waiting for review, correct kernels without a speedup."""
     parts = []
     if row.has_published and not row.verified:
-        parts.append(f"ranked by published: {row.measured_kernels} of {row.score.kernels} kernels measured here")
+        # every column published; the Δ column compares the problems measured here (its help says so)
+        measured = measured_wording(row.measured_kernels, row.score.kernels, row.run.hardware.slug)
+        parts.append(f"all {row.published_label}; {measured}")
     if row.excluded:
         parts.append(f"{row.excluded} excluded by review")
     if row.flagged:

@@ -17,6 +17,7 @@ from django.db.models.functions import RowNumber
 
 from leaderboard.models import RANKED, Kernel, Origin
 from leaderboard.reads.board import store as board_store
+from leaderboard.reads.measured import kernel_wording
 from problems.models import Problem, ProblemSet
 
 GRID_KERNELS = 5
@@ -37,10 +38,18 @@ class Cell:
     published: float | None
     published_label: str
     mark: str  # AGREES, DISAGREES or FAILS_HERE
+    here: bool = False  # its latest evaluation was measured here, correct or not
+    correct: bool | None = None
 
     @property
     def ranked(self) -> float | None:
         return self.measured if self.measured is not None else self.published
+
+    @property
+    def measured_text(self) -> str:
+        """What the cell says of the measurement here when there is no speedup to show: the
+        wording every page uses (a kernel measured here and failing is never "not measured")."""
+        return kernel_wording(self.here, self.correct)
 
 
 @dataclass
@@ -89,7 +98,7 @@ def level_grid(problem_set: ProblemSet | None, level: int) -> list[GridRow]:
             Cell(
                 pk, model, bool(demo or model_demo), speedup if here else None, low if here else None,
                 high if here else None, pub, f"published, {on}" if on else "published",
-                mark(here, correct, speedup, low, high, pub),
+                mark(here, correct, speedup, low, high, pub), here, correct,
             )
         )  # fmt: skip
     return list(rows.values())

@@ -32,7 +32,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from evaluation.metrics import fast_p_curve
-from leaderboard.models import Kernel, Run, RunQuerySet
+from leaderboard.models import Kernel, Run, RunQuerySet, RunScore
 from leaderboard.reads.board import scoring
 from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.scoring import RULE_SAMPLE0, STANDARD_PS, KernelFacts, LevelScore
@@ -64,8 +64,12 @@ class StandingRow:
 
     @cached_property
     def summary(self) -> dict:
-        """Every number of the row (scoring.summary's keys); computed when first read, so that
+        """Every number of the row's columns (scoring.summary's keys), all from the one source the
+        row ranks by: a row ranked by published figures shows published figures in every column,
+        never a mix with the few kernels measured here so far. Computed when first read, so that
         ranking thousands of rows touches only the numbers it sorts by."""
+        if self.ranked_by == PUBLISHED:
+            return scoring.published_summary(self.score.published, self.n_problems, self.ps, self.rule)
         return scoring.summary(self.score, self.n_problems, self.ps, self.rule)
 
     @property
@@ -74,12 +78,13 @@ class StandingRow:
 
     @property
     def tally(self) -> scoring.Tally:
+        """What was measured here, under the row's rule (the leaders' and the curves' source)."""
         return self.score.tally(self.rule)
 
     @property
     def unscored(self) -> int:
-        """Correct kernels (under the row's rule) without a speedup: correct, never faster."""
-        return self.tally.unscored
+        """Correct kernels (under the row's rule, in the row's source) without a speedup."""
+        return self.ranked_tally.unscored
 
     @property
     def flagged(self) -> int:
@@ -154,11 +159,17 @@ class StandingRow:
         return scoring.fast_p(self.ranked_tally, self.n_problems, p)
 
     def difference(self, p: float) -> float | None:
-        """Measured minus published fast_p at p, once the row ranks by the measured one."""
-        published = self.published_fast_p(p)
-        if published is None or self.ranked_by != MEASURED:
+        """Measured minus published fast_p at p, in points of the level, over the problems measured
+        here only: each figure of a problem compared with the same problem's other figure, so a row
+        partly measured has its difference too (and a row wholly measured, fast_p minus published)."""
+        if not self.has_published or not self.measured_kernels:
             return None
-        return self.fast_p(p) - published
+        return scoring.measured_minus_published(self.score.problems.values(), p, self.rule) / self.n_problems
+
+    @property
+    def compared_problems(self) -> int:
+        """How many problems `difference` compares (those with a kernel measured here)."""
+        return sum(1 for entry in self.score.problems.values() if entry[scoring.MEASURED])
 
     @property
     def ranked_hardware(self) -> str:
@@ -238,7 +249,21 @@ def level_standings(
         return []
     scores = board_store.stored_scores(problem_set, runs, level, include_excluded)
     rows = [make_row(run, level, score, n_problems, p, rule) for run, score in scores]
+    attach_compared_entries(rows, level, include_excluded)
     return rank_rows(rows, p)
+
+
+def attach_compared_entries(rows: list[StandingRow], level: int | None, include_excluded: bool) -> None:
+    """The per-problem entries of the rows that compare measured with published figures (both
+    present), in one query: `difference` compares each problem with itself, which the stored
+    aggregates cannot. Boards without published figures measured here pay nothing."""
+    compared = {row.run.pk: row for row in rows if row.has_published and row.measured_kernels}
+    if not compared:
+        return
+    stored = RunScore.objects.filter(run_id__in=list(compared), with_excluded=include_excluded)
+    stored = stored.exclude(level=board_store.ALL_LEVELS) if level is None else stored.filter(level=level)
+    for run_id, entries in stored.values_list("run_id", "problems"):
+        compared[run_id].score.problems.update({int(pid): entry for pid, entry in entries.items()})
 
 
 def board_rows(board: LevelBoard) -> list[StandingRow]:
@@ -322,14 +347,15 @@ SORT_KEYS = {
     "model": lambda row: row.run.model.name.casefold(),
     "setting": lambda row: row.run.setting.casefold(),
     "hardware": lambda row: row.ranked_hardware,
-    "compiled": lambda row: row.tally.compiled,
-    "correct": lambda row: row.tally.correct,
-    "geomean": lambda row: row.tally.geomean() or 0.0,
-    "attempted": lambda row: row.tally.attempted,
+    # Every column in the row's one source (measured here, or published while not yet measured).
+    "compiled": lambda row: row.summary["compiled_rate"],
+    "correct": lambda row: row.ranked_tally.correct,
+    "geomean": lambda row: row.ranked_tally.geomean() or 0.0,
+    "attempted": lambda row: row.summary["attempted"],
     "unscored": lambda row: row.unscored,
     # The labelled extra columns: reading them computes the row's full summary, only when sorted by them.
     "best_fast_1": lambda row: row.summary["best_fast_1"],
-    "pass_at_1": lambda row: row.summary["pass_at_1"],
+    "pass_at_1": lambda row: row.summary["pass_at_1"] or 0.0,
     # The published source's own columns (rows without published figures sort last either way).
     "published": lambda row: row.published_fast_p(row.p) if row.has_published else -1.0,
     "difference": lambda row: d if (d := row.difference(row.p)) is not None else -2.0,
@@ -340,7 +366,7 @@ def sort_rows(
     rows: list[StandingRow], sort: str, descending: bool, interval_p: float | None = None
 ) -> list[StandingRow]:
     """Rows sorted by a column: one of SORT_KEYS, or 'fast_<p>' (a key of the summary; the picked p's
-    column is the figure each row ranks by, measured or published, the others measured). Each row's
+    column, like every other, is in the source each row ranks by, measured or published). Each row's
     interval is that of fast_p at `interval_p` (the level page's picked p, whose column leads the
     board), else of the sorted fast_p (fast_1 for other columns); ties only mean something in the
     order of that same fast_p, so only there are rows marked tied with the row above."""
@@ -351,7 +377,7 @@ def sort_rows(
 
         def key(row: StandingRow) -> float:
             # a binary search: no row's full summary is computed to sort
-            return row.rank_value(p) if p == row.p else row.fast_p(p)
+            return row.rank_value(p)
     else:
         return rows
     rows = sorted(rows, key=key, reverse=descending)

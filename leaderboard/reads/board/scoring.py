@@ -248,6 +248,37 @@ def summary(
     return result
 
 
+def published_summary(
+    published: Tally, n_problems: int, ps: Sequence[float] = STANDARD_PS, rule: str = RULE_SAMPLE0
+) -> dict[str, Any]:
+    """`summary`'s keys from the published figures alone (a row not yet measured here). A published
+    leaderboard lists one figure per problem, its best correct kernel, so best-of-n is that same
+    figure, and pass@1 over samples is unknown (None)."""
+    result: dict[str, Any] = {"rule": rule}
+    result.update(_rule_summary(published, n_problems, ps, ""))
+    result.update(_rule_summary(published, n_problems, ps, "best_"))
+    result["pass_at_1"] = None
+    return result
+
+
+def measured_minus_published(entries: Iterable[Sequence[Any]], p: float, rule: str = RULE_SAMPLE0) -> int:
+    """Over the problems with a kernel measured here: how many more pass fast_p at p by what was
+    measured than by what was published (negative: fewer). Each problem is compared with itself, so
+    the difference never mixes a problem measured here with one only published."""
+    status, speedup = (BEST_STATUS, BEST_SPEEDUP) if rule == RULE_BEST else (S0_STATUS, S0_SPEEDUP)
+    difference = 0
+    for entry in entries:
+        if not entry[MEASURED]:
+            continue
+        if p <= 0:
+            measured = entry[status] in _CORRECT_CODES
+        else:
+            measured = entry[status] == STATUS_CODES["correct"] and entry[speedup] > p
+        published = entry[PUBLISHED] is not None and (p <= 0 or entry[PUBLISHED] > p)
+        difference += int(measured) - int(published)
+    return difference
+
+
 def _rule_summary(tally: Tally, n: int, ps: Sequence[float], prefix: str) -> dict[str, Any]:
     if n < 1:
         raise ValueError(f"n_problems must be at least 1, got {n}")
