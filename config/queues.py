@@ -4,7 +4,8 @@ One RQ queue per hardware class, named `eval-<hardware slug>` (`Hardware.queue_n
 listed in EVAL_QUEUES are declared, so the django-rq dashboard shows them; any other
 `eval-<slug>` still resolves, to the same configuration, because a worker registers whatever
 hardware it finds (`evalworker`) and an evaluation asked for on that hardware must reach it rather
-than wait forever for a queue nobody declared. Any other unknown name is a KeyError, as django-rq
+than wait forever for a queue nobody declared; so does each hardware's `instruments-<slug>`, the
+queue of the instruments run after a verdict. Any other unknown name is a KeyError, as django-rq
 expects.
 """
 
@@ -15,6 +16,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 QUEUE_NAME = re.compile(r"^eval-[a-z0-9][a-z0-9-]*$")
+# The queue of the instruments run after a verdict (Hardware.instruments_queue_name), per hardware.
+INSTRUMENTS_QUEUE_NAME = re.compile(r"^instruments-[a-z0-9][a-z0-9-]*$")
 
 
 class QueueConfigs(dict[str, dict[str, Any]]):
@@ -25,7 +28,7 @@ class QueueConfigs(dict[str, dict[str, Any]]):
         self.eval_config = eval_config
 
     def __missing__(self, name: str) -> dict[str, Any]:
-        if isinstance(name, str) and QUEUE_NAME.match(name):
+        if isinstance(name, str) and (QUEUE_NAME.match(name) or INSTRUMENTS_QUEUE_NAME.match(name)):
             return dict(self.eval_config)
         raise KeyError(name)
 

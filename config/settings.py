@@ -146,6 +146,11 @@ EVAL_MAX_PENDING_PER_USER = env_int("EVAL_MAX_PENDING_PER_USER", 2000)
 KERNEL_SOURCE_MAX_BYTES_PER_USER = env_int("KERNEL_SOURCE_MAX_BYTES_PER_USER", 500_000_000)
 # Dotted path of the function that scores a kernel (the integration tests inject a cheap fake).
 EVAL_FUNCTION = env_str("EVAL_FUNCTION") or "evaluation.evaluate"
+# Hardware kinds ("gpu", "cpu") whose evaluations store the verdict at once and run the reviewer's
+# instruments later, in a follow-up job on `instruments-<slug>`, which the same workers take only
+# when every evaluation queue is empty (leaderboard/evaluations/follow_up.py). On a GPU they cost
+# more than the verdict's timing; on the CPU (development, CI) they are cheap and stay inline.
+EVAL_INSTRUMENTS_LATER = frozenset(env_list("EVAL_INSTRUMENTS_LATER", ["gpu"]))
 # Passed to the scoring library when set; None leaves the library's own default.
 EVAL_CORRECTNESS_TRIALS = env_optional_int("EVAL_CORRECTNESS_TRIALS")
 EVAL_TIMING_TRIALS = env_optional_int("EVAL_TIMING_TRIALS")

@@ -14,7 +14,7 @@ from .hardware import probe_hardware
 from .host_errors import INFRASTRUCTURE_ERROR
 from .problem_check import check_problem
 from .runner import evaluate
-from .types import FLAG_CODES, NOTE_CODES, STATUSES, EvaluationConfig, EvaluationResult
+from .types import FLAG_CODES, NOTE_CODES, STATUSES, EarlierTiming, EvaluationConfig, EvaluationResult
 
 __all__ = ["evaluate", "EvaluationConfig", "EvaluationResult", "check_problem", "probe_hardware", "STATUSES",
-           "FLAG_CODES", "NOTE_CODES", "INFRASTRUCTURE_ERROR"]
+           "FLAG_CODES", "NOTE_CODES", "INFRASTRUCTURE_ERROR", "EarlierTiming"]

@@ -162,6 +162,8 @@ def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: fl
         out_dtypes = check_correctness(pair, prep.sandbox)
         if cfg.timing_trials > 0:
             measure(pair, out_dtypes)
+        elif cfg.earlier_timing is not None:
+            cfg.earlier_timing.apply_to(res)
         run_instruments(pair, prep.sandbox)  # after the timed rounds: they never perturb them
     except Abort as ab:
         if ab.status == INFRASTRUCTURE_ERROR:

@@ -85,6 +85,26 @@ def default_build_cache_dir() -> str:
     return os.path.join("/var/tmp", f"kb-build-cache-{os.getuid()}")
 
 
+@dataclass(frozen=True)
+class EarlierTiming:
+    """What an earlier evaluation of the same kernel measured, for the instruments run later without
+    timing (``timing_trials=0``): they judge these figures as they would the ones just timed (which
+    kernels they are for, its speed against the hardware's peaks, whether it goes to review)."""
+
+    speedup: float | None = None
+    speedup_interval: tuple[float, float] | None = None
+    kernel_ms: float | None = None  # medians
+    reference_ms: float | None = None
+    flags: tuple[dict[str, str], ...] = ()  # the earlier verdict's flags (a flagged kernel is profiled)
+
+    def apply_to(self, res: EvaluationResult) -> None:
+        res.speedup, res.speedup_interval = self.speedup, self.speedup_interval
+        res.kernel_ms = None if self.kernel_ms is None else {"median": self.kernel_ms}
+        res.reference_ms = None if self.reference_ms is None else {"median": self.reference_ms}
+        for flag in self.flags:
+            res.add_flag(flag.get("code", ""), flag.get("message", ""))
+
+
 @dataclass
 class EvaluationConfig:
     device: str = "cpu"  # 'cpu' | 'cuda'
@@ -143,6 +163,9 @@ class EvaluationConfig:
     # GPU on the H200, most of an evaluation's time there) are recorded as not run, with why.
     # None: the instruments run for every correct kernel.
     instruments_min_speedup: float | None = 1.0
+    # Instruments run later than the verdict, without timing (timing_trials=0): the figures of that
+    # verdict, judged by the instruments in place of a timing of their own. None: this run's timing.
+    earlier_timing: EarlierTiming | None = None
     # Peaks for the speed of light: None = the hardware's (evaluation.instruments.roofline.PEAKS; none
     # known for a CPU), else {"bytes_per_s": .., "flops_per_s": ..} (tests, other hardware).
     peaks: dict[str, float] | None = None

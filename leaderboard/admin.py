@@ -157,7 +157,7 @@ class KernelAdmin(admin.ModelAdmin):
 @admin.register(Evaluation)
 class EvaluationAdmin(admin.ModelAdmin):
     list_display = ["id", "kernel", "hardware", "origin", "state", "status", "speedup", "attempts", "worker_name", "queued_at"]
-    list_filter = ["state", "status", "origin", "hardware"]
+    list_filter = ["state", "status", "origin", "instruments_state", "hardware"]
     search_fields = ["kernel__problem__name", "worker_name", "job_id", "error"]
     list_select_related = ["kernel__problem", "hardware"]
     raw_id_fields = ["kernel"]

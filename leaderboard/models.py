@@ -671,6 +671,17 @@ class Evaluation(models.Model):
     # What the reviewer's instruments measured (evaluation/instruments/): precision against fp64, other
     # shapes, determinism, speed of light, profile, tolerance margin; keyed by instrument.
     instruments = models.JSONField(default=dict, blank=True)
+    class Instruments(models.TextChoices):
+        INLINE = "", "inline or none"  # run with the verdict, or not owed
+        QUEUED = "queued", "queued"  # owed: the follow-up job runs them later (evaluations/follow_up.py)
+        DONE = "done", "done"  # merged into this evaluation
+        DROPPED = "dropped", "dropped"  # a later evaluation of the kernel came first: never merged
+        FAILED = "failed", "failed"  # the follow-up's attempts were used up on our side
+
+    # The instruments run after the verdict, at lower priority than any evaluation: where they stand,
+    # and the follow-up's attempts (at most EVAL_MAX_ATTEMPTS, as an evaluation's).
+    instruments_state = models.CharField(max_length=10, choices=Instruments.choices, default="", blank=True)
+    instruments_attempts = models.PositiveIntegerField(default=0)
     # Lifecycle bookkeeping for the worker.
     attempts = models.PositiveIntegerField(default=0)
     # Attempts given back: used up by a worker host later found broken (its write probe failed, or
@@ -728,6 +739,10 @@ class Evaluation(models.Model):
             models.Index(fields=["state", "hardware"], name="evaluation_state_idx"),
             # /api/v1/evaluations/: newest first.
             models.Index(fields=["-queued_at", "-id"], name="evaluation_queued_idx"),
+            # The sweep's follow-ups owed (leaderboard/evaluations/follow_up.py, lost_follow_ups).
+            models.Index(
+                fields=["finished_at"], condition=Q(instruments_state="queued"), name="evaluation_instr_owed_idx"
+            ),
             # The per-user quota: a user's queued or running evaluations.
             models.Index(
                 fields=["requested_by"], condition=Q(state__in=["queued", "running"]), name="evaluation_pending_user_idx"

@@ -333,6 +333,11 @@ class Hardware(models.Model):
     def queue_name(self) -> str:
         return f"eval-{self.slug}"
 
+    @property
+    def instruments_queue_name(self) -> str:
+        """The queue of the instruments run after a verdict: its workers take it after every evaluation queue."""
+        return f"instruments-{self.slug}"
+
 
 class Baseline(models.Model):
     """Reference timing of a problem on a hardware, eager or torch.compile."""

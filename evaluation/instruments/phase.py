@@ -31,6 +31,7 @@ from ..seeds import derive_seed
 from ..session import Abort, Pair
 from ..types import INSTRUMENTS
 from . import determinism, precision, profile, roofline, sanitize, shapes
+from .scope import surely_slower
 
 #: On a GPU, the fp64 reference is skipped when its copies (inputs, parameters, outputs) pass this.
 FP64_GPU_BYTES = 16 * 2**30
@@ -76,15 +77,8 @@ def run_instruments(pair: Pair, sandbox: Sandbox) -> None:
 
 
 def _surely_slower(pair: Pair) -> str:
-    """Why the instruments need not run: the kernel is slower than the reference over its whole
-    interval (below ``instruments_min_speedup``), so no trick they look for made it look fast."""
-    floor, res = pair.cfg.instruments_min_speedup, pair.res
-    if floor is None or res.speedup is None:
-        return ""
-    high = res.speedup_interval[1] if res.speedup_interval else res.speedup
-    if high >= floor:
-        return ""
-    return f"not run: the kernel is slower than the reference (at most {high:.2f}x, under {floor:g}x)"
+    """Why the instruments need not run (scope.surely_slower on the kernel's speedup and interval)."""
+    return surely_slower(pair.cfg.instruments_min_speedup, pair.res.speedup, pair.res.speedup_interval)
 
 
 def _record_abort(pair: Pair, step: str, asked: list[str], ab: Abort, left_s: float) -> None:

@@ -222,13 +222,19 @@ RESULT_FIELDS = (
 )
 
 
-def store_result(c: Claim, data: dict[str, Any], worker_stages: dict[str, float] | None = None) -> bool:
+def store_result(
+    c: Claim,
+    data: dict[str, Any],
+    worker_stages: dict[str, float] | None = None,
+    before_save: Callable[[Evaluation], None] | None = None,
+) -> bool:
     """Write one attempt's verdict, all or nothing. False (and nothing written) if the row is no
     longer this attempt's (the sweep gave up on it and another attempt owns it).
 
     Phases: lock the row and check it is this attempt's -> copy the verdict (_apply_verdict) ->
-    record where the time went (_stage_seconds) -> mark it DONE -> repoint the kernel's latest
-    evaluation (refresh_latest_evaluation)."""
+    record where the time went (_stage_seconds) -> mark it DONE -> `before_save` (the instruments
+    owed later: follow_up.owe_if_due) -> repoint the kernel's latest evaluation
+    (refresh_latest_evaluation)."""
     t0 = time.monotonic()
     with transaction.atomic():
         ev = Evaluation.objects.select_for_update().filter(_mine(c)).first()
@@ -242,6 +248,8 @@ def store_result(c: Claim, data: dict[str, Any], worker_stages: dict[str, float]
         ev.heartbeat_at = None
         stages["worker_db_store"] = round(time.monotonic() - t0, 4)
         ev.stage_seconds = stages
+        if before_save is not None:
+            before_save(ev)
         ev.save()
         refresh_latest_evaluation(ev.kernel_id)
     return True

@@ -1,4 +1,4 @@
-"""The RQ job function. Jobs are module-level functions taking ids (never model instances), so that
+"""The RQ job functions: an evaluation's attempt, and the instruments run after its verdict. Jobs are module-level functions taking ids (never model instances), so that
 a job survives being serialised, retried, or run by another worker on another host.
 
 `leaderboard.jobs.run_evaluation_job`, the job's old dotted path, stays as an alias for one release
@@ -11,6 +11,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -19,7 +20,7 @@ from django.utils.module_loading import import_string
 
 from evaluation import INFRASTRUCTURE_ERROR, EvaluationConfig
 from evaluation.host_errors import counts_against_host, host_error
-from leaderboard.evaluations import host_space
+from leaderboard.evaluations import follow_up, host_space
 from leaderboard.evaluations.attempts import (
     Claim,
     Heartbeat,
@@ -106,14 +107,48 @@ def _refused_for_space(evaluation_id: int, worker_name: str) -> bool:
 def _evaluate_and_store(c: Claim, worker_stages: dict[str, float]) -> bool:
     t1 = time.monotonic()
     problem_source, kernel_source, config = load_inputs(c.evaluation_id)
+    later = follow_up.defers_instruments(Evaluation.objects.get(pk=c.evaluation_id).hardware)
+    if later:  # the verdict and its timing never wait for them (leaderboard/evaluations/follow_up.py)
+        config = follow_up.without_instruments(config)
     worker_stages["db_load"] = time.monotonic() - t1
     t2 = time.monotonic()
-    result = evaluation_function()(problem_source, kernel_source, config)
+    data = _scored(problem_source, kernel_source, config)
     worker_stages["evaluate"] = time.monotonic() - t2
+    floor = config.instruments_min_speedup
+    owe = partial(follow_up.owe_if_due, floor=floor) if later else None
+    return with_db_retries(lambda: store_result(c, data, worker_stages, owe))
+
+
+def _scored(problem_source: str, kernel_source: str, config: EvaluationConfig) -> dict[str, Any]:
+    """The scoring library's reply as a dict; InfrastructureFailure for a failure of the host (retried
+    like any failure of our side, never stored)."""
+    result = evaluation_function()(problem_source, kernel_source, config)
     data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
-    if data.get("status") == INFRASTRUCTURE_ERROR:  # retried like any failure of our side, never stored
+    if data.get("status") == INFRASTRUCTURE_ERROR:
         raise InfrastructureFailure(data.get("error") or "the host failed")
-    return with_db_retries(lambda: store_result(c, data, worker_stages))
+    return data
+
+
+def run_instruments_job(evaluation_id: int, verdict_attempt: int) -> str:
+    """The RQ job of the instruments run after a verdict (leaderboard/evaluations/follow_up.py): 'skipped'
+    (no longer owed for that verdict, or its tries used up), 'dropped' (a later evaluation of the
+    kernel came first), 'done', or 'retrying' (a failure of our side: the sweep enqueues it again).
+
+    Phases: claim a try -> check nothing later came first -> the evaluation's config without timing,
+    judging the stored figures (follow_up_config) -> score -> merge what the instruments found."""
+    close_old_connections()
+    if not follow_up.claim(evaluation_id, verdict_attempt):
+        return "skipped"
+    try:
+        if with_db_retries(lambda: follow_up.drop_if_superseded(evaluation_id, verdict_attempt)):
+            return "dropped"  # before any GPU time is spent on them
+        problem_source, kernel_source, config = load_inputs(evaluation_id)
+        data = _scored(problem_source, kernel_source, follow_up.follow_up_config(config, evaluation_id))
+        merged = with_db_retries(lambda: follow_up.merge(evaluation_id, verdict_attempt, data))
+    except Exception as exc:
+        log.exception("instruments of evaluation %s failed on our side: %s", evaluation_id, failure_reason(exc))
+        return "retrying"
+    return "done" if merged else "dropped"
 
 
 def evaluation_function() -> Callable[..., Any]:

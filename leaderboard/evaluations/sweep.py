@@ -9,6 +9,10 @@ Phases of one sweep (sweep_evaluations):
    has passed and whose job Redis does not hold in a state that will run it (a retry whose backoff
    ended, Redis restarted, flushed, or down at submission) is enqueued.
 
+3. enqueue lost follow-ups: an evaluation that owes its instruments (leaderboard/evaluations/follow_up.py)
+   whose follow-up job Redis does not hold in a state that will run it is enqueued again; its
+   claims are counted, so this ends.
+
 Retries wait in the database, not in RQ's scheduler: a sweeper sleeps at most until the next
 retry is due (run_sweeper), so a retry starts within EVAL_SWEEP_INTERVAL_S of its time (in practice
 within a second while a sweeper runs), whatever happened to RQ's scheduler or its lock.
@@ -36,6 +40,7 @@ from rq.job import Job, JobStatus
 
 from leaderboard.evaluations.attempts import attempts_left, due, give_up
 from leaderboard.evaluations.clock import db_now
+from leaderboard.evaluations.follow_up import enqueue_follow_up, follow_up_job_id
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for, redis_connection
 from leaderboard.models import Evaluation
 
@@ -62,10 +67,12 @@ class SweepReport:
     abandoned: int = 0  # RUNNING rows whose worker stopped beating: retried or failed
     reenqueued: int = 0  # QUEUED rows Redis did not hold: enqueued again
     redis_ok: bool = True
+    follow_ups: int = 0  # owed instruments whose follow-up Redis did not hold: enqueued again
 
     def __str__(self) -> str:
         redis = "" if self.redis_ok else " (Redis unreachable: nothing re-enqueued)"
-        return f"{self.abandoned} abandoned evaluation(s) released, {self.reenqueued} re-enqueued{redis}"
+        return (f"{self.abandoned} abandoned evaluation(s) released, {self.reenqueued} re-enqueued, "
+                f"{self.follow_ups} instruments' follow-up(s) re-enqueued{redis}")
 
 
 def sweep_evaluations(now: datetime | None = None) -> SweepReport:
@@ -75,6 +82,8 @@ def sweep_evaluations(now: datetime | None = None) -> SweepReport:
     report = SweepReport()
     report.abandoned = release_abandoned(now)
     report.reenqueued, report.redis_ok = reenqueue_lost(now)
+    if report.redis_ok:
+        report.follow_ups = reenqueue_lost_follow_ups(now)
     return report
 
 
@@ -129,6 +138,33 @@ def reenqueue_lost(now: datetime) -> tuple[int, bool]:
     return reenqueued, True
 
 
+def reenqueue_lost_follow_ups(now: datetime) -> int:
+    """Phase 3: enqueue again the owed follow-ups whose job Redis does not hold: neither the running
+    try's (`instruments_attempts`) nor the next one's. A follow-up has no heartbeat: its job counts as
+    dead once RQ started it longer ago than the job time limit (RQ kills it there) and the stale limit."""
+    owed = list(
+        Evaluation.objects.filter(
+            instruments_state=Evaluation.Instruments.QUEUED,
+            finished_at__lt=now - timedelta(seconds=settings.EVAL_QUEUED_GRACE_S),
+        ).values_list("pk", "instruments_attempts")
+    )
+    if not owed:
+        return 0
+    ids = {pk: (follow_up_job_id(pk, n), follow_up_job_id(pk, n + 1)) for pk, n in owed}
+    try:
+        dead_before = db_now() - timedelta(seconds=settings.EVAL_JOB_TIMEOUT + settings.EVAL_STALE_AFTER_S)
+        held = jobs_held_by_redis([job_id for pair in ids.values() for job_id in pair], dead_before)
+    except Exception as exc:
+        log.warning("sweep: Redis unreachable (%s)", exc)
+        return 0
+    enqueued = 0
+    for pk, (running, following) in ids.items():
+        if running in held or following in held or not first_to_enqueue(following):
+            continue
+        enqueued += enqueue_follow_up(pk)
+    return enqueued
+
+
 def first_to_enqueue(job_id: str) -> bool:
     """Whether this sweeper is the one to enqueue `job_id` now: a key set only if absent (Redis
     SET NX) for a few seconds, so that several sweepers (or start-up sweeps at once) enqueue a
@@ -139,12 +175,13 @@ def first_to_enqueue(job_id: str) -> bool:
         return True
 
 
-def jobs_held_by_redis(job_ids: list[str]) -> set[str]:
+def jobs_held_by_redis(job_ids: list[str], started_before: datetime | None = None) -> set[str]:
     """The ids among `job_ids` whose job Redis holds in a state that will still run it. A job RQ
-    marked 'started' long ago whose evaluation is still queued never got as far as its claim (its
-    work horse died first): it is not held."""
+    marked 'started' before `started_before` (default: EVAL_STALE_AFTER_S ago; an evaluation's job
+    still queued by then never got as far as its claim, its work horse died first) is not held."""
     conn = redis_connection()
-    started_before = db_now() - timedelta(seconds=settings.EVAL_STALE_AFTER_S)
+    if started_before is None:
+        started_before = db_now() - timedelta(seconds=settings.EVAL_STALE_AFTER_S)
     held: set[str] = set()
     for start in range(0, len(job_ids), FETCH_CHUNK):
         jobs = _fetch_jobs(job_ids[start : start + FETCH_CHUNK], conn)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation import EvaluationConfig, EvaluationResult, evaluate
+from evaluation import EarlierTiming, EvaluationConfig, EvaluationResult, evaluate
 from tests.evaluation.helpers import EVAL_PROBLEMS, needs_cuda, read
 
 MATMUL = EVAL_PROBLEMS / "matmul_small.py"
@@ -296,3 +296,23 @@ def test_the_instruments_run_for_a_slower_kernel_when_asked_for_every_kernel():
                            instruments=frozenset({"shapes"}))
     assert result.status == "correct" and result.speedup_interval[1] < 1.0
     assert "skipped" not in result.instruments["shapes"] and set(result.instruments["cost_s"]) == {"shapes"}
+
+
+def test_instruments_run_later_judge_the_earlier_timing_without_timing_again():
+    # The earlier verdict: 0.001 ms against 200 ms, which the peaks below cannot allow (50 ms at least).
+    peaks = {"bytes_per_s": 2 * 64 * 64 * 4 / 0.05, "flops_per_s": 1e12}
+    earlier = EarlierTiming(speedup=2e5, speedup_interval=(1.9e5, 2.1e5), kernel_ms=0.001, reference_ms=200.0)
+    result = evaluate_with(SLOW_REFERENCE, PLAIN_ADD, peaks=peaks, instruments=frozenset({"speed_of_light"}),
+                           earlier_timing=earlier)
+    assert result.status == "correct", (result.error, result.log[-2000:])
+    assert "timing" not in result.timings_s and result.kernel_ms == {"median": 0.001}
+    assert "impossible_speed" in codes(result)
+    assert result.instruments["speed_of_light"]["kernel_fraction"] > 1
+
+
+def test_instruments_run_later_skip_a_kernel_the_earlier_timing_found_surely_slower():
+    earlier = EarlierTiming(speedup=0.5, speedup_interval=(0.4, 0.6), kernel_ms=2.0, reference_ms=1.0)
+    result = evaluate_with(ADD_ONE, PLAIN_ADD, earlier_timing=earlier)
+    assert result.status == "correct", (result.error, result.log[-2000:])
+    assert result.instruments["shapes"]["skipped"].startswith("not run: the kernel is slower than the reference")
+    assert "cost_s" not in result.instruments

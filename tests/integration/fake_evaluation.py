@@ -13,6 +13,13 @@ The kernel source steers the fake with comment lines:
     # fake: raise_first          raises on the first call for this marker only
     # fake: status=<status>      the verdict to return (default: correct), or infrastructure_error
     # fake: broken_host=<name>   infrastructure_error (EROFS) on the host of that EVAL_HOST_NAME only
+    # fake: speedup=<x>          the speedup of a correct verdict (default 1.5), its interval x +- 10%
+    # fake: later_status=<status> the verdict of the instruments' follow-up (default: correct)
+    # fake: later_raise          the instruments' follow-up raises (a failure of our side)
+
+The instruments' follow-up (a config judging earlier figures: leaderboard/evaluations/follow_up.py) logs its
+marker as `<marker>:instruments` and returns what fake instruments found (a determinism record, the
+`nondeterministic` flag).
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ def _starts(marker: str) -> int:
 
 def evaluate(problem_source: str, kernel_source: str, config: Any = None) -> dict[str, Any]:
     d = _directives(kernel_source)
+    if config is not None and config.earlier_timing is not None:
+        return _instruments_later(d, config)
     marker = d.get("marker", "-")
     first = _starts(marker) == 0
     _log(f"start {marker} {os.getpid()}")
@@ -65,13 +74,14 @@ def evaluate(problem_source: str, kernel_source: str, config: Any = None) -> dic
         _log(f"end {marker} {os.getpid()}")
         return {"status": "infrastructure_error", "error": BROKEN_HOST_ERROR}
     correct = status == "correct"
+    speedup = float(d.get("speedup", 1.5))
     _log(f"end {marker} {os.getpid()}")
     return {
         "status": status,
         "compiled": status != "compile_error",
         "correct": correct,
-        "speedup": 1.5 if correct else None,
-        "speedup_interval": [1.4, 1.6] if correct else None,
+        "speedup": speedup if correct else None,
+        "speedup_interval": [0.9 * speedup, 1.1 * speedup] if correct else None,
         "kernel_ms": {"median": 1.0, "mean": 1.0, "std": 0.0, "min": 1.0, "max": 1.0, "trials": 3},
         "reference_ms": {"median": 1.5, "mean": 1.5, "std": 0.0, "min": 1.5, "max": 1.5, "trials": 3},
         "trials_passed": 5 if correct else 0,
@@ -82,4 +92,29 @@ def evaluate(problem_source: str, kernel_source: str, config: Any = None) -> dic
         "log": "",
         "timings_s": {"total": 0.0},
         "environment": {"fake": True},
+        # Inline instruments, as the library runs them when the config asks for them.
+        "instruments": {"determinism": {"equal": True}} if correct and config is not None and config.instruments else {},
+    }
+
+
+def _instruments_later(d: dict[str, str], config: Any) -> dict[str, Any]:
+    """The instruments' follow-up: what they found, judging the verdict's figures it was given."""
+    marker = f"{d.get('marker', '-')}:instruments"
+    _log(f"start {marker} {os.getpid()}")
+    if "sleep" in d:
+        time.sleep(float(d["sleep"]))
+    if "later_raise" in d:
+        raise RuntimeError("fake infrastructure failure of the instruments")
+    status = d.get("later_status", "correct")
+    _log(f"end {marker} {os.getpid()}")
+    given = config.earlier_timing
+    return {
+        "status": status,
+        "compiled": True,
+        "correct": status == "correct",
+        "speedup": given.speedup,
+        "flags": [*given.flags, {"code": "nondeterministic", "message": "fake: two runs differed"}],
+        "error": None if status == "correct" else "fake: wrong the second time",
+        "instruments": {"determinism": {"equal": False}, "cost_s": {"repeat": 0.5}},
+        "timings_s": {"instruments": 0.5, "total": 1.25},
     }

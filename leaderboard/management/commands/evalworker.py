@@ -203,7 +203,8 @@ class Command(BaseCommand):
             connections.close_all()
             # The parent checks on its horse (and beats RQ's registration) as often as the attempt beats.
             monitor_s = max(1, settings.EVAL_HEARTBEAT_S)
-            worker = get_worker_class()(queues, connection=conn, name=name, job_monitoring_interval=monitor_s)
+            listened = with_instruments_queues(queues)
+            worker = get_worker_class()(listened, connection=conn, name=name, job_monitoring_interval=monitor_s)
             try:
                 worker.work(
                     burst=options["burst"],
@@ -219,6 +220,13 @@ class Command(BaseCommand):
             if not worker.ride_out_redis_loss():  # False on SIGTERM, once the horse is done
                 return
             self.stdout.write(f"worker {name}: Redis answers again; working again")
+
+
+def with_instruments_queues(queues: list[str]) -> list[str]:
+    """`queues`, then the instruments queue of each evaluation queue among them: RQ takes the queues
+    in this order, so an instruments' follow-up runs only when no evaluation waits."""
+    later = [f"instruments-{q.removeprefix('eval-')}" for q in queues if q.startswith("eval-")]
+    return [*queues, *(q for q in later if q not in queues)]
 
 
 def start_sweeper(slug: str) -> subprocess.Popen[bytes]:
