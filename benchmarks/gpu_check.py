@@ -167,10 +167,14 @@ def summary(table: list[dict[str, Any]], util_csv: Path | None, selfchecks: list
     starts = [m["started_at"] for m in ms if m["started_at"]]
     ends = [m["finished_at"] for m in ms if m["finished_at"]]
     seconds = [b["seconds"] for b in builds]
-    instr = sum(m["stages"].get("eval_instruments", 0.0) for m in ms)
+    # The instruments run in the evaluation, or later in a follow-up job of their own (the site's
+    # deferred instruments): then the follow-up's whole time is theirs, and GPU-held time too.
+    later = sum(m["stages"].get("instruments_later_total", 0.0) for m in ms)
+    instr = sum(m["stages"].get("eval_instruments", 0.0) for m in ms if "instruments_later_total" not in m["stages"])
+    instr += later
     # GPU-held time of an evaluation: its wall time less the waits for its build and processes.
-    gpu_held = sum(max(0.0, m["stages"].get("eval_total", 0.0) - m["stages"].get("eval_build_wait", 0.0)
-                       - m["stages"].get("eval_compile", 0.0)) for m in ms)
+    gpu_held = later + sum(max(0.0, m["stages"].get("eval_total", 0.0) - m["stages"].get("eval_build_wait", 0.0)
+                               - m["stages"].get("eval_compile", 0.0)) for m in ms)
     clean = [m for r in table for m in r["measurements"] if m["status"] == "correct"]
     headers = [b.get("headers") for b in builds]
     return {
