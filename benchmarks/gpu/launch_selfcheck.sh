@@ -42,7 +42,8 @@ print(json.dumps({'problem': '$pk', 'repeat': $rep, 'status': d.get('status'), '
                   'interval': d.get('speedup_interval'), 'flags': [f['code'] for f in d.get('flags', [])],
                   'reference_ms': (d.get('reference_ms') or {}).get('median'), 'kernel_ms': (d.get('kernel_ms') or {}).get('median'),
                   'unaccounted_ms': [(d.get('reference_ms') or {}).get('unaccounted_ms'), (d.get('kernel_ms') or {}).get('unaccounted_ms')],
-                  'device': keep}))" | tee -a "$OUT/launch_selfcheck.jsonl"
+                  'device': keep, 'timings_s': d.get('timings_s'),
+                  'rounds': (d.get('environment') or {}).get('timing_rounds')}))" | tee -a "$OUT/launch_selfcheck.jsonl"
   done
 done
 echo "launch_selfcheck: $(wc -l < "$OUT/launch_selfcheck.jsonl") evaluations in $(( $(date +%s) - START )) s"
