@@ -4,7 +4,7 @@ measured or imported runs, never the demo's set when another has runs (issue 21.
 import pytest
 
 from leaderboard.models import Origin
-from leaderboard.reads.board.params import featured_problem_set
+from leaderboard.reads.board.featured import featured_problem_set
 from tests.pagekit import make_run, make_set, plain_static  # noqa: F401
 
 pytestmark = pytest.mark.django_db
