@@ -143,6 +143,26 @@ def test_a_request_waits_for_the_build_another_request_runs(world, kind):
     assert second.status == 200 and first[0].status == 200
 
 
+def test_a_request_whose_awaited_build_fails_builds_the_board_itself(world):
+    _store(world, _kernel(world, world.problems[0]), 2.5)
+    release, started = threading.Event(), threading.Event()
+
+    def failing(as_of):
+        started.set()
+        assert release.wait(30)
+        raise RuntimeError("the build failed")
+
+    def first_request() -> None:
+        with pytest.raises(RuntimeError):
+            board_cache.serve(_request(), world.problem_set, "data", failing)
+
+    threading.Thread(target=first_request).start()
+    assert started.wait(10)
+    threading.Timer(0.3, release.set).start()  # the second request is waiting by then
+    served = board_cache.serve(_request(), world.problem_set, "data", lambda as_of: {"results": [1]})
+    assert served.status == 200 and served.body == {"results": [1]}
+
+
 @pytest.mark.parametrize(
     ("path", "kind", "content_type"),
     [

@@ -209,12 +209,14 @@ def _cold(key: str, problem_set: ProblemSet | None, build: Build) -> Kept | None
             return _build_and_keep(key, problem_set, build)
         finally:
             cache.delete(_lock(key))
-    if cache.get(_lock(key)) != BUILDING:  # a build ended, and what it kept expired: nobody builds it now
-        return _build_and_keep(key, problem_set, build)
     deadline = time.monotonic() + settings.BOARD_BUILD_BUDGET_MS / 1000
-    while (kept := cache.get(key)) is None and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        if (kept := cache.get(key)) is not None:
+            return kept
+        if cache.get(_lock(key)) != BUILDING:  # no build runs (one ended without keeping, or rests): build here
+            return _build_and_keep(key, problem_set, build)
         time.sleep(0.02)
-    return kept
+    return None
 
 
 class _Keeping(threading.local):
