@@ -10,7 +10,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from leaderboard.models import RunScore
-from leaderboard.reads.board import kept
+from leaderboard.reads.board import kept, served
 from tests.pagekit import make_run, make_set, plain_static  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -49,3 +49,15 @@ def test_a_sweep_out_of_time_goes_on_where_it_stopped(site):
     paths = kept.standard_paths()
     assert kept.sweep(start=3, budget=0) == 4
     assert kept.sweep(start=len(paths) - 1, budget=0) == 0
+
+
+def test_a_sweep_rebuilds_a_stale_board_unless_the_rescorer_is_behind(site, client, monkeypatch):
+    monkeypatch.setattr(kept, "standard_paths", lambda: ["/levels/1/?export=csv"])
+    monkeypatch.setattr(served, "KEEP_STALE_SECONDS", 0)  # any write it lacks is old enough
+    kept.sweep()
+    make_run(site)  # a write the kept build lacks
+    kept.sweep(rebuild_stale=False)
+    assert _reads_scores(client, "/levels/1/?export=csv")  # still stale: the request rebuilt it
+    make_run(site)
+    kept.sweep()
+    assert not _reads_scores(client, "/levels/1/?export=csv")

@@ -10,8 +10,9 @@ writes older than served.KEEP_STALE_SECONDS is rebuilt, and a current one is kep
 people read are rebuilt by their requests (served.py) long before a sweep would; the sweep is for
 the ones nobody asked for lately. Each sweep also renews the kept featured set (featured.py).
 
-The re-scorer sweeps every SWEEP_SECONDS and spends at most SWEEP_BUDGET_SECONDS a sweep: re-scoring
-stays its first job. A sweep that runs out of time goes on next time where it stopped, so every
+The re-scorer sweeps every SWEEP_SECONDS and spends at most SWEEP_BUDGET_SECONDS a sweep, and while
+it is behind (its last pass took a full batch) a sweep rebuilds no stale board: re-scoring stays its
+first job. A sweep that runs out of time goes on next time where it stopped, so every
 standard board is visited in turn however long the list or the builds."""
 
 from __future__ import annotations
@@ -60,13 +61,14 @@ def _path(path: str, query: dict[str, str]) -> str:
     return f"{path}?{text}" if text else path
 
 
-def sweep(start: int = 0, budget: float = SWEEP_BUDGET_SECONDS) -> int:
+def sweep(start: int = 0, budget: float = SWEEP_BUDGET_SECONDS, rebuild_stale: bool = True) -> int:
     """Keep the standard boards built, from the `start`-th on, for at most `budget` seconds (at least
-    one board); where the next sweep starts."""
+    one board); where the next sweep starts. Without `rebuild_stale` (a re-scorer behind on its
+    marks), only the boards with no kept build are built."""
     featured.keep_featured()
     paths = standard_paths()
     deadline = time.monotonic() + budget
-    with served.keeping():
+    with served.keeping(rebuild_stale):
         for offset in range(len(paths)):
             index = (start + offset) % len(paths)
             ask(paths[index])

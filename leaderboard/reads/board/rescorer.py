@@ -80,10 +80,11 @@ class Sweeps:
         self.next_at = 0.0
         self.cursor = 0
 
-    def when_due(self) -> None:
+    def when_due(self, behind: bool) -> None:
+        """Sweep if it is time; `behind` (the last pass took a full batch): build only missing boards."""
         if not self.every or time.monotonic() < self.next_at:
             return
-        self.cursor = kept.sweep(self.cursor)
+        self.cursor = kept.sweep(self.cursor, rebuild_stale=not behind)
         self.next_at = time.monotonic() + self.every
 
 
@@ -103,7 +104,7 @@ def run(
             if not connection.in_atomic_block:  # (a test's transaction: its connection must stay)
                 connection.close_if_unusable_or_obsolete()  # a connection the database dropped, or too old
             done = rescore_pass(batch)
-            sweeps.when_due()
+            sweeps.when_due(behind=done.runs >= batch)
         except OperationalError as exc:  # a deadlock or a lock timeout: again soon; the database down: later
             wait = poll if connection.is_usable() else OUTAGE_SECONDS
             log.warning("re-scoring the boards failed, retrying in %g s: %s", wait, exc)

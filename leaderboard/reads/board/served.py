@@ -185,12 +185,12 @@ def _current_build(key: str, problem_set: ProblemSet | None, build: Build) -> tu
     state = board_store.board_state(problem_set)
     kept = cache.get(key)
     since = None if kept is None else lacking_since(kept, state)
+    if kept is not None and _keeping.active:
+        return _keep(key, kept, since, problem_set, build), freshness
     if (kept is None or since is not None) and transaction.get_connection().in_atomic_block:
         return _build_and_keep(key, problem_set, build), freshness  # a background thread could not see the writes
     if kept is None:
         return _cold(key, problem_set, build), freshness
-    if _keeping.active:
-        return _keep(key, kept, since, problem_set, build), freshness
     if since is None:
         return kept, freshness
     # One build of a board at a time, and none within BOARD_REBUILD_SECONDS of the last: whoever
@@ -221,18 +221,20 @@ def _cold(key: str, problem_set: ProblemSet | None, build: Build) -> Kept | None
 
 class _Keeping(threading.local):
     active = False  # this thread keeps boards built (`keeping`): it builds in place, and waits for nothing
+    stale_after = float(KEEP_STALE_SECONDS)  # rebuild a kept build lacking writes older than this
 
 
 _keeping = _Keeping()
 
 
 @contextmanager
-def keeping() -> Iterator[None]:
-    """Within the block, a board this thread asks for is kept built in place: one never built, or
-    whose kept build lacks writes older than KEEP_STALE_SECONDS, is built now (unless another build
-    of it runs or rests); a current one is kept CACHE_SECONDS more. The background re-scorer's
-    (leaderboard/reads/board/kept.py)."""
+def keeping(rebuild_stale: bool = True) -> Iterator[None]:
+    """Within the block, a board this thread asks for is kept built in place: one never built is
+    built now, and (`rebuild_stale`) one whose kept build lacks writes older than KEEP_STALE_SECONDS,
+    unless another build of it runs or rests; any other is kept CACHE_SECONDS more. The background
+    re-scorer's (leaderboard/reads/board/kept.py)."""
     _keeping.active = True
+    _keeping.stale_after = KEEP_STALE_SECONDS if rebuild_stale else float("inf")
     try:
         yield
     finally:
@@ -240,7 +242,7 @@ def keeping() -> Iterator[None]:
 
 
 def _keep(key: str, kept: Kept, since: float | None, problem_set: ProblemSet | None, build: Build) -> Kept:
-    if since is None or time.time() - since < KEEP_STALE_SECONDS:
+    if since is None or time.time() - since < _keeping.stale_after:
         cache.touch(key, CACHE_SECONDS)
         return kept
     if not cache.add(_lock(key), BUILDING, timeout=LOCK_SECONDS):
