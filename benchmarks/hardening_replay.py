@@ -56,10 +56,6 @@ def main() -> int:
         "KERNEL_SOURCE_MAX_BYTES_PER_USER": "300000",
         # Issue 19 case 14: loopback is not private here, so /metrics and /healthz answer as to a visitor.
         "PRIVATE_NETWORKS": "10.255.255.0/24",
-        # A board nobody asked for answers 503 "being built" when its build takes over this (default
-        # 50 ms; leaderboard/reads/board/served.py). The cases read boards for their content, as the
-        # suites do (tests/conftest.py): every site started here waits for the build, whatever the load.
-        "BOARD_COLD_WAIT_MS": os.environ.get("BOARD_COLD_WAIT_MS", "60000"),
     }
     os.environ.update(env)
     os.environ.pop("REDIS_URL", None)

@@ -220,7 +220,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 50_000_000)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
 
 # The problem set the boards (overview, levels, the leaderboard API) open on: a slug or name.
-# Empty: the set with the most measured or imported runs (leaderboard.reads.board.params.featured_problem_set).
+# Empty: the set with the most measured or imported runs (leaderboard/reads/board/featured.py).
 FEATURED_PROBLEM_SET = env_str("FEATURED_PROBLEM_SET", "")
 
 # ?page_size= on API lists: at most this many rows a page (larger asks get this many).
@@ -320,9 +320,13 @@ BOARD_FRESHNESS_SECONDS = env_int("BOARD_FRESHNESS_SECONDS", 5)
 # the tests), each write re-scores its runs after its commit. Set it for every process of the site.
 BOARD_RESCORER = env_bool("BOARD_RESCORER", False)
 BOARD_REBUILD_SECONDS = env_int("BOARD_REBUILD_SECONDS", 2)
-# A board with no kept build is built in the background; its first request waits at most this long
-# (milliseconds) for it, then is answered "being built" (503, Retry-After) while the build goes on (board_cache).
-BOARD_COLD_WAIT_MS = env_int("BOARD_COLD_WAIT_MS", 50)
+# A board with no kept build is built in the request that asks for it; a request that finds another
+# building it waits at most this long (milliseconds) for that build, then is answered "being built"
+# (503, Retry-After): only a database too slow to serve pages takes that long (leaderboard/reads/board/served.py).
+BOARD_BUILD_BUDGET_MS = env_int("BOARD_BUILD_BUDGET_MS", 20_000)
+# The site's address as visitors reach it: the links in the API boards the background re-scorer keeps
+# built (leaderboard/reads/board/kept.py: no visitor's request is there to name the host).
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")
 
 LOGIN_URL = "review-sign-in"
 # Where a sign-in lands when `next` is missing or unsafe (Django's default, /accounts/profile/, is a 404).

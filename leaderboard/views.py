@@ -25,6 +25,7 @@ from leaderboard.reads.board import page as board_page
 from leaderboard.reads.board import params as board_params
 from leaderboard.reads.board import served
 from leaderboard.reads.board import store as board_store
+from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.params import LEVEL_SLUGS
 from leaderboard.reads.diffs import highlight_python
 from leaderboard.reviews.services import can_read_raw_output
@@ -47,7 +48,7 @@ def _measured_points(rows):
 
 def overview(request: HttpRequest) -> HttpResponse:
     board_params.keep_only(request, ())  # the overview reads no parameter: one cache entry
-    problem_set = board_params.featured_problem_set()
+    problem_set = featured_problem_set()
     return served.cached_board(request, problem_set, lambda nobody, as_of: _overview(nobody, problem_set, as_of))
 
 

@@ -47,7 +47,8 @@ supervise() {  # supervise NAME LOG COMMAND...: run COMMAND, and again whenever 
   done
 }
 # The re-scorer below keeps the boards current: the web and the worker only mark the runs they change.
-export BOARD_RESCORER=1
+# It also keeps the standard boards built; SITE_URL is the address their API links name.
+export BOARD_RESCORER=1 SITE_URL=${SITE_URL:-http://127.0.0.1:$PORT}
 : >"$RUN_DIR/worker.log"
 supervise worker "$RUN_DIR/worker.log" "${WORKER[@]}" &
 pids+=($!)
@@ -60,8 +61,8 @@ echo "The boards' re-scorer, restarted whenever it exits (log: $RUN_DIR/rescorer
 "$PY" -m gunicorn config.wsgi --config site/gunicorn.conf.py --bind "127.0.0.1:$PORT" &
 pids+=($!)
 echo "Serving http://127.0.0.1:$PORT/  (admin: http://127.0.0.1:$PORT/admin/; Ctrl-C stops everything)"
-# Ask once for the boards a newcomer opens first, so that their first visit gets a built board, not
-# "being built" (a board nobody asked for is built in the background: docs/performance.md).
+# Ask once for the boards a newcomer opens first, so that their first visit is a cache read (a board
+# nobody asked for is built in its first request; the re-scorer keeps the standard ones built too).
 "$PY" - "$PORT" >/dev/null 2>&1 <<'WARM' &
 import sys, time, urllib.request
 base = f"http://127.0.0.1:{sys.argv[1]}"

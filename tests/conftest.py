@@ -11,19 +11,6 @@ from django.contrib.auth.models import Group, User
 
 from tests.groups import ensure_staff_groups
 
-# A board nobody asked for is built in the background, and its first request waits for it at most
-# BOARD_COLD_WAIT_MS before it is answered "being built" (leaderboard/reads/board/served.py). The
-# suites' pages and API are read for their content: they wait for the build (whatever the machine's
-# load), here and in the sites they start (gunicorn inherits the environment).
-# tests/django/test_board_freshness.py sets it low to test the answer a slow build gets.
-COLD_WAIT_MS = 60_000
-os.environ.setdefault("BOARD_COLD_WAIT_MS", str(COLD_WAIT_MS))
-
-
-@pytest.fixture(autouse=True)
-def _boards_wait_for_their_build(settings):
-    settings.BOARD_COLD_WAIT_MS = COLD_WAIT_MS
-
 
 def pytest_configure(config) -> None:
     # The host-wide precompiled torch headers (evaluation.pch) cost ~70 s of CPU per cache folder,

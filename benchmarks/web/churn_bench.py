@@ -1,8 +1,9 @@
 """Boards while results land (issue 22): time the board pages at rest, then while writers store
 finished evaluations at 1, 5 and 50 per second through the GPU worker's own path
 (`python -m benchmarks.web.bench writer`, spread over processes as GPU hosts would be), and print
-one table side by side. Standard library only; the writers and the freshness probe are
-subprocesses of that benchmark entry point.
+one table side by side: the times of the answers that were 200, and apart, per page and phase,
+how many were not (a 503 "being built" is a failure, never a page time). Standard library only;
+the writers and the freshness probe are subprocesses of that benchmark entry point.
 
 With --rescorer-log (the output of `manage.py refresh_boards -v 2`, the background re-scorer the
 site runs), each phase with writes also reports the write path's database time per stored result:
@@ -29,6 +30,8 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 
 from http_bench import BOARD_PAGES, fetch, percentile
 
@@ -38,42 +41,72 @@ MAX_WRITERS = 10  # writer processes at most: 50 writes/s are 10 GPU hosts stori
 PASS_LINE = re.compile(r"pass at ([\d.]+): (\d+) runs in ([\d.]+) ms, database ([\d.]+) ms")
 
 
-def time_pages(base: str, repeat: int) -> dict[str, tuple[float, float]]:
-    """{url: (p50 ms, p95 ms)} over `repeat` sequential requests after two warm-ups."""
+@dataclass
+class Answers:
+    """The answers to some requests: the times (ms) of those answered 200, and the count of every
+    other status apart. A 503 "being built" is a failure, not a page time: timing it as one made
+    the at-rest column mostly a timing of board builds."""
+
+    times: list[float] = field(default_factory=list)
+    failed: Counter = field(default_factory=Counter)  # {status: count}, 200 left out
+
+    def add(self, status: int, seconds: float) -> None:
+        if status == 200:
+            self.times.append(seconds * 1000)
+        else:
+            self.failed[status] += 1
+
+    def cell(self) -> str:
+        """'p50 / p95' of the 200 answers ('–' when none was)."""
+        if not self.times:
+            return "–"
+        return f"{statistics.median(self.times):.0f} / {percentile(self.times, 0.95):.0f}"
+
+    def failures(self) -> str:
+        """'2 x 503, 1 x 500' ('0' when every answer was a 200)."""
+        return ", ".join(f"{n} x {status}" for status, n in sorted(self.failed.items())) or "0"
+
+
+def time_pages(base: str, repeat: int) -> dict[str, Answers]:
+    """{url: its answers} to `repeat` sequential requests after two warm-ups (not counted)."""
     figures = {}
     for url in BOARDS:
         fetch(base, url, "")
         fetch(base, url, "")
-        times = [fetch(base, url, "")[2] * 1000 for _ in range(repeat)]
-        figures[url] = (statistics.median(times), percentile(times, 0.95))
+        figures[url] = Answers()
+        for _ in range(repeat):
+            status, _, seconds = fetch(base, url, "")
+            figures[url].add(status, seconds)
     return figures
 
 
-def clients(base: str, url: str, n: int, seconds: float) -> tuple[float, float]:
-    """(requests per second, p95 ms) of `n` concurrent clients on `url`."""
-    times: list[float] = []
+def clients(base: str, url: str, n: int, seconds: float) -> tuple[float, Answers]:
+    """(200 answers per second, every answer) of `n` concurrent clients on `url`."""
+    answers = Answers()
     stop = time.monotonic() + seconds
 
     def client() -> None:
         while time.monotonic() < stop:
-            times.append(fetch(base, url, "")[2] * 1000)
+            status, _, took = fetch(base, url, "")
+            answers.add(status, took)  # list.append and Counter's += under the GIL: one thread each
 
     threads = [threading.Thread(target=client) for _ in range(n)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return len(times) / seconds, percentile(times, 0.95)
+    return len(answers.times) / seconds, answers
 
 
-def first_after_a_write(base: str, manage: list[str]) -> dict[str, float]:
-    """{url: ms} of the first request after one stored evaluation (the writer at rest otherwise)."""
+def first_after_a_write(base: str, manage: list[str]) -> dict[str, str]:
+    """{url: ms, or the status when not 200} of the first request after one stored evaluation."""
     figures = {}
     for url in BOARDS:
         fetch(base, url, "")
         fetch(base, url, "")
         subprocess.run([*manage, "writer", "--count", "1", "--rate", "0"], check=True, capture_output=True)
-        figures[url] = fetch(base, url, "")[2] * 1000
+        status, _, seconds = fetch(base, url, "")
+        figures[url] = f"{seconds * 1000:.0f}" if status == 200 else f"{status} (failed)"
     return figures
 
 
@@ -198,16 +231,26 @@ def write_path(stored: list[tuple[float, float]], passes: list[tuple[float, int,
     )
 
 
-def report(results: dict[float, dict], first: dict[str, float], args) -> None:
+def report(results: dict[float, dict], first: dict[str, str], args) -> None:
     names = ["at rest" if rate == 0 else f"{rate:g} write{'s' if rate != 1 else ''}/s" for rate in results]
     print("| page | " + " | ".join(f"{name} p50 / p95 ms" for name in names) + " | first request after one write ms |")
     print("| --- |" + " --- |" * (len(names) + 1))
     for url in BOARDS:
-        cells = [f"{r['pages'][url][0]:.0f} / {r['pages'][url][1]:.0f}" for r in results.values()]
-        print(f"| `{url}` | " + " | ".join(cells) + f" | {first[url]:.0f} |")
+        cells = [r["pages"][url].cell() for r in results.values()]
+        print(f"| `{url}` | " + " | ".join(cells) + f" | {first[url]} |")
+    print(f"\nNot answered 200, of {args.repeat} timed requests a page (left out of the times above):")
+    print("| page | " + " | ".join(names) + " |")
+    print("| --- |" + " --- |" * len(names))
+    for url in BOARDS:
+        print(f"| `{url}` | " + " | ".join(r["pages"][url].failures() for r in results.values()) + " |")
+    print()
     for name, r in zip(names, results.values(), strict=True):
-        rps, p95 = r["clients"]
-        print(f"{args.concurrent} clients on {CONCURRENT_URL}, {name}: {rps:.1f} requests/s (p95 {p95:.0f} ms)")
+        rps, answers = r["clients"]
+        p95 = f"{percentile(answers.times, 0.95):.0f}" if answers.times else "–"
+        print(
+            f"{args.concurrent} clients on {CONCURRENT_URL}, {name}: {rps:.1f} requests/s answered 200 "
+            f"(p95 {p95} ms); not 200: {answers.failures()}"
+        )
     for name, r in zip(names, results.values(), strict=True):
         if "writer" in r:
             print(f"{name}: {r['writer']}")

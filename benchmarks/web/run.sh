@@ -44,10 +44,11 @@ if [ -z "${CHURN_ONLY:-}" ]; then
 fi
 $PY -m benchmarks.web.bench urls >"$work/urls.txt"
 cookie=$($PY -m benchmarks.web.bench session)
+web_port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export SITE_URL="http://127.0.0.1:$web_port"  # the links of the API boards the re-scorer keeps built
 # The boards' background re-scorer, as the site runs it (one line per pass: churn_bench reads them).
 $PY manage.py refresh_boards -v 2 >"$work/rescorer.log" 2>&1 &
 rescorer_pid=$!
-web_port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 $PY -m gunicorn -c site/gunicorn.conf.py --workers 2 --threads 1 --access-logfile /dev/null \
   --bind "127.0.0.1:$web_port" config.wsgi >"$work/gunicorn.log" 2>&1 &
 gunicorn_pid=$!

@@ -21,7 +21,7 @@ from leaderboard.api.runs import RunSerializer
 from leaderboard.models import Origin, Precision, Run
 from leaderboard.reads.board import params as board_params
 from leaderboard.reads.board import served
-from leaderboard.reads.board.params import featured_problem_set
+from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.rows import count_rows, level_standings
 from leaderboard.reads.board.scoring import RULE_SAMPLE0, RULES
 from problems.models import Hardware, ProblemSet

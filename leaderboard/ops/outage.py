@@ -1,10 +1,12 @@
-"""A database outage answers 503 with Retry-After and a short page (JSON under /api/), not a bare 500.
+"""A database outage answers 503 with Retry-After and a short page (JSON under /api/ and for a
+board's JSON download, CSV for its CSV download: leaderboard/ops/error_bodies.py), not a bare 500.
 
 This is the project's handler500 (config/urls.py). Django calls it for any exception nothing else
 handled, from a view, a middleware or a template, while that exception is being handled, so
 `sys.exc_info()` names it: a database that cannot be reached (`OperationalError`: refused, dropped,
 locked; `InterfaceError`: a connection already closed) is the host's trouble, and the client should
-come back in a few seconds. Everything else stays Django's plain 500 page.
+come back in a few seconds. Everything else stays a plain 500 (Django's page, or a download's or the
+API's error body).
 
 Both answers are rendered without touching the database: no context processors, no session.
 Connections are checked before reuse (CONN_HEALTH_CHECKS, config/settings.py), so the first request
@@ -17,9 +19,11 @@ import logging
 import sys
 
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.template import loader
 from django.views import defaults
+
+from leaderboard.ops.error_bodies import error_in_kind
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +37,14 @@ def server_error(request: HttpRequest) -> HttpResponse:
     exc = sys.exc_info()[1]
     if isinstance(exc, DATABASE_ERRORS):
         return database_unavailable(request, exc)
-    return defaults.server_error(request)
+    return error_in_kind(request, "Server error.", 500) or defaults.server_error(request)
 
 
 def database_unavailable(request: HttpRequest, exc: BaseException) -> HttpResponse:
     log.warning("database unavailable answering %s: %s", request.path, exc)
     message = f"The database is unavailable for a moment. Try again in {RETRY_AFTER_S} seconds."
-    if request.path.startswith("/api/"):
-        response: HttpResponse = JsonResponse({"detail": message}, status=503)
-    else:
+    response = error_in_kind(request, message, 503)
+    if response is None:
         page = loader.get_template("503.html").render({"retry_after_s": RETRY_AFTER_S})
         response = HttpResponse(page, status=503)
     response["Retry-After"] = str(RETRY_AFTER_S)

@@ -118,37 +118,76 @@ def _held_build(release: threading.Event, body):
 
 
 @pytest.mark.parametrize("kind", ["page", "data"])
-def test_a_board_nobody_asked_for_is_built_behind_the_first_request(world, settings, kind):
-    settings.BOARD_COLD_WAIT_MS = 20
+def test_a_board_nobody_asked_for_is_built_in_its_first_request(world, kind):
+    _store(world, _kernel(world, world.problems[0]), 2.5)
+    body = HttpResponse("the board") if kind == "page" else {"results": ["the board"]}
+    served = board_cache.serve(_request(), world.problem_set, kind, lambda as_of: body)
+    assert served.status == 200 and served.body is body
+
+
+@pytest.mark.parametrize("kind", ["page", "data"])
+def test_a_request_waits_for_the_build_another_request_runs(world, kind):
     _store(world, _kernel(world, world.problems[0]), 2.5)
     release = threading.Event()
     body = HttpResponse("the board") if kind == "page" else {"results": ["the board"]}
     build, started = _held_build(release, body)
-
-    first = board_cache.serve(_request(), world.problem_set, kind, build)
-    assert started.wait(10)  # the build runs, in the background
-    assert first.status == 503 and first.body is not body
-    if kind == "page":
-        page = first.stamp(first.body)
-        assert page.status_code == 503 and page["Retry-After"] == "1" and "no-store" in page["Cache-Control"]
-        assert "being built" in page.content.decode() and 'http-equiv="refresh"' in page.content.decode()
-    else:
-        assert "being built" in first.body["detail"] and first.body["retry_after"] == 1
-    assert board_cache.serve(_request(), world.problem_set, kind, build).status == 503  # still building
-
-    release.set()
-    deadline = time.monotonic() + 10
-    while (served := board_cache.serve(_request(), world.problem_set, kind, build)).status != 200:
-        assert time.monotonic() < deadline, "the background build never landed"
-        time.sleep(0.05)
-    assert served.body == body if kind == "data" else served.body is not None
+    first: list = []
+    building = threading.Thread(
+        target=lambda: first.append(board_cache.serve(_request(), world.problem_set, kind, build))
+    )
+    building.start()
+    assert started.wait(10)
+    threading.Timer(0.3, release.set).start()  # the second request is waiting by then
+    second = board_cache.serve(_request(), world.problem_set, kind, lambda as_of: pytest.fail("built twice"))
+    building.join(10)
+    assert second.status == 200 and first[0].status == 200
 
 
-def test_a_quick_build_is_waited_for(world, settings):
-    settings.BOARD_COLD_WAIT_MS = 10_000  # small data: the first request gets the board itself
+def test_a_request_whose_awaited_build_fails_builds_the_board_itself(world):
     _store(world, _kernel(world, world.problems[0]), 2.5)
+    release, started = threading.Event(), threading.Event()
+
+    def failing(as_of):
+        started.set()
+        assert release.wait(30)
+        raise RuntimeError("the build failed")
+
+    def first_request() -> None:
+        with pytest.raises(RuntimeError):
+            board_cache.serve(_request(), world.problem_set, "data", failing)
+
+    threading.Thread(target=first_request).start()
+    assert started.wait(10)
+    threading.Timer(0.3, release.set).start()  # the second request is waiting by then
     served = board_cache.serve(_request(), world.problem_set, "data", lambda as_of: {"results": [1]})
     assert served.status == 200 and served.body == {"results": [1]}
+
+
+@pytest.mark.parametrize(
+    ("path", "kind", "content_type"),
+    [
+        ("/levels/1/", "page", "text/html"),
+        ("/levels/1/?export=csv", "page", "text/csv"),
+        ("/levels/1/?export=json", "page", "application/json"),
+        ("/api/v1/leaderboard/", "data", None),  # the API's detail: DRF renders it as JSON
+    ],
+)
+def test_a_build_longer_than_the_budget_is_answered_being_built_in_its_kind(world, settings, path, kind, content_type):
+    settings.BOARD_BUILD_BUDGET_MS = 50
+    _store(world, _kernel(world, world.problems[0]), 2.5)
+    release = threading.Event()
+    build, started = _held_build(release, HttpResponse("the board"))
+    threading.Thread(target=board_cache.serve, args=(_request(path), world.problem_set, kind, build)).start()
+    assert started.wait(10)
+    waited = board_cache.serve(_request(path), world.problem_set, kind, build)
+    release.set()
+    assert waited.status == 503
+    if content_type is None:
+        assert "being built" in waited.body["detail"] and waited.body["retry_after"] == 1
+        return
+    answer = waited.stamp(waited.body)
+    assert answer.status_code == 503 and answer["Retry-After"] == "1" and "no-store" in answer["Cache-Control"]
+    assert answer["Content-Type"].startswith(content_type) and "being built" in answer.content.decode()
 
 
 def test_the_page_says_how_current_it_is(client, world):

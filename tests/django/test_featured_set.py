@@ -1,10 +1,14 @@
 """The boards open on the set that matters: FEATURED_PROBLEM_SET, else the set with the most
-measured or imported runs, never the demo's set when another has runs (issue 21.2)."""
+measured or imported runs, never the demo's set when another has runs (issue 21.2). The choice is
+kept, renewed by the writes that change it: a board request does not count every run."""
 
 import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from leaderboard.models import Origin
-from leaderboard.reads.board.params import featured_problem_set
+from leaderboard.models import Origin, Run
+from leaderboard.reads.board.featured import KEY, featured_problem_set, keep_featured
 from tests.pagekit import make_run, make_set, plain_static  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -41,3 +45,32 @@ def test_with_demo_runs_only_the_set_with_most_runs_is_featured():
     make_run(starter, origin=Origin.DEMO, is_demo=True)
     make_set("Empty", levels=(1,))
     assert featured_problem_set() == starter
+
+
+def _runs_read(make_runs, n: int, starter) -> list[str]:
+    """The SQL of one read of the featured set, after `n` more runs were added."""
+    for _ in range(n):
+        make_runs(starter)
+    keep_featured()
+    with CaptureQueriesContext(connection) as read:
+        assert featured_problem_set() is not None
+    return [query["sql"] for query in read.captured_queries]
+
+
+def test_a_board_request_reads_the_kept_choice_without_counting_runs(demo_and_real):
+    starter, _ = demo_and_real
+    few = _runs_read(lambda s: make_run(s, origin=Origin.DEMO, is_demo=True), 0, starter)
+    many = _runs_read(lambda s: make_run(s, origin=Origin.DEMO, is_demo=True), 20, starter)
+    assert len(few) == len(many) <= 1
+    assert not any(Run._meta.db_table in sql for sql in few + many)  # nothing that grows with the runs
+
+
+def test_a_new_run_renews_the_kept_choice_once_committed(django_capture_on_commit_callbacks):
+    starter = make_set("Starter v1", levels=(1,))
+    make_run(starter, origin=Origin.DEMO, is_demo=True)
+    kernelbench = make_set("KernelBench v0.1", levels=(1,))
+    keep_featured()
+    assert featured_problem_set() == starter
+    with django_capture_on_commit_callbacks(execute=True):
+        make_run(kernelbench, origin=Origin.IMPORTED)
+    assert cache.get(KEY) == kernelbench.pk and featured_problem_set() == kernelbench

@@ -1,5 +1,6 @@
 """The boards' background re-scorer (leaderboard/reads/board/rescorer.py): re-score the runs that
-writes marked, in batches, until SIGTERM; or once (--once), as a cron job or a test would."""
+writes marked, in batches, and keep the standard boards built (leaderboard/reads/board/kept.py),
+until SIGTERM; or re-score once (--once), as a cron job or a test would."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import threading
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from leaderboard.reads.board import rescorer
+from leaderboard.reads.board import kept, rescorer
 
 
 class Command(BaseCommand):
@@ -19,6 +20,10 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="re-score what is marked now, then exit")
         parser.add_argument("--poll", type=float, default=rescorer.POLL_SECONDS, help="idle seconds between passes")
         parser.add_argument("--batch", type=int, default=rescorer.BATCH, help="runs re-scored per transaction")
+        parser.add_argument(
+            "--sweep-seconds", type=float, default=kept.SWEEP_SECONDS,
+            help="keep the standard boards built this often (0: never)",
+        )  # fmt: skip
 
     def handle(self, *args, **options):
         verbose = options["verbosity"] >= 2
@@ -37,7 +42,8 @@ class Command(BaseCommand):
             signal.signal(sig, lambda *_: stop.set())
         self.stdout.write(f"re-scoring marked runs every {options['poll']:g} s, at most {options['batch']} at a time")
         self.stdout.flush()
-        rescorer.run(stop, options["poll"], options["batch"], self._report if verbose else None)
+        report = self._report if verbose else None
+        rescorer.run(stop, options["poll"], options["batch"], report, sweep_every=options["sweep_seconds"])
 
     def _report(self, done: rescorer.Pass) -> None:
         """One line per pass (-v 2), read by benchmarks/web/churn_bench.py."""

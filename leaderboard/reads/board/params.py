@@ -8,8 +8,8 @@ entry: 1,500 anonymous requests grew Redis from 2.6 MB to 144 MB (issue 19, case
 first replaces the request's query string with its canonical form, so that all of those are one
 entry, and the page it renders (whose links keep the query string) carries nothing it did not read.
 
-Also here: what the choices are chosen from (problem sets with their counts, the featured set,
-hardware, settings), read once per request.
+Also here: what the choices are chosen from (problem sets with their counts, the featured set:
+leaderboard/reads/board/featured.py, hardware, settings), read once per request.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.http import HttpRequest, QueryDict
 
 from evaluation.metrics import fast_p_key
 from leaderboard.models import Origin, Precision, Run
+from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.rows import SORT_KEYS, count_rows, standard_ps
 from leaderboard.reads.board.scoring import RULE_SAMPLE0, RULES
 from problems.models import LEVELS, Hardware, Problem, ProblemSet, named_by
@@ -129,19 +129,6 @@ def problem_sets_with_counts() -> list[ProblemSet]:
         problem_set.level_counts = counts[problem_set.pk]
         problem_set.total = sum(problem_set.level_counts.values())
     return sets
-
-
-def featured_problem_set() -> ProblemSet | None:
-    """What the boards open on: the set FEATURED_PROBLEM_SET names (slug or name), else the set with
-    the most measured or imported runs, so that the demo's set never hides a real one; with no
-    such run anywhere, the set with the most runs (ties by name)."""
-    if settings.FEATURED_PROBLEM_SET:
-        named = ProblemSet.objects.resolve(settings.FEATURED_PROBLEM_SET)
-        if named is not None:
-            return named
-    real = Count("runs", filter=Q(runs__origin__in=(Origin.MEASURED, Origin.IMPORTED), runs__is_demo=False))
-    ranked = ProblemSet.objects.annotate(n_real=real, n_runs=Count("runs"))
-    return ranked.order_by("-n_real", "-n_runs", "name").first()
 
 
 def run_settings() -> list[str]:

@@ -5,7 +5,8 @@ re-scores runs as results land (leaderboard/reads/board/store.py, "How it stays 
 most `batch`, and re-score them in one transaction (`store.rescore_oldest`); wait `poll` seconds
 when it re-scored less than a full batch, go on at once when it is behind. More than one re-scorer
 is harmless: each skips the runs another holds (FOR UPDATE SKIP LOCKED), and a run re-scored twice
-is stored the same. A database that goes away is waited out, never a reason to exit.
+is stored the same. A database that goes away is waited out, never a reason to exit. Every few
+seconds, between passes, it keeps the standard boards built (leaderboard/reads/board/kept.py).
 
 Each pass is timed, and its database time (the time its queries took) measured, so that the cost
 of keeping the boards current can be stated per stored result (benchmarks/web/churn_bench.py)."""
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 from django.db import OperationalError, connection
 
+from leaderboard.reads.board import kept
 from leaderboard.reads.board import store as board_store
 
 log = logging.getLogger(__name__)
@@ -69,16 +71,40 @@ def rescore_pass(batch: int = BATCH) -> Pass:
     return Pass(started, runs, time.time() - started, clock.seconds)
 
 
+class Sweeps:
+    """The sweeps that keep the standard boards built (leaderboard/reads/board/kept.py), every
+    `every` seconds (never when 0), each going on where the last stopped."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.next_at = 0.0
+        self.cursor = 0
+
+    def when_due(self, behind: bool) -> None:
+        """Sweep if it is time; `behind` (the last pass took a full batch): build only missing boards."""
+        if not self.every or time.monotonic() < self.next_at:
+            return
+        self.cursor = kept.sweep(self.cursor, rebuild_stale=not behind)
+        self.next_at = time.monotonic() + self.every
+
+
 def run(
-    stop: threading.Event, poll: float = POLL_SECONDS, batch: int = BATCH, report: Callable[[Pass], None] | None = None
+    stop: threading.Event,
+    poll: float = POLL_SECONDS,
+    batch: int = BATCH,
+    report: Callable[[Pass], None] | None = None,
+    sweep_every: float = 0.0,
 ) -> None:
-    """Re-score marked runs until `stop` is set; `report` is told of every pass that found any."""
+    """Re-score marked runs until `stop` is set; `report` is told of every pass that found any. With
+    `sweep_every` (seconds), keep the standard boards built that often (kept.sweep)."""
     last_beat = -BEAT_SECONDS
+    sweeps = Sweeps(sweep_every)
     while not stop.is_set():
         try:
             if not connection.in_atomic_block:  # (a test's transaction: its connection must stay)
                 connection.close_if_unusable_or_obsolete()  # a connection the database dropped, or too old
             done = rescore_pass(batch)
+            sweeps.when_due(behind=done.runs >= batch)
         except OperationalError as exc:  # a deadlock or a lock timeout: again soon; the database down: later
             wait = poll if connection.is_usable() else OUTAGE_SECONDS
             log.warning("re-scoring the boards failed, retrying in %g s: %s", wait, exc)

@@ -14,14 +14,18 @@ re-score) and then:
   kept build is still what this request gets, marked for no shared cache (s-maxage=0), and its "as
   of" line says how old it is; the next request after the rebuild gets the fresh one;
 - when nothing is kept (a board nobody asked for within CACHE_SECONDS, or since the cache was
-  emptied), starts the build in a background thread and waits for it at most
-  BOARD_COLD_WAIT_MS; a build that takes longer goes on, and this request is answered at once
-  with "being built" (503 with Retry-After: a page that reloads itself, or the API's JSON detail);
-- builds in the request only inside a transaction (a test's: a background thread could not see
-  its writes).
+  emptied), builds it in this request and serves it: a first visit is answered with the board, never
+  "come back later". A request that finds another request building that board waits for that build
+  at most BOARD_BUILD_BUDGET_MS; only a build slower than that (a database too slow to serve pages)
+  is answered "being built" (503 with Retry-After), in the kind of body asked for (a page that
+  reloads itself, the API's JSON detail, a download's CSV or JSON: leaderboard/ops/error_bodies.py);
+- inside a transaction (a test's), rebuilds a stale board in the request: a background thread could
+  not see its writes.
 
-No request builds a board, cold or not: its cost is a cache read and one small query, whatever
-the data's size.
+The standard boards (each set's levels, rules, downloads, grids, the API's) are kept built by the
+background re-scorer (leaderboard/reads/board/kept.py), so that a first visit to any of them is a
+cache read; a board outside them pays for its own first build. Every later request's cost is a
+cache read and one small query, whatever the data's size.
 
 One build of a board runs at a time, and the next starts no sooner than BOARD_REBUILD_SECONDS
 after it ends (a lock in the cache: across processes when the cache is shared); a request that
@@ -46,9 +50,9 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as WaitedTooLong
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -62,14 +66,19 @@ from django.template.loader import render_to_string
 from django.utils.cache import get_conditional_response, patch_cache_control
 from django.utils.http import http_date
 
+from leaderboard.ops.error_bodies import error_in_kind
 from leaderboard.reads.board import store as board_store
 from problems.models import ProblemSet
 
 log = logging.getLogger(__name__)
 
 CACHE_SECONDS = 600  # bounds memory; a kept build is replaced long before by its version moving
+# A standard board's kept build that lacks writes older than this is rebuilt by the re-scorer's sweep
+# (`keeping`); a younger one waits for a request to ask for it (each sweep's building is bounded).
+KEEP_STALE_SECONDS = 60
 LOCK_SECONDS = 30  # a board's build lock, should its process die while building
 RETRY_SECONDS = 1  # Retry-After of "being built"
+BUILDING, RESTING = "building", "resting"  # a board's lock: a build runs, or one ended within the debounce
 BUILDING_DETAIL = "This leaderboard is being built (nobody asked for it recently); ask again in a second."
 
 _one_rebuild = threading.Lock()  # one background rebuild per process at a time
@@ -176,6 +185,8 @@ def _current_build(key: str, problem_set: ProblemSet | None, build: Build) -> tu
     state = board_store.board_state(problem_set)
     kept = cache.get(key)
     since = None if kept is None else lacking_since(kept, state)
+    if kept is not None and _keeping.active:
+        return _keep(key, kept, since, problem_set, build), freshness
     if (kept is None or since is not None) and transaction.get_connection().in_atomic_block:
         return _build_and_keep(key, problem_set, build), freshness  # a background thread could not see the writes
     if kept is None:
@@ -184,37 +195,71 @@ def _current_build(key: str, problem_set: ProblemSet | None, build: Build) -> tu
         return kept, freshness
     # One build of a board at a time, and none within BOARD_REBUILD_SECONDS of the last: whoever
     # does not get the lock is served the kept build while that build runs.
-    if cache.add(_lock(key), 1, timeout=LOCK_SECONDS) and _rebuild_later(key, problem_set, build) is None:
+    if cache.add(_lock(key), BUILDING, timeout=LOCK_SECONDS) and _rebuild_later(key, problem_set, build) is None:
         cache.delete(_lock(key))  # this process is rebuilding another board: leave it to the next request
     return kept, max(0, int(freshness - (time.time() - since)))
 
 
 def _cold(key: str, problem_set: ProblemSet | None, build: Build) -> Kept | None:
-    """A board with no kept build: built in the background, waited for at most
-    BOARD_COLD_WAIT_MS (in one process's slot, or another process's build); None when it is
-    not done by then."""
-    wait = settings.BOARD_COLD_WAIT_MS / 1000
-    if cache.add(_lock(key), 1, timeout=LOCK_SECONDS):
-        built = _rebuild_later(key, problem_set, build, wait=wait, debounce=False)
-        if built is None:
-            cache.delete(_lock(key))  # no slot free in time here: the next request tries again
-            return None
+    """A board with no kept build: built in this request (whoever takes the board's lock first, or
+    finds it only resting after a build), or, while another request builds it, that build waited
+    for at most BOARD_BUILD_BUDGET_MS; None when it is not done by then."""
+    if cache.add(_lock(key), BUILDING, timeout=LOCK_SECONDS):
         try:
-            return built.result(timeout=wait)
-        except WaitedTooLong:
-            return None
-        except Exception:  # logged by the thread; a request after it tries again
-            return None
-    deadline = time.monotonic() + wait  # another request (maybe another process) builds it
-    while (kept := cache.get(key)) is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return kept
+            return _build_and_keep(key, problem_set, build)
+        finally:
+            cache.delete(_lock(key))
+    deadline = time.monotonic() + settings.BOARD_BUILD_BUDGET_MS / 1000
+    while time.monotonic() < deadline:
+        if (kept := cache.get(key)) is not None:
+            return kept
+        if cache.get(_lock(key)) != BUILDING:  # no build runs (one ended without keeping, or rests): build here
+            return _build_and_keep(key, problem_set, build)
+        time.sleep(0.02)
+    return None
+
+
+class _Keeping(threading.local):
+    active = False  # this thread keeps boards built (`keeping`): it builds in place, and waits for nothing
+    stale_after = float(KEEP_STALE_SECONDS)  # rebuild a kept build lacking writes older than this
+
+
+_keeping = _Keeping()
+
+
+@contextmanager
+def keeping(rebuild_stale: bool = True) -> Iterator[None]:
+    """Within the block, a board this thread asks for is kept built in place: one never built is
+    built now, and (`rebuild_stale`) one whose kept build lacks writes older than KEEP_STALE_SECONDS,
+    unless another build of it runs or rests; any other is kept CACHE_SECONDS more. The background
+    re-scorer's (leaderboard/reads/board/kept.py)."""
+    _keeping.active = True
+    _keeping.stale_after = KEEP_STALE_SECONDS if rebuild_stale else float("inf")
+    try:
+        yield
+    finally:
+        _keeping.active = False
+
+
+def _keep(key: str, kept: Kept, since: float | None, problem_set: ProblemSet | None, build: Build) -> Kept:
+    if since is None or time.time() - since < _keeping.stale_after:
+        cache.touch(key, CACHE_SECONDS)
+        return kept
+    if not cache.add(_lock(key), BUILDING, timeout=LOCK_SECONDS):
+        return kept
+    try:
+        return _build_and_keep(key, problem_set, build)
+    finally:
+        _debounce(key)
 
 
 def _building(request: HttpRequest, kind: str) -> Any:
-    """What a request gets while its board is being built: the API's detail, or a page that reloads."""
+    """What a request gets while its board is being built: the API's detail, a download's error in
+    its own format, or a page that reloads."""
     if kind != "page":
         return {"detail": BUILDING_DETAIL, "retry_after": RETRY_SECONDS}
+    if (download := error_in_kind(request, BUILDING_DETAIL, 503)) is not None:
+        return download
     context = {"retry": RETRY_SECONDS, "detail": BUILDING_DETAIL}
     html = render_to_string("leaderboard/board_building.html", context, request=request)
     return HttpResponse(html, status=503)
@@ -251,15 +296,11 @@ def _keepable(body: Any) -> bool:
     return not isinstance(body, HttpResponse) or body.status_code == 200
 
 
-def _rebuild_later(
-    key: str, problem_set: ProblemSet | None, build: Build, wait: float = 0.0, debounce: bool = True
-) -> Future | None:
-    """Build in a thread of this process once its one slot is free (waiting at most `wait`
-    seconds for it: a process rebuilding several boards at once would starve its own requests);
-    the build's Future, or None when the slot stayed taken. A rebuild holds the board's lock
-    BOARD_REBUILD_SECONDS after it (the debounce); a cold build releases it at once."""
-    got_slot = _one_rebuild.acquire(timeout=wait) if wait > 0 else _one_rebuild.acquire(blocking=False)
-    if not got_slot:
+def _rebuild_later(key: str, problem_set: ProblemSet | None, build: Build) -> Future | None:
+    """Build in a thread of this process when its one slot is free (a process rebuilding several
+    boards at once would starve its own requests); the build's Future, or None when the slot is
+    taken. The rebuild holds the board's lock BOARD_REBUILD_SECONDS after it (the debounce)."""
+    if not _one_rebuild.acquire(blocking=False):
         return None
     built: Future = Future()
 
@@ -270,7 +311,7 @@ def _rebuild_later(
             log.exception("building board %s failed", key)
             built.set_exception(exc)
         finally:
-            _debounce(key) if debounce else cache.delete(_lock(key))
+            _debounce(key)
             _one_rebuild.release()
             connections.close_all()  # this thread's own connections
 
@@ -284,7 +325,7 @@ def _lock(key: str) -> str:
 
 def _debounce(key: str) -> None:
     """Hold the board's lock BOARD_REBUILD_SECONDS more after a build: the debounce."""
-    cache.set(_lock(key), 1, timeout=settings.BOARD_REBUILD_SECONDS)
+    cache.set(_lock(key), RESTING, timeout=settings.BOARD_REBUILD_SECONDS)
 
 
 def _digest(text: str) -> str:

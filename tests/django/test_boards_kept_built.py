@@ -1,0 +1,63 @@
+"""The background re-scorer keeps the standard boards built (leaderboard/reads/board/kept.py): after
+its sweep, a first visit to any of them is served from a kept build, reading no score row."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from leaderboard.models import RunScore
+from leaderboard.reads.board import kept, served
+from tests.pagekit import make_run, make_set, plain_static  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def site():
+    problem_set = make_set("KernelBench v0.1", levels=(1, 1, 2))
+    make_run(problem_set)
+    cache.clear()
+    yield problem_set
+    cache.clear()
+
+
+def _reads_scores(client: Client, path: str) -> bool:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(path).status_code == 200
+    return any(RunScore._meta.db_table in query["sql"] for query in queries.captured_queries)
+
+
+def test_the_standard_boards_name_every_level_rule_download_grid_and_api_board(site):
+    paths = kept.standard_paths()
+    assert "/" in paths and "/levels/3/?rule=best&export=csv" in paths and "/levels/4/grid/" in paths
+    assert "/api/v1/leaderboard/?set=kernelbench-v0.1&level=2&rule=best" in paths
+
+
+def test_after_a_sweep_a_first_visit_to_a_standard_board_builds_nothing(site, client):
+    assert _reads_scores(client, "/levels/2/?export=csv")  # nothing kept yet: this visit builds it
+    cache.clear()
+    kept.sweep(budget=600)
+    for path in ("/levels/2/?export=csv", "/levels/all/?rule=best", "/api/v1/leaderboard/?level=1"):
+        assert not _reads_scores(client, path), path
+
+
+def test_a_sweep_out_of_time_goes_on_where_it_stopped(site):
+    paths = kept.standard_paths()
+    assert kept.sweep(start=3, budget=0) == 4
+    assert kept.sweep(start=len(paths) - 1, budget=0) == 0
+
+
+def test_a_sweep_rebuilds_a_stale_board_unless_the_rescorer_is_behind(site, client, monkeypatch):
+    monkeypatch.setattr(kept, "standard_paths", lambda: ["/levels/1/?export=csv"])
+    monkeypatch.setattr(served, "KEEP_STALE_SECONDS", 0)  # any write it lacks is old enough
+    kept.sweep()
+    make_run(site)  # a write the kept build lacks
+    kept.sweep(rebuild_stale=False)
+    assert _reads_scores(client, "/levels/1/?export=csv")  # still stale: the request rebuilt it
+    make_run(site)
+    kept.sweep()
+    assert not _reads_scores(client, "/levels/1/?export=csv")
