@@ -8,7 +8,8 @@ phase of the evaluation then only loads the built module. ``BuildPool`` runs bui
 a pool of such processes, ahead of the GPUs (the sweep and the site's workers use it).
 
 The host's own work is never the kernel's time: waiting for the entry's lock and for the host's
-precompiled headers comes before the build's deadline starts, a compile error that names the
+precompiled headers comes before the build's deadline starts, the unit server's waits for another
+build's compile of the same unit or for a compile slot move it (``BuildOutcome.host_s``), a compile error that names the
 headers' folder is built again without them (the verdict is that build's), and a build that times
 out while the host was building headers or was loaded beyond its cores ends ``infrastructure_error``
 (no verdict; retried), never ``timeout``.
@@ -38,7 +39,7 @@ from .nvcc_steps import build_env as split_nvcc_env
 from .pch import HeaderCache, lock_held
 from .pch import enabled as pch_enabled
 from .safe_files import UnsafeFile, open_checked, open_dir_below, read_below, subdirectories, walk_tree
-from .sandbox import ChildError, Sandbox
+from .sandbox import ChildError, Deadline, Sandbox
 from .slim_headers import enabled as slim_wanted
 from .slim_headers import ensure as slim_folder
 from .types import EvaluationConfig
@@ -78,6 +79,12 @@ class BuildOutcome:
     #: seconds and largest resident memory, added to ``usage``), or left to the build ("fallback");
     #: empty when it is off.
     units: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def host_s(self) -> float:
+        """Seconds of the build that were the host's, not the kernel's: waiting for its headers, and
+        the unit server's waits for other builds' compiles of the same unit and for compile slots."""
+        return self.headers_s + float(self.units.get("host_wait_s", 0.0))
 
     def to_dict(self) -> dict[str, Any]:
         out = {"status": self.status, "seconds": round(self.seconds, 3), "error": self.error,
@@ -327,8 +334,11 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
         if units is not None:
             sandbox.extra_env.update(units.client_env())
         proc = sandbox.spawn("build", "", sandbox.write_source("kernel.py", kernel_source))
-        ready = proc.recv(deadline)
-        reply = proc.request({"op": "build"}, deadline) if ready.get("ok") else ready
+        # An earlier try's waits for the host count too (a slim-then-full build is two tries).
+        base = deadline + out.units.get("host_wait_s", 0.0)
+        due: Deadline = (lambda: base + units.host_waits.seconds()) if units is not None else base
+        ready = proc.recv(due)
+        reply = proc.request({"op": "build"}, due) if ready.get("ok") else ready
         out.usage = measure_tree(proc)
         out.error = reply.get("error") or None
         out.log = (reply.get("traceback") or "") + proc.read_log()

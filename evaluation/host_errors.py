@@ -79,6 +79,8 @@ KILLED_BUILD = "the build was killed"
 #: How a build that timed out while the host was busy with its own work (its shared headers, a load
 #: beyond its cores) begins its error: no verdict, retried (evaluation.build_stage.host_busy).
 BUSY_BUILD = "the build timed out while"
+#: The same for an evaluation's own phases (loading, correctness, timing): evaluation.runner.
+BUSY_EVALUATION = "the evaluation timed out while"
 
 
 def killed_build(failure: BaseException | str) -> str | None:
@@ -112,8 +114,9 @@ def counts_against_host(error: str) -> bool:
     and the host has nothing independent to check it against (a full or read-only disk it does:
     ``confirm`` and the worker's write probe). A killed build is still retried and never cached;
     a kernel that is "killed" on every attempt ends ``failed``, its own loss. Nor does a build that
-    timed out while the host was busy with its own work (``BUSY_BUILD``): it passes with that work."""
-    return not error.startswith((KILLED_BUILD, BUSY_BUILD))
+    timed out while the host was busy with its own work (``BUSY_BUILD``, ``BUSY_EVALUATION``): it
+    passes with that work."""
+    return not error.startswith((KILLED_BUILD, BUSY_BUILD, BUSY_EVALUATION))
 
 
 def free_mb(path: str) -> float:

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from .backends import kernel_backend, missing_library
 from .build import BuildDir, needs_build
-from .build_stage import build_dir_for, build_env, build_locked, recorded_failure
+from .build_stage import build_dir_for, build_env, build_locked, host_busy, recorded_failure
 from .correctness import check_correctness, load_models
 from .hardware import hardware_slug
-from .host_errors import INFRASTRUCTURE_ERROR, confirm, host_error, killed_build
+from .host_errors import BUSY_EVALUATION, INFRASTRUCTURE_ERROR, confirm, host_error, killed_build
 from .instruments.phase import run_instruments
 from .protocol import EstimateReply, MalformedReply, ReadyReply, parse
 from .sandbox import ChildError, Sandbox, SandboxProcess
@@ -168,6 +168,8 @@ def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: fl
     except Abort as ab:
         if ab.status == INFRASTRUCTURE_ERROR:
             ab = _host_or_kernel(prep, ab)
+        elif ab.status == "timeout":
+            ab = _timeout_of_a_busy_host(cfg, ab)
         res.status, res.error = ab.status, ab.error
         if ab.status != "correct":
             res.correct = False
@@ -195,6 +197,16 @@ def _host_or_kernel(prep: Prepared, ab: Abort) -> Abort:
     return Abort("runtime_error", f"{ab.error} (the host had room: the kernel's own error)", ab.log)
 
 
+def _timeout_of_a_busy_host(cfg: EvaluationConfig, ab: Abort) -> Abort:
+    """A timeout while the host was busy with its own work or loaded beyond its cores (the build
+    stage's test, ``build_stage.host_busy``) is the host's: no verdict, evaluated again later."""
+    busy = host_busy(cfg)
+    if not busy:
+        return ab
+    return Abort(INFRASTRUCTURE_ERROR, f"{BUSY_EVALUATION} {busy}: {ab.error} (no verdict: evaluated again later)",
+                 ab.log)
+
+
 def _preflight_modules(prep: Prepared) -> None:
     """A problem or kernel that imports a module this host lacks (e.g. level 4's ``transformers``)
     ends at once, naming it."""
@@ -220,7 +232,8 @@ def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> floa
     """Compile off the GPU (no GPU visible to the build process) unless the entry is built; a compiler
     error, recorded or new, ends the evaluation as ``compile_error`` before the GPU phase. Then the
     entry (or a private folder, for what the GPU phase itself builds: Triton, lazy builds) goes to
-    the kernel's uid. Returns the seconds spent on the host's work (waiting for its headers)."""
+    the kernel's uid. Returns the seconds spent on the host's work (waiting for its headers, and for
+    units other builds compiled)."""
     host_s = 0.0
     build = prep.build
     if build.locked:
@@ -230,7 +243,7 @@ def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> floa
         res.build_cached = build.built  # an entry recorded for a killed build was dropped: not cached
         if not build.built and needs_build(prep.kernel_source):
             out = build_locked(build, prep.kernel_source, prep.cfg, deadline)
-            host_s = out.headers_s
+            host_s = out.host_s
             res.timings_s["compile"] = round(out.seconds, 4)
             res.environment["build_steps_s"] = out.steps_s
             res.environment["build_headers"] = {"headers": out.headers, "why": out.headers_why,

@@ -62,6 +62,10 @@ COMMAND_BOOT = ("import sys, json, os; sys.path.insert(0, {pylib!r}); from evalu
                 "spec = json.loads(sys.argv[1]); _confine(spec); os.execvp(spec['argv'][0], spec['argv'])")
 
 
+#: When a wait for a child's reply ends: a ``time.monotonic()`` time, or a function giving the current one.
+Deadline = float | Callable[[], float]
+
+
 class ChildError(Exception):
     """A child process died, timed out or broke the protocol."""
 
@@ -397,18 +401,19 @@ class SandboxProcess:
         except OSError as exc:
             raise self._death_error(f"could not write to the {self.role} process: {exc}") from exc
 
-    def recv(self, deadline: float) -> dict[str, Any]:
-        """Next reply carrying the nonce of the last request; other lines are forged and dropped."""
+    def recv(self, deadline: Deadline) -> dict[str, Any]:
+        """Next reply carrying the nonce of the last request; other lines are forged and dropped.
+        ``deadline``: a time, or a function giving it (a build's moves while it waits for the host)."""
         while True:
             msg = self._recv_line(deadline)
             if self._nonce is None or msg.get("nonce") == self._nonce:
                 return msg
             self.forged += 1
 
-    def _recv_line(self, deadline: float) -> dict[str, Any]:
+    def _recv_line(self, deadline: Deadline) -> dict[str, Any]:
         assert self.proc is not None
         while b"\n" not in self._buf:
-            remaining = deadline - time.monotonic()
+            remaining = (deadline() if callable(deadline) else deadline) - time.monotonic()
             if remaining <= 0:
                 self.kill()
                 raise ChildError("timeout", f"the {self.role} process did not answer within the time limit")
@@ -435,7 +440,7 @@ class SandboxProcess:
             raise ChildError("crashed", f"the {self.role} process broke the reply protocol")
         return msg
 
-    def request(self, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
+    def request(self, msg: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
         self.send(msg)
         return self.recv(deadline)
 

@@ -42,6 +42,9 @@ per process; a connection beyond is closed at once), requests read whole within 
 into at most ``MAX_REQUEST_BYTES``, ``MAX_COMPILES_PER_BUILD`` compiles counted before they run and
 run one at a time, each under the build's memory and task limits (``_wait``), waits for a key's
 lock or a host slot at most ``lock_wait_s()``. Past any of them the build compiles the unit itself.
+Those waits are the host's time (another build compiling the same unit, the host's compilers all
+busy), not the kernel's: ``due()``, the build's deadline, moves by them (``HostWaits``, at most
+``HOST_WAIT_CAP`` lock waits' worth). The server's compile of the build's own unit is the build's.
 Published units are evicted with the build cache (evaluation.cache_evict), by last use.
 
 ``KB_UNITS=0`` turns it off (builds call the compiler themselves, as before; the build cache's key
@@ -68,6 +71,7 @@ import sys
 import sysconfig
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .build import _remove, _torch_version, cuda_toolkit_version, units_enabled
@@ -100,6 +104,9 @@ SAFE_FLAG = re.compile(
     r"f(?!plugin|profile|auto-profile|dump|coverage|opt-info|callgraph|stack-usage|[\w-]*prefix-map)[\w+=.,-]+|"
     r"m[\w=.,+-]+)")
 _ALL_CONNECTIONS = threading.BoundedSemaphore(MAX_CONNECTIONS_TOTAL)
+#: Lock waits' worth (``lock_wait_s()`` each) by which a build's deadline may move: one wait for a
+#: unit another build compiles and one for a compile slot.
+HOST_WAIT_CAP = 2
 
 
 def lock_wait_s() -> float:
@@ -202,16 +209,17 @@ class UnitCache:
                 os.close(fd)
 
     @contextlib.contextmanager
-    def locked(self, key: str, deadline: float) -> Any:
-        """The key's ``flock`` (yields False if it was not had by ``deadline``); its holder's death frees it."""
+    def locked(self, key: str, deadline: float, waits: HostWaits | None = None) -> Any:
+        """The key's ``flock`` (yields False if it was not had by ``deadline``; a wait for it is counted
+        in ``waits``); its holder's death frees it."""
         fd = os.open(os.path.join(self.root, ".locks", key + ".lock"), os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         try:
-            yield _flock_any([fd], deadline)
+            yield _flock_any([fd], deadline, waits)
         finally:
             os.close(fd)
 
     @contextlib.contextmanager
-    def compile_slot(self, deadline: float) -> Any:
+    def compile_slot(self, deadline: float, waits: HostWaits | None = None) -> Any:
         """One of the host's ``host_compile_slots()`` (a ``flock`` on ``.slots/<n>.lock``, shared by
         every worker process of the host); yields False if none was free by ``deadline``."""
         fds = []
@@ -219,7 +227,7 @@ class UnitCache:
             for n in range(host_compile_slots()):
                 fds.append(os.open(os.path.join(self.root, ".slots", f"{n}.lock"),
                                    os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600))
-            yield _flock_any(fds, deadline)
+            yield _flock_any(fds, deadline, waits)
         finally:
             for fd in fds:
                 os.close(fd)
@@ -246,18 +254,63 @@ class UnitCache:
                 _remove(os.path.join(building, name))
 
 
-def _flock_any(fds: list[int], deadline: float) -> bool:
-    """Whether one of ``fds`` was locked (held until it is closed) by ``deadline``."""
-    while True:
-        for fd in fds:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+class HostWaits:
+    """Wall time during which a request of one build waited for the host (a key's lock another build
+    held while compiling the same unit, a compile slot of the host), waits under way included (the
+    build's deadline moves while it waits): the union of those waits (two requests waiting at once
+    count once), at most ``cap_s``."""
+
+    def __init__(self, cap_s: float) -> None:
+        self.cap_s = cap_s
+        self._spans: list[tuple[float, float]] = []
+        self._open: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Any:
+        start, token = time.monotonic(), secrets.randbits(64)
+        with self._lock:
+            self._open[token] = start
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._open[token]
+                self._spans.append((start, time.monotonic()))
+
+    def seconds(self) -> float:
+        now = time.monotonic()
+        with self._lock:
+            spans = sorted([*self._spans, *((start, now) for start in self._open.values())])
+        total, reach = 0.0, float("-inf")
+        for start, end in spans:
+            if end > reach:
+                total += end - max(start, reach)
+                reach = end
+        return min(total, self.cap_s)
+
+
+def _flock_any(fds: list[int], deadline: float, waits: HostWaits | None = None) -> bool:
+    """Whether one of ``fds`` was locked (held until it is closed) by ``deadline``; a wait (none was
+    free at once) is counted in ``waits``."""
+    if _try_flock(fds):
+        return True
+    with waits.waiting() if waits is not None else contextlib.nullcontext():
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            if _try_flock(fds):
                 return True
-            except OSError:
-                continue
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.2)
+    return False
+
+
+def _try_flock(fds: list[int]) -> bool:
+    for fd in fds:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            continue
+    return False
 
 
 class UnitServer:
@@ -275,7 +328,8 @@ class UnitServer:
         self.sandbox_args = sandbox_args
         self.path = os.path.join(folder, "units.sock")
         self.stats: dict[str, Any] = {"hit": 0, "compiled": 0, "fallback": 0, "refused": 0, "killed": 0,
-                                      "cpu_s": 0.0, "peak_rss_mb": 0.0}
+                                      "cpu_s": 0.0, "peak_rss_mb": 0.0, "host_wait_s": 0.0}
+        self.host_waits = HostWaits(HOST_WAIT_CAP * lock_wait_s())
         self._lock = threading.Lock()
         self._taken = 0  # compiles taken (running or done): at most MAX_COMPILES_PER_BUILD
         self._one_compile = threading.Lock()  # one compile of this build at a time
@@ -292,8 +346,14 @@ class UnitServer:
         self._accept = threading.Thread(target=self._serve, name="kb-unit-server", daemon=True)
         self._accept.start()
 
+    def due(self) -> float:
+        """The build's deadline: the one it was given, moved by the time its requests waited for the host."""
+        return self.deadline + self.host_waits.seconds()
+
     def client_env(self) -> dict[str, str]:
-        return {"KB_UNIT_SOCKET": self.path, "KB_UNIT_TIMEOUT_S": str(max(1, int(self.deadline - time.monotonic())))}
+        """The client waits for an answer as long as the build may last, waits for the host included."""
+        left = self.deadline - time.monotonic() + self.host_waits.cap_s
+        return {"KB_UNIT_SOCKET": self.path, "KB_UNIT_TIMEOUT_S": str(max(1, int(left)))}
 
     def _count(self, what: str, cpu_s: float = 0.0, rss_mb: float = 0.0) -> None:
         with self._lock:
@@ -376,7 +436,8 @@ class UnitServer:
         if not self._take_compile():
             return None
         compiled = False
-        wait_until = min(self.deadline, time.monotonic() + lock_wait_s())
+        # Not bounded by the build's deadline: waits for the host move it (``due``).
+        wait_until = time.monotonic() + lock_wait_s()
         try:
             if not self._one_compile.acquire(timeout=max(0.0, wait_until - time.monotonic())):
                 return None
@@ -393,14 +454,14 @@ class UnitServer:
                         wait_until: float) -> tuple[tuple[bytes, list[str]] | None, bool]:
         """Under the key's lock (waited for until ``wait_until``) and a compile slot of the host: the
         unit served if another build compiled it meanwhile, else compiled; (answer, compiled or tried)."""
-        with self.cache.locked(key, wait_until) as held:
+        with self.cache.locked(key, wait_until, self.host_waits) as held:
             if not held or self._closed.is_set():
                 return None, False
             found = self.cache.lookup(key)  # compiled by whoever held the lock before us
             if found is not None:
                 self._count("hit")
                 return found, False
-            with self.cache.compile_slot(wait_until) as slot:
+            with self.cache.compile_slot(wait_until, self.host_waits) as slot:
                 if not slot or self._closed.is_set():
                     return None, False
                 self.cache.clear_dead(key)
@@ -441,7 +502,7 @@ class UnitServer:
                                         preexec_fn=_die_with_parent)
             self._procs.add(proc)
             try:
-                code, cpu_s, rss_mb = _wait(proc, self.deadline, self._closed, self._limits(), self._count)
+                code, cpu_s, rss_mb = _wait(proc, self.due, self._closed, self._limits(), self._count)
             finally:
                 self._procs.discard(proc)
             obj = read_below(workdir, ["unit.o"], MAX_OBJECT_BYTES) if code == 0 else None
@@ -473,6 +534,7 @@ class UnitServer:
         self._accept.join(timeout=10)
         for t in self._threads:
             t.join(timeout=30)
+        self.stats["host_wait_s"] = round(self.host_waits.seconds(), 3)
 
 
 def _named(found: tuple[bytes, list[str]] | None, flags: list[str]) -> tuple[bytes, list[str]] | None:
@@ -505,10 +567,10 @@ def _read_request(conn: socket.socket, deadline: float) -> Any:
     return json.loads(read(n))
 
 
-def _wait(proc: Any, deadline: float, closed: threading.Event, limits: tuple[int, int],
+def _wait(proc: Any, deadline: Callable[[], float], closed: threading.Event, limits: tuple[int, int],
           count: Any) -> tuple[int | None, float, float]:
     """Exit code, CPU seconds and peak memory in MB (of the process and the compilers it reaped: the
-    largest one's) of ``proc``; killed (None) past ``deadline``, when the server closes, or when its
+    largest one's) of ``proc``; killed (None) past ``deadline()``, when the server closes, or when its
     tree holds more than ``limits`` (memory in MB, proportional as a build's watchdog counts it; tasks)."""
     from .sandbox import process_tree  # deferred: sandbox imports this module's users
 
@@ -527,7 +589,7 @@ def _wait(proc: Any, deadline: float, closed: threading.Event, limits: tuple[int
             over = sum(threads.get(p, 1) for p in pids) > limits[1] or meter.over_limit(pids)[0]
             if over:
                 count("killed")
-        if over or time.monotonic() >= deadline or closed.is_set():
+        if over or time.monotonic() >= deadline() or closed.is_set():
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()

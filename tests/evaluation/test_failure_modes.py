@@ -3,11 +3,13 @@ carries on."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
 from evaluation import INFRASTRUCTURE_ERROR
+from evaluation.host_errors import BUSY_EVALUATION, counts_against_host
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
 
 ADD_ONE = EVAL_PROBLEMS / "add_one.py"
@@ -60,7 +62,17 @@ def test_status(case):
     assert ("pytorch_only" in {n["code"] for n in res.notes}) == res.compiled
 
 
-def test_hang_times_out():
+@pytest.fixture
+def host_load(monkeypatch):
+    """Pins the host's load as the runner reads it (its timeout rule: evaluation.runner): a hang on a
+    host loaded by others is the host's, so the hang tests say which host they run on."""
+    def pin(per_core: float) -> None:
+        monkeypatch.setattr(os, "getloadavg", lambda: (per_core * (os.cpu_count() or 1), 0.0, 0.0))
+    return pin
+
+
+def test_hang_times_out(host_load):
+    host_load(0.0)
     t0 = time.monotonic()
     res = run(ADD_ONE, kernel("        while True:\n            pass"), timeout_s=15, timing_trials=0)
     if res.status == INFRASTRUCTURE_ERROR and "failed to start" in (res.error or ""):
@@ -78,7 +90,18 @@ def test_memory_limit():
     assert "memory" in res.error
 
 
-def test_hang_while_timing_is_a_timeout_not_a_speedup():
+def test_hang_on_a_loaded_host_is_the_hosts_not_a_verdict(host_load):
+    host_load(64.0)
+    res = run(ADD_ONE, kernel("        while True:\n            pass"), timeout_s=15, timing_trials=0)
+    if "failed to start" in (res.error or ""):
+        pytest.skip(f"the host was too slow to start the sandbox within 15 s: {res.error}")
+    assert res.status == INFRASTRUCTURE_ERROR, (res.status, res.error)  # retried, never a cached `timeout`
+    assert (res.error or "").startswith(f"{BUSY_EVALUATION} the host was loaded"), res.error
+    assert not counts_against_host(res.error or "")
+
+
+def test_hang_while_timing_is_a_timeout_not_a_speedup(host_load):
+    host_load(0.0)
     module = "_CALLS = [0]\n"
     body = ("        _CALLS[0] += 1\n        if _CALLS[0] > 3:\n            time.sleep(3600)\n"
             "        return x + 1.0")

@@ -459,6 +459,59 @@ def test_waits_for_a_units_lock_or_a_compile_slot_are_bounded(server, monkeypatc
     assert server.answer(req) is not None and server.stats["compiled"] == 1  # the failed tries were given back
 
 
+def _hold_lock_for(path: str, seconds: float) -> None:
+    """Hold ``path``'s flock (as a build compiling that unit would) for ``seconds``, from a thread."""
+    import fcntl
+    import threading
+
+    fd = os.open(path, os.O_CREAT | os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    threading.Timer(seconds, os.close, args=(fd,)).start()
+
+
+@needs_cxx
+def test_a_wait_for_another_builds_compile_of_the_unit_moves_the_builds_deadline(server):
+    req = {"name": "main.cpp", "flags": ["-O2"], "text": "int kb_shared() { return 4; }\n"}
+    key = units.unit_key("main.cpp", ["-O2"], req["text"], {}, "cpu")
+    _hold_lock_for(os.path.join(server.cache.root, ".locks", key + ".lock"), 2.0)
+    assert server.answer(req) is not None  # compiled once the other build let go
+    assert server.host_waits.seconds() >= 1.9  # the host's time: at least the lock was held
+    assert server.due() >= server.deadline + 1.9
+
+
+#: A kernel whose import compiles one small unit through the build's ``CXX`` (the unit server), as
+#: ninja does for ``load_inline`` (which the build stage looks for: hence this name in the text).
+SHARED_UNIT = "int kb_shared_unit() { return 6; }\n"
+COMPILES_A_UNIT = f"""# compiles like torch.utils.cpp_extension.load_inline
+import os, subprocess
+import torch.nn as nn
+
+with open("main.cpp", "w") as fh:
+    fh.write({SHARED_UNIT!r})
+subprocess.run([os.environ["CXX"], "-MMD", "-MF", "main.o.d", "-O2", "-c", "main.cpp", "-o", "main.o"], check=True)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x + 1.0
+"""
+
+
+@needs_cxx
+@pytest.mark.slow
+def test_a_build_waiting_for_another_builds_unit_keeps_its_own_budget(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_UNITS", "1")
+    cfg = EvaluationConfig(build_cache_dir=str(tmp_path), timeout_s=20)
+    assert units.UnitCache(cfg.build_cache_dir).prepare()
+    key = units.unit_key("main.cpp", ["-O2"], SHARED_UNIT, {}, "cpu")
+    # Another build compiles the same unit for longer than this build's whole budget.
+    _hold_lock_for(os.path.join(cfg.build_cache_dir, ".units", ".locks", key + ".lock"), cfg.timeout_s + 5)
+    out = prebuild(COMPILES_A_UNIT, cfg)
+    assert out.status == "built", (out.status, out.error, out.log[-2000:])  # before: timeout
+    assert out.units["compiled"] == 1 and out.units["host_wait_s"] >= cfg.timeout_s
+    assert out.host_s >= cfg.timeout_s
+
+
 def test_units_are_in_the_cache_budget_and_evicted_by_last_use(tmp_path):
     import fcntl
 
