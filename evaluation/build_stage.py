@@ -334,6 +334,8 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
         if units is not None:
             sandbox.extra_env.update(units.client_env())
         proc = sandbox.spawn("build", "", sandbox.write_source("kernel.py", kernel_source))
+        if units is not None:  # what its server does for it is the build's own (tasks, memory)
+            proc.charged = units.charged
         # An earlier try's waits for the host count too (a slim-then-full build is two tries).
         base = deadline + out.units.get("host_wait_s", 0.0)
         due: Deadline = (lambda: base + units.host_waits.seconds()) if units is not None else base
@@ -351,7 +353,8 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
             merge_unit_stats(out.units, units.stats)  # both tries of a slim-then-full build
             if out.usage is not None:  # the server's compiles were the build's work too (the build waits on them)
                 out.usage.cpu_s += units.stats["cpu_s"]
-                out.usage.peak_rss_mb += units.stats["peak_rss_mb"]
+                # The build's watchdog counted the live compilers in its peak already (``charged``).
+                out.usage.peak_rss_mb = max(out.usage.peak_rss_mb, units.stats["peak_rss_mb"])
         try:
             sandbox.close()
         finally:  # the build folder comes back to root whatever closing raised

@@ -197,9 +197,10 @@ class MemoryMeter:
         self.next_measure_at = 0.0
         self.measurements = 0
 
-    def over_limit(self, pids: list[int]) -> tuple[bool, float, float]:
-        """(over the limit?, resident sum in MB, proportional sum in MB or -1 when not measured)."""
-        rss = sum(rss_kb(p) for p in pids)
+    def over_limit(self, pids: list[int], extra_kb: int = 0) -> tuple[bool, float, float]:
+        """(over the limit?, resident sum in MB, proportional sum in MB or -1 when not measured);
+        ``extra_kb``: memory held for the tree outside its processes, added to both sums."""
+        rss = sum(rss_kb(p) for p in pids) + extra_kb
         if rss <= self.limit_kb:
             self.pss_kb = None
             return False, rss / 1024, -1.0
@@ -208,7 +209,7 @@ class MemoryMeter:
             if self.pss_kb + (rss - self.rss_floor_kb) <= self.limit_kb or time.monotonic() < self.next_measure_at:
                 return False, rss / 1024, -1.0
         started = time.monotonic()
-        self.pss_kb = sum(pss_kb(p) for p in pids)
+        self.pss_kb = sum(pss_kb(p) for p in pids) + extra_kb
         self.next_measure_at = time.monotonic() + self.COST_FACTOR * (time.monotonic() - started)
         self.rss_floor_kb = rss
         self.measurements += 1

@@ -64,6 +64,9 @@ COMMAND_BOOT = ("import sys, json, os; sys.path.insert(0, {pylib!r}); from evalu
 
 #: When a wait for a child's reply ends: a ``time.monotonic()`` time, or a function giving the current one.
 Deadline = float | Callable[[], float]
+#: What others did for a sandboxed process, counted as its own: (processes started for it, whose
+#: trees count; tasks besides them; kB of memory besides them).
+Charged = tuple[list[int], int, int]
 
 
 class ChildError(Exception):
@@ -344,6 +347,9 @@ class SandboxProcess:
         self.memory_limit_mb = memory_limit_mb
         self.max_processes = max_processes
         self.memory = MemoryMeter(memory_limit_mb)
+        #: What others do for this process and is counted as its own (a build's unit server:
+        #: evaluation.units.UnitServer.charged): the processes started for it, tasks and memory (kB).
+        self.charged: Callable[[], Charged] | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self.killed_reason: str | None = None
         self.peak_rss_mb = 0.0
@@ -466,10 +472,14 @@ class SandboxProcess:
         return ChildError("crashed", reason)
 
     # -- lifetime ------------------------------------------------------------------------------
-    def tree(self) -> list[int]:
+    def tree(self, children: dict[int, list[int]] | None = None) -> list[int]:
+        """This process and its descendants, and the processes started for it (``charged``)."""
         if self.proc is None:
             return []
-        return process_tree(self.proc.pid)
+        if children is None:
+            children = process_table()[0]
+        roots = [self.proc.pid, *(self.charged()[0] if self.charged is not None else [])]
+        return [pid for root in roots for pid in process_tree(root, children)]
 
     def cpu_seconds(self) -> float:
         """CPU time (user + system) used so far by this process tree, all threads included."""
@@ -487,17 +497,19 @@ class SandboxProcess:
         """Why this process tree must end (too many tasks, too much memory), or None. The task count
         comes first: it is cheap, and a fork bomb would otherwise be read as a memory hog."""
         assert self.proc is not None
-        pids = process_tree(self.proc.pid, children)
-        tasks = sum(threads.get(p, 1) for p in pids)
+        _, extra_tasks, extra_kb = self.charged() if self.charged is not None else ([], 0, 0)
+        pids = self.tree(children)
+        tasks = sum(threads.get(p, 1) for p in pids) + extra_tasks
         self.peak_tasks = max(self.peak_tasks, tasks)
+        with_charged = ", with what was done for it" if self.charged is not None else ""
         if tasks > self.max_processes:
-            return (f"the {self.role} process started too many processes ({tasks} processes and threads > "
-                    f"{self.max_processes})")
-        over, rss_mb, pss_mb = self.memory.over_limit(pids)
+            return (f"the {self.role} process started too many processes ({tasks} processes and threads"
+                    f"{with_charged} > {self.max_processes})")
+        over, rss_mb, pss_mb = self.memory.over_limit(pids, extra_kb)
         self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
         if over:
-            return (f"the {self.role} process exceeded the memory limit ({pss_mb:.0f} MB proportional set size > "
-                    f"{self.memory_limit_mb} MB)")
+            return (f"the {self.role} process exceeded the memory limit ({pss_mb:.0f} MB proportional set size"
+                    f"{with_charged} > {self.memory_limit_mb} MB)")
         return None
 
     def kill(self, reason: str | None = None) -> None:

@@ -36,8 +36,10 @@ the object's bytes over the socket):
 * ``.slots/<n>.lock``: the host's server compiles at once (``host_compile_slots``), every worker
   process of the host together.
 
-What a build can make its server hold is bounded (the server is the trusted worker's: the kernel's
-limits do not count it): ``MAX_CONNECTIONS_PER_BUILD`` request threads (and ``MAX_CONNECTIONS_TOTAL``
+What a build can make its server hold is bounded, and counted as the build's own (``charged``: the
+build process's watchdog adds its server's live compilers, request threads and the requests and
+objects they hold to the build's tasks and memory, so a build that has the server compile uses no
+more than one that compiles itself): ``MAX_CONNECTIONS_PER_BUILD`` request threads (and ``MAX_CONNECTIONS_TOTAL``
 per process; a connection beyond is closed at once), requests read whole within ``REQUEST_READ_S``
 into at most ``MAX_REQUEST_BYTES``, ``MAX_COMPILES_PER_BUILD`` compiles counted before they run and
 run one at a time, each under the build's memory and task limits (``_wait``), waits for a key's
@@ -336,6 +338,7 @@ class UnitServer:
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS_PER_BUILD)
         self._closed = threading.Event()
         self._procs: set[Any] = set()
+        self._held_bytes = 0  # requests read and answers being sent, by the request threads
         self._threads: list[threading.Thread] = []
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind(self.path)
@@ -389,9 +392,23 @@ class UnitServer:
             _ALL_CONNECTIONS.release()
             self._slots.release()
 
+    def charged(self) -> tuple[list[int], int, int]:
+        """What this server does for its build, to count as the build's own: its live compilers (their
+        trees), its threads, and the kB its request threads hold (requests read, answers being sent)."""
+        with self._lock:
+            held_kb = self._held_bytes // 1024
+        threads = sum(t.is_alive() for t in [self._accept, *self._threads])
+        return [p.pid for p in list(self._procs)], threads, held_kb
+
+    def _hold(self, nbytes: int) -> None:
+        with self._lock:
+            self._held_bytes += nbytes
+
     def _handle_one(self, conn: socket.socket) -> None:
+        held = 0
         try:
-            req = _read_request(conn, time.monotonic() + REQUEST_READ_S)
+            req, held = _read_request(conn, time.monotonic() + REQUEST_READ_S)
+            self._hold(held)
             answer = self.answer(req) if isinstance(req, dict) else None
         except (OSError, ValueError, struct.error, TypeError, AttributeError):
             answer = None
@@ -401,10 +418,14 @@ class UnitServer:
             self._count("fallback")
         else:
             head, data = {"ok": True, "size": len(answer[0]), "deps": answer[1]}, answer[0]
+        self._hold(len(data))
         body = json.dumps(head).encode()
         conn.settimeout(60)  # a client that never reads holds no thread for long
-        with contextlib.suppress(OSError):
-            conn.sendall(struct.pack(">I", len(body)) + body + data)
+        try:
+            with contextlib.suppress(OSError):
+                conn.sendall(struct.pack(">I", len(body)) + body + data)
+        finally:
+            self._hold(-held - len(data))
 
     def _take_compile(self) -> bool:
         """Count a compile before it runs (check and count in one step)."""
@@ -546,8 +567,9 @@ def _named(found: tuple[bytes, list[str]] | None, flags: list[str]) -> tuple[byt
     return None if obj is None else (obj, found[1])
 
 
-def _read_request(conn: socket.socket, deadline: float) -> Any:
-    """A length-prefixed JSON request, read whole by ``deadline`` into at most ``MAX_REQUEST_BYTES``."""
+def _read_request(conn: socket.socket, deadline: float) -> tuple[Any, int]:
+    """A length-prefixed JSON request, read whole by ``deadline`` into at most ``MAX_REQUEST_BYTES``,
+    and its length."""
     def read(n: int) -> bytes:
         buf = bytearray()
         while len(buf) < n:
@@ -564,7 +586,7 @@ def _read_request(conn: socket.socket, deadline: float) -> Any:
     (n,) = struct.unpack(">I", read(4))
     if n > MAX_REQUEST_BYTES:
         raise ValueError("request too large")
-    return json.loads(read(n))
+    return json.loads(read(n)), n
 
 
 def _wait(proc: Any, deadline: Callable[[], float], closed: threading.Event, limits: tuple[int, int],

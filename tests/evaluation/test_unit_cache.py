@@ -362,6 +362,8 @@ def test_a_build_holds_a_few_connections_and_threads_not_one_per_connection(serv
         time.sleep(1.0)
         assert _unit_threads() <= units.MAX_CONNECTIONS_PER_BUILD
         assert server.stats["refused"] >= 30 - units.MAX_CONNECTIONS_PER_BUILD
+        _, threads, _ = server.charged()  # counted as the build's tasks: its request threads and accept thread
+        assert 1 <= threads <= units.MAX_CONNECTIONS_PER_BUILD + 1
     finally:
         for sock in socks:
             sock.close()
@@ -510,6 +512,44 @@ def test_a_build_waiting_for_another_builds_unit_keeps_its_own_budget(tmp_path, 
     assert out.status == "built", (out.status, out.error, out.log[-2000:])  # before: timeout
     assert out.units["compiled"] == 1 and out.units["host_wait_s"] >= cfg.timeout_s
     assert out.host_s >= cfg.timeout_s
+
+
+#: A build that fills its memory limit but for ``room_mb`` itself, then has the server compile a unit
+#: whose compiler needs more than that room (``SLOW_UNIT``: cc1plus peaks near 200 MB).
+FILLS_THEN_COMPILES = """# compiles like torch.utils.cpp_extension.load_inline
+import os, subprocess
+import torch.nn as nn
+
+
+def _own_mb():
+    with open("/proc/self/smaps_rollup") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("Pss:")) // 1024
+
+
+_ballast = bytearray(max(0, {limit_mb} - {room_mb} - _own_mb()) * 2**20)
+_ballast[::4096] = b"x" * len(_ballast[::4096])
+with open("main.cpp", "w") as fh:
+    fh.write({text!r})
+subprocess.run([os.environ["CXX"], "-MMD", "-MF", "main.o.d", "-O2", "-c", "main.cpp", "-o", "main.o"], check=True)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x + 1.0
+"""
+
+
+@needs_cxx
+@pytest.mark.slow
+def test_what_the_server_compiles_for_a_build_counts_against_the_builds_memory(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_UNITS", "1")
+    cfg = EvaluationConfig(build_cache_dir=str(tmp_path), timeout_s=600, memory_limit_mb=1536)
+    source = FILLS_THEN_COMPILES.format(limit_mb=cfg.memory_limit_mb, room_mb=60, text=SLOW_UNIT)
+    out = prebuild(source, cfg)
+    # Each alone is under the limit (the build 60 MB below it, the compiler near 200 MB); together,
+    # as when the build compiles the unit itself, they are over it. Before: "built".
+    assert out.status == "crashed", (out.status, out.error, out.log[-2000:])
+    assert "exceeded the memory limit" in (out.error or "") and "with what was done for it" in (out.error or "")
 
 
 def test_units_are_in_the_cache_budget_and_evicted_by_last_use(tmp_path):
