@@ -15,6 +15,7 @@ Nothing here imports torch or touches CUDA (the worker process calls it).
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 #: A CPU evaluation runs a reference and a kernel process (torch threads in each) and times them in
@@ -135,6 +136,85 @@ def default_tmp_limit_mb(memory_limit_mb: int) -> int:
 
 #: Files and folders the temporary folders may hold together (each is kernel memory too).
 TMP_MAX_INODES = 65536
+
+
+class FolderMeter:
+    """What a process tree keeps in its work folder (its ``HOME`` and working directory, in /dev/shm
+    when that is the work root: memory that no process's memory counts), in kB: the files below it,
+    walked without following links (a folder mounted over, another file system, is not this one's),
+    and the files there its processes hold open after unlinking them (by descriptor), each inode once.
+
+    At most ``max_entries`` entries and descriptors are looked at (``entries`` says how many were
+    seen; beyond the cap the tree holds too many files). A walk costs a system call per entry: it is
+    taken again no sooner than ``COST_FACTOR`` times its last cost, nor than ``MIN_INTERVAL_S``.
+    """
+
+    COST_FACTOR = 4.0
+    MIN_INTERVAL_S = 0.2
+
+    def __init__(self, folder: str, max_entries: int = TMP_MAX_INODES) -> None:
+        self.folder = folder
+        self.max_entries = max_entries
+        self.kb = 0
+        self.entries = 0
+        self.next_measure_at = 0.0
+
+    def measure(self, pids: list[int]) -> tuple[int, int]:
+        """(kB kept, entries seen), measured again when due."""
+        started = time.monotonic()
+        if started < self.next_measure_at:
+            return self.kb, self.entries
+        try:
+            device = os.lstat(self.folder).st_dev
+        except OSError:
+            return self.kb, self.entries
+        seen: set[int] = set()
+        self.kb, self.entries = self._walk(device, seen)
+        self.kb += self._unlinked_open(pids, device, seen)
+        cost = time.monotonic() - started
+        self.next_measure_at = time.monotonic() + max(self.MIN_INTERVAL_S, self.COST_FACTOR * cost)
+        return self.kb, self.entries
+
+    def _walk(self, device: int, seen: set[int]) -> tuple[int, int]:
+        kb, entries, todo = 0, 0, [self.folder]
+        while todo and entries <= self.max_entries:
+            try:
+                with os.scandir(todo.pop()) as it:
+                    for entry in it:
+                        entries += 1
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if st.st_dev != device or st.st_ino in seen:
+                            continue
+                        seen.add(st.st_ino)
+                        kb += st.st_blocks // 2
+                        if stat.S_ISDIR(st.st_mode):
+                            todo.append(entry.path)
+            except OSError:
+                continue
+        return kb, entries
+
+    def _unlinked_open(self, pids: list[int], device: int, seen: set[int]) -> int:
+        kb = 0
+        for pid in pids:
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                self.entries += 1
+                if self.entries > self.max_entries:
+                    return kb
+                try:
+                    st = os.stat(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if st.st_nlink == 0 and stat.S_ISREG(st.st_mode) and st.st_dev == device and st.st_ino not in seen:
+                    seen.add(st.st_ino)
+                    kb += st.st_blocks // 2
+        return kb
 
 
 def process_table() -> tuple[dict[int, list[int]], dict[int, int]]:

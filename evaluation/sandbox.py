@@ -42,6 +42,7 @@ from .limits import (
     DEFAULT_MAX_PROCESSES,
     NPROC_HEADROOM,
     TMP_MAX_INODES,
+    FolderMeter,
     MemoryMeter,
     default_tmp_limit_mb,
     process_table,
@@ -350,6 +351,10 @@ class SandboxProcess:
         #: What others do for this process and is counted as its own (a build's unit server:
         #: evaluation.units.UnitServer.charged): the processes started for it, tasks and memory (kB).
         self.charged: Callable[[], Charged] | None = None
+        #: Its work folder's files count as its memory (in /dev/shm they are memory, and each is bounded
+        #: only by the file size limit); not the reference's: trusted code, and the kernel's outputs
+        #: are handed over into its folder.
+        self.folder = None if role.startswith("reference") else FolderMeter(spec["workdir"])
         self.proc: subprocess.Popen[bytes] | None = None
         self.killed_reason: str | None = None
         self.peak_rss_mb = 0.0
@@ -505,11 +510,15 @@ class SandboxProcess:
         if tasks > self.max_processes:
             return (f"the {self.role} process started too many processes ({tasks} processes and threads"
                     f"{with_charged} > {self.max_processes})")
-        over, rss_mb, pss_mb = self.memory.over_limit(pids, extra_kb)
+        folder_kb, entries = self.folder.measure(pids) if self.folder is not None else (0, 0)
+        if self.folder is not None and entries > self.folder.max_entries:
+            return f"the {self.role} process kept too many files in its work folder (more than {self.folder.max_entries})"
+        over, rss_mb, pss_mb = self.memory.over_limit(pids, extra_kb + folder_kb)
         self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
         if over:
+            files = f", {folder_kb / 1024:.0f} MB of it files in its work folder" if folder_kb >= 1024 else ""
             return (f"the {self.role} process exceeded the memory limit ({pss_mb:.0f} MB proportional set size"
-                    f"{with_charged} > {self.memory_limit_mb} MB)")
+                    f"{with_charged}{files} > {self.memory_limit_mb} MB)")
         return None
 
     def kill(self, reason: str | None = None) -> None:

@@ -185,3 +185,51 @@ def test_the_temporary_folders_limit_comes_from_the_environment_or_the_memory_li
     assert default_tmp_limit_mb(9642) == 1024 and default_tmp_limit_mb(1024) == 256
     monkeypatch.setenv("EVAL_TMP_LIMIT_MB", "100")
     assert default_tmp_limit_mb(9642) == 100
+
+
+#: Files in the kernel's work folder (its HOME and working directory), each far below the file size
+#: limit, kept as files or held open after unlinking them; at most 1.2 GB in all.
+FILL_HOME = """
+import os
+import torch.nn as nn
+
+_KEPT = []
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        for i in range(60):  # 20 MB a file
+            with open(os.path.join(os.environ["HOME"], f"kb-home-{{i}}"), "wb") as fh:
+                fh.write(b"x" * (20 * 2**20))
+            if {unlink}:  # held open, unlinked: in no folder any more
+                _KEPT.append(open(fh.name, "rb"))
+                os.unlink(fh.name)
+        raise RuntimeError("WROTE 1200 MB")
+"""
+
+
+@pytest.mark.parametrize("unlink", [False, True], ids=["kept", "unlinked_but_open"])
+def test_the_kernels_work_folder_counts_against_its_memory(unlink):
+    res = run(ADD_ONE, FILL_HOME.format(unlink=unlink), memory_limit_mb=900, file_size_limit_mb=64,
+              correctness_trials=1, timing_trials=0)
+    # Before: each file was under the file size limit and nothing counted their sum ("WROTE 1200 MB").
+    assert res.status == "crashed", (res.status, res.error, res.log[-1000:])
+    assert "exceeded the memory limit" in res.error and "files in its work folder" in res.error, res.error
+
+
+def test_the_folder_meter_counts_files_below_and_unlinked_ones_held_open(tmp_path):
+    from evaluation.limits import FolderMeter
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a").write_bytes(b"x" * 2**20)
+    held = open(tmp_path / "b", "wb")
+    held.write(b"y" * 2**20)
+    held.flush()
+    os.unlink(tmp_path / "b")
+    try:
+        kb, entries = FolderMeter(str(tmp_path)).measure([os.getpid()])
+        assert kb >= 2 * 1024 and entries >= 2
+        few = FolderMeter(str(tmp_path), max_entries=1)
+        assert few.measure([os.getpid()])[1] > 1  # past its cap: too many files
+    finally:
+        held.close()
