@@ -47,7 +47,9 @@ Issue 40 (faults, round three):
    proven in the build sandbox before use, a compile error naming them rebuilt without them;
 3. the host's own work never the kernel's: the build's deadline starts after the lock and header
    waits, a timeout on a loaded host or under a header build is the host's
-   (tests/evaluation/test_host_time.py);
+   (tests/evaluation/test_host_time.py); a build waiting on another build's compile of the same unit
+   keeps its own budget (tests/evaluation/test_unit_cache.py); a kernel's hang on a loaded host is
+   the host's, no `timeout` verdict (tests/evaluation/test_failure_modes.py);
 
 2. every write while the queue's Redis is down (the write and sign-in limits count there): 202 for
    submissions, the sign-in form answered, one log line, the sweep enqueues once Redis is back
@@ -96,6 +98,9 @@ SUITE = [
     "tests/evaluation/test_orphaned_sandboxes.py",
     "tests/evaluation/test_pch.py",
     "tests/evaluation/test_host_time.py",
+    "tests/evaluation/test_unit_cache.py::test_a_build_waiting_for_another_builds_unit_keeps_its_own_budget",
+    "tests/evaluation/test_unit_cache.py::test_a_wait_for_another_builds_compile_of_the_unit_moves_the_builds_deadline",
+    "tests/evaluation/test_failure_modes.py::test_hang_on_a_loaded_host_is_the_hosts_not_a_verdict",
 ]
 
 

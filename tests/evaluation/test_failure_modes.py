@@ -11,6 +11,7 @@ import pytest
 from evaluation import INFRASTRUCTURE_ERROR
 from evaluation.host_errors import BUSY_EVALUATION, counts_against_host
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
+from tests.integration.fault_report import record
 
 ADD_ONE = EVAL_PROBLEMS / "add_one.py"
 HEAD = "import os, sys, time, ctypes\nimport torch\nimport torch.nn as nn\n"
@@ -98,6 +99,7 @@ def test_hang_on_a_loaded_host_is_the_hosts_not_a_verdict(host_load):
     assert res.status == INFRASTRUCTURE_ERROR, (res.status, res.error)  # retried, never a cached `timeout`
     assert (res.error or "").startswith(f"{BUSY_EVALUATION} the host was loaded"), res.error
     assert not counts_against_host(res.error or "")
+    record("3. a kernel's hang on a loaded host", status=res.status, error=(res.error or "")[:120])
 
 
 def test_hang_while_timing_is_a_timeout_not_a_speedup(host_load):

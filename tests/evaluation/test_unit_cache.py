@@ -37,6 +37,7 @@ from evaluation.unit_names import compiled_name
 from tests.evaluation.helpers import ROOT
 from tests.evaluation.test_pch import assert_same_module
 from tests.evaluation.test_pch import kernel as pch_kernel
+from tests.integration.fault_report import record
 
 needs_cxx = pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v c++ && command -v ninja"],
                                               capture_output=True).returncode != 0,
@@ -512,6 +513,8 @@ def test_a_build_waiting_for_another_builds_unit_keeps_its_own_budget(tmp_path, 
     assert out.status == "built", (out.status, out.error, out.log[-2000:])  # before: timeout
     assert out.units["compiled"] == 1 and out.units["host_wait_s"] >= cfg.timeout_s
     assert out.host_s >= cfg.timeout_s
+    record("3. a build waiting for another build's unit", status=out.status, budget_s=cfg.timeout_s,
+           host_wait_s=out.units["host_wait_s"], build_s=round(out.seconds, 1))
 
 
 #: A build that fills its memory limit but for ``room_mb`` itself, then has the server compile a unit

@@ -1,7 +1,7 @@
 """Issue 39's findings 2, 3, 4, 5 and 8 for the replay (benchmarks/hardening_replay.py): what a kernel's
-build can make the unit server hold (connections, threads, request bytes), compiles past a build's
-share, the server's own checks, waits on a unit's lock, ``.units`` in the cache's budget, and a
-kernel's temporary folders. Through the library on the CPU, as root (the worker's mode); the same
+build can make the unit server hold (connections, threads, request bytes) and that it is counted as
+the build's own memory, compiles past a build's share, the server's own checks, waits on a unit's
+lock, ``.units`` in the cache's budget, and a kernel's temporary folders and its work folder (HOME). Through the library on the CPU, as root (the worker's mode); the same
 cases one by one: tests/evaluation/test_unit_cache.py and test_limits.py.
 """
 
@@ -18,10 +18,13 @@ import threading
 import time
 
 from evaluation import units
+from evaluation.build_stage import prebuild
 from evaluation.cache_evict import evict
 from evaluation.sandbox import Sandbox
+from evaluation.types import EvaluationConfig
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
-from tests.evaluation.test_limits import FILL_TMP
+from tests.evaluation.test_limits import FILL_HOME, FILL_TMP
+from tests.evaluation.test_unit_cache import FILLS_THEN_COMPILES, SLOW_UNIT
 from tests.integration.live_site import Outcome
 
 
@@ -100,6 +103,27 @@ def case_5_tmp() -> Outcome:
                    0 <= wrote <= 64, note=f"{wrote} MB written")
 
 
+def case_2_charged(cache: str) -> Outcome:
+    """A build 60 MB below its memory limit has the server compile a unit whose compiler needs ~200 MB."""
+    cfg = EvaluationConfig(build_cache_dir=cache, timeout_s=600, memory_limit_mb=1536)
+    out = prebuild(FILLS_THEN_COMPILES.format(limit_mb=cfg.memory_limit_mb, room_mb=60, text=SLOW_UNIT), cfg)
+    charged = out.status == "crashed" and "with what was done for it" in (out.error or "")
+    return Outcome("39.2 server's compile counted as the build's", [out.status], "crashed: over the memory limit",
+                   charged, note=(out.error or "")[:120])
+
+
+def case_5_home() -> list[Outcome]:
+    outcomes = []
+    for unlink in (False, True):
+        res = run(EVAL_PROBLEMS / "add_one.py", FILL_HOME.format(unlink=unlink), memory_limit_mb=900,
+                  file_size_limit_mb=64, correctness_trials=1, timing_trials=0)
+        counted = res.status == "crashed" and "files in its work folder" in (res.error or "")
+        how = "unlinked, held open" if unlink else "kept"
+        outcomes.append(Outcome(f"39.5 kernel fills its HOME ({how})", [res.status], "crashed: files counted as memory",
+                                counted, note=(res.error or "")[:120]))
+    return outcomes
+
+
 def replay_units_round4() -> list[Outcome]:
     os.environ["KB_UNITS"] = "1"
     cache = tempfile.mkdtemp(prefix="kb-replay-units-")
@@ -111,5 +135,7 @@ def replay_units_round4() -> list[Outcome]:
         sandbox.close()
     outcomes.append(case_4_evicted(cache))
     outcomes.append(case_5_tmp())
+    outcomes.append(case_2_charged(tempfile.mkdtemp(prefix="kb-replay-charged-", dir=cache)))
+    outcomes += case_5_home()
     shutil.rmtree(cache, ignore_errors=True)
     return outcomes
