@@ -512,7 +512,8 @@ class SandboxProcess:
                     f"{with_charged} > {self.max_processes})")
         folder_kb, entries = self.folder.measure(pids) if self.folder is not None else (0, 0)
         if self.folder is not None and entries > self.folder.max_entries:
-            return f"the {self.role} process kept too many files in its work folder (more than {self.folder.max_entries})"
+            return (f"the {self.role} process kept too many files (more than {self.folder.max_entries} in its work "
+                    "folder and open)")
         over, rss_mb, pss_mb = self.memory.over_limit(pids, extra_kb + folder_kb)
         self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
         if over:

@@ -482,55 +482,14 @@ def test_a_wait_for_another_builds_compile_of_the_unit_moves_the_builds_deadline
     assert server.due() >= server.deadline + 1.9
 
 
-#: A kernel whose import compiles one small unit through the build's ``CXX`` (the unit server), as
-#: ninja does for ``load_inline`` (which the build stage looks for: hence this name in the text).
-SHARED_UNIT = "int kb_shared_unit() { return 6; }\n"
-COMPILES_A_UNIT = f"""# compiles like torch.utils.cpp_extension.load_inline
+def compiling_kernel(text: str, before: str = "") -> str:
+    """A kernel whose import runs ``before``, then compiles ``text`` (one unit) through the build's
+    ``CXX`` (the unit server), as ninja does for ``load_inline`` (which the build stage looks for:
+    hence this name in the text)."""
+    return f"""# compiles like torch.utils.cpp_extension.load_inline
 import os, subprocess
 import torch.nn as nn
-
-with open("main.cpp", "w") as fh:
-    fh.write({SHARED_UNIT!r})
-subprocess.run([os.environ["CXX"], "-MMD", "-MF", "main.o.d", "-O2", "-c", "main.cpp", "-o", "main.o"], check=True)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return x + 1.0
-"""
-
-
-@needs_cxx
-@pytest.mark.slow
-def test_a_build_waiting_for_another_builds_unit_keeps_its_own_budget(tmp_path, monkeypatch):
-    monkeypatch.setenv("KB_UNITS", "1")
-    cfg = EvaluationConfig(build_cache_dir=str(tmp_path), timeout_s=20)
-    assert units.UnitCache(cfg.build_cache_dir).prepare()
-    key = units.unit_key("main.cpp", ["-O2"], SHARED_UNIT, {}, "cpu")
-    # Another build compiles the same unit for longer than this build's whole budget.
-    _hold_lock_for(os.path.join(cfg.build_cache_dir, ".units", ".locks", key + ".lock"), cfg.timeout_s + 5)
-    out = prebuild(COMPILES_A_UNIT, cfg)
-    assert out.status == "built", (out.status, out.error, out.log[-2000:])  # before: timeout
-    assert out.units["compiled"] == 1 and out.units["host_wait_s"] >= cfg.timeout_s
-    assert out.host_s >= cfg.timeout_s
-    record("3. a build waiting for another build's unit", status=out.status, budget_s=cfg.timeout_s,
-           host_wait_s=out.units["host_wait_s"], build_s=round(out.seconds, 1))
-
-
-#: A build that fills its memory limit but for ``room_mb`` itself, then has the server compile a unit
-#: whose compiler needs more than that room (``SLOW_UNIT``: cc1plus peaks near 200 MB).
-FILLS_THEN_COMPILES = """# compiles like torch.utils.cpp_extension.load_inline
-import os, subprocess
-import torch.nn as nn
-
-
-def _own_mb():
-    with open("/proc/self/smaps_rollup") as fh:
-        return next(int(line.split()[1]) for line in fh if line.startswith("Pss:")) // 1024
-
-
-_ballast = bytearray(max(0, {limit_mb} - {room_mb} - _own_mb()) * 2**20)
-_ballast[::4096] = b"x" * len(_ballast[::4096])
+{before}
 with open("main.cpp", "w") as fh:
     fh.write({text!r})
 subprocess.run([os.environ["CXX"], "-MMD", "-MF", "main.o.d", "-O2", "-c", "main.cpp", "-o", "main.o"], check=True)
@@ -542,12 +501,47 @@ class ModelNew(nn.Module):
 """
 
 
+SHARED_UNIT = "int kb_shared_unit() { return 6; }\n"
+
+
+@needs_cxx
+@pytest.mark.slow
+def test_a_build_waiting_for_another_builds_unit_keeps_its_own_budget(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_UNITS", "1")
+    cfg = EvaluationConfig(build_cache_dir=str(tmp_path), timeout_s=20)
+    assert units.UnitCache(cfg.build_cache_dir).prepare()
+    key = units.unit_key("main.cpp", ["-O2"], SHARED_UNIT, {}, "cpu")
+    # Another build compiles the same unit for longer than this build's whole budget.
+    _hold_lock_for(os.path.join(cfg.build_cache_dir, ".units", ".locks", key + ".lock"), cfg.timeout_s + 5)
+    out = prebuild(compiling_kernel(SHARED_UNIT), cfg)
+    assert out.status == "built", (out.status, out.error, out.log[-2000:])  # before: timeout
+    assert out.units["compiled"] == 1 and out.units["host_wait_s"] >= cfg.timeout_s
+    assert out.host_s >= cfg.timeout_s
+    record("3. a build waiting for another build's unit", status=out.status, budget_s=cfg.timeout_s,
+           host_wait_s=out.units["host_wait_s"], build_s=round(out.seconds, 1))
+
+
+def fills_then_compiles(limit_mb: int, room_mb: int) -> str:
+    """A build that fills its memory limit but for ``room_mb`` itself, then has the server compile a
+    unit whose compiler needs more than that room (``SLOW_UNIT``: cc1plus peaks near 200 MB)."""
+    return compiling_kernel(SLOW_UNIT, f"""
+
+def _own_mb():
+    with open("/proc/self/smaps_rollup") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("Pss:")) // 1024
+
+
+_ballast = bytearray(max(0, {limit_mb} - {room_mb} - _own_mb()) * 2**20)
+_ballast[::4096] = b"x" * len(_ballast[::4096])
+""")
+
+
 @needs_cxx
 @pytest.mark.slow
 def test_what_the_server_compiles_for_a_build_counts_against_the_builds_memory(tmp_path, monkeypatch):
     monkeypatch.setenv("KB_UNITS", "1")
     cfg = EvaluationConfig(build_cache_dir=str(tmp_path), timeout_s=600, memory_limit_mb=1536)
-    source = FILLS_THEN_COMPILES.format(limit_mb=cfg.memory_limit_mb, room_mb=60, text=SLOW_UNIT)
+    source = fills_then_compiles(cfg.memory_limit_mb, room_mb=60)
     out = prebuild(source, cfg)
     # Each alone is under the limit (the build 60 MB below it, the compiler near 200 MB); together,
     # as when the build compiles the unit itself, they are over it. Before: "built".

@@ -24,7 +24,7 @@ from evaluation.sandbox import Sandbox
 from evaluation.types import EvaluationConfig
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
 from tests.evaluation.test_limits import FILL_HOME, FILL_TMP
-from tests.evaluation.test_unit_cache import FILLS_THEN_COMPILES, SLOW_UNIT
+from tests.evaluation.test_unit_cache import fills_then_compiles
 from tests.integration.live_site import Outcome
 
 
@@ -106,7 +106,7 @@ def case_5_tmp() -> Outcome:
 def case_2_charged(cache: str) -> Outcome:
     """A build 60 MB below its memory limit has the server compile a unit whose compiler needs ~200 MB."""
     cfg = EvaluationConfig(build_cache_dir=cache, timeout_s=600, memory_limit_mb=1536)
-    out = prebuild(FILLS_THEN_COMPILES.format(limit_mb=cfg.memory_limit_mb, room_mb=60, text=SLOW_UNIT), cfg)
+    out = prebuild(fills_then_compiles(cfg.memory_limit_mb, room_mb=60), cfg)
     charged = out.status == "crashed" and "with what was done for it" in (out.error or "")
     return Outcome("39.2 server's compile counted as the build's", [out.status], "crashed: over the memory limit",
                    charged, note=(out.error or "")[:120])
