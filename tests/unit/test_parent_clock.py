@@ -56,3 +56,21 @@ def test_a_lie_in_a_few_rounds_gains_nothing_and_is_noted_not_flagged():
     timing._check_parent_clock(pair, rounds)
     assert "timing_mismatch" not in codes(pair) and abs(rounds.ker[0] - 0.2) < 1e-6
     assert [n["code"] for n in pair.res.notes] == ["timing_from_parent_clock"]
+
+
+def test_a_noisy_reference_widens_the_allowance_and_a_quiet_one_does_not():
+    # A loaded host: the reference's own per-call overhead moves by 0.2 ms from round to round, and
+    # an honest kernel's rounds (same work, same bookkeeping) hide 0.12 ms more than the reference's
+    # median; the rounds' own spread covers it. On a quiet host the same 0.12 ms is a lie.
+    over = [0.1, 0.3, 0.1, 0.3, 0.1, 0.3, 0.1, 0.3]
+    noisy = _rounds(0.2, 0.2)
+    noisy.ref_over = over
+    noisy.ker_over = [0.2 + 0.12] * 8
+    pair = _pair()
+    timing._check_parent_clock(pair, noisy)
+    assert "timing_mismatch" not in codes(pair), timing.parent_bound(noisy, "cpu")[2]
+    quiet = _rounds(0.2, 0.2, over_ms=0.2)
+    quiet.ker_over = [0.2 + 0.12] * 8
+    pair = _pair()
+    timing._check_parent_clock(pair, quiet)
+    assert "timing_mismatch" in codes(pair)
