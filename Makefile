@@ -54,7 +54,7 @@ lint: $(VENV)/.dev-requirements-installed
 bench: setup
 	$(PY) benchmarks/evaluation_selfcheck.py
 
-# Pages at the field's size (issue 13; results in docs/performance.md): SCALE=20k (a minute) or 1.3M.
+# Pages at the field's size (1.3M evaluations; results in docs/performance.md): SCALE=20k (a minute) or 1.3M.
 SCALE ?= 20k
 bench-web: setup-test
 	SCALE=$(SCALE) PY=$(PY) bash benchmarks/web/run.sh

@@ -6,7 +6,8 @@
   (production; Django 5.2 has no CSP of its own);
 - private_per_user: an answer that depends on who asks (a signed-in user, a token) is
   `Cache-Control: private`, every answer varies on Authorization and Cookie, and an answer that sets
-  a cookie is never publicly cacheable (issue 28, case 10);
+  a cookie is never publicly cacheable (a shared cache must not serve one user's answer, or a
+  session cookie, to another);
 - limit_request_body: a body over settings.REQUEST_BODY_MAX_BYTES is a 413, from Content-Length,
   before anything reads it (pages and admin included: Django spools file uploads to disk without a
   cap of its own). API routes have tighter caps of their own (leaderboard/api/parsers.py).

@@ -183,8 +183,9 @@ EVAL_WORKERS = env_optional_int("EVAL_WORKERS")
 # sandboxed CPU processes (None: from the host's cores and GPUs; 0: no builder, each job builds its own).
 EVAL_BUILD_WORKERS = env_optional_int("EVAL_BUILD_WORKERS")
 EVAL_BUILD_AHEAD = env_int("EVAL_BUILD_AHEAD", 8)
-# The build cache (issue 28): a build that leaves more than EVAL_BUILD_ENTRY_MAX_MB in its entry is
-# not published; each worker host's sweeper evicts entries unused for EVAL_BUILD_CACHE_MAX_AGE_DAYS,
+# The build cache, which kernels write to and which would otherwise keep whatever they leave and
+# grow without bound: a build that leaves more than EVAL_BUILD_ENTRY_MAX_MB in its entry is not
+# published; each worker host's sweeper evicts entries unused for EVAL_BUILD_CACHE_MAX_AGE_DAYS,
 # then the least recently used until the cache holds EVAL_BUILD_CACHE_MAX_MB (evaluation.cache_evict).
 EVAL_BUILD_ENTRY_MAX_MB = env_int("EVAL_BUILD_ENTRY_MAX_MB", 2048)
 EVAL_BUILD_CACHE_MAX_MB = env_int("EVAL_BUILD_CACHE_MAX_MB", 50_000)
@@ -200,10 +201,11 @@ RUN_UNCOMPRESSED_MAX_BYTES = env_int("RUN_UNCOMPRESSED_MAX_BYTES", 200_000_000)
 RUN_MAX_ENTRIES = env_int("RUN_MAX_ENTRIES", 20_000)
 RUN_MAX_COMPRESSION_RATIO = env_int("RUN_MAX_COMPRESSION_RATIO", 200)  # any one member of a zip
 # A zip's members together inflate to at most this many times the zip's size (kernel sources
-# compress about 4:1; issue 19's 246 KB zip inflated 800:1 to 200 MB).
+# compress about 4:1; a 246 KB zip of members each under the per-member cap inflated 800:1 to 200 MB).
 RUN_MAX_ARCHIVE_RATIO = env_int("RUN_MAX_ARCHIVE_RATIO", 50)
-# Work budgets on request bodies (issue 19). A JSON body's object keys, counted while parsing (a
-# 20,000-kernel run with its results has about 200,000).
+# Work budgets on request bodies, so that no body costs the server far more work than its size.
+# A JSON body's object keys, counted while parsing (a 20,000-kernel run with its results has about
+# 200,000).
 JSON_MAX_KEYS = env_int("JSON_MAX_KEYS", 500_000)
 # An API body's bytes where the route sets no cap of its own (uploads, tables and submissions do:
 # leaderboard/api/parsers.py), checked before parsing.
@@ -281,7 +283,8 @@ SPECTACULAR_SETTINGS = {
 # Only the web process uses the cache: worker hosts need no CACHE_REDIS_URL.
 CACHE_REDIS_URL = env_str("CACHE_REDIS_URL") or env_str("REDIS_URL")
 # The security counters (the write limit, the failed sign-in limit: leaderboard/ops/counters.py)
-# must never be evicted, or anonymous traffic that fills the cache lifts them (issue 28, case 5):
+# must never be evicted, or anonymous traffic that fills the cache lifts them (2,000 anonymous
+# board requests evicted an admin's sign-in lockout):
 # they live in the "counters" cache, on the queue's Redis (REDIS_URL, noeviction), in the next
 # database number (so that clearing them never touches the queue), unless COUNTERS_REDIS_URL names
 # another Redis that never evicts. They are few, small and expire with their windows.

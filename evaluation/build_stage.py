@@ -469,7 +469,7 @@ class BuildPool:
 
 #: Niceness of the build threads and so of every process they start ($KB_BUILD_NICE). On the H200
 #: host a pool that filled the cores with compilers slowed the start of the next evaluation's
-#: processes from ~2 s to 5-13 s while the GPU waited (docs/evaluation.md, issue 27): a GPU worker's
+#: processes from ~2 s to 5-13 s while the GPU waited (docs/evaluation.md): a GPU worker's
 #: processes at the default niceness take a shared core first, builds take the rest.
 BUILD_NICE = 10
 

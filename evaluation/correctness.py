@@ -113,7 +113,7 @@ def _trial(pair: Pair, sandbox: Sandbox, i: int, seen: _Trials) -> None:
 
 
 def _near_tolerance(pair: Pair, sandbox: Sandbox, seen: _Trials) -> None:
-    """Issue 29: a kernel whose error came near the tolerance (``near_tolerance_ratio`` of it on some
+    """A kernel whose error came near the tolerance (``near_tolerance_ratio`` of it on some
     element) passes or fails by the draw of its inputs; it gets ``near_tolerance_trials`` more trials
     (fresh seeds) before its verdict, and the verdict says how close it came."""
     cfg, res = pair.cfg, pair.res
@@ -135,7 +135,7 @@ def _near_tolerance(pair: Pair, sandbox: Sandbox, seen: _Trials) -> None:
 
 
 def _near_miss(pair: Pair, cmp: Comparison, i: int) -> str:
-    """A trial failed by a hair (issue 29): its worst element within ``1 / near_tolerance_ratio`` (2x)
+    """A trial failed by a hair: its worst element within ``1 / near_tolerance_ratio`` (2x)
     of the tolerance, the mirror of the pass side's band. The verdict stays incorrect; the error says how
     close it came and the ``near_tolerance`` note, with the margin, says why another evaluation may pass
     it. Only an elementwise miss counts (not NaN, a shape, or the scale check)."""

@@ -53,7 +53,7 @@ SpeedupsInput = Mapping[Hashable, float | None] | Iterable[float | None]
 
 #: The physical floor on a kernel's (or a reference's) time, in milliseconds: 0.1 µs, below the
 #: launch of any GPU kernel and below one Python call. A runtime under it is a measurement error or
-#: a made-up number (issue 28: a runtime of 4e-320 ms gave an infinite speedup), never a result.
+#: a made-up number (an imported runtime of 4e-320 ms gave an infinite speedup), never a result.
 MIN_RUNTIME_MS = 1e-4
 
 #: The ceiling on a speedup anything stores or shows: a million times the reference (a 10 s

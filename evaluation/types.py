@@ -42,7 +42,8 @@ FLAG_CODES: dict[str, str] = {
     "impossible_speed": "faster than the GPU's peak bandwidth and arithmetic allow for the problem's minimum work",
     "instruments_failed": "the kernel passed correctness and timing, then crashed, hung or was wrong while the "
                           "instruments ran (the verdict stands)",
-    # The tolerance's margin (issue 29): on a correct kernel, and on an incorrect one that failed by a hair.
+    # The tolerance's margin, so two evaluations that disagree are explained: on a correct kernel, and
+    # on an incorrect one that failed by a hair.
     "near_tolerance": "the error came near the tolerance, under it or over it (two evaluations may disagree)",
 }
 NOTE_CODES: dict[str, str] = {
@@ -170,7 +171,8 @@ class EvaluationConfig:
     # known for a CPU), else {"bytes_per_s": .., "flops_per_s": ..} (tests, other hardware).
     peaks: dict[str, float] | None = None
     # A passing kernel whose error reached this share of the tolerance on some element gets
-    # near_tolerance_trials more trials before its verdict (issue 29).
+    # near_tolerance_trials more trials before its verdict: near the tolerance, the draw of inputs
+    # decides pass or fail.
     near_tolerance_ratio: float = 0.5
     near_tolerance_trials: int = 10
     isolation: str = "auto"  # 'auto' (strongest available) | 'none' (plain child processes)

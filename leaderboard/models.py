@@ -472,7 +472,7 @@ class Kernel(models.Model):
                 condition=models.Q(published_speedup__isnull=True) | models.Q(published_speedup__gt=0),
                 name="kernel_published_speedup_positive",
             ),
-            # Issue 28, case 1: no infinite (or absurd) speedup is stored, whatever way it came in.
+            # No infinite (or absurd) speedup is stored, whatever way it came in: one took every board down.
             models.CheckConstraint(
                 condition=models.Q(published_speedup__isnull=True) | models.Q(published_speedup__lte=MAX_SPEEDUP),
                 name="kernel_published_speedup_under_ceiling",
@@ -600,7 +600,7 @@ class PublishedFigure(models.Model):
                 & (models.Q(speedup_compile__isnull=True) | models.Q(speedup_compile__gt=0)),
                 name="publishedfigure_speedups_positive",
             ),
-            models.CheckConstraint(  # issue 28, case 1
+            models.CheckConstraint(  # no infinite (or absurd) speedup, whatever way it came in
                 condition=(models.Q(speedup_eager__isnull=True) | models.Q(speedup_eager__lte=MAX_SPEEDUP))
                 & (models.Q(speedup_compile__isnull=True) | models.Q(speedup_compile__lte=MAX_SPEEDUP)),
                 name="publishedfigure_speedups_under_ceiling",
@@ -713,7 +713,7 @@ class Evaluation(models.Model):
             models.CheckConstraint(
                 condition=models.Q(speedup__isnull=True) | models.Q(speedup__gt=0), name="evaluation_speedup_positive"
             ),
-            # Issue 28, case 1: an infinite speedup (a runtime of 4e-320 ms) took every board down.
+            # An infinite speedup (a runtime of 4e-320 ms) took every board down: none is stored.
             models.CheckConstraint(
                 condition=models.Q(speedup__isnull=True) | models.Q(speedup__lte=MAX_SPEEDUP),
                 name="evaluation_speedup_under_ceiling",

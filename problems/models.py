@@ -66,9 +66,9 @@ def resolve_by_slug_or_name(queryset: models.QuerySet, text: str, max_length: in
 # KernelBench's scoring rules as each version defined them: a problem set is scored by one of these
 # and a run records the one it was scored under. KernelBench v0 (Dec 2024) and v0.1 compared every
 # output with atol = rtol = 1e-2 ("kernelbench v0 and v0.1 uses fp32, atol = rtol = 1e-02", its
-# eval.py); its main branch since Nov 2025 (#80, get_tolerance_for_precision) uses 1e-4 for fp32 and
-# 1e-2 for fp16/bf16. Both check 5 random input sets (eval_from_generations.py) and time with CUDA
-# events.
+# eval.py); its main branch since Nov 2025 (its pull request 80, get_tolerance_for_precision) uses
+# 1e-4 for fp32 and 1e-2 for fp16/bf16. Both check 5 random input sets (eval_from_generations.py)
+# and time with CUDA events.
 RULE_PRESETS: dict[str, dict] = {
     "kernelbench-v0": {
         "name": "KernelBench v0", "kernelbench_version": "v0",

@@ -1,5 +1,5 @@
 """Which characters text that names things may hold: the one rule for model, lab, run and
-hardware names and settings, reported-score cells and the like (issue 19 case 13: a model named
+hardware names and settings, reported-score cells and the like (a model named
 with terminal escape sequences retitled and cleared the terminal of whoever listed it).
 
 Refused: C0 controls (ESC, NUL, BEL, CR...), DEL and the C1 controls (CSI U+009B acts like ESC [
@@ -9,8 +9,8 @@ another order than it is stored), and the Unicode line and paragraph separators.
 
 One-line text (names) also refuses the invisible format characters, Unicode category Cf (zero-width
 joiner U+200D, byte-order mark U+FEFF, the tag characters U+E0000-U+E007F, soft hyphen...): a model
-named `GPT\u200d-4o` showed as a second GPT-4o (issue 28, case 9). Notes may hold them (an emoji
-sequence), but not the controls.
+named `GPT\u200d-4o` showed as a second GPT-4o. Notes may hold them (an emoji sequence), but not
+the controls.
 """
 
 from __future__ import annotations

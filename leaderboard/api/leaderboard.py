@@ -28,7 +28,8 @@ from problems.models import Hardware, ProblemSet
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
-# What get() reads; the rest of a query string is dropped before the cache sees it (issue 19).
+# What get() reads; the rest of a query string is dropped before the cache sees it (junk parameters
+# would each make a new cache entry).
 BOARD_PARAMETERS = "set level p hardware setting origin precision include_excluded rule page page_size".split()
 
 LEADERBOARD_REPLY = inline_serializer(

@@ -1,5 +1,6 @@
-"""Request body parsers, every one bounded before it reads (issue 19): strict JSON (every JSON
-route; REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]), CSV as text, multipart and form bodies.
+"""Request body parsers, every one bounded before it reads, so that no body costs the server
+unbounded memory or time: strict JSON (every JSON route; REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]),
+CSV as text, multipart and form bodies.
 
 A body over the route's cap is a 413 naming the cap, from Content-Length, before a byte is read.
 The cap is the view's `body_max_bytes()` where it declares one (run uploads, tables, submissions),

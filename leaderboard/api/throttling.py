@@ -25,7 +25,7 @@ from leaderboard.ops.counters import counters
 
 class WriteRateThrottle(UserRateThrottle):
     scope = "writes"
-    cache = counters  # never evicted (issue 28, case 5)
+    cache = counters  # never evicted: anonymous traffic filling the cache must not lift the limit
 
     def get_rate(self) -> str | None:
         # Read the rate on each request (not once at import) so that settings overrides apply.

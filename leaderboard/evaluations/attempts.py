@@ -286,7 +286,8 @@ def _apply_verdict(ev: Evaluation, data: dict[str, Any]) -> None:
 def _apply_speedup(ev: Evaluation, speedup: Any, interval: Any) -> None:
     """The speedup of a correct kernel, within the physical bounds (evaluation.metrics): a kernel
     timed under MIN_RUNTIME_MS or faster than MAX_SPEEDUP times the reference (an infinite speedup
-    from a zero time) gets no speedup and a flag, so that a reviewer looks (issue 28, case 1)."""
+    from a zero time) gets no speedup and a flag, so that a reviewer looks (no board shows a made-up
+    number)."""
     ev.speedup = ev.speedup_low = ev.speedup_high = None
     if speedup is None or not ev.correct or (isinstance(speedup, (int, float)) and speedup <= 0):
         return

@@ -14,7 +14,7 @@ a verdict); this module keeps a worker from starting one at all on a host short 
   intervals, so a host that stopped reporting drops out), from every sweep and every refusal;
 * `reports()`: what the hosts said, for /healthz and `manage.py queue_status`.
 
-A host can be broken with room to spare (issue 32 case 4: scratch on a read-only file system
+A host can be broken with room to spare (scratch on a read-only file system
 failed every job in 0.1 s, "could not set up the sandbox: EROFS", and took 17 of 20 evaluations
 within a minute, burning everyone's attempts). So:
 

@@ -1,5 +1,6 @@
-"""Per-user quotas on work and storage (issue 19, case 8): how many evaluations one user may have
-queued or running, and how many bytes of kernel source one user may have stored.
+"""Per-user quotas on work and storage, so that one user cannot fill the queue or the disk (one
+`verify` queued 200 jobs): how many evaluations one user may have queued or running, and how many
+bytes of kernel source one user may have stored.
 
 A write checks its quota inside its own transaction before (or while) writing, and QuotaExceeded
 rolls the whole write back: nothing is half stored. Views answer it with its `status` (429 for the

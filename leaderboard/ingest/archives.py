@@ -6,11 +6,11 @@ A run folder holds one file per generated kernel, `level_<L>_problem_<P>_sample_
 optionally `eval_results.json`. Unsafe names, links, encrypted entries, too many entries, and
 anything that inflates past the caps are refused; every problem is reported at once (RowErrors).
 
-A zip's work is bounded by its own size (issue 19: 246 KB of zip inflated to 200 MB of kernels,
-all stored): the members together may inflate to at most RUN_MAX_ARCHIVE_RATIO times the archive's
-bytes (and never past RUN_UNCOMPRESSED_MAX_BYTES), checked from the central directory before any
-member is read and again, on the bytes actually read, while reading; and every member, however
-small, must compress by no more than RUN_MAX_COMPRESSION_RATIO.
+A zip's work is bounded by its own size (246 KB of zip inflated to 200 MB of kernels, all stored,
+within every other cap): the members together may inflate to at most RUN_MAX_ARCHIVE_RATIO times
+the archive's bytes (and never past RUN_UNCOMPRESSED_MAX_BYTES), checked from the central directory
+before any member is read and again, on the bytes actually read, while reading; and every member,
+however small, must compress by no more than RUN_MAX_COMPRESSION_RATIO.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def _refusal(info: zipfile.ZipInfo, limits: Limits) -> str | None:
         return f"{info.filename}: is a symbolic link"
     if info.flag_bits & 0x1:
         return f"{info.filename}: is encrypted"
-    # Every member, however small: the issue's members were 999 KB each, just under a 1 MB floor.
+    # Every member, however small: a zip bomb of 999 KB members passes a check with a 1 MB floor.
     if info.file_size > limits.ratio * max(info.compress_size, 1):
         return f"{info.filename}: compression ratio above {limits.ratio}:1, the limit (a zip bomb?)"
     return None

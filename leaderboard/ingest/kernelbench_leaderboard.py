@@ -278,7 +278,8 @@ def _figures(entry: dict, where: str) -> dict:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise MalformedInput(f"{where}: {key} must be a positive number, not {value!r}")
-        # Issue 28, case 1: a time under the physical floor, a speedup over the ceiling.
+        # A time under the physical floor, a speedup over the ceiling: made-up numbers (an infinite
+        # speedup took every board down).
         wrong = speedup_problem(value) if name.startswith("speedup") else None
         if wrong or (name.endswith("_ms") and value < MIN_RUNTIME_MS):
             raise MalformedInput(f"{where}: {key} {wrong or f'{value!r} ms is under the physical floor'}")

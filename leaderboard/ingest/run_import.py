@@ -351,7 +351,7 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
 
 def _check_speedups(plan: _Plan) -> None:
     """RowErrors naming each correct result whose speedup (the eager baseline over its runtime) is
-    over MAX_SPEEDUP: no such number is stored or shown (issue 28, case 1)."""
+    over MAX_SPEEDUP: no such number is stored or shown (an infinite one took every board down)."""
     errors = []
     for (level, number, sample), result in sorted(plan.results.items()):
         problem = plan.problems.get((level, number))
@@ -438,7 +438,8 @@ def _store_run_row(plan: _Plan) -> Run:
     identity["model"].lock()  # concurrent imports of this model agree on the run
     revisions = _revisions(identity, spec.name)
     # Only a run's creator (or a holder of write_any_run) names its revisions: another user's
-    # upload is a run of its own, under the name it gave (issue 28, case 7); the runs say who made them.
+    # upload is a run of its own, under the name it gave (not a revision of the owner's run that looks
+    # like the owner's); the runs say who made them.
     own = [run for run in revisions if run.writable_by(plan.user)]
     conflicts = _source_conflicts(plan, own)
     run = next((run for run in own if run.pk not in conflicts), None)

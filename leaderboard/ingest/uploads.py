@@ -47,7 +47,7 @@ def read_upload(upload, limit: int) -> str:
 
 class _ObjectReader:
     """json.loads' object_pairs_hook for strict_json: refuses duplicate keys (in time linear in the
-    keys: a count per key was quadratic, 17.5 s for 20,000 keys in issue 19) and counts every key
+    keys: a count per key was quadratic, 17.5 s for 20,000 keys) and counts every key
     of every object as the parser completes it, stopping the parse once there are more than
     `max_keys` in all."""
 

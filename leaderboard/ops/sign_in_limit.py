@@ -16,8 +16,9 @@ address has failed for it at least once in the window. SignInLimitBackend then r
 password is checked (PermissionDenied stops Django's backend chain), on every form that calls
 authenticate(): the sign-in page and the admin's. From an address with no failures for the
 username the password is checked as usual, so a correct one signs in: 10 anonymous failures (or 40
-an hour) do not keep the owner out (issue 28, case 6). After the lock a guesser gets one guess per
-fresh address per window, so without more a guesser with many addresses would get as many guesses.
+an hour) do not keep the owner out (with a lock per username alone, they did). After the lock a
+guesser gets one guess per fresh address per window, so without more a guesser with many
+addresses would get as many guesses.
 
 The ceiling: once a username's guesses reach SIGN_IN_GUESS_CEILING (5 x SIGN_IN_FAILURE_LIMIT by
 default) it is locked for every address, the owner's too, until the window of its first guess ends.

@@ -6,7 +6,7 @@ template loop over thousands of rows cost 2.2 s of CPU for two 800-line kernels 
 this costs a few milliseconds. Pygments' output is marked safe too, because Pygments escapes every
 character of the source it is given (`&`, `<`, `>`, `"`, `'`) and adds nothing but its own span
 tags; a source over HIGHLIGHT_MAX_BYTES is shown escaped and unhighlighted, since Pygments costs
-seconds a megabyte and kernel pages are public (issue 19).
+seconds a megabyte and kernel pages are public (anyone could make the host spend them).
 """
 
 from __future__ import annotations

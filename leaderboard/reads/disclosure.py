@@ -2,9 +2,9 @@
 submitter see (leaderboard.reviews.services.can_read_raw_output decides who).
 
 - The log and the error text are the kernel's own output: a kernel that prints /etc/passwd, or
-  raises an exception carrying a file's contents, would publish them (issue 19 case 7). Public
+  raises an exception carrying a file's contents, would publish them. Public
   replies leave both out and say so.
-- Worker host details tell an attacker about the hosts (case 14): the worker's host name and pid
+- Worker host details tell an attacker about the hosts: the worker's host name and pid
   (its name, in the progress line and in failure reasons), and from the sandbox's environment the
   uids it runs kernels as, the paths it hides, the build cache's paths. The environment is
   published by an allow-list, so a key the scoring library adds later stays private until

@@ -1,7 +1,7 @@
 """A line diff whose work is bounded: Myers' O((N+M)·D) greedy algorithm, kept to the diagonals
 that meet the grid, with a budget of steps.
 
-difflib.SequenceMatcher is cubic on repetitive inputs (issue 19: two 800-line kernels took 20.9 s,
+difflib.SequenceMatcher is cubic on repetitive inputs (two 800-line kernels took 20.9 s, and
 anonymous visitors can ask for any pair), so pages diff with this instead. Every unit of work is
 counted as a step: one comparison of two lines while trimming the common ends or following a
 diagonal, one diagonal visited, one entry of the path kept for the way back. When the steps would

@@ -15,7 +15,7 @@ class VerdictForm(forms.Form):
     note = forms.CharField(
         required=False,
         max_length=reviews.NOTE_MAX_LENGTH,
-        validators=[multi_line_text],  # no ESC, BEL, DEL or C1 controls (issue 28, case 9)
+        validators=[multi_line_text],  # no ESC, BEL, DEL or C1 controls: they act on a reader's terminal
         widget=forms.Textarea(attrs={"rows": 3}),
     )
 

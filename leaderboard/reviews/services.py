@@ -312,7 +312,8 @@ def kernel_review_state(kernel: Kernel) -> KernelReviewState:
 
 
 # ---------------------------------------------------------------------------------------------
-# Verdicts that follow the code (issue 28, case 7)
+# Verdicts that follow the code: a reviewed kernel re-imported with only comments or whitespace
+# changed keeps its reviews and exclusion, rather than coming back unreviewed
 
 _C_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _SPACE = re.compile(r"\s+")

@@ -5,7 +5,9 @@
 - an import inside a function only defers a heavy or optional dependency, and says so in a comment
   that contains "deferred" (on its line or the line above);
 - no function longer than 60 lines;
-- the layers import downwards only (LAYERS below; the same picture as docs/architecture.md).
+- the layers import downwards only (LAYERS below; the same picture as docs/architecture.md);
+- a comment in product code gives its reason, never an issue number ("issue 28, case 1", "#38"):
+  the reason outlives the tracker, and a reader should not need it to understand the code.
 
 Migrations are left out: Django writes them.
 """
@@ -13,6 +15,9 @@ Migrations are left out: Django writes them.
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,3 +197,85 @@ def test_the_site_never_imports_the_benchmarks() -> None:
         if any(target == "benchmarks" or target.startswith("benchmarks.") for target in targets)
     ]
     assert not upward, "the site imports the benchmarks:\n" + "\n".join(upward)
+
+
+# Product code for the issue-number check: everything but tests/, benchmarks/, docs (*.md) and migrations.
+PRODUCT_DIRS = (*PACKAGES, "config", "kbl", "site", "templates", "static")
+PRODUCT_TOP_FILES = ("Makefile", "manage.py")
+# "issue 29", "Issue #13", "issues 19" and a bare "#38"; a standard's number ("UTS #39") is no issue.
+ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\s*\d+|(?<![\w&#/])(?<!UTS )(?<!UAX )#\d+\b(?![\w-])", re.IGNORECASE)
+_HTML_COMMENT = re.compile(r"\{#.*?#\}|\{%\s*comment\s*%\}.*?\{%\s*endcomment\s*%\}|<!--.*?-->", re.DOTALL)
+_C_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+_LINE_COMMENT = {"js": re.compile(r"(?<![:\\])//[^\n]*"), "hash": re.compile(r"(?:^|(?<=\s))#[^\n]*", re.MULTILINE)}
+
+
+def product_files() -> list[Path]:
+    found = [ROOT / name for name in PRODUCT_TOP_FILES if (ROOT / name).is_file()]
+    for folder in PRODUCT_DIRS:
+        for path in (ROOT / folder).rglob("*"):
+            skipped = {"migrations", "__pycache__"} & set(path.parts) or path.suffix in {".md", ".pyc"}
+            if path.is_file() and not skipped:
+                found.append(path)
+    return sorted(found)
+
+
+def _python_comments(text: str) -> list[tuple[int, str]]:
+    """Comments and docstrings (any string standing alone as a statement), never string values."""
+    found = [
+        (token.start[0], token.string)
+        for token in tokenize.generate_tokens(io.StringIO(text).readline)
+        if token.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            found.append((node.lineno, node.value.value))
+    return found
+
+
+def comments(name: str, text: str) -> list[tuple[int, str]]:
+    """(first line, text) of each comment in a file, chosen by the file's kind."""
+    if name.endswith(".py"):
+        return _python_comments(text)
+    if name.endswith(".html"):
+        patterns = [_HTML_COMMENT]
+    elif name.endswith(".css"):
+        patterns = [_C_COMMENT]
+    elif name.endswith(".js"):
+        patterns = [_C_COMMENT, _LINE_COMMENT["js"]]
+    else:  # shell, Makefile, Dockerfile, nginx, systemd, YAML, env files: `#` comments
+        patterns = [_LINE_COMMENT["hash"]]
+    return [(text.count("\n", 0, m.start()) + 1, m.group()) for p in patterns for m in p.finditer(text)]
+
+
+def issue_numbers(name: str, text: str) -> list[str]:
+    """'line: match' for each issue number in the file's comments, in line order."""
+    hits = sorted(
+        (line + comment.count("\n", 0, m.start()), m.group())
+        for line, comment in comments(name, text)
+        for m in ISSUE_NUMBER.finditer(comment)
+    )
+    return [f"{line}: {match}" for line, match in hits]
+
+
+def test_product_comments_give_reasons_not_issue_numbers() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{hit}"
+        for path in product_files()
+        for hit in issue_numbers(path.name, path.read_text(errors="replace"))
+    ]
+    assert not found, "comments that explain code by an issue number (say the reason instead):\n" + "\n".join(found)
+
+
+def test_the_issue_number_check_finds_one() -> None:
+    python = (
+        'COLOR = "#555"  # guards the boards (issue 28, case 1)\n'
+        "def f():\n"
+        '    """Issue 29: a kernel near the tolerance."""\n'
+        "    return 1  # see #38\n"
+        "# UTS #39 confusables; the issues tracker\n"
+    )
+    assert issue_numbers("a.py", python) == ["1: issue 28", "3: Issue 29", "4: #38"]
+    assert issue_numbers("Makefile", "# Pages (issue 13; results)\nall:\n\techo '#1'\n") == ["1: issue 13"]
+    assert issue_numbers("a.html", '<p style="color: #000">{# issue #7 #}</p>') == ["1: issue #7"]
+    assert issue_numbers("a.css", "td { color: #999; } /* see issue 19 */") == ["1: issue 19"]
+    assert issue_numbers("a.js", "const c = '#333';\n// fixes #12\n") == ["2: #12"]

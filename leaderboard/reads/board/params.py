@@ -4,7 +4,7 @@ and the one spelling of them the board is cached under.
 Boards are cached per URL (leaderboard.reads.board.served keys by the request's full path), so a
 parameter no board reads (`?junk=1`, `?utm_source=...`), the order of parameters, or a value that
 selects the same board (`?p=1.0` and `?p=1`, `?origin=nonsense` and no origin) each made a new cache
-entry: 1,500 anonymous requests grew Redis from 2.6 MB to 144 MB (issue 19, case 10). A board view
+entry: 1,500 anonymous requests grew Redis from 2.6 MB to 144 MB. A board view
 first replaces the request's query string with its canonical form, so that all of those are one
 entry, and the page it renders (whose links keep the query string) carries nothing it did not read.
 
@@ -184,7 +184,7 @@ P_FLOOR = 0.01  # a p under it is 0 (fast_0.001 is fast_0 for every kernel a boa
 def rounded_p(p: float) -> float:
     """p to P_DIGITS significant digits, 0 under P_FLOOR: boards tell apart about 450 values of p
     between 0 and 1000, so anonymous requests with new p values make a bounded number of cache
-    entries (issue 28, case 5: each new p stored another 137 KB)."""
+    entries (each new p stored another 137 KB, and a full cache evicts what it must keep)."""
     return 0.0 if p < P_FLOOR else float(f"{p:.{P_DIGITS}g}")
 
 

@@ -1,5 +1,5 @@
-"""Boards served from their last complete build, rebuilt off the request path (issue 22;
-docs/performance.md, "Boards under writes").
+"""Boards served from their last complete build, rebuilt off the request path, so that they stay
+fast while results land every second (docs/performance.md, "Boards under writes").
 
 A board (a page, one of its downloads, the API leaderboard's data: one per URL) is built once and
 kept in the cache with the read model's version its build read and its "as of" time, taken just

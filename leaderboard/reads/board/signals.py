@@ -118,6 +118,6 @@ def runs_of_sets_changed(sender, **kwargs) -> None:
 def shown_beside_scores_changed(sender, **kwargs) -> None:
     """Names and reported scores show on every board and the overview, and so do hardware names
     (a run's column and the filter), problem set names and their problem counts (the set picker;
-    fast_p's denominator): every cached board is stale (issue 19: a Hardware rename left 304s and
+    fast_p's denominator): every cached board is stale (else a Hardware rename leaves 304s and
     cached 200s with the old name)."""
     board_store.bump_all_versions()

@@ -405,9 +405,9 @@ def refresh_runs(run_ids: Iterable[int], *, skip_busy: bool = False, follow_mark
     kernel counts and the board version of their problem sets. Whole, or, `follow_marks`, as their
     marks say (only the marked problems of a run marked by problem). A batch that fails is
     re-scored run by run, whole, and a run that fails alone is set aside (set_aside): one bad run
-    never takes the boards down (issue 28, case 1). `skip_busy` (work taken from the marks): leave
-    the runs another re-scoring holds to it instead of waiting, their marks to the next pass if it
-    read too early."""
+    never takes the boards down (an infinite speedup once did, until an admin deleted the run).
+    `skip_busy` (work taken from the marks): leave the runs another re-scoring holds to it instead
+    of waiting, their marks to the next pass if it read too early."""
     ids = sorted(set(run_ids))
     if not ids:
         return
