@@ -15,5 +15,5 @@ urlpatterns = [
 
 # A database outage answers 503 with Retry-After (leaderboard/ops/outage.py); anything else, the 500 page.
 handler500 = "leaderboard.ops.outage.server_error"
-# A download's or the API's 404 is JSON or CSV, never an HTML page (leaderboard/ops/error_bodies.py).
-handler404 = "leaderboard.ops.error_bodies.page_not_found"
+# A download's or the API's 404 is JSON or CSV, never an HTML page (leaderboard/reads/error_bodies.py).
+handler404 = "leaderboard.reads.error_bodies.page_not_found"

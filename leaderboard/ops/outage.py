@@ -1,5 +1,5 @@
 """A database outage answers 503 with Retry-After and a short page (JSON under /api/ and for a
-board's JSON download, CSV for its CSV download: leaderboard/ops/error_bodies.py), not a bare 500.
+board's JSON download, CSV for its CSV download: leaderboard/reads/error_bodies.py), not a bare 500.
 
 This is the project's handler500 (config/urls.py). Django calls it for any exception nothing else
 handled, from a view, a middleware or a template, while that exception is being handled, so
@@ -23,7 +23,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template import loader
 from django.views import defaults
 
-from leaderboard.ops.error_bodies import error_in_kind
+from leaderboard.reads.error_bodies import error_in_kind
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ re-score) and then:
   "come back later". A request that finds another request building that board waits for that build
   at most BOARD_BUILD_BUDGET_MS; only a build slower than that (a database too slow to serve pages)
   is answered "being built" (503 with Retry-After), in the kind of body asked for (a page that
-  reloads itself, the API's JSON detail, a download's CSV or JSON: leaderboard/ops/error_bodies.py);
+  reloads itself, the API's JSON detail, a download's CSV or JSON: leaderboard/reads/error_bodies.py);
 - inside a transaction (a test's), rebuilds a stale board in the request: a background thread could
   not see its writes.
 
@@ -66,8 +66,8 @@ from django.template.loader import render_to_string
 from django.utils.cache import get_conditional_response, patch_cache_control
 from django.utils.http import http_date
 
-from leaderboard.ops.error_bodies import error_in_kind
 from leaderboard.reads.board import store as board_store
+from leaderboard.reads.error_bodies import error_in_kind
 from problems.models import ProblemSet
 
 log = logging.getLogger(__name__)
