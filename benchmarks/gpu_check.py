@@ -249,6 +249,11 @@ def main(argv: list[str]) -> None:
                                if any(w in x for w in ("passed", "failed", "error", "exit "))] or [None])[-1]}
         (out / "summary.json").write_text(json.dumps(s, indent=1) + "\n")
         print(json.dumps(s, indent=1))
+        # Last, the figures alone on one line each: a caller that keeps only the output's tail (the
+        # device tool, when it cannot return the files) still has them.
+        print("gpu_check summary:", json.dumps({k: v for k, v in s.items() if k != "selfchecks"}))
+        for sc in s["selfchecks"]:
+            print("gpu_check selfcheck:", json.dumps(sc))
 
 
 if __name__ == "__main__":
