@@ -41,11 +41,14 @@ def test_other_ways_to_the_harness_are_caught(finder):
     assert codes(res) & {"timing_mismatch", "patched_timer"}, res.flags
 
 
-def test_a_clock_swapped_for_one_reading_and_put_back_is_caught_by_the_parents_clock():
+def test_a_clock_swapped_for_one_reading_and_put_back_is_caught():
+    # The harness's guard sees the swap (``patched_timer``), and then no figure of the kernel's own
+    # clock is believed above the parent's; on a quiet host the parent's margin flags it as well,
+    # but on a starved one (as CI's can be) the margin grows past what this swap hides.
     res = run(MATMUL, CLOSURE_ONE_SHOT, **FAST)
     assert res.correct, res.error
-    assert "timing_mismatch" in codes(res), (res.flags, res.kernel_ms)
-    assert res.speedup < 2.0, res.speedup
+    assert codes(res) & {"timing_mismatch", "patched_timer"}, (res.flags, res.kernel_ms)
+    assert res.speedup < 2.0, (res.speedup, res.kernel_ms, codes(res))
 
 
 def test_an_honest_kernel_that_uses_frames_through_the_standard_library_is_not_flagged():

@@ -59,13 +59,13 @@ def test_a_lie_in_a_few_rounds_gains_nothing_and_is_noted_not_flagged():
 
 
 def test_a_noisy_reference_widens_the_allowance_and_a_quiet_one_does_not():
-    # A loaded host: the reference's own per-call overhead moves by 0.2 ms from round to round, and
-    # an honest kernel's rounds (same work, same bookkeeping) hide 0.12 ms more than the reference's
-    # median; the rounds' own spread covers it. On a quiet host the same 0.12 ms is a lie.
-    over = [0.1, 0.3, 0.1, 0.3, 0.1, 0.3, 0.1, 0.3]
+    # A loaded host: preemptions add 0.2 ms to either process's rounds at random. The honest kernel
+    # drew five such rounds of eight and the reference four, so its median hides 0.12 ms more than
+    # the reference's; the rounds' own spread covers it, and the quiet rounds of both agree. On a
+    # quiet host the same 0.12 ms in every round is a lie.
     noisy = _rounds(0.2, 0.2)
-    noisy.ref_over = over
-    noisy.ker_over = [0.2 + 0.12] * 8
+    noisy.ref_over = [0.1, 0.3] * 4
+    noisy.ker_over = [0.12, 0.32, 0.32, 0.12, 0.32, 0.12, 0.32, 0.32]
     pair = _pair()
     timing._check_parent_clock(pair, noisy)
     assert "timing_mismatch" not in codes(pair), timing.parent_bound(noisy, "cpu")[2]
@@ -74,3 +74,28 @@ def test_a_noisy_reference_widens_the_allowance_and_a_quiet_one_does_not():
     pair = _pair()
     timing._check_parent_clock(pair, quiet)
     assert "timing_mismatch" in codes(pair)
+
+
+def test_time_hidden_in_every_round_is_caught_however_widely_the_reference_spreads():
+    # The reference's rounds spread so widely that the median's allowance (0.33 ms) covers the
+    # 0.21 ms this kernel hides; but its quietest rounds sit 0.21 ms above the reference's.
+    rounds = _rounds(0.03, 0.24)
+    rounds.ref_over = [0.08, 0.1, 0.1, 0.19, 0.22, 0.3, 0.1, 0.19]
+    rounds.ker_over = [0.1 + 0.21] * 8
+    assert timing.parent_bound(rounds, "cpu")[2] > 0.3
+    pair = _pair()
+    timing._check_parent_clock(pair, rounds)
+    assert "timing_mismatch" in codes(pair), pair.res.flags
+    assert all(k > 0.15 for k in rounds.ker), rounds.ker  # reported 0.03
+
+def test_a_kernel_that_replaced_the_clock_keeps_none_of_its_figures_however_noisy_the_host():
+    # The noisy host's allowance (0.5 ms) covers the 0.18 ms this kernel hides per call; but its own
+    # process said the kernel swapped the harness's clock, so every round takes the parent's figure.
+    for device in ("cpu", "cuda"):
+        rounds = _rounds(0.02, 0.2, over_ms=0.1)
+        rounds.ref_over = [0.1, 0.3, 0.1, 0.3, 0.1, 0.3, 0.1, 0.3]
+        pair = _pair(device)
+        pair.res.add_flag("patched_timer", "kernel replaced the harness's timing objects: harness.timer_fn")
+        timing._check_parent_clock(pair, rounds)
+        assert all(k > 0.09 for k in rounds.ker), (device, rounds.ker)  # reported 0.02
+        assert [n["code"] for n in pair.res.notes] == ["timing_from_parent_clock"], device
