@@ -328,7 +328,7 @@ BOARD_REBUILD_SECONDS = env_int("BOARD_REBUILD_SECONDS", 2)
 # (503, Retry-After): only a database too slow to serve pages takes that long (leaderboard/reads/board/served.py).
 BOARD_BUILD_BUDGET_MS = env_int("BOARD_BUILD_BUDGET_MS", 20_000)
 # The site's address as visitors reach it: the links in the API boards the background re-scorer keeps
-# built (leaderboard/reads/board/kept.py: no visitor's request is there to name the host).
+# built (leaderboard/ops/kept_boards.py: no visitor's request is there to name the host).
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")
 
 LOGIN_URL = "review-sign-in"

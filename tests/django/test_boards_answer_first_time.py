@@ -14,7 +14,7 @@ from django.db import OperationalError, connection
 from django.test import Client
 
 from leaderboard.demo import seed_demo
-from leaderboard.reads.board import kept
+from leaderboard.ops import kept_boards as kept
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,4 +1,4 @@
-"""The background re-scorer keeps the standard boards built (leaderboard/reads/board/kept.py): after
+"""The background re-scorer keeps the standard boards built (leaderboard/ops/kept_boards.py): after
 its sweep, a first visit to any of them is served from a kept build, reading no score row."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from leaderboard.models import RunScore
-from leaderboard.reads.board import kept, served
+from leaderboard.ops import kept_boards as kept
+from leaderboard.reads.board import featured, rescorer, served
 from tests.pagekit import make_run, make_set, plain_static  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -61,3 +62,26 @@ def test_a_sweep_rebuilds_a_stale_board_unless_the_rescorer_is_behind(site, clie
     make_run(site)
     kept.sweep()
     assert not _reads_scores(client, "/levels/1/?export=csv")
+
+
+def test_a_sweep_counts_the_runs_only_when_no_featured_set_is_kept(site, monkeypatch):
+    monkeypatch.setattr(kept, "standard_paths", lambda: [])
+    counted = []
+    monkeypatch.setattr(featured, "rank_featured", lambda real=featured.rank_featured: counted.append(1) or real())
+    kept.sweep()  # nothing kept (the fixture emptied the cache): counted and kept
+    kept.sweep()  # kept: writes renew it, the sweep reads it
+    assert counted == [1]
+    featured.forget_featured()
+    kept.sweep()
+    assert counted == [1, 1]
+
+
+def test_the_rescorer_sweeps_with_what_its_command_hands_it(monkeypatch):
+    seen = []
+    sweeps = rescorer.Sweeps(every=1.0, sweep=lambda start, rebuild: seen.append((start, rebuild)) or start + 5)
+    sweeps.when_due(behind=True)
+    sweeps.when_due(behind=False)  # not yet due
+    assert seen == [(0, False)] and sweeps.cursor == 5
+    idle = rescorer.Sweeps(every=1.0, sweep=None)
+    idle.when_due(behind=False)
+    assert idle.cursor == 0

@@ -1,5 +1,5 @@
 """The boards' background re-scorer (leaderboard/reads/board/rescorer.py): re-score the runs that
-writes marked, in batches, and keep the standard boards built (leaderboard/reads/board/kept.py),
+writes marked, in batches, and keep the standard boards built (leaderboard/ops/kept_boards.py),
 until SIGTERM; or re-score once (--once), as a cron job or a test would."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import threading
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from leaderboard.reads.board import kept, rescorer
+from leaderboard.ops import kept_boards
+from leaderboard.reads.board import rescorer
 
 
 class Command(BaseCommand):
@@ -21,7 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--poll", type=float, default=rescorer.POLL_SECONDS, help="idle seconds between passes")
         parser.add_argument("--batch", type=int, default=rescorer.BATCH, help="runs re-scored per transaction")
         parser.add_argument(
-            "--sweep-seconds", type=float, default=kept.SWEEP_SECONDS,
+            "--sweep-seconds", type=float, default=kept_boards.SWEEP_SECONDS,
             help="keep the standard boards built this often (0: never)",
         )  # fmt: skip
 
@@ -43,7 +44,8 @@ class Command(BaseCommand):
         self.stdout.write(f"re-scoring marked runs every {options['poll']:g} s, at most {options['batch']} at a time")
         self.stdout.flush()
         report = self._report if verbose else None
-        rescorer.run(stop, options["poll"], options["batch"], report, sweep_every=options["sweep_seconds"])
+        rescorer.run(stop, options["poll"], options["batch"], report, sweep_every=options["sweep_seconds"],
+                     sweep=_sweep)
 
     def _report(self, done: rescorer.Pass) -> None:
         """One line per pass (-v 2), read by benchmarks/web/churn_bench.py."""
@@ -52,3 +54,7 @@ class Command(BaseCommand):
             f"database {done.db_seconds * 1000:.1f} ms"
         )
         self.stdout.flush()
+
+
+def _sweep(start: int, rebuild_stale: bool) -> int:
+    return kept_boards.sweep(start, rebuild_stale=rebuild_stale)

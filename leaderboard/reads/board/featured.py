@@ -6,7 +6,7 @@ the most measured or imported runs, so that the demo's set never hides a real on
 anywhere, the set with the most runs (ties by name). Counting the runs of every set took 1 ms at
 1,500 runs and 27-37 ms at 50,000, on every board request. So the choice is kept in the cache
 (`keep_featured`): by a write that adds, changes or deletes a run (after its commit), and by the
-background re-scorer's sweep (leaderboard/reads/board/kept.py); a request reads it with one query by
+background re-scorer's sweep (leaderboard/ops/kept_boards.py); a request reads it with one query by
 primary key, whatever the number of runs. Only a request that finds nothing kept (the cache emptied,
 or a site with no re-scorer and a per-process cache) counts, and keeps what it counted."""
 

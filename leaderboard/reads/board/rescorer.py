@@ -6,7 +6,7 @@ most `batch`, and re-score them in one transaction (`store.rescore_oldest`); wai
 when it re-scored less than a full batch, go on at once when it is behind. More than one re-scorer
 is harmless: each skips the runs another holds (FOR UPDATE SKIP LOCKED), and a run re-scored twice
 is stored the same. A database that goes away is waited out, never a reason to exit. Every few
-seconds, between passes, it keeps the standard boards built (leaderboard/reads/board/kept.py).
+seconds, between passes, it keeps the standard boards built (leaderboard/ops/kept_boards.py).
 
 Each pass is timed, and its database time (the time its queries took) measured, so that the cost
 of keeping the boards current can be stated per stored result (benchmarks/web/churn_bench.py)."""
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from django.db import OperationalError, connection
 
-from leaderboard.reads.board import kept
 from leaderboard.reads.board import store as board_store
 
 log = logging.getLogger(__name__)
@@ -71,20 +70,27 @@ def rescore_pass(batch: int = BATCH) -> Pass:
     return Pass(started, runs, time.time() - started, clock.seconds)
 
 
-class Sweeps:
-    """The sweeps that keep the standard boards built (leaderboard/reads/board/kept.py), every
-    `every` seconds (never when 0), each going on where the last stopped."""
+#: What keeps the standard boards built (leaderboard/ops/kept_boards.py's sweep): given where the
+#: last sweep stopped and whether stale boards may be rebuilt, where the next one starts. It asks the
+#: page views for the boards, so the command that runs the re-scorer hands it in from above.
+Sweep = Callable[[int, bool], int]
 
-    def __init__(self, every: float) -> None:
-        self.every = every
+
+class Sweeps:
+    """The sweeps that keep the standard boards built, every `every` seconds (never when 0 or
+    without a `sweep`), each going on where the last stopped."""
+
+    def __init__(self, every: float, sweep: Sweep | None) -> None:
+        self.every = every if sweep is not None else 0.0
+        self.sweep = sweep
         self.next_at = 0.0
         self.cursor = 0
 
     def when_due(self, behind: bool) -> None:
         """Sweep if it is time; `behind` (the last pass took a full batch): build only missing boards."""
-        if not self.every or time.monotonic() < self.next_at:
+        if not self.every or self.sweep is None or time.monotonic() < self.next_at:
             return
-        self.cursor = kept.sweep(self.cursor, rebuild_stale=not behind)
+        self.cursor = self.sweep(self.cursor, not behind)
         self.next_at = time.monotonic() + self.every
 
 
@@ -94,11 +100,12 @@ def run(
     batch: int = BATCH,
     report: Callable[[Pass], None] | None = None,
     sweep_every: float = 0.0,
+    sweep: Sweep | None = None,
 ) -> None:
     """Re-score marked runs until `stop` is set; `report` is told of every pass that found any. With
-    `sweep_every` (seconds), keep the standard boards built that often (kept.sweep)."""
+    `sweep_every` (seconds) and a `sweep`, keep the standard boards built that often."""
     last_beat = -BEAT_SECONDS
-    sweeps = Sweeps(sweep_every)
+    sweeps = Sweeps(sweep_every, sweep)
     while not stop.is_set():
         try:
             if not connection.in_atomic_block:  # (a test's transaction: its connection must stay)

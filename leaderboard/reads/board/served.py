@@ -23,7 +23,7 @@ re-score) and then:
   not see its writes.
 
 The standard boards (each set's levels, rules, downloads, grids, the API's) are kept built by the
-background re-scorer (leaderboard/reads/board/kept.py), so that a first visit to any of them is a
+background re-scorer (leaderboard/ops/kept_boards.py), so that a first visit to any of them is a
 cache read; a board outside them pays for its own first build. Every later request's cost is a
 cache read and one small query, whatever the data's size.
 
@@ -232,7 +232,7 @@ def keeping(rebuild_stale: bool = True) -> Iterator[None]:
     """Within the block, a board this thread asks for is kept built in place: one never built is
     built now, and (`rebuild_stale`) one whose kept build lacks writes older than KEEP_STALE_SECONDS,
     unless another build of it runs or rests; any other is kept CACHE_SECONDS more. The background
-    re-scorer's (leaderboard/reads/board/kept.py)."""
+    re-scorer's (leaderboard/ops/kept_boards.py)."""
     _keeping.active = True
     _keeping.stale_after = KEEP_STALE_SECONDS if rebuild_stale else float("inf")
     try:

@@ -8,7 +8,8 @@ every set by name. A sweep (`sweep`) asks for each of them in this process, as a
 `served.keeping()`: a board never built (or expired) is built now, one whose kept build lacks
 writes older than served.KEEP_STALE_SECONDS is rebuilt, and a current one is kept longer. Boards
 people read are rebuilt by their requests (served.py) long before a sweep would; the sweep is for
-the ones nobody asked for lately. Each sweep also renews the kept featured set (featured.py).
+the ones nobody asked for lately. A sweep that finds no featured set kept (expired, or the cache
+emptied) counts and keeps it (featured.py); writes to runs renew it, so a sweep does not count.
 
 The re-scorer sweeps every SWEEP_SECONDS and spends at most SWEEP_BUDGET_SECONDS a sweep, and while
 it is behind (its last pass took a full batch) a sweep rebuilds no stale board: re-scoring stays its
@@ -65,7 +66,7 @@ def sweep(start: int = 0, budget: float = SWEEP_BUDGET_SECONDS, rebuild_stale: b
     """Keep the standard boards built, from the `start`-th on, for at most `budget` seconds (at least
     one board); where the next sweep starts. Without `rebuild_stale` (a re-scorer behind on its
     marks), only the boards with no kept build are built."""
-    featured.keep_featured()
+    featured.featured_problem_set()
     paths = standard_paths()
     deadline = time.monotonic() + budget
     with served.keeping(rebuild_stale):
