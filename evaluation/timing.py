@@ -284,12 +284,13 @@ def _check_side_streams(pair: Pair, rounds: Rounds) -> None:
 
 
 #: How much more per-call time than the reference's the parent's clock may see around the kernel
-#: process's calls before the kernel's reports are not believed (ms): a fixed floor per device,
-#: plus a share of the reference's own per-call overhead (its bookkeeping and replies, whose time
-#: varies with the host's load). Neither term moves with what the kernel reports, so a kernel cannot
-#: buy a larger allowance by reporting more; on a quiet host the allowance is a few hundredths of a ms.
-PARENT_CLOCK_MARGIN_MS = {"cpu": 0.05, "cuda": 0.02}
-PARENT_CLOCK_OVERHEAD_SHARE = {"cpu": 0.25, "cuda": 0.1}
+#: process's calls before the kernel's reports are not believed (ms), on a CPU (the GPU keeps its own
+#: rule, _check_parent_clock_gpu): a fixed floor, plus a share of the reference's own per-call
+#: overhead (its bookkeeping and replies, whose time varies with the host's load). Neither term moves
+#: with what the kernel reports, so a kernel cannot buy a larger allowance by reporting more; on a
+#: quiet host the allowance is a few hundredths of a ms.
+PARENT_CLOCK_MARGIN_MS = 0.05
+PARENT_CLOCK_OVERHEAD_SHARE = 0.25
 #: And this many times the spread (interquartile range) of the reference's per-call overhead across
 #: rounds: on a loaded host both processes are preempted at random, and an honest kernel's rounds
 #: then differ from the reference's by about as much as the reference's own rounds differ from one
@@ -298,22 +299,20 @@ PARENT_CLOCK_OVERHEAD_SHARE = {"cpu": 0.25, "cuda": 0.1}
 PARENT_CLOCK_SPREAD_FACTOR = 2.0
 
 
-def parent_bound(rounds: Rounds, device: str) -> tuple[list[float], list[float], float]:
+def parent_bound(rounds: Rounds) -> tuple[list[float], list[float], float]:
     """Per round, the parent's figure for the kernel's per-call time (its wall per call less the
     reference's per-call overhead, ms) and the time the parent saw that the kernel process did not
     report (per call, beyond the reference's overhead); and the margin allowed to the latter."""
     ref_over = max(0.0, median(rounds.ref_over))
-    margin = _base_margin(rounds, device) + PARENT_CLOCK_SPREAD_FACTOR * _quartile_spread(rounds.ref_over)
+    margin = _base_margin(rounds) + PARENT_CLOCK_SPREAD_FACTOR * _quartile_spread(rounds.ref_over)
     parent = _parent_figures(rounds)
     hidden = [o - ref_over for o in rounds.ker_over]
     return parent, hidden, margin
 
 
-def _base_margin(rounds: Rounds, device: str) -> float:
-    """The allowance on a quiet host: the floor per device and the share of the reference's overhead."""
-    base = PARENT_CLOCK_MARGIN_MS.get(device, PARENT_CLOCK_MARGIN_MS["cpu"])
-    share = PARENT_CLOCK_OVERHEAD_SHARE.get(device, PARENT_CLOCK_OVERHEAD_SHARE["cpu"])
-    return base + share * max(0.0, median(rounds.ref_over))
+def _base_margin(rounds: Rounds) -> float:
+    """The allowance on a quiet host: the floor and the share of the reference's overhead."""
+    return PARENT_CLOCK_MARGIN_MS + PARENT_CLOCK_OVERHEAD_SHARE * max(0.0, median(rounds.ref_over))
 
 
 def _floor_excess(rounds: Rounds) -> float:
@@ -363,8 +362,8 @@ def _check_parent_clock(pair: Pair, rounds: Rounds, background: bool = False) ->
     if pair.cfg.device == "cuda":
         _check_parent_clock_gpu(pair, rounds)
         return
-    parent, hidden, margin = parent_bound(rounds, pair.cfg.device)
-    floor, base = _floor_excess(rounds), _base_margin(rounds, pair.cfg.device)
+    parent, hidden, margin = parent_bound(rounds)
+    floor, base = _floor_excess(rounds), _base_margin(rounds)
     lied = median(hidden) > margin or floor > base
     per_round = margin + max(0.0, median(rounds.ref_over))
     short = [i for i, h in enumerate(hidden) if (lied or h > per_round) and rounds.ker[i] < parent[i]]
