@@ -85,7 +85,8 @@ _one_rebuild = threading.Lock()  # one background rebuild per process at a time
 
 Build = Callable[[datetime], Any]  # makes the board's body, given its "as of" time
 PageBuild = Callable[[HttpRequest, datetime], HttpResponse]  # a page, for a request, "as of" a time
-VISITOR_PARTS = ("nav", "account")  # base.html's <!--kb-visitor:NAME--> regions
+# The <!--kb-visitor:NAME--> regions: base.html's, and the problem page's submit link.
+VISITOR_PARTS = ("nav", "account", "submit")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from leaderboard.models import (
 )
 from leaderboard.reads.board import featured
 from leaderboard.reads.board import store as board_store
-from problems.models import Hardware, Problem, ProblemSet
+from problems.models import Baseline, Hardware, Problem, ProblemSet
 
 
 def _place_of_kernel(kernel_id: int | None, cached: Kernel | None) -> list[tuple[int, int]]:
@@ -121,3 +121,10 @@ def shown_beside_scores_changed(sender, **kwargs) -> None:
     fast_p's denominator): every cached board is stale (else a Hardware rename leaves 304s and
     cached 200s with the old name)."""
     board_store.bump_all_versions()
+
+
+@receiver(post_save, sender=Baseline, dispatch_uid="boards-baseline-saved")
+@receiver(post_delete, sender=Baseline, dispatch_uid="boards-baseline-deleted")
+def baseline_changed(sender, instance: Baseline, **kwargs) -> None:
+    """A problem's baselines show on its page, which is kept as the boards are (served.py)."""
+    board_store.bump_versions(set(Problem.objects.filter(pk=instance.problem_id).values_list("problem_set_id", flat=True)))
