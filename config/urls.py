@@ -4,8 +4,6 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("django-rq/", include("config.rq_dashboard")),  # needs leaderboard.manage_queues, not is_staff
-    path("api/v1/", include("leaderboard.reviews.api")),  # reviews' extra endpoints; the rest falls through
-    path("api/v1/", include("leaderboard.runs.api")),  # a run's problems, progress, scores, comparison, export
     path("api/", include("leaderboard.api.urls")),
     path("", include("leaderboard.reviews.urls")),  # the reviewer workflow
     path("", include("leaderboard.runs.urls")),  # /runs/<id>/

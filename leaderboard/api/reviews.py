@@ -1,5 +1,5 @@
 """/api/v1/reviews/: reviewers' verdicts on kernels, an audit trail (the latest counts). POST
-records a verdict through leaderboard.reviews.api.post_verdict, like
+records a verdict through leaderboard.api.review_workflow.post_verdict, like
 POST /api/v1/kernels/<id>/reviews/."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from rest_framework.response import Response
 
 from leaderboard.api.base import ReadOnly, query_param
 from leaderboard.api.common import query_choice, query_int
+from leaderboard.api.review_workflow import ReadsOrReviewer, post_verdict
 from leaderboard.models import Kernel, Review
-from leaderboard.reviews.api import ReadsOrReviewer, post_verdict
 from leaderboard.reviews.services import NOTE_MAX_LENGTH
 
 

@@ -12,7 +12,9 @@ from leaderboard.api.launch_posts import LaunchPostViewSet
 from leaderboard.api.leaderboard import LeaderboardView
 from leaderboard.api.problems import HardwareViewSet, ProblemSetViewSet, ProblemViewSet
 from leaderboard.api.reported_scores import ReportedScoreViewSet
+from leaderboard.api.review_workflow import KernelReportsView, KernelReviewsView, ReviewQueueView
 from leaderboard.api.reviews import ReviewViewSet
+from leaderboard.api.run_resources import RunCompareView, RunExportView, RunProblemsView, RunProgressView, RunScoresView
 from leaderboard.api.runs import RunViewSet
 from leaderboard.api.submissions import SubmissionView
 
@@ -29,9 +31,22 @@ router.register("reported-scores", ReportedScoreViewSet, basename="reportedscore
 router.register("launch-posts", LaunchPostViewSet, basename="launchpost")
 router.register("reviews", ReviewViewSet, basename="review")
 
+# Sub-resources of kernels and runs, and the review queue: before the router's routes.
+workflow = [
+    path("kernels/<int:pk>/reviews/", KernelReviewsView.as_view(), name="kernel-reviews"),
+    path("kernels/<int:pk>/reports/", KernelReportsView.as_view(), name="kernel-reports"),
+    path("review-queue/", ReviewQueueView.as_view(), name="review-queue"),
+    path("runs/<int:pk>/problems/", RunProblemsView.as_view(), name="run-problems"),
+    path("runs/<int:pk>/progress/", RunProgressView.as_view(), name="run-progress"),
+    path("runs/<int:pk>/scores/", RunScoresView.as_view(), name="run-scores"),
+    path("runs/<int:pk>/compare/<int:other>/", RunCompareView.as_view(), name="run-compare"),
+    path("runs/<int:pk>/export/", RunExportView.as_view(), name="run-export"),
+]
+
 v1 = [
     path("submissions/", SubmissionView.as_view(), name="submission"),
     path("leaderboard/", LeaderboardView.as_view(), name="leaderboard"),
+    *workflow,
     path("", include(router.urls)),
 ]
 

@@ -152,7 +152,7 @@ def test_import_problems_changes_an_existing_sets_rules_only_when_asked(tmp_path
 
 def test_the_export_names_the_rules(client):
     run = make_run(make_set(levels=(1,)), [1.2])
-    response = client.get(reverse("run-export", args=[run.pk]))
+    response = client.get(reverse("api:run-export", args=[run.pk]))
     assert response.status_code == 200
     with zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content) if response.streaming else response.content)) as z:
         config = next(name for name in z.namelist() if name.endswith("generation_config.yaml"))

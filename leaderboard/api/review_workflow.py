@@ -1,5 +1,4 @@
-"""The reviewer workflow in the REST API (under /api/v1/, included from config/urls.py before the
-main API):
+"""The reviewer workflow in the REST API (under /api/v1/, routed in leaderboard/api/urls.py):
 
 - GET  /api/v1/kernels/<id>/reviews/  a kernel's review state and full audit trail (public);
 - POST /api/v1/kernels/<id>/reviews/  record a verdict (needs leaderboard.add_review);
@@ -15,7 +14,6 @@ leaderboard.reviews.services, like the pages. Writes are throttled by the API's 
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from django.urls import path
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.pagination import PageNumberPagination
@@ -271,10 +269,3 @@ class ReviewQueueView(APIView):
             for kernel in page
         ]
         return paginator.get_paginated_response(rows)
-
-
-urlpatterns = [
-    path("kernels/<int:pk>/reviews/", KernelReviewsView.as_view(), name="review-api-kernel-reviews"),
-    path("kernels/<int:pk>/reports/", KernelReportsView.as_view(), name="review-api-kernel-reports"),
-    path("review-queue/", ReviewQueueView.as_view(), name="review-api-queue"),
-]

@@ -1,5 +1,5 @@
-"""A run's sub-resources in the REST API (under /api/v1/, included from config/urls.py before the
-main API, whose /api/v1/runs/<id>/ gives the run itself). All public reads:
+"""A run's sub-resources in the REST API (under /api/v1/, routed in leaderboard/api/urls.py beside
+/api/v1/runs/<id>/, which gives the run itself: leaderboard/api/runs.py). All public reads:
 
 - GET /api/v1/runs/<id>/problems/        every problem with its samples (status, speedup, flags);
 - GET /api/v1/runs/<id>/progress/        verification progress (small: the run page polls it);
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from django.urls import path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.exceptions import NotFound, ValidationError
@@ -143,12 +142,3 @@ class RunExportView(RunResource):
         response = HttpResponse(data, content_type="application/zip")
         response["Content-Disposition"] = f'attachment; filename="{folder_name(run)}{suffix}.zip"'
         return response
-
-
-urlpatterns = [
-    path("runs/<int:pk>/problems/", RunProblemsView.as_view(), name="run-problems-api"),
-    path("runs/<int:pk>/progress/", RunProgressView.as_view(), name="run-progress-api"),
-    path("runs/<int:pk>/scores/", RunScoresView.as_view(), name="run-scores-api"),
-    path("runs/<int:pk>/compare/<int:other>/", RunCompareView.as_view(), name="run-compare-api"),
-    path("runs/<int:pk>/export/", RunExportView.as_view(), name="run-export"),
-]
