@@ -1,4 +1,5 @@
-"""A board request's parameters: the visitor's choices read from the query string (`LevelBoard`),
+"""A board request's parameters: the visitor's choices read from the query string (`LevelBoard`,
+leaderboard/reads/board/choices.py),
 and the one spelling of them the board is cached under.
 
 Boards are cached per URL (leaderboard.reads.board.served keys by the request's full path), so a
@@ -17,13 +18,13 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from django.db.models import Count
 from django.http import HttpRequest, QueryDict
 
 from evaluation.metrics import fast_p_key
 from leaderboard.models import Origin, Precision, Run
+from leaderboard.reads.board.choices import LevelBoard
 from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.rows import SORT_KEYS, count_rows, standard_ps
 from leaderboard.reads.board.scoring import RULE_SAMPLE0, RULES
@@ -47,43 +48,6 @@ def parse_p(text: str | None) -> tuple[float | None, str]:
     if not math.isfinite(p) or p < 0 or p > MAX_P:
         return DEFAULT_PICKED_P, f"p must lie between 0 and {MAX_P:g}; showing p = {DEFAULT_PICKED_P:g}."
     return p, ""
-
-
-@dataclass
-class LevelBoard:
-    """One level page's choices: the level, the picked p, the filters and the sort."""
-
-    level: str  # one of LEVEL_SLUGS
-    p: float | None
-    p_error: str
-    problem_sets: list[ProblemSet]  # each with .level_counts and .total
-    problem_set: ProblemSet | None
-    hardware_list: list[Hardware]
-    hardware: Hardware | None
-    setting: str | None
-    origin: str | None
-    precision: str | None  # fp32, fp16, bf16: part of a run's setting
-    include_excluded: bool  # ?exclusions=include: the scores before reviewers' exclusions
-    rule: str  # ?rule=best: best-of-n; KernelBench's sample-0 rule otherwise (scoring.RULES)
-    sort: str
-    descending: bool
-
-    @property
-    def level_number(self) -> int | None:
-        return None if self.level == "all" else int(self.level)
-
-    @property
-    def label(self) -> str:
-        return "all levels" if self.level_number is None else f"level {self.level_number}"
-
-    @property
-    def n_problems(self) -> int:
-        """The denominator of fast_p: the problems of the level in the set."""
-        if self.problem_set is None:
-            return 0
-        if self.level_number is None:
-            return self.problem_set.total
-        return self.problem_set.level_counts[self.level_number]
 
 
 def read_level_board(level: str, params: QueryDict) -> LevelBoard:

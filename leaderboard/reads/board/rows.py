@@ -39,7 +39,7 @@ from leaderboard.reads.board.scoring import RULE_SAMPLE0, STANDARD_PS, KernelFac
 from problems.models import Hardware, ProblemSet
 
 if TYPE_CHECKING:
-    from leaderboard.reads.board.params import LevelBoard
+    from leaderboard.reads.board.choices import LevelBoard
 
 __all__ = ["STANDARD_PS", "StandingRow", "fast_p_curves", "level_standings", "live_level_standings", "standard_ps"]
 
