@@ -23,15 +23,17 @@ def pytest_configure(config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_counters():
-    """The write and sign-in limits count in their own store (leaderboard/ops/counters.py), which the
-    suites' cache.clear() does not touch: every test starts at zero (local memory only: a Redis
-    store is a live site's own)."""
+def _fresh_caches():
+    """Every test starts with empty caches (local memory only: a Redis store is a live site's own):
+    the write and sign-in limits count in their own store (leaderboard/ops/counters.py)."""
     from django.core.cache import caches
 
-    store = caches["counters"]
-    if "LocMemCache" in type(store).__name__:
-        store.clear()
+    for name in ("counters", "default"):
+        # The default cache too: what it keeps (built boards, the featured set, the boards' catalogue
+        # of choices) was read from another test's database, whose ids this test's may reuse.
+        store = caches[name]
+        if "LocMemCache" in type(store).__name__:
+            store.clear()
     yield
 
 

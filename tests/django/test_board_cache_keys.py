@@ -172,3 +172,21 @@ def test_the_api_refuses_a_setting_no_run_has_before_it_builds_anything(client, 
             assert client.get(f"/api/v1/leaderboard/?level=1&setting={text}").status_code == 400
     assert build.call_count == 0
     assert client.get("/api/v1/leaderboard/?level=1&setting=one-shot").json()["count"] == 1
+
+
+def test_the_boards_catalogue_of_choices_is_kept_and_renewed_by_a_write(client):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from problems.models import Hardware
+    from tests.pagekit import make_run, make_set
+
+    make_run(make_set("KernelBench v0.1", levels=(1,)))
+    client.get("/levels/1/")
+    with CaptureQueriesContext(connection) as kept:
+        assert client.get("/levels/1/?hardware=b200").status_code == 200
+    tables = " ".join(query["sql"] for query in kept.captured_queries)
+    assert '"problems_hardware"' not in tables and '"problems_problem"' not in tables, tables
+    Hardware.objects.create(slug="b200", name="B200")  # a new choice: the filter must know it
+    html = client.get("/levels/1/?hardware=b200").content.decode()
+    assert '<option value="b200" selected>B200</option>' in html

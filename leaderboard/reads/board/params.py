@@ -16,19 +16,18 @@ leaderboard/reads/board/featured.py, hardware, settings), read once per request.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from django.db.models import Count
 from django.http import HttpRequest, QueryDict
 
 from evaluation.metrics import fast_p_key
 from leaderboard.models import Origin, Precision, Run
+from leaderboard.reads.board.catalogue import hardware_list, problem_sets_with_counts
 from leaderboard.reads.board.choices import LevelBoard
 from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.rows import SORT_KEYS, count_rows, standard_ps
 from leaderboard.reads.board.scoring import RULE_SAMPLE0, RULES
-from problems.models import LEVELS, Hardware, Problem, ProblemSet, named_by
+from problems.models import LEVELS, Hardware, ProblemSet, named_by
 
 LEVEL_SLUGS = ("all", *(str(level) for level in LEVELS))  # what /levels/<level>/ accepts
 PER_PAGE = 50  # rows on a level page
@@ -83,24 +82,8 @@ def read_level_board(level: str, params: QueryDict) -> LevelBoard:
 # what the choices are chosen from
 
 
-def problem_sets_with_counts() -> list[ProblemSet]:
-    """Every problem set with `.level_counts` ({level: n}) and `.total`, in two queries."""
-    sets = list(ProblemSet.objects.all())
-    counts: dict[int, dict[int, int]] = defaultdict(lambda: {level: 0 for level in LEVELS})
-    for row in Problem.objects.values("problem_set_id", "level").annotate(n=Count("id")).order_by():
-        counts[row["problem_set_id"]][row["level"]] = row["n"]
-    for problem_set in sets:
-        problem_set.level_counts = counts[problem_set.pk]
-        problem_set.total = sum(problem_set.level_counts.values())
-    return sets
-
-
 def run_settings() -> list[str]:
     return list(Run.objects.order_by("setting").values_list("setting", flat=True).distinct())
-
-
-def hardware_list() -> list[Hardware]:
-    return list(Hardware.objects.order_by("slug"))
 
 
 # ---------------------------------------------------------------------------------------------
