@@ -12,16 +12,16 @@ from leaderboard.reads import disclosure
 from leaderboard.reads.diffs import Diff, compute_diff
 from leaderboard.reads.instruments import instrument_views
 from leaderboard.reads.measured import kernel_wording
+from leaderboard.reads.queries import Sibling
 
 
-def pick_against(requested: str | None, siblings: Sequence[Kernel]) -> Kernel | None:
-    """The sibling kernel to diff against: the one asked for, else the fastest; its source is
-    loaded alone (the list itself carries no sources)."""
+def pick_against(requested: str | None, siblings: Sequence[Sibling]) -> Kernel | None:
+    """The sibling kernel to diff against: the one asked for, else the fastest; with its source
+    (the list itself carries no sources)."""
     if not siblings:
         return None
     chosen = next((k for k in siblings if requested and str(k.pk) == requested), siblings[0])
-    chosen.source = Kernel.objects.values_list("source", flat=True).get(pk=chosen.pk)
-    return chosen
+    return Kernel.objects.only("pk", "source").get(pk=chosen.pk)
 
 
 def reference_diff(kernel: Kernel) -> Diff | None:

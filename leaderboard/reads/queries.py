@@ -337,25 +337,30 @@ def kernel_for_page(pk: int) -> QuerySet[Kernel]:
     )
 
 
-def sibling_kernels(kernel: Kernel) -> list[Kernel]:
-    """The other kernels of the same problem (without their sources), fastest first."""
+@dataclass(frozen=True)
+class Sibling:
+    """Another kernel of the same problem, as the kernel page's "compare with" list names it."""
+
+    pk: int
+    model_name: str
+    is_demo: bool
+    speedup: float | None
+    status_label: str  # its latest evaluation's status; "" when it has none
+
+
+def sibling_kernels(kernel: Kernel) -> list[Sibling]:
+    """The other kernels of the same problem, fastest first: plain values, not model instances (the
+    list holds up to CHART_POINTS of them, and making 500 kernels with their runs, models and
+    evaluations took most of the page's time)."""
     board_store.refresh_unattended()
-    return list(
+    rows = (
         Kernel.objects.filter(problem_id=kernel.problem_id)
         .exclude(pk=kernel.pk)
-        .select_related("run__model", "latest_evaluation")
-        .only(
-            "pk",
-            "sample_index",
-            "run__model__name",
-            "run__setting",
-            "run__is_demo",
-            "latest_evaluation__status",
-            "latest_evaluation__speedup",
-            "latest_evaluation__state",
-        )
-        .order_by(FASTEST, "pk")[:CHART_POINTS]  # kernel_fastest_idx
-    )
+        .order_by(FASTEST, "pk")  # kernel_fastest_idx
+        .values_list("pk", "run__model__name", "run__is_demo", "latest_evaluation__speedup", "latest_evaluation__status")
+    )[:CHART_POINTS]
+    labels = dict(Evaluation.Status.choices)
+    return [Sibling(pk, name, demo, speedup, labels.get(status, "")) for pk, name, demo, speedup, status in rows]
 
 
 def kernel_evaluations(kernel: Kernel) -> QuerySet[Evaluation]:

@@ -153,3 +153,15 @@ def test_a_compile_error_says_it_did_not_compile_not_how_many_trials_passed(clie
     correctness = html[html.index('id="evaluation-correctness"') :]
     assert correctness.startswith('id="evaluation-correctness">not checked: the kernel did not compile')
     assert "0/5 trials passed" not in html and 'id="evaluation-error-missing"' in html
+
+
+def test_the_compare_list_names_each_kernel_by_model_and_speedup_or_status(client, kernels):
+    problem_set = kernels[0].problem.problem_set
+    make_run(problem_set, [None], model=make_model("Broken"), is_demo=True)
+    broken = Kernel.objects.latest("pk")
+    html = client.get(kernels[0].get_absolute_url()).content.decode()
+    listed = html[html.index('id="against-select"') : html.index("</select>", html.index('id="against-select"'))]
+    assert f">kernel {kernels[1].pk} · Best · 2.40x (fastest)</option>" in listed
+    assert f">kernel {kernels[2].pk} · Worse · 0.50x</option>" in listed
+    assert f">kernel {broken.pk} · Broken (demo data) · incorrect</option>" in listed
+    assert f'value="{kernels[0].pk}"' not in listed  # not itself
