@@ -46,9 +46,11 @@ $(VENV)/.dev-requirements-installed: requirements.txt requirements-dev.txt pypro
 	touch $(VENV)/.requirements-installed $@
 
 # Needs only the virtual environment (no Debian packages, so no apt or network once the venv is
-# installed): ruff and mypy read the code and the venv, nothing else.
+# installed): ruff and mypy read the code and the venv, nothing else. ruff format checks the layout
+# (pyproject.toml says which folders it leaves for now).
 lint: $(VENV)/.dev-requirements-installed
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy evaluation
 
 bench: setup

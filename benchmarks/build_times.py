@@ -74,7 +74,9 @@ class ModelNew(nn.Module):
 
 def kernel_sources(paths: list[str], limit: int) -> list[tuple[str, str]]:
     if not paths:
-        return [(f"cpp_{n}", CPP_KERNEL.replace('"NAME"', repr(f"kb_bench_{n}"))) for n in ("a", "b", "c")][:max(2, limit)]
+        return [(f"cpp_{n}", CPP_KERNEL.replace('"NAME"', repr(f"kb_bench_{n}"))) for n in ("a", "b", "c")][
+            : max(2, limit)
+        ]
     files: list[str] = []
     for p in paths:
         files += sorted(glob.glob(os.path.join(p, "**", "*.py"), recursive=True)) if os.path.isdir(p) else [p]
@@ -91,8 +93,15 @@ def step_figures(steps: dict[str, float]) -> dict[str, float]:
     """ninja's per-output seconds, by kind: main.o (the wrapper), *.cuda.o (the .cu), the .so (link)."""
     out: dict[str, float] = {}
     for name, s in steps.items():
-        kind = "wrapper" if name.endswith("/main.o") else "cu" if name.endswith(".cuda.o") else \
-            "link" if name.endswith(".so") else "other"
+        kind = (
+            "wrapper"
+            if name.endswith("/main.o")
+            else "cu"
+            if name.endswith(".cuda.o")
+            else "link"
+            if name.endswith(".so")
+            else "other"
+        )
         out[kind] = round(out.get(kind, 0.0) + s, 2)
     return out
 
@@ -104,13 +113,18 @@ def record(phase: str, name: str, outcome: Any) -> dict[str, Any]:
 
 def show(r: dict[str, Any]) -> None:
     steps = " ".join(f"{k} {v:.1f}s" for k, v in sorted(r["steps"].items()))
-    print(f"  {r['phase']:<14} {r['kernel'][:48]:<48} {r['status']:<13} wall {r['seconds']:6.1f} s  "
-          f"cpu {r.get('cpu_s', 0):6.1f} s  peak {r.get('peak_rss_mb', 0):6.0f} MB  headers {r['headers'] or '-':<6} "
-          f"cu {r.get('cu_headers') or '-':<5} units {r.get('units') or '-'} "
-          f"[{steps}]", flush=True)
+    print(
+        f"  {r['phase']:<14} {r['kernel'][:48]:<48} {r['status']:<13} wall {r['seconds']:6.1f} s  "
+        f"cpu {r.get('cpu_s', 0):6.1f} s  peak {r.get('peak_rss_mb', 0):6.0f} MB  headers {r['headers'] or '-':<6} "
+        f"cu {r.get('cu_headers') or '-':<5} units {r.get('units') or '-'} "
+        f"[{steps}]",
+        flush=True,
+    )
 
 
-def pool_phase(phase: str, kernels: list[tuple[str, str]], cfg: EvaluationConfig, workers: int | None) -> dict[str, Any]:
+def pool_phase(
+    phase: str, kernels: list[tuple[str, str]], cfg: EvaluationConfig, workers: int | None
+) -> dict[str, Any]:
     t0 = time.monotonic()
     with BuildPool(workers, cfg) as pool:
         futs = [(n, pool.submit(s)) for n, s in kernels]
@@ -120,13 +134,21 @@ def pool_phase(phase: str, kernels: list[tuple[str, str]], cfg: EvaluationConfig
         show(r)
     wall = time.monotonic() - t0
     built = [r["seconds"] for r in rows if r["status"] == "built"]
-    summary = {"phase": phase, "kernels": len(rows), "wall_s": round(wall, 1), "pool": sizing,
-               "build_median_s": statistics.median(built) if built else None,
-               "build_p90_s": sorted(built)[max(0, int(0.9 * len(built)) - 1)] if built else None,
-               "cpu_s_total": round(sum(r.get("cpu_s", 0) for r in rows), 1),
-               "builds_per_min": round(len(built) / wall * 60, 2) if wall > 0 else None}
-    print(f"  {phase}: {len(rows)} builds in {wall:.0f} s wall, median {summary['build_median_s']} s, "
-          f"{summary['cpu_s_total']} s CPU, pool {sizing}", flush=True)
+    summary = {
+        "phase": phase,
+        "kernels": len(rows),
+        "wall_s": round(wall, 1),
+        "pool": sizing,
+        "build_median_s": statistics.median(built) if built else None,
+        "build_p90_s": sorted(built)[max(0, int(0.9 * len(built)) - 1)] if built else None,
+        "cpu_s_total": round(sum(r.get("cpu_s", 0) for r in rows), 1),
+        "builds_per_min": round(len(built) / wall * 60, 2) if wall > 0 else None,
+    }
+    print(
+        f"  {phase}: {len(rows)} builds in {wall:.0f} s wall, median {summary['build_median_s']} s, "
+        f"{summary['cpu_s_total']} s CPU, pool {sizing}",
+        flush=True,
+    )
     return {"rows": rows, "summary": summary}
 
 
@@ -154,14 +176,22 @@ def nvcc_probe() -> dict[str, Any]:
         with open(cu, "w", encoding="utf-8") as fh:
             fh.write("#include <cuda_runtime.h>\n__global__ void k(float* x) { x[0] = 1.0f; }\n")
         try:
-            r = subprocess.run([nvcc, "--dryrun", "-c", cu, "-o", os.path.join(tmp, "k.o")], capture_output=True,
-                               text=True, timeout=60)
+            r = subprocess.run(
+                [nvcc, "--dryrun", "-c", cu, "-o", os.path.join(tmp, "k.o")], capture_output=True, text=True, timeout=60
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             return {"error": str(exc)}
-    steps = [line[3:].strip() for line in r.stderr.splitlines() if line.startswith("#$ ") and "=" not in line.split()[1][:1]]
-    host = [c for c in steps if ("gcc" in c.split()[0] or "g++" in c.split()[0] or "c++" in c.split()[0]) and " -c " in c]
-    return {"steps": [c.split()[0] for c in steps], "host_compile": host,
-            "host_input_is_cudafe_output": any(".cudafe1.cpp" in c for c in host)}
+    steps = [
+        line[3:].strip() for line in r.stderr.splitlines() if line.startswith("#$ ") and "=" not in line.split()[1][:1]
+    ]
+    host = [
+        c for c in steps if ("gcc" in c.split()[0] or "g++" in c.split()[0] or "c++" in c.split()[0]) and " -c " in c
+    ]
+    return {
+        "steps": [c.split()[0] for c in steps],
+        "host_compile": host,
+        "host_input_is_cudafe_output": any(".cudafe1.cpp" in c for c in host),
+    }
 
 
 def _headers_on(on: bool) -> None:
@@ -191,12 +221,24 @@ def main(argv: list[str] | None = None) -> int:
     base = EvaluationConfig(device=args.device, timeout_s=900, cuda_arch=args.arch)
     if args.device == "cuda" and not base.cuda_arch:
         base = EvaluationConfig(device="cuda", timeout_s=900, cuda_arch=target_arch(base) or None)
-    cfg = {name: EvaluationConfig(device=base.device, timeout_s=900, cuda_arch=base.cuda_arch,
-                                  build_cache_dir=os.path.join(work, name)) for name in ("before", "after", "pool_before")}
-    result: dict[str, Any] = {"host": {"cpus": len(os.sched_getaffinity(0)), "machine": platform.node(),
-                                       "python": platform.python_version(), "device": args.device,
-                                       "arch": base.cuda_arch, "load_avg_start": os.getloadavg()},
-                              "kernels": [n for n, _ in kernels], "phases": {}}
+    cfg = {
+        name: EvaluationConfig(
+            device=base.device, timeout_s=900, cuda_arch=base.cuda_arch, build_cache_dir=os.path.join(work, name)
+        )
+        for name in ("before", "after", "pool_before")
+    }
+    result: dict[str, Any] = {
+        "host": {
+            "cpus": len(os.sched_getaffinity(0)),
+            "machine": platform.node(),
+            "python": platform.python_version(),
+            "device": args.device,
+            "arch": base.cuda_arch,
+            "load_avg_start": os.getloadavg(),
+        },
+        "kernels": [n for n, _ in kernels],
+        "phases": {},
+    }
 
     def left() -> float:
         return args.budget_s - (time.monotonic() - t_begin)
@@ -208,8 +250,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.device == "cuda":
         result["nvcc_probe"] = nvcc_probe()
-        print(f"0. nvcc --dryrun: host compile of cudafe++'s output: "
-              f"{result['nvcc_probe'].get('host_input_is_cudafe_output')}", flush=True)
+        print(
+            f"0. nvcc --dryrun: host compile of cudafe++'s output: "
+            f"{result['nvcc_probe'].get('host_input_is_cudafe_output')}",
+            flush=True,
+        )
     first_name, first = kernels[0]
     rest = kernels[1:]
     _headers_on(False)
@@ -224,8 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     ok = headers.ensure(wait_s=900.0)
     result["phases"]["headers"] = {"ok": ok, "wall_s": round(time.monotonic() - t0, 1), "manifest": headers.manifest()}
-    print(f"  built: {ok} in {time.monotonic() - t0:.1f} s wall, {headers.manifest().get('cpu_s')} s CPU, "
-          f"peak {headers.manifest().get('max_rss_mb')} MB, bytes {headers.manifest().get('bytes')}", flush=True)
+    print(
+        f"  built: {ok} in {time.monotonic() - t0:.1f} s wall, {headers.manifest().get('cpu_s')} s CPU, "
+        f"peak {headers.manifest().get('max_rss_mb')} MB, bytes {headers.manifest().get('bytes')}",
+        flush=True,
+    )
     save()
     print("3. alone, after (headers published)", flush=True)
     r = record("alone_after", first_name, prebuild(first, cfg["after"]))

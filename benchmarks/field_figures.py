@@ -19,7 +19,9 @@ PROBLEMS_PER_LEVEL = {1: 100, 2: 100, 3: 50}
 def main(figures_path: str, results_path: str) -> None:
     figures = json.load(open(figures_path))
     results = [json.loads(line) for line in open(results_path)][1:]
-    measured = {(r["kernel"]["source_hash"], r["kernel"]["level"], r["kernel"]["problem"]): r["evaluation"] for r in results}
+    measured = {
+        (r["kernel"]["source_hash"], r["kernel"]["level"], r["kernel"]["problem"]): r["evaluation"] for r in results
+    }
     names = {r["kernel"]["source_hash"]: r["kernel"]["model"] for r in results}
     by = defaultdict(lambda: Counter())
     failing = []
@@ -36,12 +38,16 @@ def main(figures_path: str, results_path: str) -> None:
         cell["correct_here"] += bool(ev.get("correct"))
         if not ev.get("correct"):
             failing.append((names.get(k["source_hash"], k["model"]), k["level"], k["problem"], k["speedup_eager"], ev))
-    print("| model (raw_data.json) | level | kernels imported | measured on H200 | correct here | fast_1 published (L40S) | fast_1 measured (H200) |")
+    print(
+        "| model (raw_data.json) | level | kernels imported | measured on H200 | correct here | fast_1 published (L40S) | fast_1 measured (H200) |"
+    )
     print("| --- | --: | --: | --: | --: | --: | --: |")
     for (model, level), c in sorted(by.items(), key=lambda item: (item[0][1], item[0][0])):
         n = PROBLEMS_PER_LEVEL[level]
-        print(f"| {model} | {level} | {c['imported']} | {c['measured']} | {c['correct_here']} | "
-              f"{100 * c['fast1_published'] / n:.0f}% ({c['fast1_published']}) | {100 * c['fast1_measured'] / n:.0f}% ({c['fast1_measured']}) |")
+        print(
+            f"| {model} | {level} | {c['imported']} | {c['measured']} | {c['correct_here']} | "
+            f"{100 * c['fast1_published'] / n:.0f}% ({c['fast1_published']}) | {100 * c['fast1_measured'] / n:.0f}% ({c['fast1_measured']}) |"
+        )
     print()
     print("| model | level | problem | published speedup | status here | flags |")
     print("| --- | --: | --: | --: | --- | --- |")
@@ -49,7 +55,9 @@ def main(figures_path: str, results_path: str) -> None:
         flags = ",".join(f.get("code", "") if isinstance(f, dict) else str(f) for f in ev.get("flags") or [])
         print(f"| {model} | {level} | {problem} | {claim:.2f} | {ev.get('status')} | {flags} |")
     total = sum(c["measured"] for c in by.values())
-    print(f"\n{total} of {len(figures['kernels'])} kernels measured; {len(failing)} published-correct kernels fail here.")
+    print(
+        f"\n{total} of {len(figures['kernels'])} kernels measured; {len(failing)} published-correct kernels fail here."
+    )
 
 
 if __name__ == "__main__":

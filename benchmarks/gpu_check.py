@@ -25,16 +25,40 @@ REPO = Path(__file__).resolve().parents[1]
 #: (level, problem, model): launch-bound ones whose reference moved between runs on the H200, GPU-bound
 #: ones, the diag(A) @ B kernels (honest >10x), a small MLP, and one incorrect kernel.
 CHECK_SET: list[tuple[int, int, str]] = [
-    (2, 14, "Claude 3.5 Sonnet"), (2, 14, "GPT-4o"), (2, 9, "Gemini 1.5 Flash"), (2, 56, "Gemini 1.5 Flash"),
-    (2, 51, "o1-preview"), (1, 97, "o1-preview"), (2, 29, "o1-preview"), (1, 88, "o1-preview"),
-    (1, 12, "Gemini 1.5 Flash"), (1, 12, "o1-preview"), (1, 12, "Claude 3.5 Sonnet"),
-    (2, 20, "Claude 3.5 Sonnet"), (2, 26, "o1-preview"), (3, 4, "Claude 3.5 Sonnet"), (3, 1, "Gemini 1.5 Flash"),
+    (2, 14, "Claude 3.5 Sonnet"),
+    (2, 14, "GPT-4o"),
+    (2, 9, "Gemini 1.5 Flash"),
+    (2, 56, "Gemini 1.5 Flash"),
+    (2, 51, "o1-preview"),
+    (1, 97, "o1-preview"),
+    (2, 29, "o1-preview"),
+    (1, 88, "o1-preview"),
+    (1, 12, "Gemini 1.5 Flash"),
+    (1, 12, "o1-preview"),
+    (1, 12, "Claude 3.5 Sonnet"),
+    (2, 20, "Claude 3.5 Sonnet"),
+    (2, 26, "o1-preview"),
+    (3, 4, "Claude 3.5 Sonnet"),
+    (3, 1, "Gemini 1.5 Flash"),
     (2, 22, "GPT-4o"),
 ]
 #: Flags that accuse a kernel of a trick (not information such as the reference's own properties).
-EXPLOIT_FLAGS = {"reference_patched", "patched_timer", "timing_mismatch", "side_stream_work", "input_mutation",
-                 "output_reuse", "harness_memory_access", "unjoined_thread", "timing_output_mismatch",
-                 "forged_reply", "background_cpu_work", "impossible_speed", "lazy_tensor", "fallback_to_reference"}
+EXPLOIT_FLAGS = {
+    "reference_patched",
+    "patched_timer",
+    "timing_mismatch",
+    "side_stream_work",
+    "input_mutation",
+    "output_reuse",
+    "harness_memory_access",
+    "unjoined_thread",
+    "timing_output_mismatch",
+    "forged_reply",
+    "background_cpu_work",
+    "impossible_speed",
+    "lazy_tensor",
+    "fallback_to_reference",
+}
 
 
 def _setup() -> None:
@@ -50,8 +74,12 @@ def chosen_kernels() -> list[Any]:
 
     kernels = []
     for level, number, model in CHECK_SET:
-        k = (Kernel.objects.filter(problem__level=level, problem__number=number, run__model__name=model)
-             .select_related("run").order_by("pk").first())
+        k = (
+            Kernel.objects.filter(problem__level=level, problem__number=number, run__model__name=model)
+            .select_related("run")
+            .order_by("pk")
+            .first()
+        )
         if k is not None:
             kernels.append(k)
     return kernels
@@ -84,26 +112,40 @@ def rows() -> list[dict[str, Any]]:
     out = []
     for k in chosen_kernels():
         evs = list(Evaluation.objects.filter(kernel=k, state="done", origin="measured").order_by("finished_at"))
-        out.append({"level": k.problem.level, "problem": k.problem.number, "model": k.run.model.name,
-                    "measurements": [_measurement(e) for e in evs[:2]]})
+        out.append(
+            {
+                "level": k.problem.level,
+                "problem": k.problem.number,
+                "model": k.run.model.name,
+                "measurements": [_measurement(e) for e in evs[:2]],
+            }
+        )
     return out
 
 
 def _measurement(e: Any) -> dict[str, Any]:
     device = (e.reference_timing or {}).get("device") or {}
     stages = e.stage_seconds or {}
-    return {"status": e.status, "speedup": e.speedup, "interval": [e.speedup_low, e.speedup_high],
-            "reference_ms": e.reference_ms, "kernel_ms": e.kernel_ms, "device": device,
-            # Per-call time the parent's clock saw beyond what each process reported: the kernel's
-            # excess over the reference's is what a parent-clock bound on the GPU must allow.
-            "unaccounted_ms": {"reference": (e.reference_timing or {}).get("unaccounted_ms"),
-                               "kernel": (e.kernel_timing or {}).get("unaccounted_ms")},
-            "flags": sorted({f.get("code", "") for f in e.flags or [] if isinstance(f, dict)}),
-            "notes": sorted({f.get("code", "") for f in e.notes or [] if isinstance(f, dict)}),
-            "stages": {k: v for k, v in stages.items() if isinstance(v, (int, float))},
-            "started_at": e.started_at.timestamp() if e.started_at else None,
-            "finished_at": e.finished_at.timestamp() if e.finished_at else None,
-            "build": (e.environment or {}).get("build") or {}}
+    return {
+        "status": e.status,
+        "speedup": e.speedup,
+        "interval": [e.speedup_low, e.speedup_high],
+        "reference_ms": e.reference_ms,
+        "kernel_ms": e.kernel_ms,
+        "device": device,
+        # Per-call time the parent's clock saw beyond what each process reported: the kernel's
+        # excess over the reference's is what a parent-clock bound on the GPU must allow.
+        "unaccounted_ms": {
+            "reference": (e.reference_timing or {}).get("unaccounted_ms"),
+            "kernel": (e.kernel_timing or {}).get("unaccounted_ms"),
+        },
+        "flags": sorted({f.get("code", "") for f in e.flags or [] if isinstance(f, dict)}),
+        "notes": sorted({f.get("code", "") for f in e.notes or [] if isinstance(f, dict)}),
+        "stages": {k: v for k, v in stages.items() if isinstance(v, (int, float))},
+        "started_at": e.started_at.timestamp() if e.started_at else None,
+        "finished_at": e.finished_at.timestamp() if e.finished_at else None,
+        "build": (e.environment or {}).get("build") or {},
+    }
 
 
 def agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -160,8 +202,9 @@ def builds_from_log(text: str) -> list[dict[str, Any]]:
     return out
 
 
-def summary(table: list[dict[str, Any]], util_csv: Path | None, selfchecks: list[dict[str, Any]],
-            builds: list[dict[str, Any]]) -> dict[str, Any]:
+def summary(
+    table: list[dict[str, Any]], util_csv: Path | None, selfchecks: list[dict[str, Any]], builds: list[dict[str, Any]]
+) -> dict[str, Any]:
     twice = [r for r in table if len(r["measurements"]) == 2]
     ms = [m for r in table for m in r["measurements"]]
     starts = [m["started_at"] for m in ms if m["started_at"]]
@@ -173,21 +216,32 @@ def summary(table: list[dict[str, Any]], util_csv: Path | None, selfchecks: list
     instr = sum(m["stages"].get("eval_instruments", 0.0) for m in ms if "instruments_later_total" not in m["stages"])
     instr += later
     # GPU-held time of an evaluation: its wall time less the waits for its build and processes.
-    gpu_held = later + sum(max(0.0, m["stages"].get("eval_total", 0.0) - m["stages"].get("eval_build_wait", 0.0)
-                               - m["stages"].get("eval_compile", 0.0)) for m in ms)
+    gpu_held = later + sum(
+        max(
+            0.0,
+            m["stages"].get("eval_total", 0.0)
+            - m["stages"].get("eval_build_wait", 0.0)
+            - m["stages"].get("eval_compile", 0.0),
+        )
+        for m in ms
+    )
     clean = [m for r in table for m in r["measurements"] if m["status"] == "correct"]
     headers = [b.get("headers") for b in builds]
     return {
-        "kernels": len(table), "measured_twice": len(twice),
+        "kernels": len(table),
+        "measured_twice": len(twice),
         "repeat_within_2pct": _share(sum(agree(*r["measurements"]) for r in twice), len(twice)),
-        "verdicts_equal": _share(sum(r["measurements"][0]["status"] == r["measurements"][1]["status"] for r in twice), len(twice)),
+        "verdicts_equal": _share(
+            sum(r["measurements"][0]["status"] == r["measurements"][1]["status"] for r in twice), len(twice)
+        ),
         "exploit_flags_on_clean": sum(len(set(m["flags"]) & EXPLOIT_FLAGS) for m in clean),
         "instruments_share": _share(instr, gpu_held),
         "gpu_busy": gpu_busy(util_csv, min(starts), max(ends)) if util_csv and util_csv.exists() and starts else None,
         "kernels_per_min": _rate(ms),
         # Each pass apart: the first waits for cold builds, the second finds them built.
-        "kernels_per_min_by_pass": [_rate([r["measurements"][i] for r in table if len(r["measurements"]) > i])
-                                    for i in (0, 1)],
+        "kernels_per_min_by_pass": [
+            _rate([r["measurements"][i] for r in table if len(r["measurements"]) > i]) for i in (0, 1)
+        ],
         "cuda_builds": len(seconds),
         "cuda_build_median_s": round(statistics.median(seconds), 1) if seconds else None,
         "cuda_build_p90_s": round(_p90(seconds), 1) if seconds else None,
@@ -200,13 +254,21 @@ def summary(table: list[dict[str, Any]], util_csv: Path | None, selfchecks: list
 def _excess(ms: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Per call, what the parent's clock saw beyond the kernel process's report, less the same for
     the reference (ms), over honest measurements: the allowance a GPU parent-clock bound needs."""
-    xs = sorted(m["unaccounted_ms"]["kernel"] - m["unaccounted_ms"]["reference"] for m in ms
-                if isinstance((m.get("unaccounted_ms") or {}).get("kernel"), (int, float))
-                and isinstance(m["unaccounted_ms"].get("reference"), (int, float)))
+    xs = sorted(
+        m["unaccounted_ms"]["kernel"] - m["unaccounted_ms"]["reference"]
+        for m in ms
+        if isinstance((m.get("unaccounted_ms") or {}).get("kernel"), (int, float))
+        and isinstance(m["unaccounted_ms"].get("reference"), (int, float))
+    )
     if not xs:
         return None
-    return {"n": len(xs), "median": round(statistics.median(xs), 4), "p90": round(_p90(xs), 4),
-            "max": round(xs[-1], 4), "min": round(xs[0], 4)}
+    return {
+        "n": len(xs),
+        "median": round(statistics.median(xs), 4),
+        "p90": round(_p90(xs), 4),
+        "max": round(xs[-1], 4),
+        "min": round(xs[0], 4),
+    }
 
 
 def _rate(ms: list[dict[str, Any]]) -> float | None:
@@ -239,14 +301,27 @@ def main(argv: list[str]) -> None:
     elif argv[0] == "summary":
         out = Path(argv[1])
         table = rows()
-        selfchecks = [json.loads(x) for x in Path(argv[3]).read_text().splitlines() if x.strip()] if Path(argv[3]).exists() else []
+        selfchecks = (
+            [json.loads(x) for x in Path(argv[3]).read_text().splitlines() if x.strip()]
+            if Path(argv[3]).exists()
+            else []
+        )
         (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in table))
-        s = {"commit": os.environ.get("GPU_CHECK_COMMIT", ""), "ran_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             "device": os.environ.get("GPU_CHECK_DEVICE", ""),
-             **summary(table, Path(argv[2]), selfchecks, builds_from_log(_read(Path(argv[4])))),
-             # The GPU exploit suite's last line (pytest), where the check ran it.
-             "gpu_exploits": ([x for x in _read(out / "gpu_exploits.txt").splitlines()
-                               if any(w in x for w in ("passed", "failed", "error", "exit "))] or [None])[-1]}
+        s = {
+            "commit": os.environ.get("GPU_CHECK_COMMIT", ""),
+            "ran_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "device": os.environ.get("GPU_CHECK_DEVICE", ""),
+            **summary(table, Path(argv[2]), selfchecks, builds_from_log(_read(Path(argv[4])))),
+            # The GPU exploit suite's last line (pytest), where the check ran it.
+            "gpu_exploits": (
+                [
+                    x
+                    for x in _read(out / "gpu_exploits.txt").splitlines()
+                    if any(w in x for w in ("passed", "failed", "error", "exit "))
+                ]
+                or [None]
+            )[-1],
+        }
         (out / "summary.json").write_text(json.dumps(s, indent=1) + "\n")
         print(json.dumps(s, indent=1))
         # Last, the figures alone on one line each: a caller that keeps only the output's tail (the

@@ -16,7 +16,13 @@ import sys
 from collections import Counter
 from typing import Any
 
-INSTRUMENT_FLAGS = ("impossible_speed", "precision_downgrade", "shape_specialised", "nondeterministic", "near_tolerance")
+INSTRUMENT_FLAGS = (
+    "impossible_speed",
+    "precision_downgrade",
+    "shape_specialised",
+    "nondeterministic",
+    "near_tolerance",
+)
 
 
 def rows(paths: list[str]) -> list[dict[str, Any]]:
@@ -38,26 +44,50 @@ def figures(results: list[dict[str, Any]]) -> str:
     correct = [r for r in results if r.get("status") == "correct"]
     lines = [f"kernels {len(results)}, correct {len(correct)}"]
     for code in INSTRUMENT_FLAGS:
-        named = [f"L{r.get('level')}/{r.get('problem')}" for r in correct if code in {f.get("code") for f in r.get("flags") or []}]
+        named = [
+            f"L{r.get('level')}/{r.get('problem')}"
+            for r in correct
+            if code in {f.get("code") for f in r.get("flags") or []}
+        ]
         lines.append(f"  {code:20s} {len(named):3d}  {', '.join(named[:12])}{' ...' if len(named) > 12 else ''}")
     ins = [r.get("instruments") or {} for r in correct]
     fig = {
-        "speed-of-light fraction (kernel)": [i["speed_of_light"]["kernel_fraction"] for i in ins
-                                              if isinstance(i.get("speed_of_light"), dict) and "kernel_fraction" in i["speed_of_light"]],
-        "speed-of-light fraction (reference)": [i["speed_of_light"]["reference_fraction"] for i in ins
-                                                 if isinstance(i.get("speed_of_light"), dict) and "reference_fraction" in i["speed_of_light"]],
-        "error vs fp64 / reference's": [i["precision"]["ratio"] for i in ins if isinstance(i.get("precision"), dict) and "ratio" in i["precision"]],
+        "speed-of-light fraction (kernel)": [
+            i["speed_of_light"]["kernel_fraction"]
+            for i in ins
+            if isinstance(i.get("speed_of_light"), dict) and "kernel_fraction" in i["speed_of_light"]
+        ],
+        "speed-of-light fraction (reference)": [
+            i["speed_of_light"]["reference_fraction"]
+            for i in ins
+            if isinstance(i.get("speed_of_light"), dict) and "reference_fraction" in i["speed_of_light"]
+        ],
+        "error vs fp64 / reference's": [
+            i["precision"]["ratio"] for i in ins if isinstance(i.get("precision"), dict) and "ratio" in i["precision"]
+        ],
         "share of tolerance used": [i["tolerance"]["worst_ratio"] for i in ins if isinstance(i.get("tolerance"), dict)],
-        "GPU-busy share (kernel)": [i["profile"]["kernel"]["busy_share"] for i in ins if isinstance(i.get("profile"), dict)
-                                    and isinstance(i["profile"].get("kernel"), dict) and i["profile"]["kernel"].get("busy_share") is not None],
+        "GPU-busy share (kernel)": [
+            i["profile"]["kernel"]["busy_share"]
+            for i in ins
+            if isinstance(i.get("profile"), dict)
+            and isinstance(i["profile"].get("kernel"), dict)
+            and i["profile"]["kernel"].get("busy_share") is not None
+        ],
         "instruments s": [float((r.get("timings_s") or {}).get("instruments", 0.0)) for r in correct],
-        "instruments / total": [float((r.get("timings_s") or {}).get("instruments", 0.0)) / float((r.get("timings_s") or {}).get("total") or 1.0)
-                                for r in correct],
+        "instruments / total": [
+            float((r.get("timings_s") or {}).get("instruments", 0.0))
+            / float((r.get("timings_s") or {}).get("total") or 1.0)
+            for r in correct
+        ],
     }
     lines += [f"  {name:36s} {_q(xs)}" for name, xs in fig.items()]
     verdicts = Counter(v.get("verdict") for i in ins for v in (i.get("shapes") or {}).get("variants") or [])
-    skipped = Counter(f"{name}: {str(rec.get('skipped'))[:60]}" for i in ins for name, rec in i.items()
-                      if isinstance(rec, dict) and rec.get("skipped"))
+    skipped = Counter(
+        f"{name}: {str(rec.get('skipped'))[:60]}"
+        for i in ins
+        for name, rec in i.items()
+        if isinstance(rec, dict) and rec.get("skipped")
+    )
     lines.append(f"  other-shape verdicts: {dict(verdicts)}")
     lines += [f"  skipped {n:3d}  {why}" for why, n in skipped.most_common(10)]
     per_step: dict[str, list[float]] = {}

@@ -44,8 +44,9 @@ def clone_for(repo: str, mirrors: str) -> str:
 
 
 def show(clone: str, commit: str, path: str) -> str:
-    return subprocess.run(["git", "-C", clone, "show", f"{commit}:{path}"], capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", "-C", clone, "show", f"{commit}:{path}"], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def write(path: str, text: str) -> None:
@@ -63,16 +64,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most N entries")
     args = ap.parse_args(argv)
     rows = [r for r in load_manifest() if args.backend in (None, r["backend"])]
-    rows = rows[args.skip:][:args.limit]
+    rows = rows[args.skip :][: args.limit]
     for r in rows:
         kernel = show(clone_for(str(r["repository"]), args.mirrors), str(r["commit"]), str(r["path"]))
-        problem = show(clone_for(str(r["problem_repository"]), args.mirrors), str(r["problem_commit"]),
-                       str(r["problem_path"]))
+        problem = show(
+            clone_for(str(r["problem_repository"]), args.mirrors), str(r["problem_commit"]), str(r["problem_path"])
+        )
         rel = os.path.join(f"level{r['level']}", f"{r['problem']}.py")
         write(os.path.join(args.out, "kernels", rel), kernel)
         write(os.path.join(args.out, "problems", rel), problem)
-    print(f"{len(rows)} kernels laid out under {args.out} "
-          f"({sum(r['backend'] == 'cuda' for r in rows)} CUDA, {sum(r['backend'] == 'triton' for r in rows)} Triton)")
+    print(
+        f"{len(rows)} kernels laid out under {args.out} "
+        f"({sum(r['backend'] == 'cuda' for r in rows)} CUDA, {sum(r['backend'] == 'triton' for r in rows)} Triton)"
+    )
     return 0
 
 

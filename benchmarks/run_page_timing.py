@@ -51,7 +51,9 @@ def build(problems: int, samples: int) -> tuple[int, int]:
     hardware = Hardware.objects.create(slug="h200", name="H200")
     run_ids = []
     for name in ("A", "B"):
-        run = Run.objects.create(model=LanguageModel.objects.create(name=name), problem_set=problem_set, hardware=hardware)
+        run = Run.objects.create(
+            model=LanguageModel.objects.create(name=name), problem_set=problem_set, hardware=hardware
+        )
         kernels = Kernel.objects.bulk_create(
             Kernel(run=run, problem=p, sample_index=s, source=f"k{p.pk}-{s}", source_hash=f"{p.pk}-{s}-{name}")
             for p in Problem.objects.filter(problem_set=problem_set)
@@ -102,10 +104,15 @@ def main() -> None:
         from django.test import Client  # deferred: needs django.setup()
 
         settings.ALLOWED_HOSTS = ["testserver"]
-        settings.STORAGES = {**settings.STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+        settings.STORAGES = {
+            **settings.STORAGES,
+            "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+        }
         run, other = build(args.problems, args.samples)
         client = Client()
-        print(f"run of {args.problems} problems x {args.samples} samples ({args.problems * args.samples} kernels), SQLite")
+        print(
+            f"run of {args.problems} problems x {args.samples} samples ({args.problems * args.samples} kernels), SQLite"
+        )
         for url in (f"/runs/{run}/", f"/runs/{run}/?compare={other}", f"/api/v1/runs/{run}/progress/",
                     f"/api/v1/runs/{run}/problems/", f"/api/v1/runs/{run}/scores/"):  # fmt: skip
             p50, p95, queries = measure(client, url, args.repeat)

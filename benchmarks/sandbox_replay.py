@@ -46,8 +46,10 @@ def cases(token: str) -> dict[str, str]:
         "            if pid == 0:\n                time.sleep(1.5)\n                os._exit(0)\n"
         "            kids.append(pid)\n        for pid in kids:\n            os.waitpid(pid, 0)"
     )
-    bomb = "        for _ in range(12):\n            try:\n                os.fork()\n            except OSError:\n" \
-           "                break\n        time.sleep(30)"
+    bomb = (
+        "        for _ in range(12):\n            try:\n                os.fork()\n            except OSError:\n"
+        "                break\n        time.sleep(30)"
+    )
     big = "        open('big.bin', 'wb').write(b'x' * (128 * 2**20))"
     return {
         "19.7 files left in /tmp, /var/tmp, /dev/shm": kernel(leave),
@@ -63,17 +65,25 @@ def main() -> int:
     parser.add_argument("--memory-limit-mb", type=int, default=4096)
     args = parser.parse_args()
     token = secrets.token_hex(6)
-    cfg = dict(correctness_trials=1, timing_trials=0, cpu_threads=1, timeout_s=120,
-               memory_limit_mb=args.memory_limit_mb, file_size_limit_mb=64)
+    cfg = dict(
+        correctness_trials=1,
+        timing_trials=0,
+        cpu_threads=1,
+        timeout_s=120,
+        memory_limit_mb=args.memory_limit_mb,
+        file_size_limit_mb=64,
+    )
     for name, source in cases(token).items():
         t0 = time.monotonic()
         res = evaluate(PROBLEM, source, EvaluationConfig(**cfg))
         env = res.environment
         print(f"## {name}: {res.status} in {time.monotonic() - t0:.1f} s")
         print(f"   error: {res.error}")
-        print(f"   isolation {env.get('isolation_mode')}, private_tmp {env.get('private_tmp')}, process_limit "
-              f"{env.get('process_limit')}, peak resident sum {env.get('kernel_peak_rss_mb')} MB, "
-              f"peak tasks {env.get('kernel_peak_tasks')}")
+        print(
+            f"   isolation {env.get('isolation_mode')}, private_tmp {env.get('private_tmp')}, process_limit "
+            f"{env.get('process_limit')}, peak resident sum {env.get('kernel_peak_rss_mb')} MB, "
+            f"peak tasks {env.get('kernel_peak_tasks')}"
+        )
     left = [p for d in ("/tmp", "/var/tmp", "/dev/shm") if os.path.exists(p := f"{d}/kb-replay-{token}")]
     print(f"files left behind on the host: {left or 'none'}")
     for path in left:

@@ -52,9 +52,11 @@ GPU_BOUND_BUSY = 0.9
 
 # --------------------------------------------------------------------------------------- child --
 
+
 def _stub_missing_modules() -> None:
     """KernelBench's package imports LLM clients at import time; they are never called here."""
     import types
+
     for name in ("dotenv", "openai", "litellm", "tqdm", "requests"):
         try:
             __import__(name)
@@ -87,22 +89,34 @@ def _gpu_activities(trace_path: str, prefix: str) -> list[tuple[float, float, in
     driver calls made inside the annotation cross-check the count."""
     with open(trace_path, encoding="utf-8") as fh:
         events = json.load(fh)["traceEvents"]
-    ranges = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
-                    if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix))
+    ranges = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix)
+    )
     calls = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     syncs = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in calls if "Synchronize" in str(e.get("name")))
     acts = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     out = []
     for t0, t1 in ranges:
         end = next((b for a, b in syncs if a >= t1 - 1), math.inf)
-        mine = [(e["ts"], e["ts"] + e["dur"], e.get("args", {}).get("correlation")) for e in acts
-                if e["ts"] >= t0 and e["ts"] + e["dur"] <= end]
+        mine = [
+            (e["ts"], e["ts"] + e["dur"], e.get("args", {}).get("correlation"))
+            for e in acts
+            if e["ts"] >= t0 and e["ts"] + e["dur"] <= end
+        ]
         launched = {c.get("args", {}).get("correlation") for c in calls if t0 <= c["ts"] <= t1}
         if not mine:
             out.append((0.0, 0.0, 0, 0))
             continue
-        out.append((sum(b - a for a, b, _ in mine), max(b for _, b, _ in mine) - min(a for a, _, _ in mine),
-                    len(mine), sum(c in launched for _, _, c in mine)))
+        out.append(
+            (
+                sum(b - a for a, b, _ in mine),
+                max(b for _, b, _ in mine) - min(a for a, _, _ in mine),
+                len(mine),
+                sum(c in launched for _, _, c in mine),
+            )
+        )
     return out
 
 
@@ -111,8 +125,11 @@ def _median(xs: list[float]) -> float:
     return median(xs) if xs else math.nan
 
 
-def _profile_side(torch: Any, kbt: Any, fn: Any, args: list[Any], calls: int, trace_dir: str, tag: str) -> dict[str, Any]:
+def _profile_side(
+    torch: Any, kbt: Any, fn: Any, args: list[Any], calls: int, trace_dir: str, tag: str
+) -> dict[str, Any]:
     from torch.profiler import ProfilerActivity, profile, record_function
+
     dev = torch.cuda.current_device()
     with torch.no_grad():
         for _ in range(3):
@@ -139,10 +156,15 @@ def _profile_side(torch: Any, kbt: Any, fn: Any, args: list[Any], calls: int, tr
     prof.export_chrome_trace(path)
     acts = _gpu_activities(path, "judge_fwd_")
     os.unlink(path)
-    return {"work_ms": _median([a[0] for a in acts]) / 1e3, "span_ms": _median([a[1] for a in acts]) / 1e3,
-            "activities": _median([float(a[2]) for a in acts]), "correlated": _median([float(a[3]) for a in acts]),
-            "event_median_ms": _median(event_ms),
-            "event_mean_ms": sum(event_ms) / len(event_ms), "calls": len(acts)}
+    return {
+        "work_ms": _median([a[0] for a in acts]) / 1e3,
+        "span_ms": _median([a[1] for a in acts]) / 1e3,
+        "activities": _median([float(a[2]) for a in acts]),
+        "correlated": _median([float(a[3]) for a in acts]),
+        "event_median_ms": _median(event_ms),
+        "event_mean_ms": sum(event_ms) / len(event_ms),
+        "calls": len(acts),
+    }
 
 
 def child(args: argparse.Namespace) -> None:
@@ -152,6 +174,7 @@ def child(args: argparse.Namespace) -> None:
     import kernelbench.eval as kbe
     import torch
     from kernelbench import timing as kbt
+
     tol = float(args.tolerance)
     kbe.get_tolerance_for_precision = lambda precision: tol  # the kernel's own rules (see the docstring)
     captured: list[tuple[Any, list[Any], list[float]]] = []
@@ -164,7 +187,9 @@ def child(args: argparse.Namespace) -> None:
             times = fn(kernel_fn, inputs, **kw)
             captured.append((kernel_fn, inputs, list(times)))
             return times
+
         return timed
+
     kbt.get_timing_function = capturing
     with open(args.problem, encoding="utf-8") as fh:
         ref_src = fh.read()
@@ -173,10 +198,18 @@ def child(args: argparse.Namespace) -> None:
     out: dict[str, Any] = {}
     t0 = time.monotonic()
     try:
-        r = kbe.eval_kernel_against_ref(ref_src, ker_src, seed_num=42, num_correct_trials=5,
-                                        num_perf_trials=args.kb_trials, measure_performance=True,
-                                        timing_method="cuda_event", build_dir=args.build_dir, device=0,
-                                        backend=args.backend)
+        r = kbe.eval_kernel_against_ref(
+            ref_src,
+            ker_src,
+            seed_num=42,
+            num_correct_trials=5,
+            num_perf_trials=args.kb_trials,
+            measure_performance=True,
+            timing_method="cuda_event",
+            build_dir=args.build_dir,
+            device=0,
+            backend=args.backend,
+        )
     except Exception as exc:  # noqa: BLE001 - KernelBench's harness crashing is a finding
         out["kb"] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
         r = None
@@ -184,12 +217,21 @@ def child(args: argparse.Namespace) -> None:
         out["kb"] = {"error": "eval_kernel_against_ref returned None (lock error)"}
     elif r is not None:
         meta = {k: str(v)[:300] for k, v in (getattr(r, "metadata", None) or {}).items()}
-        kb: dict[str, Any] = {"compiled": r.compiled, "correct": r.correctness, "metadata": meta,
-                              "kernel_mean_ms": r.runtime, "ref_mean_ms": getattr(r, "ref_runtime", -1.0)}
+        kb: dict[str, Any] = {
+            "compiled": r.compiled,
+            "correct": r.correctness,
+            "metadata": meta,
+            "kernel_mean_ms": r.runtime,
+            "ref_mean_ms": getattr(r, "ref_runtime", -1.0),
+        }
         if len(captured) >= 2:
             k_times, r_times = captured[0][2], captured[1][2]
-            kb.update(kernel_raw_mean_ms=sum(k_times) / len(k_times), ref_raw_mean_ms=sum(r_times) / len(r_times),
-                      kernel_median_ms=_median(k_times), ref_median_ms=_median(r_times))
+            kb.update(
+                kernel_raw_mean_ms=sum(k_times) / len(k_times),
+                ref_raw_mean_ms=sum(r_times) / len(r_times),
+                kernel_median_ms=_median(k_times),
+                ref_median_ms=_median(r_times),
+            )
             kb["speedup"] = kb["ref_mean_ms"] / kb["kernel_mean_ms"] if kb["kernel_mean_ms"] > 0 else None
             kb["speedup_median"] = kb["ref_median_ms"] / kb["kernel_median_ms"]
         out["kb"] = kb
@@ -199,10 +241,13 @@ def child(args: argparse.Namespace) -> None:
         try:
             ker = _profile_side(torch, kbt, captured[0][0], captured[0][1], args.profiler_calls, args.trace_dir, "ker")
             ref = _profile_side(torch, kbt, captured[1][0], captured[1][1], args.profiler_calls, args.trace_dir, "ref")
-            out["prof"] = {"kernel": ker, "reference": ref,
-                           "speedup_work": ref["work_ms"] / ker["work_ms"] if ker["work_ms"] > 0 else None,
-                           "speedup_span": ref["span_ms"] / ker["span_ms"] if ker["span_ms"] > 0 else None,
-                           "speedup_event_median": ref["event_median_ms"] / ker["event_median_ms"]}
+            out["prof"] = {
+                "kernel": ker,
+                "reference": ref,
+                "speedup_work": ref["work_ms"] / ker["work_ms"] if ker["work_ms"] > 0 else None,
+                "speedup_span": ref["span_ms"] / ker["span_ms"] if ker["span_ms"] > 0 else None,
+                "speedup_event_median": ref["event_median_ms"] / ker["event_median_ms"],
+            }
         except Exception as exc:  # noqa: BLE001
             out["prof"] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
         out["prof_wall_s"] = round(time.monotonic() - t1, 2)
@@ -211,26 +256,50 @@ def child(args: argparse.Namespace) -> None:
 
 # ---------------------------------------------------------------------------------------- host --
 
+
 def kb_prebuild(python: str, kb_src: str, kernel_path: str, build_dir: str, env: dict[str, str]) -> dict[str, Any]:
     """KernelBench's own pre-compile (``build_compile_cache``) into ``build_dir``, in its own process."""
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); sys.argv.pop(1); "
-            "import three_judges as tj; tj._stub_missing_modules(); sys.path.insert(0, sys.argv[1]); "
-            "from kernelbench.eval import build_compile_cache; "
-            "ok, log, err = build_compile_cache(open(sys.argv[2]).read(), build_dir=sys.argv[3]); "
-            "print('BUILT' if ok else 'FAILED', (err or '')[:300])")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); sys.argv.pop(1); "
+        "import three_judges as tj; tj._stub_missing_modules(); sys.path.insert(0, sys.argv[1]); "
+        "from kernelbench.eval import build_compile_cache; "
+        "ok, log, err = build_compile_cache(open(sys.argv[2]).read(), build_dir=sys.argv[3]); "
+        "print('BUILT' if ok else 'FAILED', (err or '')[:300])"
+    )
     t0 = time.monotonic()
-    p = subprocess.run([python, "-c", code, HERE, kb_src, kernel_path, build_dir], capture_output=True, text=True,
-                       env=env, timeout=900)
+    p = subprocess.run(
+        [python, "-c", code, HERE, kb_src, kernel_path, build_dir], capture_output=True, text=True, env=env, timeout=900
+    )
     last = (p.stdout.strip().splitlines() or [""])[-1]
     return {"ok": last.startswith("BUILT"), "seconds": round(time.monotonic() - t0, 1), "message": last[:300]}
 
 
-def run_judge_child(task: Any, backend: str, tol: float, build_dir: str, args: argparse.Namespace,
-                    core: int | None, env: dict[str, str]) -> dict[str, Any]:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--problem", task.problem_path, "--kernel",
-           task.kernel_path, "--backend", backend, "--tolerance", str(tol), "--build-dir", build_dir,
-           "--kb-src", args.kb_src, "--kb-trials", str(args.kb_trials), "--profiler-calls",
-           str(args.profiler_calls), "--trace-dir", args.trace_dir]
+def run_judge_child(
+    task: Any, backend: str, tol: float, build_dir: str, args: argparse.Namespace, core: int | None, env: dict[str, str]
+) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        "--problem",
+        task.problem_path,
+        "--kernel",
+        task.kernel_path,
+        "--backend",
+        backend,
+        "--tolerance",
+        str(tol),
+        "--build-dir",
+        build_dir,
+        "--kb-src",
+        args.kb_src,
+        "--kb-trials",
+        str(args.kb_trials),
+        "--profiler-calls",
+        str(args.profiler_calls),
+        "--trace-dir",
+        args.trace_dir,
+    ]
     pin = (lambda: os.sched_setaffinity(0, {core})) if core is not None else None
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.child_timeout, env=env, preexec_fn=pin)
@@ -247,8 +316,11 @@ def ours_summary(r: dict[str, Any]) -> dict[str, Any]:
     out = {k: r.get(k) for k in keep}
     for side in ("kernel_ms", "reference_ms"):
         d = r.get(side) or {}
-        out[side] = {k: d.get(k) for k in ("median", "mean", "std", "calls_per_round", "trials", "process_ratio",
-                                            "unaccounted_ms") if k in d}
+        out[side] = {
+            k: d.get(k)
+            for k in ("median", "mean", "std", "calls_per_round", "trials", "process_ratio", "unaccounted_ms")
+            if k in d
+        }
     out["rounds"] = (r.get("environment") or {}).get("timing_rounds")
     out["flags"] = [f["code"] for f in r.get("flags") or []]
     out["timings_s"] = r.get("timings_s")
@@ -306,7 +378,7 @@ def host(args: argparse.Namespace) -> int:
         order = [ln.strip() for ln in open(args.subset, encoding="utf-8") if ln.strip() and not ln.startswith("#")]
         by_name = {f"level{t.level}/{t.problem}": t for t in tasks}
         tasks = [by_name[n] for n in order if n in by_name]
-    tasks = tasks[args.start:]
+    tasks = tasks[args.start :]
     cores = sorted(os.sched_getaffinity(0))
     # The last core times (every timed process, ours and KernelBench's, in turn); the three before it
     # start the next evaluation's processes; builds get the rest but core 0, which is left to a
@@ -335,14 +407,24 @@ def host(args: argparse.Namespace) -> int:
         cfg, _, backend = cfg_for(t)
         if backend == "cuda" and needs_build(sources[id(t)]):
             ours_builds[id(t)] = ours_pool.submit(sources[id(t)], cfg)
-            kb_builds[id(t)] = kb_pool.submit(kb_prebuild, sys.executable, args.kb_src, t.kernel_path,
-                                              os.path.join(build_root, f"level{t.level}_{t.problem}"), env)
+            kb_builds[id(t)] = kb_pool.submit(
+                kb_prebuild,
+                sys.executable,
+                args.kb_src,
+                t.kernel_path,
+                os.path.join(build_root, f"level{t.level}_{t.problem}"),
+                env,
+            )
     os.sched_setaffinity(0, main_cores)
     if args.gpu_after:
         while not os.path.exists(args.gpu_after):
             time.sleep(1)
-    print(f"judges: {len(tasks)} kernels; builds queued: {len(ours_builds)} ours, {len(kb_builds)} KernelBench's; "
-          f"GPU work starts at {time.monotonic() - t_start:.0f} s", flush=True)
+    print(
+        f"judges: {len(tasks)} kernels; builds queued: {len(ours_builds)} ours, {len(kb_builds)} KernelBench's; "
+        f"GPU work starts at {time.monotonic() - t_start:.0f} s",
+        flush=True,
+    )
+
     def start(t: Any) -> Any:  # our evaluation's processes import torch while the GPU does other work
         return prepare(open(t.problem_path, encoding="utf-8").read(), sources[id(t)], cfg_for(t)[0])
 
@@ -358,18 +440,30 @@ def host(args: argparse.Namespace) -> int:
             cfg, tol, backend = cfg_for(t)
             prep, nxt = nxt, None
             t0 = time.monotonic()
-            prebuild = {"ours": ours_builds[id(t)].result().to_dict() if id(t) in ours_builds else None,
-                        "kb": kb_builds[id(t)].result() if id(t) in kb_builds else None}
+            prebuild = {
+                "ours": ours_builds[id(t)].result().to_dict() if id(t) in ours_builds else None,
+                "kb": kb_builds[id(t)].result() if id(t) in kb_builds else None,
+            }
             waited = time.monotonic() - t0
             t1 = time.monotonic()
             ours = ours_summary(evaluate_prepared(prep).to_dict())
             ours_wall = time.monotonic() - t1
             nxt = start(tasks[i + 1]) if i + 1 < len(tasks) else None
-            judged = run_judge_child(t, backend, tol, os.path.join(build_root, f"level{t.level}_{t.problem}"), args,
-                                     timing_core, env)
-            row = {"level": t.level, "problem": t.problem, "backend": backend, "tolerance": tol,
-                   "model": manifest.get((t.level, t.problem), {}).get("model"), "ours": ours, **judged,
-                   "prebuild": prebuild, "build_wait_s": round(waited, 1), "ours_wall_s": round(ours_wall, 1)}
+            judged = run_judge_child(
+                t, backend, tol, os.path.join(build_root, f"level{t.level}_{t.problem}"), args, timing_core, env
+            )
+            row = {
+                "level": t.level,
+                "problem": t.problem,
+                "backend": backend,
+                "tolerance": tol,
+                "model": manifest.get((t.level, t.problem), {}).get("model"),
+                "ours": ours,
+                **judged,
+                "prebuild": prebuild,
+                "build_wait_s": round(waited, 1),
+                "ours_wall_s": round(ours_wall, 1),
+            }
             rows.append(row)
             fh.write(json.dumps(row, default=str) + "\n")
             fh.flush()
@@ -385,6 +479,7 @@ def host(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------- figures --
 
+
 def _f(x: Any, spec: str = ".3f") -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
 
@@ -394,11 +489,14 @@ def judged(row: dict[str, Any]) -> dict[str, float | None]:
     ours = row.get("ours") or {}
     kb = row.get("kb") or {}
     prof = row.get("prof") or {}
-    return {"ours": ours.get("speedup") if ours.get("status") == "correct" else None,
-            "kb": kb.get("speedup") if kb.get("correct") else None,
-            "kb_median": kb.get("speedup_median") if kb.get("correct") else None,
-            "prof_work": prof.get("speedup_work"), "prof_span": prof.get("speedup_span"),
-            "prof_event_median": prof.get("speedup_event_median")}
+    return {
+        "ours": ours.get("speedup") if ours.get("status") == "correct" else None,
+        "kb": kb.get("speedup") if kb.get("correct") else None,
+        "kb_median": kb.get("speedup_median") if kb.get("correct") else None,
+        "prof_work": prof.get("speedup_work"),
+        "prof_span": prof.get("speedup_span"),
+        "prof_event_median": prof.get("speedup_event_median"),
+    }
 
 
 def gpu_bound(row: dict[str, Any]) -> bool | None:
@@ -414,10 +512,16 @@ def one_line(row: dict[str, Any]) -> str:
     ours = row.get("ours") or {}
     kb = row.get("kb") or {}
     tail = "" if j["ours"] else f" ours: {ours.get('status')} {str(ours.get('error') or '')[:60]}"
-    tail += "" if j["kb"] else f" kb: {str(kb.get('error') or kb.get('metadata', {}).get('correctness_issue') or 'incorrect')[:60]}"
-    return (f"level{row['level']}/{row['problem'][:38]:38s} ours {_f(j['ours'])} kb {_f(j['kb'])} "
-            f"(median {_f(j['kb_median'])}) prof work {_f(j['prof_work'])} span {_f(j['prof_span'])} "
-            f"gpu-bound {gpu_bound(row)}{tail}")
+    tail += (
+        ""
+        if j["kb"]
+        else f" kb: {str(kb.get('error') or kb.get('metadata', {}).get('correctness_issue') or 'incorrect')[:60]}"
+    )
+    return (
+        f"level{row['level']}/{row['problem'][:38]:38s} ours {_f(j['ours'])} kb {_f(j['kb'])} "
+        f"(median {_f(j['kb_median'])}) prof work {_f(j['prof_work'])} span {_f(j['prof_span'])} "
+        f"gpu-bound {gpu_bound(row)}{tail}"
+    )
 
 
 def _ratio_stats(pairs: list[tuple[float, float]]) -> dict[str, Any]:
@@ -425,8 +529,13 @@ def _ratio_stats(pairs: list[tuple[float, float]]) -> dict[str, Any]:
     if not devs:
         return {"n": 0}
     p95 = devs[min(len(devs) - 1, max(0, math.ceil(0.95 * len(devs)) - 1))]
-    return {"n": len(devs), "median": _median(devs), "p95": p95, "over_5pct": sum(d > 0.05 for d in devs),
-            "within_3pct": sum(d <= 0.03 for d in devs)}
+    return {
+        "n": len(devs),
+        "median": _median(devs),
+        "p95": p95,
+        "over_5pct": sum(d > 0.05 for d in devs),
+        "within_3pct": sum(d <= 0.03 for d in devs),
+    }
 
 
 def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -438,25 +547,37 @@ def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     bound = [(j["ours"], j["prof_work"]) for r, j in js if j["ours"] and j["prof_work"] and gpu_bound(r)]
     out["ours_vs_prof_work_gpu_bound"] = _ratio_stats(bound)
     out["kb_vs_prof_work"] = _ratio_stats([(j["kb"], j["prof_work"]) for _, j in js if j["kb"] and j["prof_work"]])
-    out["verdicts"] = {"both_correct": sum(bool(j["ours"] and j["kb"]) for _, j in js),
-                       "ours_only": sum(bool(j["ours"] and not j["kb"]) for _, j in js),
-                       "kb_only": sum(bool(j["kb"] and not j["ours"]) for _, j in js),
-                       "neither": sum(not j["ours"] and not j["kb"] for _, j in js)}
-    out["over_5pct"] = [{"kernel": f"level{r['level']}/{r['problem']}", **{k: v for k, v in j.items() if v},
-                         "gpu_bound": gpu_bound(r)}
-                        for r, j in js if j["ours"] and any(j[o] and abs(j["ours"] / j[o] - 1) > 0.05
-                                                            for o in ("kb", "prof_work"))]
+    out["verdicts"] = {
+        "both_correct": sum(bool(j["ours"] and j["kb"]) for _, j in js),
+        "ours_only": sum(bool(j["ours"] and not j["kb"]) for _, j in js),
+        "kb_only": sum(bool(j["kb"] and not j["ours"]) for _, j in js),
+        "neither": sum(not j["ours"] and not j["kb"] for _, j in js),
+    }
+    out["over_5pct"] = [
+        {"kernel": f"level{r['level']}/{r['problem']}", **{k: v for k, v in j.items() if v}, "gpu_bound": gpu_bound(r)}
+        for r, j in js
+        if j["ours"] and any(j[o] and abs(j["ours"] / j[o] - 1) > 0.05 for o in ("kb", "prof_work"))
+    ]
     return out
 
 
 def format_figures(f: dict[str, Any]) -> str:
     lines = [f"kernels: {f['kernels']}; verdicts {f['verdicts']}"]
-    for key in ("ours_vs_kb", "ours_vs_kb_median", "ours_vs_prof_work", "ours_vs_prof_work_gpu_bound",
-                "ours_vs_prof_span", "ours_vs_prof_event_median", "kb_vs_prof_work"):
+    for key in (
+        "ours_vs_kb",
+        "ours_vs_kb_median",
+        "ours_vs_prof_work",
+        "ours_vs_prof_work_gpu_bound",
+        "ours_vs_prof_span",
+        "ours_vs_prof_event_median",
+        "kb_vs_prof_work",
+    ):
         s = f[key]
         if s.get("n"):
-            lines.append(f"{key}: n={s['n']} |ratio-1| median {s['median']:.2%}, p95 {s['p95']:.2%}, "
-                         f"{s['within_3pct']} within 3%, {s['over_5pct']} over 5%")
+            lines.append(
+                f"{key}: n={s['n']} |ratio-1| median {s['median']:.2%}, p95 {s['p95']:.2%}, "
+                f"{s['within_3pct']} within 3%, {s['over_5pct']} over 5%"
+            )
     for o in f["over_5pct"]:
         lines.append("  over 5%: " + json.dumps(o))
     return "\n".join(lines)

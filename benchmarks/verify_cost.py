@@ -20,8 +20,11 @@ sys.path.insert(0, str(REPO))
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     folder = tempfile.mkdtemp(prefix="kb-verify-")
-    os.environ.update(DATABASE_URL=f"sqlite:///{folder}/db.sqlite3", KB_VAR_DIR=f"{folder}/var",
-                      DJANGO_SETTINGS_MODULE="config.settings")
+    os.environ.update(
+        DATABASE_URL=f"sqlite:///{folder}/db.sqlite3",
+        KB_VAR_DIR=f"{folder}/var",
+        DJANGO_SETTINGS_MODULE="config.settings",
+    )
     os.environ.pop("REDIS_URL", None)
     import django  # deferred: settings come from the environment set above
 
@@ -45,7 +48,9 @@ def main() -> None:
     start = time.perf_counter()
     with CaptureQueriesContext(connection) as queries:
         queued, _ = verify_run(run)
-    print(f"verify_run of {n} kernels: {time.perf_counter() - start:.2f} s, {len(queries)} queries, {len(queued)} queued")
+    print(
+        f"verify_run of {n} kernels: {time.perf_counter() - start:.2f} s, {len(queries)} queries, {len(queued)} queued"
+    )
 
 
 if __name__ == "__main__":

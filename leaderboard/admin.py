@@ -103,7 +103,16 @@ class ModelMergeAdmin(admin.ModelAdmin):
 @admin.register(PublishedFigure)
 class PublishedFigureAdmin(admin.ModelAdmin):
     formfield_overrides = PLAIN_TEXT_FIELDS
-    list_display = ["kernel", "hardware", "correct", "speedup_eager", "speedup_compile", "runtime_ms", "ranked_by_source", "source"]
+    list_display = [
+        "kernel",
+        "hardware",
+        "correct",
+        "speedup_eager",
+        "speedup_compile",
+        "runtime_ms",
+        "ranked_by_source",
+        "source",
+    ]
     list_filter = ["hardware", "ranked_by_source", "source", "kernel__problem__level"]
     search_fields = ["kernel__source_hash", "kernel__run__model__name", "source"]
     list_select_related = ["kernel__problem", "hardware"]
@@ -156,7 +165,18 @@ class KernelAdmin(admin.ModelAdmin):
 
 @admin.register(Evaluation)
 class EvaluationAdmin(admin.ModelAdmin):
-    list_display = ["id", "kernel", "hardware", "origin", "state", "status", "speedup", "attempts", "worker_name", "queued_at"]
+    list_display = [
+        "id",
+        "kernel",
+        "hardware",
+        "origin",
+        "state",
+        "status",
+        "speedup",
+        "attempts",
+        "worker_name",
+        "queued_at",
+    ]
     list_filter = ["state", "status", "origin", "instruments_state", "hardware"]
     search_fields = ["kernel__problem__name", "worker_name", "job_id", "error"]
     list_select_related = ["kernel__problem", "hardware"]
@@ -169,7 +189,16 @@ class ReportedScoreAdmin(CsvUploadMixin, admin.ModelAdmin):
     csv_columns = reported_scores.COLUMNS
     csv_read = staticmethod(reported_scores.read_csv)
     csv_store = staticmethod(lambda rows, user: reported_scores.store_rows(rows, entered_by=user))
-    list_display = ["model", "variant", "metric", "display_value", "setting", "hardware_name", "display_date", "source_url"]
+    list_display = [
+        "model",
+        "variant",
+        "metric",
+        "display_value",
+        "setting",
+        "hardware_name",
+        "display_date",
+        "source_url",
+    ]
     list_filter = ["metric", "unit", "model__lab"]
     search_fields = ["model__name", "variant", "setting", "source_url"]
     list_select_related = ["model"]

@@ -38,7 +38,15 @@ DEMO_MODELS = (("Demo Alpha", 0.85, 1.4), ("Demo Beta", 0.65, 1.0), ("Demo Gamma
 DEMO_NOTE = "Synthetic demo data made by seed_demo: not a measurement."
 REAL_LAUNCH_POSTS = (
     # lab, model, title, url, date, lists KernelBench, score as stated
-    ("MiniMax", "MiniMax-M3", "MiniMax-M3", "https://www.minimax.io/blog/minimax-m3", "2026-06-01", True, "KernelBench Hard 28.8%"),
+    (
+        "MiniMax",
+        "MiniMax-M3",
+        "MiniMax-M3",
+        "https://www.minimax.io/blog/minimax-m3",
+        "2026-06-01",
+        True,
+        "KernelBench Hard 28.8%",
+    ),
 )
 
 
@@ -50,7 +58,11 @@ def kernel_source_from_reference(reference: str) -> str:
 def seed_starter_catalogue() -> ProblemSet:
     problem_set, _ = ProblemSet.objects.get_or_create(
         name=STARTER_SET,
-        defaults={"slug": "starter-v1", "version": "1", "description": "Problems written for this project; small on CPU, scaled up on GPUs with KB_SCALE."},
+        defaults={
+            "slug": "starter-v1",
+            "version": "1",
+            "description": "Problems written for this project; small on CPU, scaled up on GPUs with KB_SCALE.",
+        },
     )
     for problem in scan_checkout(CATALOGUE_DIR).problems:
         upsert(
@@ -74,31 +86,58 @@ def seed_launch_posts(models: list[LanguageModel], lab: Lab) -> None:
         upsert(
             LaunchPost,
             {"url": url},
-            {"lab": post_lab, "model": model, "title": title, "published_on": dt.date.fromisoformat(date),
-             "lists_kernelbench": lists, "kernelbench_score": score},
+            {
+                "lab": post_lab,
+                "model": model,
+                "title": title,
+                "published_on": dt.date.fromisoformat(date),
+                "lists_kernelbench": lists,
+                "kernelbench_score": score,
+            },
         )
     for index, model in enumerate(models):
         upsert(
             LaunchPost,
             {"url": f"https://example.com/demo/{model.slug}"},
-            {"lab": lab, "model": model, "title": f"Introducing {model.name} (demo)",
-             "published_on": model.release_date, "lists_kernelbench": index != 1,
-             "kernelbench_score": "" if index == 1 else "demo", "is_demo": True},
+            {
+                "lab": lab,
+                "model": model,
+                "title": f"Introducing {model.name} (demo)",
+                "published_on": model.release_date,
+                "lists_kernelbench": index != 1,
+                "kernelbench_score": "" if index == 1 else "demo",
+                "is_demo": True,
+            },
         )
 
 
 def demo_evaluation_values(rng: random.Random, correct_rate: float, centre: float) -> dict:
     roll = rng.random()
     if roll > correct_rate + (1 - correct_rate) * 0.5:
-        return {"status": Evaluation.Status.COMPILE_ERROR, "compiled": False, "correct": False, "error": "demo: build failed"}
+        return {
+            "status": Evaluation.Status.COMPILE_ERROR,
+            "compiled": False,
+            "correct": False,
+            "error": "demo: build failed",
+        }
     if roll > correct_rate:
-        return {"status": Evaluation.Status.INCORRECT, "compiled": True, "correct": False, "error": "demo: outputs differ"}
+        return {
+            "status": Evaluation.Status.INCORRECT,
+            "compiled": True,
+            "correct": False,
+            "error": "demo: outputs differ",
+        }
     speedup = round(max(0.05, rng.lognormvariate(0, 0.45) * centre), 3)
     reference_ms = round(rng.uniform(0.2, 8.0), 3)
     return {
-        "status": Evaluation.Status.CORRECT, "compiled": True, "correct": True, "speedup": speedup,
-        "speedup_low": round(speedup * 0.97, 3), "speedup_high": round(speedup * 1.03, 3),
-        "reference_ms": reference_ms, "kernel_ms": round(reference_ms / speedup, 4),
+        "status": Evaluation.Status.CORRECT,
+        "compiled": True,
+        "correct": True,
+        "speedup": speedup,
+        "speedup_low": round(speedup * 0.97, 3),
+        "speedup_high": round(speedup * 1.03, 3),
+        "reference_ms": reference_ms,
+        "kernel_ms": round(reference_ms / speedup, 4),
     }
 
 
@@ -112,20 +151,30 @@ def seed_demo_runs(problem_set: ProblemSet, hardware: Hardware) -> list[Language
         )
         models.append(model)
         run, _ = Run.objects.get_or_create(
-            model=model, problem_set=problem_set, hardware=hardware, setting="one-shot",
+            model=model,
+            problem_set=problem_set,
+            hardware=hardware,
+            setting="one-shot",
             defaults={"is_demo": True, "origin": Origin.DEMO, "name": f"{name} demo run", "notes": DEMO_NOTE},
         )
         rng = random.Random(f"{name}-{problem_set.slug}")
         for problem in problems:
             values = demo_evaluation_values(rng, correct_rate, centre)
             kernel, created = Kernel.objects.get_or_create(
-                run=run, problem=problem, sample_index=0,
+                run=run,
+                problem=problem,
+                sample_index=0,
                 defaults={"source": kernel_source_from_reference(problem.source)},
             )
             if created or kernel.latest_evaluation_id is None:
                 evaluation = Evaluation.objects.create(
-                    kernel=kernel, hardware=hardware, origin=Origin.DEMO, state=Evaluation.State.DONE, trials_total=5,
-                    trials_passed=5 if values["correct"] else 0, environment={"demo": True, "note": DEMO_NOTE},
+                    kernel=kernel,
+                    hardware=hardware,
+                    origin=Origin.DEMO,
+                    state=Evaluation.State.DONE,
+                    trials_total=5,
+                    trials_passed=5 if values["correct"] else 0,
+                    environment={"demo": True, "note": DEMO_NOTE},
                     **values,
                 )
                 kernel.latest_evaluation = evaluation

@@ -44,7 +44,16 @@ class ProblemAdmin(admin.ModelAdmin):
 @admin.register(Hardware)
 class HardwareAdmin(admin.ModelAdmin):
     formfield_overrides = PLAIN_TEXT_FIELDS  # no control characters in names
-    list_display = ["slug", "name", "kind", "device_name", "driver_version", "cuda_version", "torch_version", "last_seen_at"]
+    list_display = [
+        "slug",
+        "name",
+        "kind",
+        "device_name",
+        "driver_version",
+        "cuda_version",
+        "torch_version",
+        "last_seen_at",
+    ]
     list_filter = ["kind"]
     search_fields = ["slug", "name", "device_name"]
 

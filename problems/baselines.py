@@ -64,7 +64,10 @@ def _entry(path: Path, level: int, file_name: str, stats) -> BaselineEntry:
         raise MalformedInput(f"{where}: expected an object of timing statistics")
     if "mean" not in stats:
         raise MalformedInput(f"{where}/mean: missing")
-    values = {f: (_number(stats[f], f"{where}/{f}", positive=f == "mean") if stats.get(f) is not None else None) for f in STAT_FIELDS}
+    values = {
+        f: (_number(stats[f], f"{where}/{f}", positive=f == "mean") if stats.get(f) is not None else None)
+        for f in STAT_FIELDS
+    }
     trials = stats.get("num_trials")
     if trials is not None:
         try:

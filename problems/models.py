@@ -213,7 +213,9 @@ class ProblemSet(models.Model):
     description = models.TextField(blank=True)
     source_url = models.URLField(blank=True)
     # The rules the set's runs are scored by unless a run was re-scored under others (Run.rules).
-    rules = models.ForeignKey(ScoringRules, on_delete=models.PROTECT, related_name="problem_sets", default=current_rules_pk)
+    rules = models.ForeignKey(
+        ScoringRules, on_delete=models.PROTECT, related_name="problem_sets", default=current_rules_pk
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -39,7 +39,7 @@ def format_character(text: str) -> str | None:
 
 
 def control_character_problem(text: str, multiline: bool = False) -> str | None:
-    """"contains a control character (U+001B)" (or, in one-line text, "contains an invisible format
+    """ "contains a control character (U+001B)" (or, in one-line text, "contains an invisible format
     character (U+200D)"), or None: the message every refusal uses."""
     if found := control_character(text, multiline):
         return f"contains a control character ({found})"

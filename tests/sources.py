@@ -27,7 +27,7 @@ PROBLEM_SOURCE = textwrap.dedent(
 
 # A KernelBench level 4 problem: a Hugging Face model, which needs `transformers` and downloaded
 # weights that no sandbox here has.
-HF_PROBLEM_SOURCE = '''import torch
+HF_PROBLEM_SOURCE = """import torch
 from transformers import AutoModelForCausalLM, AutoConfig
 
 class Model(torch.nn.Module):
@@ -46,4 +46,4 @@ def get_inputs():
 
 def get_init_inputs():
     return [model_name, config]
-'''
+"""

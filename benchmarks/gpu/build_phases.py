@@ -72,8 +72,17 @@ def run_bounded(argv: list[str], cwd: str, env: dict[str, str], deadline: float)
         return {"rc": None, "seconds": 0.0, "error": "skipped: out of time"}
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, text=True, errors="replace")
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            text=True,
+            errors="replace",
+        )
     except OSError as exc:
         return {"rc": None, "seconds": 0.0, "error": f"could not start: {exc}"}
     try:
@@ -123,6 +132,7 @@ class Run:
 
 def host_facts() -> dict[str, Any]:
     """The conditions of the measurement (STYLE: a measurement says where it was taken)."""
+
     def first_line(argv: list[str]) -> str:
         try:
             r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
@@ -133,10 +143,15 @@ def host_facts() -> dict[str, Any]:
 
     import torch  # deferred: the driver's own process needs it only here
 
-    return {"cores": len(os.sched_getaffinity(0)), "torch": torch.__version__, "python": sys.version.split()[0],
-            "gpu": first_line(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]),
-            "nvcc": first_line(["nvcc", "--version"]), "gcc": first_line(["c++", "-dumpfullversion"]),
-            "load_before": os.getloadavg()[0]}
+    return {
+        "cores": len(os.sched_getaffinity(0)),
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "gpu": first_line(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]),
+        "nvcc": first_line(["nvcc", "--version"]),
+        "gcc": first_line(["c++", "-dumpfullversion"]),
+        "load_before": os.getloadavg()[0],
+    }
 
 
 # -- 1. reference builds --------------------------------------------------------------------------
@@ -148,11 +163,19 @@ def reference_build(run: Run, level: int, problem: int, file: str) -> dict[str, 
     times = os.path.join(kdir, "reference_time.csv")
     env = run.env(TORCH_EXTENSIONS_DIR=os.path.join(kdir, "torch_extensions"))
     env["NVCC_APPEND_FLAGS"] = f"{env.get('NVCC_APPEND_FLAGS', '')} --time {times}".strip()
-    row = run_bounded([sys.executable, "-c", f"exec(open({kernel!r}).read())"], kdir, env,
-                      run.deadline - CHECK_RESERVE_S)
-    info: dict[str, Any] = {"level": level, "problem": problem, "file": file, "wall_s": row["seconds"],
-                            "ok": row["rc"] == 0, "error": row.get("error", "")[-800:],
-                            "ninja_s": ninja_steps(kdir), "headers_cpath": env.get("CPATH", "")}
+    row = run_bounded(
+        [sys.executable, "-c", f"exec(open({kernel!r}).read())"], kdir, env, run.deadline - CHECK_RESERVE_S
+    )
+    info: dict[str, Any] = {
+        "level": level,
+        "problem": problem,
+        "file": file,
+        "wall_s": row["seconds"],
+        "ok": row["rc"] == 0,
+        "error": row.get("error", "")[-800:],
+        "ninja_s": ninja_steps(kdir),
+        "headers_cpath": env.get("CPATH", ""),
+    }
     info["nvcc"] = _read_time(times)
     ext = _extension_dir(kdir)
     info["ext_dir"] = ext
@@ -207,8 +230,14 @@ def cut_job(run: Run, info: dict[str, Any], cut: Cut, estimate_s: float) -> dict
     else:
         argv = [*argv, "--time", times]
     row = run_bounded(argv, vdir, env, run.deadline - CHECK_RESERVE_S / 2)
-    result: dict[str, Any] = {"cu_s": row["seconds"], "ok": row["rc"] == 0, "nvcc": _read_time(times),
-                              "argv_changed": changed, "header": cut.header, "split": cut.split}
+    result: dict[str, Any] = {
+        "cu_s": row["seconds"],
+        "ok": row["rc"] == 0,
+        "nvcc": _read_time(times),
+        "argv_changed": changed,
+        "header": cut.header,
+        "split": cut.split,
+    }
     if row.get("error"):
         result["error"] = row["error"][-800:]
         return result
@@ -233,8 +262,12 @@ def main_job(run: Run, info: dict[str, Any], with_headers: bool) -> dict[str, An
     vdir = os.path.normpath(os.path.join(info["ext_dir"], "..", "..", "variants", name))
     os.makedirs(vdir, exist_ok=True)
     row = run_bounded(cmds["main"], vdir, env, run.deadline - CHECK_RESERVE_S / 2)
-    result: dict[str, Any] = {"main_s": row["seconds"], "ok": row["rc"] == 0, "cpath": env.get("CPATH", ""),
-                              "headers_wait_s": round(waited, 1)}
+    result: dict[str, Any] = {
+        "main_s": row["seconds"],
+        "ok": row["rc"] == 0,
+        "cpath": env.get("CPATH", ""),
+        "headers_wait_s": round(waited, 1),
+    }
     if row.get("error"):
         result["error"] = row["error"][-800:]
         return result
@@ -265,8 +298,12 @@ def check_bits(run: Run, info: dict[str, Any]) -> None:
     problem = os.path.join(FIELD, "problems", f"l{info['level']}_p{info['problem']}.py")
     kernel = os.path.join(FIELD, "solutions", info["file"] + ".py")
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "CPATH", "NVCC_APPEND_FLAGS")}
-    row = run_bounded([sys.executable, os.path.join(HERE, "build_phases_check.py"), problem, kernel,
-                       json.dumps(variants)], os.path.join(run.work, info["file"]), env, run.deadline)
+    row = run_bounded(
+        [sys.executable, os.path.join(HERE, "build_phases_check.py"), problem, kernel, json.dumps(variants)],
+        os.path.join(run.work, info["file"]),
+        env,
+        run.deadline,
+    )
     hashes = {}
     for line in row.get("output", "").splitlines():
         try:
@@ -300,8 +337,11 @@ def measure(run: Run) -> None:
         for rank, cut in enumerate(CUTS):  # cut by cut: the budget ends the least likely ones
             futures += [(info, cut.name, pool.submit(cut_job, run, info, cut, _estimate(info))) for info in infos]
             if rank == MAIN_JOBS_AFTER:
-                futures += [(info, name, pool.submit(main_job, run, info, name == "main_pch"))
-                            for info in infos for name in ("main_no_pch", "main_pch")]
+                futures += [
+                    (info, name, pool.submit(main_job, run, info, name == "main_pch"))
+                    for info in infos
+                    for name in ("main_no_pch", "main_pch")
+                ]
         for info, name, fut in futures:
             info["variants"][name] = fut.result()
     run.report["headers"] = {"ready": headers.ready, "failure": headers.failure(), "manifest": headers.manifest()}
@@ -322,8 +362,11 @@ def table(report: dict[str, Any]) -> str:
     lines = [head]
     for file, info in report["kernels"].items():
         ref = info.get("nvcc", {}).get("groups", {})
-        lines.append(f"{file[:10]:10} {'reference':16} {info.get('wall_s', 0):8.1f} "
-                     + " ".join(f"{ref.get(g, 0):12.2f}" for g in groups) + f"  {info.get('ninja_s', {})}")
+        lines.append(
+            f"{file[:10]:10} {'reference':16} {info.get('wall_s', 0):8.1f} "
+            + " ".join(f"{ref.get(g, 0):12.2f}" for g in groups)
+            + f"  {info.get('ninja_s', {})}"
+        )
         for name, v in info.get("variants", {}).items():
             if "skipped" in v or ("error" in v and "cu_s" not in v and "main_s" not in v):
                 lines.append(f"{'':10} {name:16} {v.get('skipped') or v.get('error', '')[:80]}")
@@ -332,8 +375,9 @@ def table(report: dict[str, Any]) -> str:
             total = v.get("cu_s", v.get("main_s", 0.0))
             bits = {True: "equal", False: "DIFFERENT", None: "-"}[v.get("bitwise")]
             err = "  " + v["error"].splitlines()[-1][:60] if v.get("error") else ""
-            lines.append(f"{'':10} {name:16} {total:8.1f} " + " ".join(f"{g.get(x, 0):12.2f}" for x in groups)
-                         + f"  {bits}{err}")
+            lines.append(
+                f"{'':10} {name:16} {total:8.1f} " + " ".join(f"{g.get(x, 0):12.2f}" for x in groups) + f"  {bits}{err}"
+            )
     return "\n".join(lines)
 
 
@@ -349,8 +393,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--budget-s", type=float, default=float(os.environ.get("BUILD_PHASES_BUDGET_S", 150)))
-    parser.add_argument("--slots", type=int, default=int(os.environ.get("BUILD_PHASES_SLOTS", 0)) or
-                        max(2, len(os.sched_getaffinity(0)) - 4))
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=int(os.environ.get("BUILD_PHASES_SLOTS", 0)) or max(2, len(os.sched_getaffinity(0)) - 4),
+    )
     args = parser.parse_args()
     args.out = os.path.abspath(args.out)
     os.makedirs(args.out, exist_ok=True)

@@ -71,8 +71,9 @@ print(json.dumps({"as_placed_ms": round(as_placed, 4), "kernels": kernels, "plac
 
 
 def run_child(path: str, benchmark: bool) -> dict[str, object]:
-    p = subprocess.run([sys.executable, "-c", CHILD, path, "1" if benchmark else "0"], capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-c", CHILD, path, "1" if benchmark else "0"], capture_output=True, text=True, timeout=300
+    )
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode or not lines:
         return {"error": (p.stderr or p.stdout)[-800:]}
@@ -84,8 +85,14 @@ def main() -> int:
     ap.add_argument("kb_dir")
     ap.add_argument("--procs", type=int, default=5)
     ap.add_argument("--benchmark-procs", type=int, default=2)
-    ap.add_argument("--problems", nargs="+", default=["level2/77_ConvTranspose3d_Scale_BatchNorm_GlobalAvgPool",
-                                                       "level1/68_conv_transposed_3D__square_input__asymmetric_kernel"])
+    ap.add_argument(
+        "--problems",
+        nargs="+",
+        default=[
+            "level2/77_ConvTranspose3d_Scale_BatchNorm_GlobalAvgPool",
+            "level1/68_conv_transposed_3D__square_input__asymmetric_kernel",
+        ],
+    )
     args = ap.parse_args()
     for prob in args.problems:
         path = os.path.join(args.kb_dir, prob + ".py")
@@ -98,13 +105,21 @@ def main() -> int:
         plain = [r for r in rows if "as_placed_ms" in r and not r["cudnn_benchmark"]]
         kernel_sets = {tuple(n for n, _ in r["kernels"]) for r in plain}
         spread = [p for r in plain for p in r["placements_ms"]]
-        print(json.dumps({"summary": prob, "as_placed_ms": [r["as_placed_ms"] for r in plain],
-                          "distinct_kernel_sets": len(kernel_sets),
-                          "placement_range_within_process": [round(max(r["placements_ms"]) / min(r["placements_ms"]), 4)
-                                                             for r in plain],
-                          "placements_median": statistics.median(spread) if spread else None,
-                          "benchmark_as_placed_ms": [r.get("as_placed_ms") for r in rows if r.get("cudnn_benchmark")]}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "summary": prob,
+                    "as_placed_ms": [r["as_placed_ms"] for r in plain],
+                    "distinct_kernel_sets": len(kernel_sets),
+                    "placement_range_within_process": [
+                        round(max(r["placements_ms"]) / min(r["placements_ms"]), 4) for r in plain
+                    ],
+                    "placements_median": statistics.median(spread) if spread else None,
+                    "benchmark_as_placed_ms": [r.get("as_placed_ms") for r in rows if r.get("cudnn_benchmark")],
+                }
+            ),
+            flush=True,
+        )
     return 0
 
 

@@ -63,12 +63,19 @@ def sh(cmd: str) -> str:
 
 
 def machine() -> dict:
-    info = {"nproc": os.cpu_count(), "affinity": sorted(os.sched_getaffinity(0)),
-            "nodes": {os.path.basename(n): open(os.path.join(n, "cpulist")).read().strip()
-                      for n in glob.glob("/sys/devices/system/node/node*")},
-            "governor": sh("cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null"),
-            "model": sh("grep -m1 'model name' /proc/cpuinfo"), "mhz": sh("grep MHz /proc/cpuinfo | head -32 | awk '{print $4}' | tr '\\n' ' '"),
-            "topo": sh("nvidia-smi topo -m 2>&1 | head -8"), "smi": sh("nvidia-smi --query-gpu=index,pci.bus_id,clocks.sm,clocks.max.sm --format=csv")}
+    info = {
+        "nproc": os.cpu_count(),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "nodes": {
+            os.path.basename(n): open(os.path.join(n, "cpulist")).read().strip()
+            for n in glob.glob("/sys/devices/system/node/node*")
+        },
+        "governor": sh("cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null"),
+        "model": sh("grep -m1 'model name' /proc/cpuinfo"),
+        "mhz": sh("grep MHz /proc/cpuinfo | head -32 | awk '{print $4}' | tr '\\n' ' '"),
+        "topo": sh("nvidia-smi topo -m 2>&1 | head -8"),
+        "smi": sh("nvidia-smi --query-gpu=index,pci.bus_id,clocks.sm,clocks.max.sm --format=csv"),
+    }
     for bus in sh("nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader").split():
         d = "/sys/bus/pci/devices/" + bus.lower()[-12:]
         info[f"gpu_{bus}"] = {"numa_node": sh(f"cat {d}/numa_node"), "local_cpulist": sh(f"cat {d}/local_cpulist")}
@@ -77,8 +84,12 @@ def machine() -> dict:
 
 
 def child(problem: str, pin: str, mode: str, calls: int = 100) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, problem, pin, mode, str(calls)], capture_output=True, text=True,
-                         env={**os.environ, "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")})
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, problem, pin, mode, str(calls)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")},
+    )
     try:
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
@@ -94,7 +105,11 @@ def main() -> None:
     a = ap.parse_args()
     print(json.dumps({"machine": machine()}), flush=True)
     for prob in a.problem or ["level3/9_ResNet18.py"]:
-        path = os.path.join(a.kb_dir, "KernelBench", prob) if os.path.isdir(os.path.join(a.kb_dir, "KernelBench")) else os.path.join(a.kb_dir, prob)
+        path = (
+            os.path.join(a.kb_dir, "KernelBench", prob)
+            if os.path.isdir(os.path.join(a.kb_dir, "KernelBench"))
+            else os.path.join(a.kb_dir, prob)
+        )
         t0 = time.time()
         print(json.dumps({"problem": prob, "percore": child(path, "none", "percore")}), flush=True)
         for pin in ("none", a.pin):

@@ -37,8 +37,20 @@ OWN = [
 
 def brief(r) -> dict:
     d = r.to_dict()
-    out = {k: d[k] for k in ("status", "speedup", "speedup_interval", "error", "timings_s", "build_cached", "backend",
-                             "max_abs_diff", "trials_passed")}
+    out = {
+        k: d[k]
+        for k in (
+            "status",
+            "speedup",
+            "speedup_interval",
+            "error",
+            "timings_s",
+            "build_cached",
+            "backend",
+            "max_abs_diff",
+            "trials_passed",
+        )
+    }
     out["flags"] = [f["code"] for f in r.flags]
     out["kernel_ms"] = r.kernel_ms and {k: v for k, v in r.kernel_ms.items()}
     out["reference_ms"] = r.reference_ms and {k: v for k, v in r.reference_ms.items()}
@@ -48,17 +60,31 @@ def brief(r) -> dict:
 
 
 def cfg(scale: int, cache: str, **kw) -> EvaluationConfig:
-    base = dict(device="cuda", size_scale=scale, correctness_trials=3, timing_trials=20, round_target_s=0.02,
-                timeout_s=400, memory_limit_mb=65536, build_cache_dir=cache)
+    base = dict(
+        device="cuda",
+        size_scale=scale,
+        correctness_trials=3,
+        timing_trials=20,
+        round_target_s=0.02,
+        timeout_s=400,
+        memory_limit_mb=65536,
+        build_cache_dir=cache,
+    )
     base.update(kw)
     return EvaluationConfig(**base)
 
 
 def stage_a(out: str) -> None:
     res: dict = {"started": time.time()}
-    res["nvidia_smi"] = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.mem,"
-                                        "temperature.gpu,power.draw", "--format=csv"], capture_output=True,
-                                       text=True).stdout
+    res["nvidia_smi"] = subprocess.run(
+        [
+            "nvidia-smi",
+            "--query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw",
+            "--format=csv",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout
     res["isolation"] = {k: v for k, v in detect_isolation().items() if k != "prefix"}
     res["probe"] = probe_hardware("cuda")
     print("probe", res["probe"], flush=True)
@@ -80,29 +106,55 @@ def stage_a(out: str) -> None:
         ksrc = open(os.path.join(KER, kern)).read()
         cold = evaluate(psrc, ksrc, cfg(scale, cache))
         warm = evaluate(psrc, ksrc, cfg(scale, cache))
-        res["own_kernels"].append({"problem": prob, "kernel": kern, "scale": scale, "cold": brief(cold),
-                                   "warm": brief(warm)})
-        print(f"{kern}: cold {cold.status} {cold.speedup} build {cold.timings_s.get('build')} | warm {warm.status} "
-              f"{warm.speedup} build {warm.timings_s.get('build')} cached={warm.build_cached} {cold.error or ''}",
-              flush=True)
+        res["own_kernels"].append(
+            {"problem": prob, "kernel": kern, "scale": scale, "cold": brief(cold), "warm": brief(warm)}
+        )
+        print(
+            f"{kern}: cold {cold.status} {cold.speedup} build {cold.timings_s.get('build')} | warm {warm.status} "
+            f"{warm.speedup} build {warm.timings_s.get('build')} cached={warm.build_cached} {cold.error or ''}",
+            flush=True,
+        )
     # Run-to-run spread of one kernel's speedup (warm cache).
     psrc = open(os.path.join(CAT, "level1/8_RMSNorm.py")).read()
     ksrc = open(os.path.join(KER, "rmsnorm_cuda.py")).read()
     spread = []
     for _ in range(5):
         r = evaluate(psrc, ksrc, cfg(16, cache))
-        spread.append({"speedup": r.speedup, "ci": r.speedup_interval, "kernel_ms": r.kernel_ms and r.kernel_ms["median"],
-                       "reference_ms": r.reference_ms and r.reference_ms["median"], "total_s": r.timings_s.get("total"),
-                       "status": r.status})
+        spread.append(
+            {
+                "speedup": r.speedup,
+                "ci": r.speedup_interval,
+                "kernel_ms": r.kernel_ms and r.kernel_ms["median"],
+                "reference_ms": r.reference_ms and r.reference_ms["median"],
+                "total_s": r.timings_s.get("total"),
+                "status": r.status,
+            }
+        )
     res["spread"] = spread
     print("spread", [s["speedup"] for s in spread], flush=True)
     with open(os.path.join(out, "stage_a.json"), "w") as fh:
         json.dump(res, fh, indent=1, default=str)
     # GPU exploit tests (pytest without the Django conftest: the GPU host has no Django).
     t0 = time.time()
-    p = subprocess.run([sys.executable, "-m", "pytest", "--noconftest", "-p", "no:cacheprovider", "-q", "-rA",
-                        "-o", "addopts=", "tests/adversarial/test_exploits_gpu.py"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=500)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--noconftest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rA",
+            "-o",
+            "addopts=",
+            "tests/adversarial/test_exploits_gpu.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=500,
+    )
     with open(os.path.join(out, "pytest_gpu.log"), "w") as fh:
         fh.write(p.stdout + p.stderr)
     print(p.stdout[-3000:], flush=True)
@@ -111,18 +163,38 @@ def stage_a(out: str) -> None:
     print("\nSUMMARY")
     for k in res["own_kernels"]:
         c, w = k["cold"], k["warm"]
-        print(f"{k['kernel']:>18}: {c['status']} speedup {c['speedup'] and round(c['speedup'], 3)} "
-              f"warm {w['speedup'] and round(w['speedup'], 3)} build cold {c['timings_s'].get('build')}s "
-              f"warm {w['timings_s'].get('build')}s (cached={w['build_cached']}) total cold "
-              f"{c['timings_s'].get('total')}s warm {w['timings_s'].get('total')}s")
+        print(
+            f"{k['kernel']:>18}: {c['status']} speedup {c['speedup'] and round(c['speedup'], 3)} "
+            f"warm {w['speedup'] and round(w['speedup'], 3)} build cold {c['timings_s'].get('build')}s "
+            f"warm {w['timings_s'].get('build')}s (cached={w['build_cached']}) total cold "
+            f"{c['timings_s'].get('total')}s warm {w['timings_s'].get('total')}s"
+        )
     print("spread:", [round(s["speedup"], 4) if s["speedup"] else None for s in spread])
 
 
 def stage_b(out: str, pattern: str, tag: str) -> None:
-    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "evaluation_selfcheck.py"), "--device", "cuda",
-           "--gpu-scale", "--timing-trials", "10", "--correctness-trials", "2", "--round-target", "0.02",
-           "--problems", pattern, "--twice-only", "level[12]/*", "--json", os.path.join(out, f"selfcheck_{tag}.json")]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=int(os.environ.get("STAGE_B_TIMEOUT", "580")))
+    cmd = [
+        sys.executable,
+        os.path.join(ROOT, "benchmarks", "evaluation_selfcheck.py"),
+        "--device",
+        "cuda",
+        "--gpu-scale",
+        "--timing-trials",
+        "10",
+        "--correctness-trials",
+        "2",
+        "--round-target",
+        "0.02",
+        "--problems",
+        pattern,
+        "--twice-only",
+        "level[12]/*",
+        "--json",
+        os.path.join(out, f"selfcheck_{tag}.json"),
+    ]
+    p = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=int(os.environ.get("STAGE_B_TIMEOUT", "580"))
+    )
     with open(os.path.join(out, f"selfcheck_{tag}.log"), "w") as fh:
         fh.write(p.stdout + p.stderr)
     print(p.stdout[-6000:], p.stderr[-2000:])
@@ -138,15 +210,34 @@ def stage_c(out: str) -> None:
     for i in range(5):
         r = evaluate(psrc, ksrc, cfg(16, cache))
         runs.append(brief(r))
-        print(f"run {i}: {r.status} speedup {r.speedup} CI {r.speedup_interval} kernel "
-              f"{r.kernel_ms and r.kernel_ms['median']} ref {r.reference_ms and r.reference_ms['median']} "
-              f"timings {r.timings_s}", flush=True)
+        print(
+            f"run {i}: {r.status} speedup {r.speedup} CI {r.speedup_interval} kernel "
+            f"{r.kernel_ms and r.kernel_ms['median']} ref {r.reference_ms and r.reference_ms['median']} "
+            f"timings {r.timings_s}",
+            flush=True,
+        )
     with open(os.path.join(out, "stage_c.json"), "w") as fh:
         json.dump({"spread_rmsnorm_triton": runs}, fh, indent=1, default=str)
     t0 = time.time()
-    p = subprocess.run([sys.executable, "-m", "pytest", "--noconftest", "-p", "no:cacheprovider", "-q", "-rA",
-                        "-o", "addopts=", "tests/adversarial/test_exploits_gpu.py"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--noconftest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rA",
+            "-o",
+            "addopts=",
+            "tests/adversarial/test_exploits_gpu.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     with open(os.path.join(out, "pytest_gpu.log"), "w") as fh:
         fh.write(p.stdout + p.stderr)
     print(p.stdout[-4000:], flush=True)

@@ -19,8 +19,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from evaluation import EvaluationConfig, evaluate  # noqa: E402
 from evaluation.build_stage import build_dir_for  # noqa: E402
 
-PROBLEM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "evaluation", "problems",
-                       "add_one.py")
+PROBLEM = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "evaluation", "problems", "add_one.py"
+)
 
 KERNEL = r'''
 import torch
@@ -59,9 +60,16 @@ def main() -> None:
     runs = []
     for _ in range(2):
         res = evaluate(problem, KERNEL, cfg)
-        runs.append({"status": res.status, "error": res.error, "build_cached": res.build_cached,
-                     "timings_s": res.timings_s, "isolation": res.environment.get("isolation_mode"),
-                     "log_tail": res.log[-1500:]})
+        runs.append(
+            {
+                "status": res.status,
+                "error": res.error,
+                "build_cached": res.build_cached,
+                "timings_s": res.timings_s,
+                "isolation": res.environment.get("isolation_mode"),
+                "log_tail": res.log[-1500:],
+            }
+        )
     entry = build_dir_for(KERNEL, cfg)
     tree = {}
     for dirpath, dirnames, filenames in os.walk(entry.path or ""):
@@ -69,9 +77,13 @@ def main() -> None:
             st = os.lstat(os.path.join(dirpath, name))
             tree[os.path.relpath(os.path.join(dirpath, name), entry.path)] = [st.st_uid, oct(stat.S_IMODE(st.st_mode))]
     bad = {k: v for k, v in tree.items() if v[0] != 0 or int(v[1], 8) & 0o022}
-    out = {"runs": runs, "entry_mode": oct(stat.S_IMODE(os.stat(entry.path or "").st_mode)), "not_root_or_writable": bad,
-           "entry_files": len(tree),
-           "ok": runs[0]["status"] == runs[1]["status"] == "correct" and runs[1]["build_cached"] and not bad}
+    out = {
+        "runs": runs,
+        "entry_mode": oct(stat.S_IMODE(os.stat(entry.path or "").st_mode)),
+        "not_root_or_writable": bad,
+        "entry_files": len(tree),
+        "ok": runs[0]["status"] == runs[1]["status"] == "correct" and runs[1]["build_cached"] and not bad,
+    }
     text = json.dumps(out, indent=1)
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "lent_entry.json"), "w", encoding="utf-8") as fh:

@@ -9,13 +9,13 @@ import os
 import re
 import sys
 
-TAIL = '''
+TAIL = """
 
 class ModelNew(_KbReference):
     def forward(self, *args):
         super().forward(*args)
         return super().forward(*args)
-'''
+"""
 
 
 def main() -> None:

@@ -20,8 +20,21 @@ PHASE_GROUPS = ("preprocess", "cudafe++", "host compile", "cicc", "ptxas", "fatb
 DEVICE_DEBUG_FLAGS = frozenset({"-G", "-g", "-lineinfo", "--generate-line-info", "--device-debug"})
 #: nvcc options whose next word goes to the host compiler, or to another tool.
 HOST_COMPILER_PASS = frozenset({"-Xcompiler", "--compiler-options"})
-TOOL_PASS = frozenset({"-Xptxas", "--ptxas-options", "-Xcudafe", "-Xnvlink", "--nvlink-options", "-Xfatbin",
-                       "--fatbin-options", "-Xlinker", "--linker-options", "-Xarchive", "--archive-options"})
+TOOL_PASS = frozenset(
+    {
+        "-Xptxas",
+        "--ptxas-options",
+        "-Xcudafe",
+        "-Xnvlink",
+        "--nvlink-options",
+        "-Xfatbin",
+        "--fatbin-options",
+        "-Xlinker",
+        "--linker-options",
+        "-Xarchive",
+        "--archive-options",
+    }
+)
 _GENCODE = re.compile(r"^(-gencode|--generate-code)(=.*)?$")
 _HOST_OPT = re.compile(r"^-O[0-3s]?$")
 
@@ -135,8 +148,14 @@ CUTS: tuple[Cut, ...] = (
     Cut("arch_only", arch_only=True, why="one -gencode: the device's sm only, no PTX"),
     Cut("threads", add=("-t", "0"), why="nvcc's steps in parallel where it can"),
     Cut("cpu_safe", drop_debug=True, host_opt="-O1", arch_only=True, why="the flag cuts together"),
-    Cut("cpu_safe_aten", drop_debug=True, host_opt="-O1", arch_only=True, header="aten",
-        why="the flag cuts and the smaller header"),
+    Cut(
+        "cpu_safe_aten",
+        drop_debug=True,
+        host_opt="-O1",
+        arch_only=True,
+        header="aten",
+        why="the flag cuts and the smaller header",
+    ),
 )
 
 

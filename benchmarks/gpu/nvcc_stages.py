@@ -25,11 +25,17 @@ from evaluation.build_stage import ninja_steps  # noqa: E402
 def build(kernel: str, arch: str) -> dict[str, object]:
     work = tempfile.mkdtemp(prefix="kb-nvcc-")
     times = os.path.join(work, "nvcc_time.csv")
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TORCH_CUDA_ARCH_LIST": arch,
-           "TORCH_EXTENSIONS_DIR": os.path.join(work, "torch_extensions"), "NVCC_APPEND_FLAGS": f"--time {times}"}
+    env = {
+        **os.environ,
+        "CUDA_VISIBLE_DEVICES": "",
+        "TORCH_CUDA_ARCH_LIST": arch,
+        "TORCH_EXTENSIONS_DIR": os.path.join(work, "torch_extensions"),
+        "NVCC_APPEND_FLAGS": f"--time {times}",
+    }
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-c", f"exec(open({kernel!r}).read())"], env=env, capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", f"exec(open({kernel!r}).read())"], env=env, capture_output=True, text=True
+    )
     wall = time.monotonic() - t0
     phases: dict[str, float] = {}
     rows: list[list[str]] = []
@@ -41,9 +47,15 @@ def build(kernel: str, arch: str) -> dict[str, object]:
             phases[row[1].strip()] = phases.get(row[1].strip(), 0.0) + float(row[-2]) / 1000.0
         except (ValueError, IndexError):
             continue
-    return {"arch": arch, "ok": r.returncode == 0, "wall_s": round(wall, 2), "ninja_s": ninja_steps(work),
-            "nvcc_phases_s": {k: round(v, 2) for k, v in phases.items()}, "nvcc_header": rows[0] if rows else [],
-            "error": r.stderr[-500:] if r.returncode else ""}
+    return {
+        "arch": arch,
+        "ok": r.returncode == 0,
+        "wall_s": round(wall, 2),
+        "ninja_s": ninja_steps(work),
+        "nvcc_phases_s": {k: round(v, 2) for k, v in phases.items()},
+        "nvcc_header": rows[0] if rows else [],
+        "error": r.stderr[-500:] if r.returncode else "",
+    }
 
 
 def main() -> None:

@@ -44,7 +44,9 @@ def main(n: int, seed: int) -> None:
         profile.disable()
         took = time.perf_counter() - started
     sql_ms = sum(float(q["time"]) for q in queries.captured_queries) * 1000
-    print(f"re-scored {done} runs in {took * 1000:.0f} ms: {len(queries.captured_queries)} queries, {sql_ms:.0f} ms of SQL")
+    print(
+        f"re-scored {done} runs in {took * 1000:.0f} ms: {len(queries.captured_queries)} queries, {sql_ms:.0f} ms of SQL"
+    )
     for query in sorted(queries.captured_queries, key=lambda q: -float(q["time"]))[:6]:
         print(f"  {float(query['time']) * 1000:7.1f} ms  {query['sql'][:150]}")
     pstats.Stats(profile).sort_stats("tottime").print_stats(12)

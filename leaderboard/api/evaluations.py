@@ -101,8 +101,15 @@ class EvaluationDetailSerializer(EvaluationSerializer):
     progress = serializers.SerializerMethodField()
 
     class Meta(EvaluationSerializer.Meta):
-        fields = [*EvaluationSerializer.Meta.fields, "progress", "log", "stage_seconds", "environment", "worker_name",
-                  "instruments"]
+        fields = [
+            *EvaluationSerializer.Meta.fields,
+            "progress",
+            "log",
+            "stage_seconds",
+            "environment",
+            "worker_name",
+            "instruments",
+        ]
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, evaluation: Evaluation) -> dict:

@@ -271,7 +271,10 @@ def _apply_verdict(ev: Evaluation, data: dict[str, Any]) -> None:
     ev.kernel_timing = data.get("kernel_ms") or {}
     # The GPU's device-time speedup and host-bound findings travel with the reference's timing
     # (figures only, exported and imported with it: docs/field.md).
-    ev.reference_timing = {**(data.get("reference_ms") or {}), **({"device": data["device"]} if data.get("device") else {})}
+    ev.reference_timing = {
+        **(data.get("reference_ms") or {}),
+        **({"device": data["device"]} if data.get("device") else {}),
+    }
     ev.kernel_ms = ev.kernel_timing.get("median")
     ev.reference_ms = ev.reference_timing.get("median")
     ev.flags = data.get("flags") or []
@@ -330,7 +333,9 @@ def refresh_latest_evaluation(kernel_id: int) -> None:
     """Point the kernel at the evaluation rankings should use: the newest finished one on its run's
     hardware (any hardware if none there yet), one measured here before any imported claim. Newest
     by request time, so a slow old evaluation finishing late does not hide a newer one."""
-    run_hardware = Kernel.objects.filter(pk=kernel_id).order_by().values("run__hardware_id")[:1]  # one row: no join to order it
+    run_hardware = (
+        Kernel.objects.filter(pk=kernel_id).order_by().values("run__hardware_id")[:1]
+    )  # one row: no join to order it
     newest = (
         Evaluation.objects.filter(kernel_id=kernel_id, state=Evaluation.State.DONE)
         .annotate(

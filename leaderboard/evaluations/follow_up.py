@@ -127,8 +127,13 @@ def follow_up_config(config: EvaluationConfig, evaluation_id: int) -> Evaluation
     """The evaluation's own config, for the instruments alone: no timing, one correctness trial, the
     stored verdict's figures in place of a timing."""
     ev = Evaluation.objects.get(pk=evaluation_id)
-    earlier = EarlierTiming(speedup=ev.speedup, speedup_interval=_interval(ev), kernel_ms=ev.kernel_ms,
-                            reference_ms=ev.reference_ms, flags=tuple(ev.flags))
+    earlier = EarlierTiming(
+        speedup=ev.speedup,
+        speedup_interval=_interval(ev),
+        kernel_ms=ev.kernel_ms,
+        reference_ms=ev.reference_ms,
+        flags=tuple(ev.flags),
+    )
     return dataclasses.replace(config, timing_trials=0, correctness_trials=1, earlier_timing=earlier)
 
 
@@ -163,7 +168,10 @@ def merge(evaluation_id: int, verdict_attempt: int, data: dict[str, Any]) -> boo
             ev.instruments_state = Owed.DROPPED
             ev.save(update_fields=["instruments_state"])
             return False
-        ev.instruments = {**finite_json(data.get("instruments") or {}), **ev.instruments}  # the verdict's tolerance record stays
+        ev.instruments = {
+            **finite_json(data.get("instruments") or {}),
+            **ev.instruments,
+        }  # the verdict's tolerance record stays
         ev.flags = [*ev.flags, *_new_flags(ev, data)]
         ev.stage_seconds = {**ev.stage_seconds, **_follow_up_seconds(data)}
         ev.instruments_state = Owed.DONE
@@ -179,9 +187,16 @@ def _new_flags(ev: Evaluation, data: dict[str, Any]) -> list[dict[str, str]]:
     status = data.get("status")
     if status != ev.status:
         error = (data.get("error") or "").strip()[:300]
-        found.append({"code": VERDICT_DIFFERS, "message": (
-            f"The instruments' later run of this kernel found it {status} where its verdict says {ev.status}"
-            + (f" ({error})" if error else "") + "; the verdict stands, from its own run.")})
+        found.append(
+            {
+                "code": VERDICT_DIFFERS,
+                "message": (
+                    f"The instruments' later run of this kernel found it {status} where its verdict says {ev.status}"
+                    + (f" ({error})" if error else "")
+                    + "; the verdict stands, from its own run."
+                ),
+            }
+        )
     return found
 
 

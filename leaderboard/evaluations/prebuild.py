@@ -73,8 +73,9 @@ def _log_outcome(future: Future[BuildOutcome]) -> None:
     log.info("prebuild: built %s", json.dumps(figures, default=str))
 
 
-def run_builder(pool: BuildPool, queue_names: list[str], depth: int, interval_s: float,
-                keep_going: Callable[[], bool]) -> None:
+def run_builder(
+    pool: BuildPool, queue_names: list[str], depth: int, interval_s: float, keep_going: Callable[[], bool]
+) -> None:
     """Poll the queues every ``interval_s`` and keep the pool fed, while ``keep_going()``."""
     seen: set[int] = set()
     while keep_going():

@@ -96,9 +96,7 @@ def request_evaluations(kernels: list[Kernel], hardware: Hardware, user=None) ->
 def _check_hardware(kernels: list[Kernel], hardware: Hardware) -> None:
     """EvaluationRefused unless every kernel's run is on `hardware`: a run's scores are measured on
     its own hardware, so an evaluation elsewhere would rank on a board it was never measured for."""
-    runs = dict(
-        Run.objects.filter(pk__in={kernel.run_id for kernel in kernels}).values_list("pk", "hardware__slug")
-    )
+    runs = dict(Run.objects.filter(pk__in={kernel.run_id for kernel in kernels}).values_list("pk", "hardware__slug"))
     for run_id, slug in runs.items():
         if slug != hardware.slug:
             raise EvaluationRefused(
@@ -161,8 +159,9 @@ REDIS_SOCKET_TIMEOUT_S = 5
 
 @lru_cache(maxsize=8)
 def _redis(url: str, socket_timeout: float | None = REDIS_SOCKET_TIMEOUT_S) -> Redis:
-    return Redis.from_url(url, health_check_interval=30, socket_connect_timeout=5, socket_keepalive=True,
-                          socket_timeout=socket_timeout)
+    return Redis.from_url(
+        url, health_check_interval=30, socket_connect_timeout=5, socket_keepalive=True, socket_timeout=socket_timeout
+    )
 
 
 def redis_connection() -> Redis:

@@ -71,8 +71,10 @@ class SweepReport:
 
     def __str__(self) -> str:
         redis = "" if self.redis_ok else " (Redis unreachable: nothing re-enqueued)"
-        return (f"{self.abandoned} abandoned evaluation(s) released, {self.reenqueued} re-enqueued, "
-                f"{self.follow_ups} instruments' follow-up(s) re-enqueued{redis}")
+        return (
+            f"{self.abandoned} abandoned evaluation(s) released, {self.reenqueued} re-enqueued, "
+            f"{self.follow_ups} instruments' follow-up(s) re-enqueued{redis}"
+        )
 
 
 def sweep_evaluations(now: datetime | None = None) -> SweepReport:
@@ -216,13 +218,18 @@ def retry_given_back(hardware_slug: str) -> int:
     broken host gave back the ones it burned (attempts.give_back_attempts). Called by the sweeper
     of a healthy host of that hardware. Returns how many were queued."""
     revived = 0
-    rows = Evaluation.objects.filter(state=Evaluation.State.FAILED, hardware__slug=hardware_slug).filter(attempts_left())
+    rows = Evaluation.objects.filter(state=Evaluation.State.FAILED, hardware__slug=hardware_slug).filter(
+        attempts_left()
+    )
     for pk, attempts in rows.values_list("pk", "attempts"):
         try:
             with transaction.atomic():
                 changed = Evaluation.objects.filter(pk=pk, state=Evaluation.State.FAILED, attempts=attempts).update(
-                    state=Evaluation.State.QUEUED, job_id=job_id_for(pk, attempts + 1), not_before=None,
-                    finished_at=None, heartbeat_at=None,
+                    state=Evaluation.State.QUEUED,
+                    job_id=job_id_for(pk, attempts + 1),
+                    not_before=None,
+                    finished_at=None,
+                    heartbeat_at=None,
                 )
                 if changed:
                     transaction.on_commit(lambda pk=pk: enqueue_evaluation(pk))
@@ -236,10 +243,9 @@ def retry_given_back(hardware_slug: str) -> int:
 
 def next_due_in(now: datetime) -> float | None:
     """Seconds until the earliest queued evaluation waiting on its `not_before` is due; None if none."""
-    first = (
-        Evaluation.objects.filter(state=Evaluation.State.QUEUED, not_before__gt=now)
-        .aggregate(first=Min("not_before"))["first"]
-    )
+    first = Evaluation.objects.filter(state=Evaluation.State.QUEUED, not_before__gt=now).aggregate(
+        first=Min("not_before")
+    )["first"]
     return None if first is None else (first - now).total_seconds()
 
 

@@ -85,10 +85,14 @@ def verify_runs(modeladmin, request, queryset) -> None:
 
 
 class RescoreForm(forms.Form):
-    rules = forms.ModelChoiceField(ScoringRules.objects.all(), help_text="KernelBench's rules as one version defined them.")
+    rules = forms.ModelChoiceField(
+        ScoringRules.objects.all(), help_text="KernelBench's rules as one version defined them."
+    )
 
 
-@admin.action(description="Re-score the selected runs under other rules (earlier verdicts kept)", permissions=["verify"])
+@admin.action(
+    description="Re-score the selected runs under other rules (earlier verdicts kept)", permissions=["verify"]
+)
 def rescore_runs(modeladmin, request, queryset):
     """Asks which rules on an intermediate page, then queues every kernel of the runs under them."""
     form = RescoreForm(request.POST if "rules" in request.POST else None)
@@ -113,8 +117,10 @@ def rescore_runs(modeladmin, request, queryset):
         total += len(queued)
         waiting += skipped
     modeladmin.message_user(
-        request, f"Runs now scored under {rules.name}: queued {total} evaluations ({waiting} kernels already had one "
-        "waiting); earlier verdicts are kept.", messages.SUCCESS
+        request,
+        f"Runs now scored under {rules.name}: queued {total} evaluations ({waiting} kernels already had one "
+        "waiting); earlier verdicts are kept.",
+        messages.SUCCESS,
     )
     return None
 
@@ -146,7 +152,9 @@ MERGE_PERMISSIONS = tuple(
 )  # fmt: skip
 
 
-@admin.action(description="Merge the selected models into one (runs, scores, posts and aliases move)", permissions=["merge"])
+@admin.action(
+    description="Merge the selected models into one (runs, scores, posts and aliases move)", permissions=["merge"]
+)
 def merge_selected_models(modeladmin, request, queryset):
     """Asks which model stays on an intermediate page, then merges the others into it
     (model_names.merge_models, which records who merged and when)."""
@@ -167,7 +175,9 @@ def merge_selected_models(modeladmin, request, queryset):
         except MergeConflict as exc:  # this one is left as it was; the others go on
             modeladmin.message_user(request, str(exc), messages.ERROR)
             continue
-        modeladmin.message_user(request, f"Merged {merge.merged_name} into {keep.name}: {merge.moved}", messages.SUCCESS)
+        modeladmin.message_user(
+            request, f"Merged {merge.merged_name} into {keep.name}: {merge.moved}", messages.SUCCESS
+        )
     return None
 
 

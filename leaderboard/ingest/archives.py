@@ -125,8 +125,11 @@ def kernel_numbers(name: str, match: re.Match) -> tuple[int, int, int]:
     ValueError naming the file and the part at fault. (A level that is no level of the set is
     reported when the kernel is matched with its problem.)"""
     level, problem, sample = match.groups()
-    checks = (("level", lambda: whole_number(level)), ("problem", lambda: checked_int(problem, Problem, "number")),
-              ("sample", lambda: checked_int(sample, Kernel, "sample_index")))
+    checks = (
+        ("level", lambda: whole_number(level)),
+        ("problem", lambda: checked_int(problem, Problem, "number")),
+        ("sample", lambda: checked_int(sample, Kernel, "sample_index")),
+    )
     numbers = []
     for part, check in checks:
         try:

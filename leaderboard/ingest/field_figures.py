@@ -77,7 +77,9 @@ def read_figures(path: Path) -> Leaderboard:
     named = {(p.level, p.number) for p in problems}
     strays = [k for k in kernels if (k.level, k.number) not in named]
     if strays:
-        raise MalformedInput(f"{path}: kernel {strays[0].file} names level {strays[0].level} problem {strays[0].number}, not listed")
+        raise MalformedInput(
+            f"{path}: kernel {strays[0].file} names level {strays[0].level} problem {strays[0].number}, not listed"
+        )
     return Leaderboard(problems, kernels, commit)
 
 

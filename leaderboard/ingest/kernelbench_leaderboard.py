@@ -147,6 +147,7 @@ class Leaderboard:
     def models(self) -> list[str]:
         return sorted({kernel.model for kernel in self.kernels})
 
+
 @dataclass
 class Comparison:
     """The leaderboard's problem texts against a set imported from KernelBench."""
@@ -472,8 +473,7 @@ def _spec(first: ListedKernel, hardware: Hardware, problem_set: ProblemSet, comp
 def _bundle(kernels: list[ListedKernel]) -> Bundle:
     return Bundle(
         kernels=[
-            KernelFile(f"solutions/{k.file}.py", k.level, k.number, 0, k.source, k.hash, k.source_url)
-            for k in kernels
+            KernelFile(f"solutions/{k.file}.py", k.level, k.number, 0, k.source, k.hash, k.source_url) for k in kernels
         ]
     )
 
@@ -526,10 +526,14 @@ def verify_field(
         kernels = kernels.filter(problem__level__in=levels)
     done = Evaluation.objects.filter(hardware=hardware, state=Evaluation.State.DONE, origin="measured")
     done_keys = set(done.filter(kernel__in=kernels).values_list("kernel_id", "rules_id"))
-    waiting = set(Evaluation.objects.pending().filter(hardware=hardware, kernel__in=kernels).values_list("kernel_id", flat=True))
+    waiting = set(
+        Evaluation.objects.pending().filter(hardware=hardware, kernel__in=kernels).values_list("kernel_id", flat=True)
+    )
     todo = [
         kernel
-        for kernel in kernels.exclude(source="").select_related("run").order_by(
+        for kernel in kernels.exclude(source="")
+        .select_related("run")
+        .order_by(
             F("published_speedup").desc(nulls_last=True), "problem__level", "problem__number", "run__model__name", "pk"
         )
         if (kernel.pk, kernel.run.rules_id) not in done_keys and kernel.pk not in waiting

@@ -102,7 +102,9 @@ def parse_rows(raws: list[tuple[int, dict]], label: str = "line") -> list[PostRo
 
 
 def read_csv(text: str, name: str = "input") -> list[PostRow]:
-    return read_csv_rows(text, name, REQUIRED, parse_row, key=lambda row: row.url, columns=COLUMNS, duplicate_hint=" (same url)")
+    return read_csv_rows(
+        text, name, REQUIRED, parse_row, key=lambda row: row.url, columns=COLUMNS, duplicate_hint=" (same url)"
+    )
 
 
 def store_rows(rows: list[PostRow]) -> ImportReport:

@@ -188,9 +188,7 @@ def merge_models(merged: LanguageModel, into: LanguageModel, user=None) -> Model
 def _drop_duplicate_scores(merged: LanguageModel, into: LanguageModel) -> int:
     """Delete `merged`'s reported scores that `into` already holds with the same value; MergeConflict
     naming those whose value differs (the unique key: variant, metric, setting, source)."""
-    theirs = {
-        (s.variant, s.metric, s.setting, s.source_url): s for s in ReportedScore.objects.filter(model=into)
-    }
+    theirs = {(s.variant, s.metric, s.setting, s.source_url): s for s in ReportedScore.objects.filter(model=into)}
     duplicates, conflicts = [], []
     for score in ReportedScore.objects.filter(model=merged):
         other = theirs.get((score.variant, score.metric, score.setting, score.source_url))

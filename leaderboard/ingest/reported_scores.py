@@ -23,12 +23,24 @@ REQUIRED = ("model", "variant", "metric", "value", "unit", "date", "source_url")
 DATE_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 DATE_MONTH = re.compile(r"^\d{4}-\d{2}$")
 # The database's column sizes (PostgreSQL refuses longer text; SQLite would keep it).
-MAX_LENGTHS = {"model": 120, "organization": 120, "variant": 200, "metric": 60, "setting": 300, "hardware": 120, "source_url": 500}
+MAX_LENGTHS = {
+    "model": 120,
+    "organization": 120,
+    "variant": 200,
+    "metric": 60,
+    "setting": 300,
+    "hardware": 120,
+    "source_url": 500,
+}
 
 # Caveats of data/README.md, attached to the rows they concern so pages show them beside the score.
 CAVEATS: tuple[tuple[str, str, str], ...] = (
     ("source_url", r"arxiv\.org/.*2502\.10517", "KernelBench v0 as in the original paper: fp32, one NVIDIA L40S."),
-    ("variant", r"KernelBench Hard", "'KernelBench Hard' is not defined by the MiniMax post and is not the same as other benchmarks of similar names."),
+    (
+        "variant",
+        r"KernelBench Hard",
+        "'KernelBench Hard' is not defined by the MiniMax post and is not the same as other benchmarks of similar names.",
+    ),
     ("model", r"^CUDA-L1$", "CUDA-L1's first claims were revised down after problems in its measurements were found."),
     ("source_url", r"lushbinary\.com", "From a secondary write-up, not the lab's own publication."),
     ("variant", r"subset|eval set", "Measured on a subset or another harness: not comparable with full-level scores."),
@@ -135,7 +147,9 @@ def parse_json_rows(items) -> list[ScoreRow]:
         unknown = sorted(str(name) for name in item if name not in COLUMNS)
         bad = [name for name, value in item.items() if value is not None and not isinstance(value, (str, int, float))]
         if unknown or bad:
-            problem = f"unknown column(s) {', '.join(unknown)}" if unknown else f"{', '.join(bad)} must be text or a number"
+            problem = (
+                f"unknown column(s) {', '.join(unknown)}" if unknown else f"{', '.join(bad)} must be text or a number"
+            )
             errors.append(f"row {index}: {problem}")
             continue
         raws.append((index, {name: "" if value is None else str(value) for name, value in item.items()}))
@@ -156,7 +170,13 @@ def store_rows(rows: list[ScoreRow], entered_by=None) -> ImportReport:
         model = match_model(row.model, match_lab(row.organization))
         score, outcome = upsert(
             ReportedScore,
-            {"model": model, "variant": row.variant, "metric": row.metric, "setting": row.setting, "source_url": row.source_url},
+            {
+                "model": model,
+                "variant": row.variant,
+                "metric": row.metric,
+                "setting": row.setting,
+                "source_url": row.source_url,
+            },
             {
                 "value": row.value,
                 "unit": row.unit,

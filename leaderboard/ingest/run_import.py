@@ -401,13 +401,17 @@ def _result_warnings(results: dict[Key, Result], seen: dict[Key, str], has_resul
 def _kernel_warnings(kernels: list[KernelFile]) -> list[str]:
     """Kernel files that define no `class ModelNew` (imported all the same: the file is what the
     model wrote; verified, it ends as a compile error)."""
-    lacking = [kernel.name for kernel in kernels if kernel.source and not MODEL_NEW.search(kernel.source)]  # "" is withheld
+    lacking = [
+        kernel.name for kernel in kernels if kernel.source and not MODEL_NEW.search(kernel.source)
+    ]  # "" is withheld
     if not lacking:
         return []
     shown = ", ".join(lacking[:5]) + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else "")
     n = len(lacking)
     ends = pluralize(n, "it ends,they end")
-    return [f"no class ModelNew in {n} kernel file{pluralize(n)} ({shown}): imported; verified, {ends} as a compile error"]
+    return [
+        f"no class ModelNew in {n} kernel file{pluralize(n)} ({shown}): imported; verified, {ends} as a compile error"
+    ]
 
 
 def _eager_baselines(spec: RunSpec) -> dict[int, float]:
@@ -652,8 +656,7 @@ def verify_run(run: Run, user=None) -> tuple[list[Evaluation], int]:
     two concurrent verifies of one run take turns and the second finds the first's evaluations."""
     if not run.writable_by(user):
         raise PermissionDenied(
-            f"run {run.pk} is not yours: only its creator or a user with the {WRITE_ANY_RUN} permission "
-            "can verify it"
+            f"run {run.pk} is not yours: only its creator or a user with the {WRITE_ANY_RUN} permission can verify it"
         )
     list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk"))
     kernels = list(run.kernels.order_by("problem__level", "problem__number", "sample_index"))

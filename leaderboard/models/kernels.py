@@ -387,6 +387,7 @@ class Evaluation(models.Model):
     # What the reviewer's instruments measured (evaluation/instruments/): precision against fp64, other
     # shapes, determinism, speed of light, profile, tolerance margin; keyed by instrument.
     instruments = models.JSONField(default=dict, blank=True)
+
     class Instruments(models.TextChoices):
         INLINE = "", "inline or none"  # run with the verdict, or not owed
         QUEUED = "queued", "queued"  # owed: the follow-up job runs them later (evaluations/follow_up.py)
@@ -461,7 +462,9 @@ class Evaluation(models.Model):
             ),
             # The per-user quota: a user's queued or running evaluations.
             models.Index(
-                fields=["requested_by"], condition=Q(state__in=["queued", "running"]), name="evaluation_pending_user_idx"
+                fields=["requested_by"],
+                condition=Q(state__in=["queued", "running"]),
+                name="evaluation_pending_user_idx",
             ),
         ]
 

@@ -74,8 +74,13 @@ def evaluation_hosts() -> dict:
     low = [{"host": h.host, "reason": h.shortage, "at": h.at} for h in hosts if h.low]
     # Short of space, a folder failing a write, or sick after its infrastructure errors in a row.
     refusing = [{"host": h.host, "reason": h.reason, "at": h.at} for h in hosts if h.refusing]
-    return {"ok": not refusing, "hosts": len(hosts), "low_disk": low, "not_claiming": refusing,
-            "floor_mb": settings.EVAL_MIN_FREE_MB}
+    return {
+        "ok": not refusing,
+        "hosts": len(hosts),
+        "low_disk": low,
+        "not_claiming": refusing,
+        "floor_mb": settings.EVAL_MIN_FREE_MB,
+    }
 
 
 def boards() -> dict:

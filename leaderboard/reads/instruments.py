@@ -56,12 +56,18 @@ def _precision(r: dict) -> InstrumentView:
     if view:
         return view
     down = bool(r.get("downgrade"))
-    summary = (f"error against fp64 {_g(r.get('kernel_rel_l2'))} (relative L2), {_g(r.get('ratio'), '.1f')}× the fp32 "
-               f"reference's own {_g(r.get('reference_rel_l2'))}" + (": lower precision" if down else ""))
-    details = [("kernel max abs error vs fp64", _g(r.get("kernel_max_abs"))),
-               ("reference max abs error vs fp64", _g(r.get("reference_max_abs")))]
+    summary = (
+        f"error against fp64 {_g(r.get('kernel_rel_l2'))} (relative L2), {_g(r.get('ratio'), '.1f')}× the fp32 "
+        f"reference's own {_g(r.get('reference_rel_l2'))}" + (": lower precision" if down else "")
+    )
+    details = [
+        ("kernel max abs error vs fp64", _g(r.get("kernel_max_abs"))),
+        ("reference max abs error vs fp64", _g(r.get("reference_max_abs"))),
+    ]
     if r.get("modes_changed"):
-        details.append(("math switches changed by the kernel", ", ".join(f"{k}={v}" for k, v in r["modes_changed"].items())))
+        details.append(
+            ("math switches changed by the kernel", ", ".join(f"{k}={v}" for k, v in r["modes_changed"].items()))
+        )
     return InstrumentView("precision", "Precision used", summary, down, details)
 
 
@@ -71,9 +77,13 @@ def _shapes(r: dict) -> InstrumentView:
     if not variants:
         return InstrumentView("shapes", "Other shapes", f"not measured: {r.get('skipped', 'no other sizes')}")
     verdicts = ", ".join(f"{v.get('label')}: {v.get('verdict')}" for v in variants)
-    details = [(f"{v.get('label')} ({', '.join(f'{k}={n}' for k, n in (v.get('sizes') or {}).items())})",
-                f"{v.get('verdict')}: {v.get('detail', '')}" + (f" ({v['error']})" if v.get("error") else ""))
-               for v in variants]  # the kernel's error text only where the record still has it (raw output)
+    details = [
+        (
+            f"{v.get('label')} ({', '.join(f'{k}={n}' for k, n in (v.get('sizes') or {}).items())})",
+            f"{v.get('verdict')}: {v.get('detail', '')}" + (f" ({v['error']})" if v.get("error") else ""),
+        )
+        for v in variants
+    ]  # the kernel's error text only where the record still has it (raw output)
     return InstrumentView("shapes", "Other shapes", f"given {sizes}; {verdicts}", bool(r.get("specialised")), details)
 
 
@@ -84,8 +94,13 @@ def _determinism(r: dict) -> InstrumentView:
     same = bool(r.get("identical"))
     summary = "two runs on the same inputs: identical" if same else "two runs on the same inputs: outputs differ"
     diffs = r.get("max_abs_diff") or []
-    return InstrumentView("determinism", "Determinism", summary, not same,
-                          [("max abs error of each run", ", ".join(_g(d) for d in diffs))])
+    return InstrumentView(
+        "determinism",
+        "Determinism",
+        summary,
+        not same,
+        [("max abs error of each run", ", ".join(_g(d) for d in diffs))],
+    )
 
 
 def _speed_of_light(r: dict) -> InstrumentView:
@@ -98,16 +113,30 @@ def _speed_of_light(r: dict) -> InstrumentView:
     work += " at least"
     if not r.get("peaks"):
         return InstrumentView("speed_of_light", "Speed of light", f"{work}; no peaks known for this hardware")
-    summary = (f"{work}; least time {_g(r.get('sol_ms'))} ms ({r.get('bound')}-bound); kernel at "
-               f"{_g(r.get('kernel_fraction'), '.1%')} of it, reference at {_g(r.get('reference_fraction'), '.1%')}")
+    summary = (
+        f"{work}; least time {_g(r.get('sol_ms'))} ms ({r.get('bound')}-bound); kernel at "
+        f"{_g(r.get('kernel_fraction'), '.1%')} of it, reference at {_g(r.get('reference_fraction'), '.1%')}"
+    )
     peaks = r["peaks"]
-    details = [("peaks", f"{_g(peaks.get('bytes_per_s', 0) / 1e12)} TB/s"
-                + (f", {_g(peaks.get('flops_per_s', 0) / 1e12)} TFLOP/s" if has_flops else "")),
-               ("kernel achieved", f"{_g((r.get('kernel_bytes_per_s') or 0) / 1e12)} TB/s"
-                + (f", {_g((r.get('kernel_flops_per_s') or 0) / 1e12)} TFLOP/s" if has_flops else ""))]
+    details = [
+        (
+            "peaks",
+            f"{_g(peaks.get('bytes_per_s', 0) / 1e12)} TB/s"
+            + (f", {_g(peaks.get('flops_per_s', 0) / 1e12)} TFLOP/s" if has_flops else ""),
+        ),
+        (
+            "kernel achieved",
+            f"{_g((r.get('kernel_bytes_per_s') or 0) / 1e12)} TB/s"
+            + (f", {_g((r.get('kernel_flops_per_s') or 0) / 1e12)} TFLOP/s" if has_flops else ""),
+        ),
+    ]
     if has_flops:
-        details.append(("FLOPs counted by operator",
-                        ", ".join(f"{k} {_g(v)}" for k, v in (r.get("flops_by_op") or {}).items()) or "none"))
+        details.append(
+            (
+                "FLOPs counted by operator",
+                ", ".join(f"{k} {_g(v)}" for k, v in (r.get("flops_by_op") or {}).items()) or "none",
+            )
+        )
     return InstrumentView("speed_of_light", "Speed of light", summary, bool(r.get("impossible")), details)
 
 
@@ -119,26 +148,45 @@ def _profile(r: dict) -> InstrumentView:
     for side in ("kernel", "reference"):
         p = r.get(side) or {}
         gaps = p.get("gaps") or {}
-        details.append((side, f"{p.get('activities', 0)} activities over {_g(p.get('span_us'))} µs, busy "
-                              f"{_g(p.get('busy_share'), '.0%')}, {gaps.get('count', 0)} gaps totalling "
-                              f"{_g(gaps.get('total_us'))} µs (longest {_g(gaps.get('max_us'))} µs)"))
+        details.append(
+            (
+                side,
+                f"{p.get('activities', 0)} activities over {_g(p.get('span_us'))} µs, busy "
+                f"{_g(p.get('busy_share'), '.0%')}, {gaps.get('count', 0)} gaps totalling "
+                f"{_g(gaps.get('total_us'))} µs (longest {_g(gaps.get('max_us'))} µs)",
+            )
+        )
         for e in (p.get("events") or [])[:12]:
             if isinstance(e, dict):
                 details.append((f"  {side} · {e.get('kind')}", f"{e.get('name')}: {_g(e.get('us'))} µs"))
     k = r.get("kernel") or {}
-    return InstrumentView("profile", "Profile (one forward)",
-                          f"kernel busy {_g(k.get('busy_share'), '.0%')} of its {_g(k.get('span_us'))} µs span", False, details)
+    return InstrumentView(
+        "profile",
+        "Profile (one forward)",
+        f"kernel busy {_g(k.get('busy_share'), '.0%')} of its {_g(k.get('span_us'))} µs span",
+        False,
+        details,
+    )
 
 
 def _tolerance(r: dict) -> InstrumentView:
     near = bool(r.get("near"))
-    summary = (f"largest error {_g(r.get('worst_ratio'), '.0%')} of the tolerance (margin {_g(r.get('margin'), '.0%')}) "
-               f"over {r.get('trials', 0)} trials" + (f", {r.get('extra_trials')} of them extra" if r.get("extra_trials") else ""))
+    summary = (
+        f"largest error {_g(r.get('worst_ratio'), '.0%')} of the tolerance (margin {_g(r.get('margin'), '.0%')}) "
+        f"over {r.get('trials', 0)} trials"
+        + (f", {r.get('extra_trials')} of them extra" if r.get("extra_trials") else "")
+    )
     return InstrumentView("tolerance", "Tolerance margin", summary, near)
 
 
-BUILDERS = (("tolerance", _tolerance), ("precision", _precision), ("shapes", _shapes), ("determinism", _determinism),
-            ("speed_of_light", _speed_of_light), ("profile", _profile))
+BUILDERS = (
+    ("tolerance", _tolerance),
+    ("precision", _precision),
+    ("shapes", _shapes),
+    ("determinism", _determinism),
+    ("speed_of_light", _speed_of_light),
+    ("profile", _profile),
+)
 
 
 def instrument_views(instruments: Any) -> list[InstrumentView]:

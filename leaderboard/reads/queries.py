@@ -357,7 +357,9 @@ def sibling_kernels(kernel: Kernel) -> list[Sibling]:
         Kernel.objects.filter(problem_id=kernel.problem_id)
         .exclude(pk=kernel.pk)
         .order_by(FASTEST, "pk")  # kernel_fastest_idx
-        .values_list("pk", "run__model__name", "run__is_demo", "latest_evaluation__speedup", "latest_evaluation__status")
+        .values_list(
+            "pk", "run__model__name", "run__is_demo", "latest_evaluation__speedup", "latest_evaluation__status"
+        )
     )[:CHART_POINTS]
     labels = dict(Evaluation.Status.choices)
     return [Sibling(pk, name, demo, speedup, labels.get(status, "")) for pk, name, demo, speedup, status in rows]

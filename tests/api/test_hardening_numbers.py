@@ -97,7 +97,12 @@ def test_the_worker_keeps_a_plausible_speedup(run, hardware):
     evaluation = Evaluation(kernel=run.kernels.first(), hardware=hardware)
     attempts._apply_verdict(evaluation, {"status": "correct", "correct": True, "compiled": True, "speedup": 3.0,
                                          "speedup_interval": [2.5, 3.5], "kernel_ms": {"median": 0.01}})  # fmt: skip
-    assert (evaluation.speedup, evaluation.speedup_low, evaluation.speedup_high, evaluation.flags) == (3.0, 2.5, 3.5, [])
+    assert (evaluation.speedup, evaluation.speedup_low, evaluation.speedup_high, evaluation.flags) == (
+        3.0,
+        2.5,
+        3.5,
+        [],
+    )
 
 
 def test_a_run_that_fails_to_score_is_set_aside_and_every_page_answers(client, run, problem_set, hardware, model):

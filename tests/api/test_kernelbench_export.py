@@ -130,7 +130,9 @@ def test_the_api_serves_one_level_as_a_zip(client, run):
     assert client.get(f"/api/v1/runs/{run.pk}/export/?level=3").status_code == 404
 
 
-@pytest.mark.parametrize(("setting", "written"), [("one-shot", "one_shot"), ("few-shot", "few_shot"), ("agent", "agent")])
+@pytest.mark.parametrize(
+    ("setting", "written"), [("one-shot", "one_shot"), ("few-shot", "few_shot"), ("agent", "agent")]
+)
 def test_the_setting_goes_out_as_kernelbench_names_its_prompt_option(imported_run, setting, written):
     # Issue 30: an import of prompt_option one_shot came back out as "one-shot".
     imported_run.setting = setting

@@ -113,4 +113,4 @@ def test_another_users_upload_is_a_run_of_its_own_name_and_shows_its_maker(clien
     assert token_client(reviewer).get(f"/api/v1/runs/{first['id']}/").json()["created_by"] == "ingestor"
     client.force_login(reviewer)
     page = client.get(f"/runs/{reply['run']['id']}/").content.decode()
-    assert "by <span class=\"run-creator\">other-ingestor</span>" in page
+    assert 'by <span class="run-creator">other-ingestor</span>' in page

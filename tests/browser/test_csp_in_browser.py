@@ -20,7 +20,9 @@ def test_every_page_draws_its_chart_under_the_production_policy(site, page, sett
     settings.CONTENT_SECURITY_POLICY = PRODUCTION_POLICY
     page.add_init_script(RECORD_VIOLATIONS)
     console = []
-    page.on("console", lambda message: console.append(message.text) if "Content Security Policy" in message.text else None)
+    page.on(
+        "console", lambda message: console.append(message.text) if "Content Security Policy" in message.text else None
+    )
     urls = demo_urls()
     for name, _table, chart in PAGE_TYPES:
         response = page.goto(site + urls[name])
@@ -35,6 +37,8 @@ def test_the_policy_blocks_an_inline_script(site, page, settings):
     settings.CONTENT_SECURITY_POLICY = PRODUCTION_POLICY
     page.add_init_script(RECORD_VIOLATIONS)
     page.goto(site + "/")
-    page.evaluate("document.body.appendChild(Object.assign(document.createElement('script'), {textContent: 'window.ran = 1'}))")
+    page.evaluate(
+        "document.body.appendChild(Object.assign(document.createElement('script'), {textContent: 'window.ran = 1'}))"
+    )
     page.wait_for_function("window.cspViolations.length > 0")
     assert page.evaluate("window.ran") is None

@@ -18,7 +18,8 @@ def flag(kernel: Kernel, code: str, instruments: dict) -> None:
     """Give the kernel's latest evaluation a flag and an instruments record (a bulk update: the review
     state is stored again, as a bulk writer must)."""
     Evaluation.objects.filter(pk=kernel.latest_evaluation_id).update(
-        flags=[{"code": code, "message": f"{code}: made up for the test"}], instruments=instruments)
+        flags=[{"code": code, "message": f"{code}: made up for the test"}], instruments=instruments
+    )
     board_store.refresh_kernel_states([kernel.pk])
 
 
@@ -64,5 +65,7 @@ def test_a_reviewer_sorts_and_filters_the_queue_by_the_instruments_and_reads_the
     assert "halved: failed" in shapes
     # A reviewer reads the kernel's own error text too (visitors do not), as text, never as markup.
     sol_cell.page.locator("#instruments-facts dd[data-instrument='shapes'] summary").click()
-    assert "RuntimeError: <secret from /etc/passwd>" in page.inner_text("#instruments-facts dd[data-instrument='shapes']")
+    assert "RuntimeError: <secret from /etc/passwd>" in page.inner_text(
+        "#instruments-facts dd[data-instrument='shapes']"
+    )
     save_screenshot(page, "kernel-instruments")

@@ -30,7 +30,9 @@ def table_cells(page, key: str) -> list[str]:
 
 
 def demo_urls() -> dict[str, str]:
-    kernel = Kernel.objects.filter(latest_evaluation__correct=True).exclude(source="").order_by("pk").first()  # the field's have no code here
+    kernel = (
+        Kernel.objects.filter(latest_evaluation__correct=True).exclude(source="").order_by("pk").first()
+    )  # the field's have no code here
     return {
         "overview": "/",
         "level": "/levels/all/",
@@ -99,6 +101,7 @@ def test_it_downloads_the_table_as_csv(site, light_page, tmp_path: Path):
     path = tmp_path / "board.csv"
     download_info.value.save_as(path)
     rows = list(csv.DictReader(path.open(encoding="utf-8")))
+
     # The CSV holds numbers (shares as fractions), the page their display text.
     def percent(cell: str) -> str:
         return f"{float(cell) * 100:.1f}%" if cell else "–"
@@ -145,7 +148,9 @@ def test_the_overview_is_compact(site, light_page):
 def test_the_run_page_follows_its_verification_live(site, light_page):
     from leaderboard.models import Evaluation  # deferred: the ORM runs beside the browser only inside tests
 
-    kernel = Kernel.objects.filter(latest_evaluation__correct=True).exclude(source="").order_by("pk").first()  # the field's have no code here
+    kernel = (
+        Kernel.objects.filter(latest_evaluation__correct=True).exclude(source="").order_by("pk").first()
+    )  # the field's have no code here
     pending = Evaluation.objects.create(kernel=kernel, hardware=kernel.run.hardware, state="running")
     light_page.goto(site + kernel.run.get_absolute_url())
     label = light_page.locator("#run-progress-label")
@@ -190,11 +195,13 @@ def test_the_launch_chart_draws_what_its_caption_says(site, page):
     page.goto(site + "/")
     page.wait_for_selector("#chart-launch_posts[data-drawn='true']", timeout=60_000)  # four charts on a busy box
     figure = json.loads(page.inner_text("#chart-data-launch_posts"))
+
     def rgb(hex_colour: str) -> str:
         return "rgb({}, {}, {})".format(*(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)))
 
     drawn = page.eval_on_selector_all(
-        "#chart-launch_posts .trace", "ts => ts.map(t => [...t.querySelectorAll('path.point')].map(p => p.style.stroke))"
+        "#chart-launch_posts .trace",
+        "ts => ts.map(t => [...t.querySelectorAll('path.point')].map(p => p.style.stroke))",
     )
     assert [set(strokes) for strokes in drawn] == [{rgb(t["marker"]["color"])} for t in figure["data"]]
     caption = page.inner_text("#launch-marks")

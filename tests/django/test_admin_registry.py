@@ -22,5 +22,7 @@ def test_the_read_model_is_read_only_in_the_admin(admin_client):
 @pytest.mark.parametrize("label", ["leaderboard", "problems"])
 def test_plural_names_are_words(label):
     # Issue 30: the admin said "Problem statss" (Django adds an s to any verbose_name).
-    doubled = [m.__name__ for m in apps.get_app_config(label).get_models() if m._meta.verbose_name_plural.endswith("ss")]
+    doubled = [
+        m.__name__ for m in apps.get_app_config(label).get_models() if m._meta.verbose_name_plural.endswith("ss")
+    ]
     assert doubled == []

@@ -99,7 +99,9 @@ def random_write(world, rng: random.Random, reviewer, visitor, kernels: list[Ker
         kernels.remove(kernel)
         kernel.delete()
     elif kind == "add":
-        taken = set(Kernel.objects.filter(run=kernel.run, problem=kernel.problem).values_list("sample_index", flat=True))
+        taken = set(
+            Kernel.objects.filter(run=kernel.run, problem=kernel.problem).values_list("sample_index", flat=True)
+        )
         sample = min(set(range(len(taken) + 1)) - taken)
         kernels.append(random_kernel(world, rng, kernel.run, kernel.problem, sample))
     elif kind == "publish":

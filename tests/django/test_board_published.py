@@ -139,7 +139,9 @@ def test_the_grid_shows_problems_by_best_kernels_with_marks(client, field):
     # Problem 1: the published 13.2x (not measured here) before the measured 1.8x.
     cells = [chunk.split('"', 1)[0] for chunk in first.split('data-kernel="')[1:]]
     assert cells[0] == str(one.pk) and len(cells) == 2
-    assert f'href="/kernels/{one.pk}/"' in first and "13.20x published, L40S" in first and "not yet measured here" in first
+    assert (
+        f'href="/kernels/{one.pk}/"' in first and "13.20x published, L40S" in first and "not yet measured here" in first
+    )
     second = grid[grid.index('data-problem="2"') : grid.index('data-problem="3"')]
     assert f'data-kernel="{two.pk}" data-mark="fails here"' in second and "✗ fails here" in second
     third = grid[grid.index('data-problem="3"') :]

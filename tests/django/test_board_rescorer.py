@@ -57,7 +57,9 @@ def test_storing_a_result_rescores_nothing_in_the_writer(world):
         assert attempts.store_result(claim, CORRECT)
     sql = [query["sql"].lower() for query in queries]
     assert not [q for q in sql if "runscore" in q or "boardversion" in q]  # no re-scoring, in or after it
-    assert len(sql) <= 11  # the verdict, the kernel's latest evaluation, the run's and problem's marks: not the run's kernels
+    assert (
+        len(sql) <= 11
+    )  # the verdict, the kernel's latest evaluation, the run's and problem's marks: not the run's kernels
     assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
 
 

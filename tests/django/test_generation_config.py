@@ -78,7 +78,6 @@ def test_without_the_file_the_model_is_needed(imported_checkout, tmp_path):
         import_run(str(run_folder(tmp_path, config=None)), "--hardware", "h100")
 
 
-
 def upload(config: str, name: str) -> io.BytesIO:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:

@@ -8,7 +8,15 @@ from tests.django.conftest import write_json
 
 pytestmark = pytest.mark.django_db
 
-STATS = {"mean": 2.66, "std": 0.0199, "min": 2.65, "max": 2.86, "num_trials": 100, "hardware": "NVIDIA H100 80GB HBM3", "device": "cuda:0"}
+STATS = {
+    "mean": 2.66,
+    "std": 0.0199,
+    "min": 2.65,
+    "max": 2.86,
+    "num_trials": 100,
+    "hardware": "NVIDIA H100 80GB HBM3",
+    "device": "cuda:0",
+}
 
 
 def run(*args) -> tuple[str, str]:
@@ -18,7 +26,12 @@ def run(*args) -> tuple[str, str]:
 
 
 def timing_file(tmp_path, name="baseline_time_torch.json", data=None):
-    data = data or {"level1": {"1_Square_matrix_multiplication_.py": STATS, "2_Standard_matrix_multiplication_.py": {**STATS, "mean": 1.5}}}
+    data = data or {
+        "level1": {
+            "1_Square_matrix_multiplication_.py": STATS,
+            "2_Standard_matrix_multiplication_.py": {**STATS, "mean": 1.5},
+        }
+    }
     return write_json(tmp_path / name, data)
 
 
@@ -58,7 +71,12 @@ def test_invalid_json_names_the_line_and_writes_nothing(imported_checkout, tmp_p
 
 
 def test_a_bad_value_names_the_key_and_writes_nothing(imported_checkout, tmp_path):
-    data = {"level1": {"1_Square_matrix_multiplication_.py": STATS, "2_Standard_matrix_multiplication_.py": {**STATS, "mean": "fast"}}}
+    data = {
+        "level1": {
+            "1_Square_matrix_multiplication_.py": STATS,
+            "2_Standard_matrix_multiplication_.py": {**STATS, "mean": "fast"},
+        }
+    }
     with pytest.raises(CommandError, match=r"key level1/2_Standard_matrix_multiplication_\.py/mean: expected a number"):
         run(str(timing_file(tmp_path, data=data)), "--hardware", "h100")
     assert not Baseline.objects.exists()

@@ -58,7 +58,9 @@ def write_leaderboard(root, data=None, solutions=None, raw=None):
             {"display_name": "gpt-o1", "torch_speedup": 1.5, "file": "aaa1"},
             {"display_name": "claude-3.5-sonnet", "torch_speedup": 0.5, "file": "bbb1"},
         ],
-        "Level 1: 2_Standard_matrix_multiplication_": [{"display_name": "gpt-o1", "torch_speedup": 2.25, "file": "aaa2"}],
+        "Level 1: 2_Standard_matrix_multiplication_": [
+            {"display_name": "gpt-o1", "torch_speedup": 2.25, "file": "aaa2"}
+        ],
         "Level 2: 1_Conv2D_ReLU_BiasAdd": [],
     }
     raw = RAW if raw is None else raw
@@ -200,7 +202,8 @@ def test_models_attach_to_the_records_that_exist_by_exact_alias_only(leaderboard
     assert not LanguageModel.objects.filter(slug__startswith="claude-35-sonnet-").exists()
     assert set(sonnet.aliases.values_list("alias", flat=True)) == {"claude-3-5-sonnet-20241022", "claude-3.5-sonnet"}
     assert set(ModelAlias.objects.filter(model__name="o1-preview").values_list("alias", flat=True)) == {
-        "o1-preview-2024-09-12", "gpt-o1"
+        "o1-preview-2024-09-12",
+        "gpt-o1",
     }
 
 
@@ -232,24 +235,36 @@ def test_a_published_claim_above_the_flag_threshold_is_queued_for_review(client,
 
 def test_the_figures_file_loads_the_field_without_code_and_the_checkout_fills_it_in(client, leaderboard, tmp_path):
     figures = tmp_path / "figures.json"
-    call_command("export_field_figures", str(leaderboard), "--commit", "c" * 40, "--out", str(figures), stdout=io.StringIO())
+    call_command(
+        "export_field_figures", str(leaderboard), "--commit", "c" * 40, "--out", str(figures), stdout=io.StringIO()
+    )
     text = figures.read_text()
     assert "import torch" not in text and "ModelNew" not in text and "torch.matmul" not in text  # no code at all
     out = run_command(figures)
     assert "(figures only, no code)" in out and "2 runs, 4 kernels" in out
     kernel = Kernel.objects.get(published_speedup=2.25)
     assert kernel.source == "" and kernel.source_withheld and kernel.problem.source_withheld
-    assert kernel.source_url == f"https://github.com/anneouyang/KernelBenchLeaderboard/blob/{'c' * 40}/docs/assets/solutions/aaa2.py"
+    assert (
+        kernel.source_url
+        == f"https://github.com/anneouyang/KernelBenchLeaderboard/blob/{'c' * 40}/docs/assets/solutions/aaa2.py"
+    )
     assert PublishedFigure.objects.count() == 4 and PublishedFigure.objects.filter(ranked_by_source=True).count() == 3
     page = client.get(kernel.get_absolute_url()).content.decode()
-    assert f'href="{kernel.source_url}"' in page and "import_kernelbench_leaderboard" in page and 'id="kernel-source"' not in page
+    assert (
+        f'href="{kernel.source_url}"' in page
+        and "import_kernelbench_leaderboard" in page
+        and 'id="kernel-source"' not in page
+    )
     assert "problem-withheld-source" in client.get(kernel.problem.get_absolute_url()).content.decode()
     with pytest.raises(EvaluationRefused, match="stored without its source"):
         request_evaluations([kernel], kernel.run.hardware)
     assert "queued 0" in run_command(figures, "--verify")  # nothing with code to verify yet
     out = run_command(leaderboard)  # the checkout: the same kernels get their code (the hashes match)
     kernel.refresh_from_db()
-    assert kernel.source.startswith("import torch") and kernel.source_hash == hashlib.sha256(kernel.source.encode()).hexdigest()
+    assert (
+        kernel.source.startswith("import torch")
+        and kernel.source_hash == hashlib.sha256(kernel.source.encode()).hexdigest()
+    )
     assert Kernel.objects.count() == 4 and not Kernel.objects.filter(source="").exists()
     assert "problems: 0 created, 3 updated" in out
     with pytest.raises(ImmutableSourceError):

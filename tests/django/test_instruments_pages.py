@@ -26,21 +26,58 @@ def record(sol: float = 0.4, ratio: float = 1.2, worst: float = 0.1, busy: float
     """An instruments record as evaluation/instruments/ writes it (figures made up)."""
     return {
         "tolerance": {"worst_ratio": worst, "margin": 1 - worst, "trials": 5, "extra_trials": 0, "near": worst >= 0.5},
-        "precision": {"kernel_rel_l2": 1e-7 * ratio, "reference_rel_l2": 1e-7, "kernel_max_abs": 1e-5,
-                      "reference_max_abs": 1e-5, "ratio": ratio, "downgrade": ratio >= 16},
+        "precision": {
+            "kernel_rel_l2": 1e-7 * ratio,
+            "reference_rel_l2": 1e-7,
+            "kernel_max_abs": 1e-5,
+            "reference_max_abs": 1e-5,
+            "ratio": ratio,
+            "downgrade": ratio >= 16,
+        },
         "determinism": {"runs": 2, "identical": True, "max_abs_diff": [1e-6, 1e-6], "correct": [True, True]},
-        "shapes": {"sizes": {"N": 128}, "specialised": False, "variants": [
-            {"label": "halved", "sizes": {"N": 64}, "verdict": "failed", "detail": "its forward failed (runtime_error)",
-             "error": "RuntimeError: <secret from /etc/passwd>"}]},
-        "speed_of_light": {"bytes": 3 * 2**26, "flops": 2 * 4096**3, "peaks": {"bytes_per_s": 4.8e12, "flops_per_s": 989.4e12},
-                           "sol_ms": 0.139, "bound": "compute", "kernel_fraction": sol, "reference_fraction": 0.1,
-                           "impossible": sol > 1, "flops_by_op": {"aten.mm": 2 * 4096**3}},
-        "profile": {"device": "cuda", "kernel": {"activities": 1, "span_us": 50.0, "busy_us": 50.0 * busy, "busy_share": busy,
-                                                 "gaps": {"count": 0, "total_us": 0.0, "max_us": 0.0},
-                                                 "events": [{"name": "<b>leaked_name</b>", "kind": "kernel", "us": 50.0, "start_us": 0.0}]},
-                    "reference": {"activities": 1, "span_us": 60.0, "busy_us": 60.0, "busy_share": 1.0,
-                                  "gaps": {"count": 0, "total_us": 0.0, "max_us": 0.0},
-                                  "events": [{"name": "sm90_xmma_gemm", "kind": "kernel", "us": 60.0, "start_us": 0.0}]}},
+        "shapes": {
+            "sizes": {"N": 128},
+            "specialised": False,
+            "variants": [
+                {
+                    "label": "halved",
+                    "sizes": {"N": 64},
+                    "verdict": "failed",
+                    "detail": "its forward failed (runtime_error)",
+                    "error": "RuntimeError: <secret from /etc/passwd>",
+                }
+            ],
+        },
+        "speed_of_light": {
+            "bytes": 3 * 2**26,
+            "flops": 2 * 4096**3,
+            "peaks": {"bytes_per_s": 4.8e12, "flops_per_s": 989.4e12},
+            "sol_ms": 0.139,
+            "bound": "compute",
+            "kernel_fraction": sol,
+            "reference_fraction": 0.1,
+            "impossible": sol > 1,
+            "flops_by_op": {"aten.mm": 2 * 4096**3},
+        },
+        "profile": {
+            "device": "cuda",
+            "kernel": {
+                "activities": 1,
+                "span_us": 50.0,
+                "busy_us": 50.0 * busy,
+                "busy_share": busy,
+                "gaps": {"count": 0, "total_us": 0.0, "max_us": 0.0},
+                "events": [{"name": "<b>leaked_name</b>", "kind": "kernel", "us": 50.0, "start_us": 0.0}],
+            },
+            "reference": {
+                "activities": 1,
+                "span_us": 60.0,
+                "busy_us": 60.0,
+                "busy_share": 1.0,
+                "gaps": {"count": 0, "total_us": 0.0, "max_us": 0.0},
+                "events": [{"name": "sm90_xmma_gemm", "kind": "kernel", "us": 60.0, "start_us": 0.0}],
+            },
+        },
     }
 
 
@@ -59,8 +96,14 @@ def signed_in(user) -> Client:
 def test_the_kernel_page_shows_each_instrument_and_withholds_the_kernels_own_text(world, client, reviewer):
     kernel = kernel_with(world, world.problems[0], record(sol=1.7), flags=("impossible_speed",))
     page = client.get(kernel.get_absolute_url()).content.decode()
-    for title in ("Precision used", "Other shapes", "Determinism", "Speed of light", "Profile (one forward)",
-                  "Tolerance margin"):
+    for title in (
+        "Precision used",
+        "Other shapes",
+        "Determinism",
+        "Speed of light",
+        "Profile (one forward)",
+        "Tolerance margin",
+    ):
         assert title in page
     assert "170.0% of it" in page and "sm90_xmma_gemm" in page
     assert "leaked_name" not in page and "/etc/passwd" not in page and disclosure.WITHHELD_NAME in page
@@ -79,9 +122,10 @@ def test_the_api_detail_carries_the_instruments_public_less_the_kernels_text(wor
     assert full["shapes"]["variants"][0]["error"].startswith("RuntimeError")
 
 
-@pytest.mark.parametrize(("sort", "field", "highest_first"),
-                         [("sol", "sol", True), ("precision", "ratio", True), ("margin", "worst", True),
-                          ("busy", "busy", False)])
+@pytest.mark.parametrize(
+    ("sort", "field", "highest_first"),
+    [("sol", "sol", True), ("precision", "ratio", True), ("margin", "worst", True), ("busy", "busy", False)],
+)
 def test_the_queue_sorts_by_each_instrument(world, reviewer, sort, field, highest_first):
     low = kernel_with(world, world.problems[0], record(**{field: 0.2}))
     high = kernel_with(world, world.problems[1], record(**{field: 0.9}))
@@ -97,8 +141,10 @@ def test_the_queue_sorts_by_each_instrument(world, reviewer, sort, field, highes
 
 
 def test_the_queue_filters_by_each_instruments_flag(world, reviewer):
-    flagged = {code: kernel_with(world, world.problems[i], record(), flags=(code,)) for i, code in
-               enumerate(("impossible_speed", "precision_downgrade", "shape_specialised", "nondeterministic"))}
+    flagged = {
+        code: kernel_with(world, world.problems[i], record(), flags=(code,))
+        for i, code in enumerate(("impossible_speed", "precision_downgrade", "shape_specialised", "nondeterministic"))
+    }
     flagged["near_tolerance"] = kernel_with(world, world.level2, record(worst=0.8), flags=("near_tolerance",))
     client = signed_in(reviewer)
     for code, kernel in flagged.items():
@@ -118,7 +164,9 @@ def test_an_evaluation_without_instruments_shows_none():
     skipped = instrument_views({"precision": {"skipped": "the run's precision is fp16"}})
     assert skipped[0].summary == "not measured: the run's precision is fp16" and skipped[0].details == []
     crashed = instrument_views({"determinism": {"skipped": "ended early: crashed", "error": "signal SIGSEGV"}})
-    assert crashed[0].summary == "not measured: ended early: crashed" and crashed[0].details == [("error", "signal SIGSEGV")]
+    assert crashed[0].summary == "not measured: ended early: crashed" and crashed[0].details == [
+        ("error", "signal SIGSEGV")
+    ]
 
 
 def test_public_instruments_leave_the_stored_record_alone():
@@ -132,8 +180,10 @@ def test_the_worker_stores_the_instruments_with_the_evaluation(world):
     kernel = world.kernel(world.problems[0])
     queued = Evaluation.objects.create(kernel=kernel, hardware=world.hardware)
     stored = record(sol=0.5)
-    assert store_result(claim(queued.pk, "host.1"), {"status": "correct", "correct": True, "compiled": True,
-                                                     "speedup": 2.0, "instruments": stored})
+    assert store_result(
+        claim(queued.pk, "host.1"),
+        {"status": "correct", "correct": True, "compiled": True, "speedup": 2.0, "instruments": stored},
+    )
     queued.refresh_from_db()
     assert queued.instruments == stored
 

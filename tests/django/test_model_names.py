@@ -81,7 +81,9 @@ def split():
     run = Run.objects.create(model=other, problem_set=problem_set, hardware=hardware)
     store_rows(read_csv(SCORES.format(model="claude-3.5-sonnet", value=10).replace("L1", "L2"), "x.csv"))
     anthropic = Lab.objects.get(name="Anthropic")  # made by the scores' import
-    LaunchPost.objects.create(lab=anthropic, model=other, title="t", url="https://example.com/p", published_on="2024-10-22")
+    LaunchPost.objects.create(
+        lab=anthropic, model=other, title="t", url="https://example.com/p", published_on="2024-10-22"
+    )
     return kept, other, run
 
 

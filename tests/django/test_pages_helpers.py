@@ -55,7 +55,7 @@ def test_it_escapes_diff_text_in_templates():
 def test_it_writes_diff_rows_escaped_with_their_numbers_and_marks():
     diff = compute_diff("a\n<b>\n", "a\n'c' & d\n", "left", "right")
     assert '<td class="code left">&lt;b&gt;</td>' in diff.split_html
-    assert "<td class=\"code right\">&#x27;c&#x27; &amp; d</td>" in diff.split_html
+    assert '<td class="code right">&#x27;c&#x27; &amp; d</td>' in diff.split_html
     assert '<tr class="diff-delete"><td class="ln">2</td><td class="ln"></td><td class="code">-&lt;b&gt;</td></tr>' in (
         diff.unified_html
     )

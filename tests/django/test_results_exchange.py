@@ -16,9 +16,15 @@ pytestmark = pytest.mark.django_db
 KERNEL = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b  # secret-kernel-text\n"
 WHEN = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 # The sandbox's uids, hidden paths and cache paths stay private (leaderboard.reads.disclosure).
-PRIVATE_ENVIRONMENT = {"torch": "2.8", "device_name": "NVIDIA H200", "uid": 213847, "reference_uid": 213846,
-                       "hidden_paths": ["/home", "/srv/secret-checkout"], "kernel_confinement": {"uid": 213847},
-                       "build_cache": "/var/cache/kb-build-7f3a"}
+PRIVATE_ENVIRONMENT = {
+    "torch": "2.8",
+    "device_name": "NVIDIA H200",
+    "uid": 213847,
+    "reference_uid": 213846,
+    "hidden_paths": ["/home", "/srv/secret-checkout"],
+    "kernel_confinement": {"uid": 213847},
+    "build_cache": "/var/cache/kb-build-7f3a",
+}
 
 
 def world() -> tuple[Kernel, Hardware]:
@@ -63,8 +69,18 @@ def test_results_round_trip_without_code_and_a_second_import_changes_nothing(tmp
     path = tmp_path / "h200_results.jsonl"
     assert "wrote 2 evaluation(s)" in export(path, "--hardware", "h200")
     text = path.read_text()
-    for secret in ("secret-kernel-text", "ModelNew", "torch.matmul", "secret error text", "secret log", "gpu-host-7",
-                   "uid", "213847", "secret-checkout", "kb-build"):
+    for secret in (
+        "secret-kernel-text",
+        "ModelNew",
+        "torch.matmul",
+        "secret error text",
+        "secret log",
+        "gpu-host-7",
+        "uid",
+        "213847",
+        "secret-checkout",
+        "kb-build",
+    ):
         assert secret not in text  # figures and the public environment only
     lines = [json.loads(line) for line in text.splitlines()]
     assert lines[0]["format"] == "kernelbench-results/1" and len(lines) == 3

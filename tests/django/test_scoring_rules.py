@@ -67,7 +67,9 @@ def test_an_error_of_2e3_is_correct_under_v01_rules_and_incorrect_under_current_
     assert verdicts == {"v0.1": "correct", "main": "incorrect"}
 
 
-def test_rescoring_records_the_new_rules_queues_every_kernel_and_keeps_earlier_verdicts(django_capture_on_commit_callbacks):
+def test_rescoring_records_the_new_rules_queues_every_kernel_and_keeps_earlier_verdicts(
+    django_capture_on_commit_callbacks,
+):
     run = make_run(make_set(levels=(1, 1)), [1.5, None], hardware=make_hardware("cpu"))
     earlier = set(Evaluation.objects.filter(kernel__run=run).values_list("pk", flat=True))
     out = StringIO()
@@ -116,7 +118,9 @@ def test_the_level_board_marks_rows_scored_under_other_rules_than_their_sets(cli
         page = client.get(url).content.decode()
     assert page.count('class="small run-rules"') == 7
     assert len(eight_runs.captured_queries) <= len(two_runs.captured_queries) + 1, (
-        len(two_runs.captured_queries), len(eight_runs.captured_queries))
+        len(two_runs.captured_queries),
+        len(eight_runs.captured_queries),
+    )
 
 
 def _import(path: Path, *args: str) -> str:
@@ -154,6 +158,8 @@ def test_the_export_names_the_rules(client):
     run = make_run(make_set(levels=(1,)), [1.2])
     response = client.get(reverse("api:run-export", args=[run.pk]))
     assert response.status_code == 200
-    with zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content) if response.streaming else response.content)) as z:
+    with zipfile.ZipFile(
+        io.BytesIO(b"".join(response.streaming_content) if response.streaming else response.content)
+    ) as z:
         config = next(name for name in z.namelist() if name.endswith("generation_config.yaml"))
         assert "kernelbench-main" in z.read(config).decode()

@@ -51,7 +51,12 @@ def test_production_settings_refuse_to_start_without_secret_key():
     env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
     env["DJANGO_SETTINGS_MODULE"] = "config.settings_production"
     result = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "manage.py", "check"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode != 0
     assert "SECRET_KEY must be set" in result.stderr
@@ -61,5 +66,7 @@ def test_the_cache_lives_in_cache_redis_url_apart_from_the_queue():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "REDIS_URL": "redis://queue:6379/0",
            "CACHE_REDIS_URL": "redis://cache:6379/0"}  # fmt: skip
     code = "import django; django.setup(); from django.conf import settings as s; print(s.CACHES['default']['LOCATION'], s.RQ_QUEUES['eval-cpu']['URL'])"
-    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=60
+    )
     assert result.stdout.split() == ["redis://cache:6379/0", "redis://queue:6379/0"], result.stderr

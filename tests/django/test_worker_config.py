@@ -19,7 +19,12 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def evaluation():
     rules = ScoringRules.objects.create(
-        slug="loose", name="Loose", kernelbench_version="v0", fp32_tolerance=2e-2, fp16_tolerance=3e-2, bf16_tolerance=4e-2
+        slug="loose",
+        name="Loose",
+        kernelbench_version="v0",
+        fp32_tolerance=2e-2,
+        fp16_tolerance=3e-2,
+        bf16_tolerance=4e-2,
     )
     problem_set = ProblemSet.objects.create(name="S", slug="s", rules=rules)
     problem = Problem.objects.create(problem_set=problem_set, level=1, number=1, name="P", source="# reference")
@@ -66,9 +71,7 @@ def test_the_worker_pins_evaluations_to_the_cores_it_is_given(evaluation, settin
     assert cores.builder_cpus() is None
 
 
-def test_a_gpu_hosts_workers_time_on_their_gpus_core_and_the_builder_keeps_off_them(
-    evaluation, settings, monkeypatch
-):
+def test_a_gpu_hosts_workers_time_on_their_gpus_core_and_the_builder_keeps_off_them(evaluation, settings, monkeypatch):
     # 16 CPUs, cpu N and N+8 on one physical core, 2 GPUs; this worker has GPU 1.
     monkeypatch.setattr(cores, "host_gpu_count", lambda: 2)
     monkeypatch.setattr(cores, "_host_cpus", lambda: tuple(range(16)))

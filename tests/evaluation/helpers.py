@@ -54,7 +54,12 @@ def run(problem: Path | str, kernel_src: str, **kw: Any) -> EvaluationResult:
 def naive(problem: Path | str, kernel: Path | str, *args: str, scale: int = 1) -> dict[str, Any]:
     """Run the deliberately naive in-process harness on an exploit (in its own interpreter)."""
     env = {**os.environ, "KB_SCALE": str(scale)}
-    out = subprocess.run([sys.executable, str(ADV / "naive_harness.py"), str(problem), str(kernel), *args],
-                         capture_output=True, text=True, timeout=300, env=env)
+    out = subprocess.run(
+        [sys.executable, str(ADV / "naive_harness.py"), str(problem), str(kernel), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

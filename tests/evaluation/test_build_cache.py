@@ -65,8 +65,13 @@ def _die_while_building(root: str) -> str:
         "print(p, flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
     assert r.returncode == -9, r.stderr
     return r.stdout.strip()
 

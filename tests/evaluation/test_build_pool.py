@@ -106,10 +106,12 @@ def test_this_hosts_topology_is_read():
 
 def test_a_build_process_tree_counts_the_children_it_reaped():
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n"
-    parent = ("import subprocess, sys, time\n"
-              f"subprocess.run([sys.executable, '-c', {burn!r}])\n"
-              "print('reaped', flush=True)\n"
-              "time.sleep(30)\n")
+    parent = (
+        "import subprocess, sys, time\n"
+        f"subprocess.run([sys.executable, '-c', {burn!r}])\n"
+        "print('reaped', flush=True)\n"
+        "time.sleep(30)\n"
+    )
     p = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout is not None and p.stdout.readline().strip() == "reaped"

@@ -16,15 +16,30 @@ MATMUL = EVAL_PROBLEMS / "matmul_small.py"
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "-m", "evaluation", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "evaluation", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
+    )
 
 
 def test_cli_evaluate_json(tmp_path):
     kernel = tmp_path / "k.py"
     kernel.write_text(self_kernel(read(MATMUL)))
-    out = cli("evaluate", "--problem", str(MATMUL), "--kernel", str(kernel), "--json", "--timing-trials", "3",
-              "--correctness-trials", "2", "--seed", "7", "--timeout", "120")
+    out = cli(
+        "evaluate",
+        "--problem",
+        str(MATMUL),
+        "--kernel",
+        str(kernel),
+        "--json",
+        "--timing-trials",
+        "3",
+        "--correctness-trials",
+        "2",
+        "--seed",
+        "7",
+        "--timeout",
+        "120",
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1
@@ -70,9 +85,11 @@ def test_cli_probe_and_check_problem():
 
 
 def test_check_problem_flags(tmp_path):
-    src = ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
-           "        return x.mean().reshape(1) * 1e-7\n"
-           "def get_inputs():\n    return [torch.randn(1000, 1000)]\ndef get_init_inputs():\n    return []\n")
+    src = (
+        "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        return x.mean().reshape(1) * 1e-7\n"
+        "def get_inputs():\n    return [torch.randn(1000, 1000)]\ndef get_init_inputs():\n    return []\n"
+    )
     rep = check_problem(src)
     codes = {f["code"] for f in rep["flags"]}
     assert {"near_zero_reference", "input_independent_reference"} <= codes
@@ -95,9 +112,10 @@ def test_self_and_double_work_speedups():
     same = run(MATMUL, self_kernel(src), timing_trials=12, round_target_s=0.03)
     assert same.status == "correct"
     assert 0.6 < same.speedup < 1.6, same.to_dict()  # generous: CI machines are noisy
-    twice = self_kernel(src).replace("return torch.relu(a @ b) + self.bias",
-                                     "y = torch.relu(a @ b) + self.bias\n        y = torch.relu(a @ b) + self.bias"
-                                     "\n        return y")
+    twice = self_kernel(src).replace(
+        "return torch.relu(a @ b) + self.bias",
+        "y = torch.relu(a @ b) + self.bias\n        y = torch.relu(a @ b) + self.bias\n        return y",
+    )
     assert twice != self_kernel(src)
     slow = run(MATMUL, twice, timing_trials=12, round_target_s=0.03)
     assert slow.status == "correct"

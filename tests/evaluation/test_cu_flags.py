@@ -48,8 +48,18 @@ def _nvcc_keep(tmp_path, name: str, env: dict[str, str]) -> dict[str, bytes]:
     src.write_text(KERNEL_CU)
     keep = tmp_path / name
     keep.mkdir()
-    cmd = ["nvcc", "-O3", "-gencode=arch=compute_90,code=sm_90", "-c", str(src), "-o", str(keep / "k.o"),
-           "--keep", "--keep-dir", str(keep)]
+    cmd = [
+        "nvcc",
+        "-O3",
+        "-gencode=arch=compute_90,code=sm_90",
+        "-c",
+        str(src),
+        "-o",
+        str(keep / "k.o"),
+        "--keep",
+        "--keep-dir",
+        str(keep),
+    ]
     r = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     return {p.suffix: p.read_bytes() for p in keep.iterdir() if p.suffix in (".cubin", ".ptx", ".o")}

@@ -10,6 +10,7 @@ def _calls_held_from(needed_us: float, waits: list[float]):
     def call_with_wait(us: float) -> TimedCall:
         waits.append(us)
         return TimedCall(1000, 2000, 500, us >= needed_us, object())
+
     return call_with_wait
 
 

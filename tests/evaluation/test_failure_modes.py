@@ -18,7 +18,10 @@ HEAD = "import os, sys, time, ctypes\nimport torch\nimport torch.nn as nn\n"
 
 
 def kernel(body: str, module: str = "") -> str:
-    return HEAD + module + f"""
+    return (
+        HEAD
+        + module
+        + f"""
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
@@ -26,6 +29,7 @@ class ModelNew(nn.Module):
     def forward(self, x):
 {body}
 """
+    )
 
 
 CASES = {
@@ -67,8 +71,10 @@ def test_status(case):
 def host_load(monkeypatch):
     """Pins the host's load as the runner reads it (its timeout rule: evaluation.runner): a hang on a
     host loaded by others is the host's, so the hang tests say which host they run on."""
+
     def pin(per_core: float) -> None:
         monkeypatch.setattr(os, "getloadavg", lambda: (per_core * (os.cpu_count() or 1), 0.0, 0.0))
+
     return pin
 
 
@@ -105,8 +111,7 @@ def test_hang_on_a_loaded_host_is_the_hosts_not_a_verdict(host_load):
 def test_hang_while_timing_is_a_timeout_not_a_speedup(host_load):
     host_load(0.0)
     module = "_CALLS = [0]\n"
-    body = ("        _CALLS[0] += 1\n        if _CALLS[0] > 3:\n            time.sleep(3600)\n"
-            "        return x + 1.0")
+    body = "        _CALLS[0] += 1\n        if _CALLS[0] > 3:\n            time.sleep(3600)\n        return x + 1.0"
     res = run(ADD_ONE, kernel(body, module), correctness_trials=2, timing_trials=3, timeout_s=20)
     assert res.status == "timeout"
     assert not res.correct and res.speedup is None and res.trials_passed == 2

@@ -11,11 +11,13 @@ MATMUL = EVAL_PROBLEMS / "matmul_small.py"
 def _host_latency_kernel(us: float) -> str:
     """The reference, with ``us`` microseconds of host work before its first launch."""
     src = self_kernel(read(MATMUL))
-    return src.replace("    def forward(self, a, b):\n",
-                       "    def forward(self, a, b):\n"
-                       f"        _t = __import__('time').perf_counter() + {us / 1e6!r}\n"
-                       "        while __import__('time').perf_counter() < _t:\n"
-                       "            pass\n")
+    return src.replace(
+        "    def forward(self, a, b):\n",
+        "    def forward(self, a, b):\n"
+        f"        _t = __import__('time').perf_counter() + {us / 1e6!r}\n"
+        "        while __import__('time').perf_counter() < _t:\n"
+        "            pass\n",
+    )
 
 
 @needs_cuda
@@ -25,8 +27,7 @@ def test_host_latency_before_the_first_launch_is_not_timed():
     start event, so 50 us of host work before a ~0.35 ms matmul (KB_SCALE=16) would have read about
     0.88x against itself (computed, with the ~20-45 us launch latency seen on the H200 on top). With
     the flush and LAUNCH_SLACK_US queued ahead of the start event it reads 1.0."""
-    res = run(MATMUL, _host_latency_kernel(50.0), device="cuda", size_scale=16, cpu_threads=None,
-              timing_trials=10)
+    res = run(MATMUL, _host_latency_kernel(50.0), device="cuda", size_scale=16, cpu_threads=None, timing_trials=10)
     assert res.status == "correct", res.error
     assert 0.96 <= res.speedup <= 1.04, res.speedup
 
@@ -34,8 +35,7 @@ def test_host_latency_before_the_first_launch_is_not_timed():
 @needs_cuda
 def test_host_latency_past_the_slack_is_timed():
     """Host work well past the slack (2 ms before launching) still shows in the kernel's time."""
-    res = run(MATMUL, _host_latency_kernel(2000.0), device="cuda", size_scale=16, cpu_threads=None,
-              timing_trials=10)
+    res = run(MATMUL, _host_latency_kernel(2000.0), device="cuda", size_scale=16, cpu_threads=None, timing_trials=10)
     assert res.status == "correct", res.error
     assert res.speedup < 0.7, res.speedup
 

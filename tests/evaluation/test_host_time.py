@@ -41,11 +41,13 @@ def _locked_entry(cfg: EvaluationConfig):
 
 def _stand_in(monkeypatch, seen: dict, status: str = "", reply: dict | None = None) -> None:
     """The build process replaced: it records the deadline it got and ends as told."""
+
     def fake(build, kernel_source, cfg, deadline, out):
         seen["left_s"] = deadline - time.monotonic()
         if status:
             out.status, out.error = status, "build process: timed out"
         return dict(reply or {})
+
     monkeypatch.setattr(bs, "_build_slim_then_full", fake)
 
 
@@ -53,6 +55,7 @@ def _slow_headers(monkeypatch, seconds: float) -> None:
     def fake(cfg, out):
         time.sleep(seconds)
         out.headers, out.headers_s = "built", seconds
+
     monkeypatch.setattr(bs, "_prepare_headers", fake)
 
 

@@ -32,7 +32,9 @@ class ModelNew(nn.Module):
 """
 
 
-def matmul_kernel(product: str = "(a.unsqueeze(2) * b.unsqueeze(0)).sum(1)", result: str = "torch.relu(c) + self.bias") -> str:
+def matmul_kernel(
+    product: str = "(a.unsqueeze(2) * b.unsqueeze(0)).sum(1)", result: str = "torch.relu(c) + self.bias"
+) -> str:
     return MATMUL_KERNEL.format(product=product, result=result)
 
 
@@ -91,8 +93,7 @@ class ModelNew(nn.Module):
 
 def evaluate_with(problem, kernel: str, **options) -> EvaluationResult:
     options.setdefault("timing_trials", 0)
-    cfg = EvaluationConfig(correctness_trials=3, seed=11, timeout_s=180, cpu_threads=1, round_target_s=0.005,
-                           **options)
+    cfg = EvaluationConfig(correctness_trials=3, seed=11, timeout_s=180, cpu_threads=1, round_target_s=0.005, **options)
     result = evaluate(read(problem), kernel, cfg)
     return result
 
@@ -108,7 +109,7 @@ def test_a_kernel_that_rounds_its_inputs_inside_is_flagged_precision_downgrade(k
     assert result.status == "correct", (result.error, result.log[-2000:])
     assert "precision_downgrade" in codes(result), result.instruments
     record = result.instruments["precision"]
-    assert record["downgrade"] and record["ratio"] >= 16 and record["kernel_rel_l2"] > 2 ** -13
+    assert record["downgrade"] and record["ratio"] >= 16 and record["kernel_rel_l2"] > 2**-13
     assert "float64 reference" in next(f["message"] for f in result.flags if f["code"] == "precision_downgrade")
 
 
@@ -188,8 +189,14 @@ def test_a_kernel_faster_than_the_peaks_allow_is_flagged_impossible_speed():
     # Peaks at which the problem's 32 KiB need 50 ms: the reference (200 ms) is within the bound, the
     # honest kernel (microseconds; milliseconds where the parent's clock replaces its times on a busy host) is not.
     peaks = {"bytes_per_s": 2 * 64 * 64 * 4 / 0.05, "flops_per_s": 1e12}
-    result = evaluate_with(SLOW_REFERENCE, PLAIN_ADD, timing_trials=3, min_timing_rounds=2, peaks=peaks,
-                           instruments=frozenset({"speed_of_light"}))
+    result = evaluate_with(
+        SLOW_REFERENCE,
+        PLAIN_ADD,
+        timing_trials=3,
+        min_timing_rounds=2,
+        peaks=peaks,
+        instruments=frozenset({"speed_of_light"}),
+    )
     assert result.status == "correct", (result.error, result.log[-2000:])
     assert "impossible_speed" in codes(result)
     record = result.instruments["speed_of_light"]
@@ -202,21 +209,36 @@ def test_on_the_cpu_a_kernel_reporting_an_impossible_time_is_flagged_by_the_meas
     # The clock's defences off (the child reads the patched clock, the parent does not check it):
     # the kernel reports no time at all, and the speed of light, from the host's measured bandwidth,
     # still says no kernel reads 2 MiB of inputs and writes 1 MiB of outputs in no time.
-    kernel = HONEST.replace("class ModelNew", """
+    kernel = (
+        HONEST.replace(
+            "class ModelNew",
+            """
 import time as _t
 _real = _t.perf_counter_ns
 _credit = [0]
 _t.perf_counter_ns = lambda: _real() - _credit[0]
 
 
-class ModelNew""").replace("        c = ", "        t0 = _real()\n        c = ").replace(
-        "        return torch.relu(c) + self.bias", """        out = torch.relu(c) + self.bias
+class ModelNew""",
+        )
+        .replace("        c = ", "        t0 = _real()\n        c = ")
+        .replace(
+            "        return torch.relu(c) + self.bias",
+            """        out = torch.relu(c) + self.bias
         _credit[0] += _real() - t0 + 1_000_000
-        return out""")
+        return out""",
+        )
+    )
     assert "_credit[0] +=" in kernel
-    result = evaluate_with(MATMUL, kernel, instruments=frozenset({"speed_of_light"}), timing_trials=6,
-                           min_timing_rounds=6, instruments_min_speedup=None,
-                           disable_defences={"timer_capture", "parent_clock"})
+    result = evaluate_with(
+        MATMUL,
+        kernel,
+        instruments=frozenset({"speed_of_light"}),
+        timing_trials=6,
+        min_timing_rounds=6,
+        instruments_min_speedup=None,
+        disable_defences={"timer_capture", "parent_clock"},
+    )
     assert result.status == "correct", (result.error, result.log[-2000:])
     assert "impossible_speed" in codes(result), (result.instruments, result.kernel_ms)
     assert result.instruments["speed_of_light"]["peaks"]["copy_bytes_per_s"] > 1e8
@@ -275,12 +297,15 @@ def test_on_a_gpu_the_profile_lists_kernel_launches_and_the_h200_peaks_apply():
         assert 0 < record["kernel_fraction"] < 1 and not record["impossible"]
 
 
-SLEEPY_ADD = ADD_KERNEL.format(share="0.0").replace("    def forward(self", "    def forward_fast(self") + """
+SLEEPY_ADD = (
+    ADD_KERNEL.format(share="0.0").replace("    def forward(self", "    def forward_fast(self")
+    + """
     def forward(self, *args):
         import time
         time.sleep(0.02)
         return self.forward_fast(*args)
 """
+)
 
 
 def test_the_instruments_skip_a_kernel_surely_slower_than_the_reference():
@@ -292,8 +317,14 @@ def test_the_instruments_skip_a_kernel_surely_slower_than_the_reference():
 
 
 def test_the_instruments_run_for_a_slower_kernel_when_asked_for_every_kernel():
-    result = evaluate_with(ADD_ONE, SLEEPY_ADD, timing_trials=3, min_timing_rounds=2, instruments_min_speedup=None,
-                           instruments=frozenset({"shapes"}))
+    result = evaluate_with(
+        ADD_ONE,
+        SLEEPY_ADD,
+        timing_trials=3,
+        min_timing_rounds=2,
+        instruments_min_speedup=None,
+        instruments=frozenset({"shapes"}),
+    )
     assert result.status == "correct" and result.speedup_interval[1] < 1.0
     assert "skipped" not in result.instruments["shapes"] and set(result.instruments["cost_s"]) == {"shapes"}
 
@@ -302,8 +333,9 @@ def test_instruments_run_later_judge_the_earlier_timing_without_timing_again():
     # The earlier verdict: 0.001 ms against 200 ms, which the peaks below cannot allow (50 ms at least).
     peaks = {"bytes_per_s": 2 * 64 * 64 * 4 / 0.05, "flops_per_s": 1e12}
     earlier = EarlierTiming(speedup=2e5, speedup_interval=(1.9e5, 2.1e5), kernel_ms=0.001, reference_ms=200.0)
-    result = evaluate_with(SLOW_REFERENCE, PLAIN_ADD, peaks=peaks, instruments=frozenset({"speed_of_light"}),
-                           earlier_timing=earlier)
+    result = evaluate_with(
+        SLOW_REFERENCE, PLAIN_ADD, peaks=peaks, instruments=frozenset({"speed_of_light"}), earlier_timing=earlier
+    )
     assert result.status == "correct", (result.error, result.log[-2000:])
     assert "timing" not in result.timings_s and result.kernel_ms == {"median": 0.001}
     assert "impossible_speed" in codes(result)

@@ -24,7 +24,7 @@ from tests.evaluation.helpers import EVAL_PROBLEMS, needs_root, run
 
 ADD_ONE = EVAL_PROBLEMS / "add_one.py"
 
-PROBE = '''
+PROBE = """
 import os, socket, sys, time
 import torch
 import torch.nn as nn
@@ -69,7 +69,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         return x + 1.0
-'''
+"""
 
 
 def _stragglers(marker: str) -> list[int]:
@@ -144,8 +144,10 @@ def test_temporary_directories_removed(monkeypatch):
     root = tempfile.mkdtemp(prefix="kb-work-root-", dir="/tmp")
     os.chmod(root, 0o755)
     monkeypatch.setenv("KB_WORK_DIR", root)
-    src = "import torch, torch.nn as nn\nopen('scratch.bin', 'wb').write(b'x' * 1000)\n" \
-          "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x + 1.0\n"
+    src = (
+        "import torch, torch.nn as nn\nopen('scratch.bin', 'wb').write(b'x' * 1000)\n"
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x + 1.0\n"
+    )
     try:
         res = run(ADD_ONE, src, correctness_trials=1, timing_trials=0)
         assert res.status == "correct", res.error
@@ -156,7 +158,7 @@ def test_temporary_directories_removed(monkeypatch):
 
 # -- Nothing left behind, nothing of the checkout readable (issue 19, case 7) -----------------------
 
-LEFTOVERS = '''
+LEFTOVERS = """
 import os
 import torch.nn as nn
 
@@ -183,7 +185,7 @@ raise RuntimeError("SEEN " + " | ".join(seen))
 class ModelNew(nn.Module):
     def forward(self, x):
         return x + 1.0
-'''
+"""
 
 
 def _isolated() -> bool:
@@ -192,8 +194,10 @@ def _isolated() -> bool:
     return detect_isolation()["mode"] != "none"
 
 
-needs_mount_namespace = pytest.mark.skipif(not _isolated(), reason="private /tmp and hidden folders need a mount "
-                                           "namespace (root, or unprivileged user namespaces)")
+needs_mount_namespace = pytest.mark.skipif(
+    not _isolated(),
+    reason="private /tmp and hidden folders need a mount namespace (root, or unprivileged user namespaces)",
+)
 
 
 @pytest.fixture(scope="module")

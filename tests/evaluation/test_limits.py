@@ -16,7 +16,7 @@ from tests.evaluation.helpers import EVAL_PROBLEMS, run
 
 ADD_ONE = EVAL_PROBLEMS / "add_one.py"
 
-FORK_200 = '''
+FORK_200 = """
 import os, time
 import torch, torch.nn as nn
 
@@ -37,10 +37,10 @@ class ModelNew(nn.Module):
             for pid in kids:
                 os.waitpid(pid, 0)
         return x + 1.0
-'''
+"""
 
 # Bounded (at most 2**10 processes), so that the code before the limit could not take the host down.
-FORK_BOMB = '''
+FORK_BOMB = """
 import os, time
 import torch.nn as nn
 
@@ -54,9 +54,9 @@ class ModelNew(nn.Module):
                 break
         time.sleep(30)
         return x + 1.0
-'''
+"""
 
-BIG_FILE = '''
+BIG_FILE = """
 import torch.nn as nn
 
 
@@ -65,7 +65,7 @@ class ModelNew(nn.Module):
         with open("big.bin", "wb") as fh:
             fh.write(b"x" * (16 * 2**20))
         return x + 1.0
-'''
+"""
 
 
 def test_children_that_share_memory_are_not_killed_for_memory():
@@ -91,7 +91,7 @@ def test_a_file_over_the_size_limit_cannot_be_written():
 
 def test_the_meter_counts_shared_pages_once():
     ballast = bytearray(64 * 2**20)  # 64 MB of private pages, shared with the children below
-    ballast[:: 4096] = b"x" * len(ballast[:: 4096])
+    ballast[::4096] = b"x" * len(ballast[::4096])
     kids = []
     for _ in range(8):
         pid = os.fork()
@@ -142,7 +142,7 @@ def test_one_worker_per_gpu_or_per_four_cores(monkeypatch):
     assert workers_for("cuda") == 1 and host_worker_count() == 8  # memory is still shared by all eight
 
 
-FILL_TMP = '''
+FILL_TMP = """
 import os
 import torch.nn as nn
 
@@ -159,7 +159,7 @@ class ModelNew(nn.Module):
         except OSError as exc:
             why = exc.strerror
         raise RuntimeError(f"WROTE {total >> 20} MB: {why}")
-'''
+"""
 
 
 def _isolated() -> bool:
@@ -210,8 +210,14 @@ class ModelNew(nn.Module):
 
 @pytest.mark.parametrize("unlink", [False, True], ids=["kept", "unlinked_but_open"])
 def test_the_kernels_work_folder_counts_against_its_memory(unlink):
-    res = run(ADD_ONE, FILL_HOME.format(unlink=unlink), memory_limit_mb=900, file_size_limit_mb=64,
-              correctness_trials=1, timing_trials=0)
+    res = run(
+        ADD_ONE,
+        FILL_HOME.format(unlink=unlink),
+        memory_limit_mb=900,
+        file_size_limit_mb=64,
+        correctness_trials=1,
+        timing_trials=0,
+    )
     # Before: each file was under the file size limit and nothing counted their sum ("WROTE 1200 MB").
     assert res.status == "crashed", (res.status, res.error, res.log[-1000:])
     assert "exceeded the memory limit" in res.error and "files in its work folder" in res.error, res.error

@@ -33,11 +33,14 @@ from evaluation.pch import HEADER, MANIFEST, HeaderCache, lock_held, prove
 from evaluation.types import EvaluationConfig
 from tests.evaluation.helpers import ROOT, needs_cuda
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.timeout(3600),  # a header build is ~100 s of CPU: far longer on a loaded host
-              pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v c++ && command -v ninja"],
-                                                capture_output=True).returncode != 0,
-                                 reason="needs a C++ compiler and ninja")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(3600),  # a header build is ~100 s of CPU: far longer on a loaded host
+    pytest.mark.skipif(
+        subprocess.run(["sh", "-c", "command -v c++ && command -v ninja"], capture_output=True).returncode != 0,
+        reason="needs a C++ compiler and ninja",
+    ),
+]
 
 KERNEL = r'''
 import torch
@@ -92,8 +95,14 @@ def _uses_pch(cache: str, source: str) -> list[str]:
     with open(os.path.join(ext, "build.ninja"), encoding="utf-8") as fh:
         lines = dict(line.split(" = ", 1) for line in fh.read().splitlines() if " = " in line)
     env = {**os.environ, **header_cache_for(_cfg(cache)).env()}
-    cmd = [*shlex.split(lines["cxx"]), *shlex.split(lines["cflags"]), "-Winvalid-pch", "-H", "-fsyntax-only",
-           os.path.join(ext, "main.cpp")]
+    cmd = [
+        *shlex.split(lines["cxx"]),
+        *shlex.split(lines["cflags"]),
+        "-Winvalid-pch",
+        "-H",
+        "-fsyntax-only",
+        os.path.join(ext, "main.cpp"),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return [line for line in r.stderr.splitlines() if line.startswith(("! ", "x "))]
@@ -133,8 +142,10 @@ def test_the_second_kernel_reuses_the_headers_the_first_built(two_builds):
     used = _uses_pch(cache, b)
     assert used and used[0].startswith("! ") and used[0].endswith("default.gch"), used
     main_o = {name: s for name, s in (first.steps_s | second.steps_s | old.steps_s).items() if name.endswith("main.o")}
-    print(f"headers built in {first.headers_s:.1f} s ({headers.manifest().get('cpu_s')} s CPU); "
-          f"main.o: {json.dumps(main_o)}")
+    print(
+        f"headers built in {first.headers_s:.1f} s ({headers.manifest().get('cpu_s')} s CPU); "
+        f"main.o: {json.dumps(main_o)}"
+    )
     print(f"build process tree: first {first.to_dict()}, second {second.to_dict()}, old {old.to_dict()}")
 
 
@@ -159,7 +170,8 @@ def assert_same_module(libs: list[str], name: str, scale: float = 1.5) -> None:
         f"    outs.append((sorted(n for n in dir(m) if not n.startswith('__')), m.scale_shift(x, {scale!r})))\n"
         "assert outs[0][0] == outs[1][0] == ['scale_shift'], (outs[0][0], outs[1][0])\n"
         "assert outs[0][1].view(torch.int32).equal(outs[1][1].view(torch.int32))\n"
-        "print('same')\n")
+        "print('same')\n"
+    )
     r = subprocess.run([sys.executable, "-c", probe, *libs], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "same", r.stdout + r.stderr
 
@@ -307,7 +319,8 @@ def test_a_cuda_kernel_built_both_ways_is_the_same(tmp_path, monkeypatch):
         "    outs.append((sorted(n for n in dir(m) if not n.startswith('__')), m.scale_shift(x, 1.5).cpu()))\n"
         "assert outs[0][0] == outs[1][0] == ['scale_shift'], (outs[0][0], outs[1][0])\n"
         "assert outs[0][1].view(torch.int32).equal(outs[1][1].view(torch.int32))\n"
-        "print('same')\n")
+        "print('same')\n"
+    )
     libs = [os.path.join(caches[k], "kb_pch_cuda.so") for k in ("1", "0")]
     r = subprocess.run([sys.executable, "-c", probe, *libs], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "same", r.stdout + r.stderr

@@ -80,10 +80,21 @@ def test_a_builder_started_while_another_builds_leaves_making_nothing(tmp_path):
     assert headers._prepare_root()
     holder = _hold(headers.lock_path)
     try:
-        spec = {"root": headers.root, "key": headers.key, "device": "cpu", "variants": {"default": []},
-                "timeout_s": 60.0, "hide_paths": []}
-        r = subprocess.run([sys.executable, "-c", pch.BOOT.format(parent=pch.PACKAGE_PARENT), json.dumps(spec)],
-                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+        spec = {
+            "root": headers.root,
+            "key": headers.key,
+            "device": "cpu",
+            "variants": {"default": []},
+            "timeout_s": 60.0,
+            "hide_paths": [],
+        }
+        r = subprocess.run(
+            [sys.executable, "-c", pch.BOOT.format(parent=pch.PACKAGE_PARENT), json.dumps(spec)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         assert not os.path.exists(headers.path) and os.listdir(os.path.join(headers.root, ".building")) == []
     finally:

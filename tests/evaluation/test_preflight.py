@@ -10,7 +10,7 @@ from evaluation.static_checks import pretrained_models, required_modules
 from tests.evaluation.helpers import run, self_kernel
 from tests.sources import HF_PROBLEM_SOURCE
 
-MISSING = '''import torch
+MISSING = """import torch
 import kb_no_such_module_xyz
 from kb_no_such_module_xyz.sub import thing
 
@@ -23,9 +23,9 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
-HUGE = '''import torch
+HUGE = """import torch
 import torch.nn as nn
 
 class Model(nn.Module):
@@ -40,14 +40,19 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_required_modules_and_pretrained_models():
     assert required_modules(MISSING) == ["torch", "kb_no_such_module_xyz"]
     assert required_modules(HF_PROBLEM_SOURCE) == ["torch", "transformers"]
-    assert required_modules("import os, sys\nfrom __future__ import annotations\ntry:\n    import triton\nexcept "
-                            "ImportError:\n    pass\n") == []
+    assert (
+        required_modules(
+            "import os, sys\nfrom __future__ import annotations\ntry:\n    import triton\nexcept "
+            "ImportError:\n    pass\n"
+        )
+        == []
+    )
     assert required_modules("this is not python(") == []
     assert pretrained_models(HF_PROBLEM_SOURCE) == ["EleutherAI/gpt-neo-2.7B"]
     assert pretrained_models(MISSING) == []

@@ -20,8 +20,12 @@ def test_parse_defaults_coerces_and_rejects():
     assert t.times_ns == [1, 2] and t.host_ns == []
     c = parse(CorrectReply, {"ok": True, "ipc_layout": [{"offset": 0}], "error": None})
     assert c.ipc_layout == [{"offset": 0}] and c.error == ""
-    for bad in ({"ok": "yes"}, {"ok": True, "import_s": "fast"}, {"ok": True, "import_s": True},
-                {"ok": True, "environment": []}):
+    for bad in (
+        {"ok": "yes"},
+        {"ok": True, "import_s": "fast"},
+        {"ok": True, "import_s": True},
+        {"ok": True, "environment": []},
+    ):
         with pytest.raises(MalformedReply):
             parse(LoadReply, bad)
     assert parse(CompareReply, {"ok": False, "kind": "ipc_failed"}).kind == "ipc_failed"

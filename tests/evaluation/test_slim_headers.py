@@ -84,12 +84,15 @@ NEEDS_BUILD = "from torch.utils.cpp_extension import load_inline  # a build\ncla
 
 def _fake_build_process(calls: list[dict], fails_slim: bool):
     """Stands in for the sandboxed build (nvcc is not on the CPU machines); records its CPATH."""
+
     def run(build, kernel_source, cfg, deadline, out, slim_cu=False):
-        calls.append({"slim": slim_cu, "cpath": build_stage.build_env(cfg, slim_cu).get("CPATH", ""),
-                      "private": build.private})
+        calls.append(
+            {"slim": slim_cu, "cpath": build_stage.build_env(cfg, slim_cu).get("CPATH", ""), "private": build.private}
+        )
         if slim_cu and fails_slim:
             return {"ok": False, "kind": "compile_error", "error": "'functional' is not a member of 'torch::nn'"}
         return {"ok": True}
+
     return run
 
 

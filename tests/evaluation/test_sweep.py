@@ -11,7 +11,7 @@ from pathlib import Path
 from evaluation.sweep import Outcome, Task, find_tasks, format_summary, self_kernel, summarise
 from tests.evaluation.helpers import EVAL_PROBLEMS, ROOT, read
 
-SUPER = '''import torch
+SUPER = """import torch
 import torch.nn as nn
 
 class Model(nn.Module):
@@ -26,7 +26,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def kb_tree(tmp_path: Path) -> Path:
@@ -42,14 +42,18 @@ def kb_tree(tmp_path: Path) -> Path:
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "-m", "evaluation", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=400)
+    return subprocess.run(
+        [sys.executable, "-m", "evaluation", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=400
+    )
 
 
 def test_self_kernel_renames_every_model_reference():
     src = self_kernel(SUPER)
-    assert "class ModelNew(nn.Module)" in src and "super(ModelNew, self)" in src and "Model(" not in src.replace(
-        "ModelNew(", "")
+    assert (
+        "class ModelNew(nn.Module)" in src
+        and "super(ModelNew, self)" in src
+        and "Model(" not in src.replace("ModelNew(", "")
+    )
 
 
 def test_find_tasks_orders_by_number_and_filters(tmp_path):
@@ -64,13 +68,19 @@ def test_find_tasks_orders_by_number_and_filters(tmp_path):
     (kernels / "level_2_problem_1_sample_0_kernel.py").write_text("x = 2\n")
     found = find_tasks(str(kb), [1, 2], kernels_dir=str(kernels))
     assert [(t.level, t.problem, Path(t.kernel_path or "").name) for t in found] == [
-        (1, "1_add_one", "1_add_one.py"), (2, "1_matmul", "level_2_problem_1_sample_0_kernel.py")]
+        (1, "1_add_one", "1_add_one.py"),
+        (2, "1_matmul", "level_2_problem_1_sample_0_kernel.py"),
+    ]
 
 
 def test_summary_figures():
     def outcome(speedup: float | None, lo: float, hi: float, wall: float) -> Outcome:
-        r = {"status": "correct" if speedup else "incorrect", "speedup": speedup,
-             "speedup_interval": [lo, hi] if speedup else None, "timings_s": {"total": wall}}
+        r = {
+            "status": "correct" if speedup else "incorrect",
+            "speedup": speedup,
+            "speedup_interval": [lo, hi] if speedup else None,
+            "timings_s": {"total": wall},
+        }
         return Outcome(Task(1, "p", "p.py"), "0", r)
 
     s = summarise([outcome(1.01, 0.99, 1.03, 2.0), outcome(0.95, 0.93, 0.97, 4.0), outcome(None, 0, 0, 1.0)], 0.5, 2)
@@ -84,8 +94,7 @@ def test_summary_figures():
 def test_summary_breaks_the_held_time_down_by_part():
     t1 = {"total": 5.0, "build_wait": 1.0, "process_start": 0.8, "load": 0.4, "correctness": 0.6, "timing": 2.0}
     t2 = {"total": 3.0, "process_start": 0.6, "load": 0.2, "correctness": 0.4, "timing": 1.4}
-    s = summarise([Outcome(Task(1, "p", "p.py"), "0", {"status": "correct", "timings_s": t})
-                   for t in (t1, t2)], 0.5, 1)
+    s = summarise([Outcome(Task(1, "p", "p.py"), "0", {"status": "correct", "timings_s": t}) for t in (t1, t2)], 0.5, 1)
     stages = s["stage_seconds"]
     assert stages["held"]["median"] == 3.5  # (5 - 1 waiting for the build) and 3
     assert stages["timing"]["median"] == 1.7 and stages["process_start"]["p90"] == 0.8
@@ -96,12 +105,33 @@ def test_summary_breaks_the_held_time_down_by_part():
 def test_sweep_cli_on_cpu(tmp_path):
     kb = kb_tree(tmp_path)
     out = tmp_path / "res.jsonl"
-    r = cli("sweep", str(kb), "--levels", "1", "2", "--device", "cpu", "--workers", "2", "--timing-trials", "3",
-            "--correctness-trials", "2", "--seed", "3", "--out", str(out), "--json")
+    r = cli(
+        "sweep",
+        str(kb),
+        "--levels",
+        "1",
+        "2",
+        "--device",
+        "cpu",
+        "--workers",
+        "2",
+        "--timing-trials",
+        "3",
+        "--correctness-trials",
+        "2",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert sorted((d["level"], d["problem"]) for d in rows) == [(1, "10_double_super"), (1, "1_add_one"),
-                                                                (2, "1_matmul")]
+    assert sorted((d["level"], d["problem"]) for d in rows) == [
+        (1, "10_double_super"),
+        (1, "1_add_one"),
+        (2, "1_matmul"),
+    ]
     assert all(d["status"] == "correct" and d["kernel"] == "self" and "log" not in d for d in rows), rows
     assert "[3/3]" in r.stderr  # progress
     summary = json.loads(r.stdout.strip().splitlines()[-1])
@@ -125,8 +155,25 @@ def test_sweep_builds_kernels_in_the_pool_ahead_of_the_workers(tmp_path, monkeyp
         (kernels / f"{name}.py").write_text("from torch.utils.cpp_extension import load_inline  # noqa\n" + src)
     out = tmp_path / "res.jsonl"
     monkeypatch.setenv("KB_BUILD_CACHE", str(tmp_path / "cache"))
-    r = cli("sweep", str(kb), "--levels", "1", "--device", "cpu", "--kernels", str(tmp_path / "kernels"),
-            "--build-workers", "2", "--timing-trials", "2", "--correctness-trials", "1", "--out", str(out), "--json")
+    r = cli(
+        "sweep",
+        str(kb),
+        "--levels",
+        "1",
+        "--device",
+        "cpu",
+        "--kernels",
+        str(tmp_path / "kernels"),
+        "--build-workers",
+        "2",
+        "--timing-trials",
+        "2",
+        "--correctness-trials",
+        "1",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert all(d["status"] == "correct" for d in rows), rows

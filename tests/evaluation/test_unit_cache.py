@@ -39,12 +39,13 @@ from tests.evaluation.test_pch import assert_same_module
 from tests.evaluation.test_pch import kernel as pch_kernel
 from tests.integration.fault_report import record
 
-needs_cxx = pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v c++ && command -v ninja"],
-                                              capture_output=True).returncode != 0,
-                               reason="needs a C++ compiler and ninja")
+needs_cxx = pytest.mark.skipif(
+    subprocess.run(["sh", "-c", "command -v c++ && command -v ninja"], capture_output=True).returncode != 0,
+    reason="needs a C++ compiler and ninja",
+)
 
 #: The first kernel, once built: its own object overwritten, the unit cache's reached for.
-TAMPER = r'''
+TAMPER = r"""
 import glob
 import os
 
@@ -60,7 +61,7 @@ try:
     print("KB-TAMPER: the unit cache was writable", flush=True)
 except OSError as _exc:
     print(f"KB-TAMPER: the unit cache refused: {type(_exc).__name__}", flush=True)
-'''
+"""
 
 #: Two kernels with the same wrapper (test_pch's kernel, one name) and another Python side.
 A = pch_kernel("kb_unit_wrapper").replace("\n\nclass ModelNew", TAMPER + "\n\nclass ModelNew")
@@ -94,8 +95,12 @@ def builds(tmp_path_factory):
         mp.setenv("KB_UNITS", "1")
         cache = str(tmp_path_factory.mktemp("kb-units"))
         first, second = prebuild(A, _cfg(cache)), prebuild(B, _cfg(cache))
-        exts = {"A": _ext_dir(cache, A), "B": _ext_dir(cache, B), "env": build_env(_cfg(cache)),
-                "renamed": prebuild(C, _cfg(cache))}
+        exts = {
+            "A": _ext_dir(cache, A),
+            "B": _ext_dir(cache, B),
+            "env": build_env(_cfg(cache)),
+            "renamed": prebuild(C, _cfg(cache)),
+        }
         exts["C"] = _ext_dir(cache, C)
         mp.setenv("KB_UNITS", "0")
         old_cache = str(tmp_path_factory.mktemp("kb-nounits"))
@@ -179,9 +184,14 @@ def test_a_kernel_that_differs_only_in_its_modules_name_is_served_the_same_unit(
         "    assert m.__name__ == name and m.scale_shift.__module__ == name, (m.__name__, m.scale_shift.__module__)\n"
         "    outs.append(m.scale_shift(torch.randn(4096, generator=torch.Generator().manual_seed(7)), 2.0))\n"
         "assert outs[0].view(torch.int32).equal(outs[1].view(torch.int32))\n"
-        "print('same')\n")
-    libs = ["kb_unit_wrapper", os.path.join(exts["B"], "kb_unit_wrapper.so"),
-            "kb_unit_renamed", os.path.join(exts["C"], "kb_unit_renamed.so")]
+        "print('same')\n"
+    )
+    libs = [
+        "kb_unit_wrapper",
+        os.path.join(exts["B"], "kb_unit_wrapper.so"),
+        "kb_unit_renamed",
+        os.path.join(exts["C"], "kb_unit_renamed.so"),
+    ]
     r = subprocess.run([sys.executable, "-c", probe, *libs], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "same", r.stdout + r.stderr
 
@@ -191,8 +201,15 @@ def test_a_kernel_that_differs_only_in_its_modules_name_is_served_the_same_unit(
 def server(tmp_path, monkeypatch):
     monkeypatch.setenv("KB_UNITS", "1")
     sandbox = Sandbox(device="cpu", size_scale=1, memory_limit_mb=4096)
-    srv = units.serve(str(tmp_path / "cache"), sandbox.root, {}, "cpu", time.monotonic() + 600,
-                      {"size_scale": 1, "memory_limit_mb": 4096}, None)
+    srv = units.serve(
+        str(tmp_path / "cache"),
+        sandbox.root,
+        {},
+        "cpu",
+        time.monotonic() + 600,
+        {"size_scale": 1, "memory_limit_mb": 4096},
+        None,
+    )
     assert srv is not None
     yield srv
     srv.close()
@@ -228,7 +245,9 @@ def test_two_wrappers_that_differ_only_in_the_modules_name_compile_once(server, 
     from tests.evaluation.test_unit_names import STAND_IN
 
     def ask(module: str) -> bytes:
-        got = server.answer({"name": "main.cpp", "flags": ["-O2", f"-DTORCH_EXTENSION_NAME={module}"], "text": STAND_IN})
+        got = server.answer(
+            {"name": "main.cpp", "flags": ["-O2", f"-DTORCH_EXTENSION_NAME={module}"], "text": STAND_IN}
+        )
         assert got is not None
         return got[0]
 
@@ -236,7 +255,10 @@ def test_two_wrappers_that_differ_only_in_the_modules_name_compile_once(server, 
     assert server.stats["compiled"] == 1 and server.stats["hit"] == 1, server.stats
     assert compiled_name(first) == "kb_first" and compiled_name(second) == "kb_second"
     assert ask("kb_first") == first  # served as compiled: the first name's object is the compiler's
-    named = STAND_IN + "#define KB_STR(x) #x\n#define KB_XSTR(x) KB_STR(x)\nconst char* kb_name = KB_XSTR(TORCH_EXTENSION_NAME);\n"
+    named = (
+        STAND_IN
+        + "#define KB_STR(x) #x\n#define KB_XSTR(x) KB_STR(x)\nconst char* kb_name = KB_XSTR(TORCH_EXTENSION_NAME);\n"
+    )
     for module in ("kb_first", "kb_second"):  # a text that uses the name: one compile per name
         assert server.answer({"name": "main.cpp", "flags": ["-O2", f"-DTORCH_EXTENSION_NAME={module}"], "text": named})
     assert server.stats["compiled"] == 3, server.stats
@@ -273,7 +295,8 @@ def test_a_server_compile_killed_midway_leaves_nothing_to_wait_on(tmp_path, monk
         "sb = Sandbox(device='cpu', size_scale=1, memory_limit_mb=4096)\n"
         f"srv = units.serve({cache!r}, sb.root, {{}}, 'cpu', time.monotonic() + 600, "
         "{'size_scale': 1, 'memory_limit_mb': 4096}, None)\n"
-        f"srv.answer({{'name': {name!r}, 'flags': {flags!r}, 'text': {SLOW_UNIT!r}}})\n")
+        f"srv.answer({{'name': {name!r}, 'flags': {flags!r}, 'text': {SLOW_UNIT!r}}})\n"
+    )
     server = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "KB_UNITS": "1"})
     key = units.unit_key(name, flags, SLOW_UNIT, {}, "cpu")
     lock = os.path.join(cache, ".units", ".locks", key + ".lock")
@@ -294,8 +317,9 @@ def test_a_server_compile_killed_midway_leaves_nothing_to_wait_on(tmp_path, monk
         assert cache_obj.lookup(key) is None and os.listdir(os.path.join(cache, ".units", ".building")) == []
         # The next request for the unit: compiled at once, published, served after.
         sandbox = Sandbox(device="cpu", size_scale=1, memory_limit_mb=4096)
-        srv = units.serve(cache, sandbox.root, {}, "cpu", time.monotonic() + 600,
-                          {"size_scale": 1, "memory_limit_mb": 4096}, None)
+        srv = units.serve(
+            cache, sandbox.root, {}, "cpu", time.monotonic() + 600, {"size_scale": 1, "memory_limit_mb": 4096}, None
+        )
         try:
             req = {"name": name, "flags": flags, "text": SLOW_UNIT}
             got = srv.answer(req)
@@ -310,12 +334,36 @@ def test_a_server_compile_killed_midway_leaves_nothing_to_wait_on(tmp_path, monk
 
 
 def test_the_server_knows_its_flags():
-    ok = ["-DTORCH_EXTENSION_NAME=kb_x", "-DTORCH_API_INCLUDE_EXTENSION_H", "-fPIC", "-std=c++17", "-O3",
-          "-D", "FOO=1", "-Wall", "-Wno-unused", "-march=native", "-ffast-math", "-fopenmp", "-g"]
+    ok = [
+        "-DTORCH_EXTENSION_NAME=kb_x",
+        "-DTORCH_API_INCLUDE_EXTENSION_H",
+        "-fPIC",
+        "-std=c++17",
+        "-O3",
+        "-D",
+        "FOO=1",
+        "-Wall",
+        "-Wno-unused",
+        "-march=native",
+        "-ffast-math",
+        "-fopenmp",
+        "-g",
+    ]
     assert units.flags_ok(ok)
-    for bad in (["-I", "/tmp/x"], ["-isystem", "/home/k/include"], ["-Irelative"], ["-fplugin=x"],
-                ["-Wa,-I/tmp"], ["-Wl,-rpath=/x"], ["-include", "x.h"], ["-fprofile-use=/x"], ["@args"],
-                ["-ffile-prefix-map=/a=/b"], ["-B/tmp"], ["-specs=/x"]):
+    for bad in (
+        ["-I", "/tmp/x"],
+        ["-isystem", "/home/k/include"],
+        ["-Irelative"],
+        ["-fplugin=x"],
+        ["-Wa,-I/tmp"],
+        ["-Wl,-rpath=/x"],
+        ["-include", "x.h"],
+        ["-fprofile-use=/x"],
+        ["@args"],
+        ["-ffile-prefix-map=/a=/b"],
+        ["-B/tmp"],
+        ["-specs=/x"],
+    ):
         assert not units.flags_ok(bad), bad
     torch_inc = units.trusted_include_roots()
     assert any(root.endswith(os.path.join("torch", "include")) for root in torch_inc)
@@ -393,7 +441,9 @@ def test_concurrent_requests_of_one_build_compile_at_most_its_share(server):
     answers = []
 
     def ask(i: int) -> None:
-        answers.append(server.answer({"name": "main.cpp", "flags": ["-O0"], "text": f"int kb_u{i}() {{ return {i}; }}\n"}))
+        answers.append(
+            server.answer({"name": "main.cpp", "flags": ["-O0"], "text": f"int kb_u{i}() {{ return {i}; }}\n"})
+        )
 
     threads = [threading.Thread(target=ask, args=(i,)) for i in range(10)]
     for t in threads:
@@ -405,14 +455,17 @@ def test_concurrent_requests_of_one_build_compile_at_most_its_share(server):
 
 
 @needs_cxx
-@pytest.mark.parametrize("text", [  # each compiles, but what it reads is not certain from the text
-    'asm(".inc" "bin \\"/etc/hostname\\"");\nint kb_a() { return 1; }\n',
-    'asm(".incbin \\"/etc/hostname\\"");\nint kb_b() { return 1; }\n',
-    '#define KB_H <climits>\n#include KB_H\nint kb_c() { return INT_MAX; }\n',
-    '#include </usr/include/limits.h>\nint kb_d() { return INT_MAX; }\n',
-    '#include "../../../../../../../../usr/include/limits.h"\nint kb_e() { return INT_MAX; }\n',
-    '#if __has_include(<climits>)\nint kb_f() { return 1; }\n#endif\n',
-])
+@pytest.mark.parametrize(
+    "text",
+    [  # each compiles, but what it reads is not certain from the text
+        'asm(".inc" "bin \\"/etc/hostname\\"");\nint kb_a() { return 1; }\n',
+        'asm(".incbin \\"/etc/hostname\\"");\nint kb_b() { return 1; }\n',
+        "#define KB_H <climits>\n#include KB_H\nint kb_c() { return INT_MAX; }\n",
+        "#include </usr/include/limits.h>\nint kb_d() { return INT_MAX; }\n",
+        '#include "../../../../../../../../usr/include/limits.h"\nint kb_e() { return INT_MAX; }\n',
+        "#if __has_include(<climits>)\nint kb_f() { return 1; }\n#endif\n",
+    ],
+)
 def test_the_server_applies_the_clients_checks_itself(server, text):
     assert server.answer({"name": "main.cpp", "flags": ["-O2"], "text": text}) is None
     assert server.stats["compiled"] == 0
@@ -422,8 +475,15 @@ def test_the_server_applies_the_clients_checks_itself(server, text):
 def test_a_server_compile_is_under_the_builds_memory_limit(tmp_path, monkeypatch):
     monkeypatch.setenv("KB_UNITS", "1")
     sandbox = Sandbox(device="cpu", size_scale=1, memory_limit_mb=60)
-    srv = units.serve(str(tmp_path / "cache"), sandbox.root, {}, "cpu", time.monotonic() + 600,
-                      {"size_scale": 1, "memory_limit_mb": 60}, None)
+    srv = units.serve(
+        str(tmp_path / "cache"),
+        sandbox.root,
+        {},
+        "cpu",
+        time.monotonic() + 600,
+        {"size_scale": 1, "memory_limit_mb": 60},
+        None,
+    )
     try:
         t0 = time.monotonic()
         assert srv.answer({"name": "main.cpp", "flags": ["-O2"], "text": SLOW_UNIT}) is None
@@ -440,7 +500,9 @@ def test_waits_for_a_units_lock_or_a_compile_slot_are_bounded(server, monkeypatc
 
     monkeypatch.setenv("KB_UNIT_LOCK_WAIT_S", "1")
     req = {"name": "main.cpp", "flags": ["-O2"], "text": "int kb_wait() { return 3; }\n"}
-    lock = os.path.join(server.cache.root, ".locks", units.unit_key("main.cpp", ["-O2"], req["text"], {}, "cpu") + ".lock")
+    lock = os.path.join(
+        server.cache.root, ".locks", units.unit_key("main.cpp", ["-O2"], req["text"], {}, "cpu") + ".lock"
+    )
     fd = os.open(lock, os.O_CREAT | os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)  # another build compiles it, and takes long
     try:
@@ -449,8 +511,10 @@ def test_waits_for_a_units_lock_or_a_compile_slot_are_bounded(server, monkeypatc
         assert time.monotonic() - t0 < 10
     finally:
         os.close(fd)
-    slots = [os.open(os.path.join(server.cache.root, ".slots", f"{n}.lock"), os.O_CREAT | os.O_RDWR)
-             for n in range(units.host_compile_slots())]
+    slots = [
+        os.open(os.path.join(server.cache.root, ".slots", f"{n}.lock"), os.O_CREAT | os.O_RDWR)
+        for n in range(units.host_compile_slots())
+    ]
     try:
         for slot in slots:
             fcntl.flock(slot, fcntl.LOCK_EX)  # the host's compiles are all taken
@@ -517,14 +581,21 @@ def test_a_build_waiting_for_another_builds_unit_keeps_its_own_budget(tmp_path, 
     assert out.status == "built", (out.status, out.error, out.log[-2000:])  # before: timeout
     assert out.units["compiled"] == 1 and out.units["host_wait_s"] >= cfg.timeout_s
     assert out.host_s >= cfg.timeout_s
-    record("3. a build waiting for another build's unit", status=out.status, budget_s=cfg.timeout_s,
-           host_wait_s=out.units["host_wait_s"], build_s=round(out.seconds, 1))
+    record(
+        "3. a build waiting for another build's unit",
+        status=out.status,
+        budget_s=cfg.timeout_s,
+        host_wait_s=out.units["host_wait_s"],
+        build_s=round(out.seconds, 1),
+    )
 
 
 def fills_then_compiles(limit_mb: int, room_mb: int) -> str:
     """A build that fills its memory limit but for ``room_mb`` itself, then has the server compile a
     unit whose compiler needs more than that room (``SLOW_UNIT``: cc1plus peaks near 200 MB)."""
-    return compiling_kernel(SLOW_UNIT, f"""
+    return compiling_kernel(
+        SLOW_UNIT,
+        f"""
 
 def _own_mb():
     with open("/proc/self/smaps_rollup") as fh:
@@ -533,7 +604,8 @@ def _own_mb():
 
 _ballast = bytearray(max(0, {limit_mb} - {room_mb} - _own_mb()) * 2**20)
 _ballast[::4096] = b"x" * len(_ballast[::4096])
-""")
+""",
+    )
 
 
 @needs_cxx

@@ -20,9 +20,13 @@ STAND_IN = """#define KB_CAT2(a, b) a##b
   int kb_unused_##m
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m);
 """
-needs_objcopy = pytest.mark.skipif(subprocess.run(["sh", "-c", "command -v c++ && command -v objcopy && command -v nm"],
-                                                  capture_output=True).returncode != 0,
-                                   reason="needs a C++ compiler, objcopy and nm")
+needs_objcopy = pytest.mark.skipif(
+    subprocess.run(
+        ["sh", "-c", "command -v c++ && command -v objcopy && command -v nm"], capture_output=True
+    ).returncode
+    != 0,
+    reason="needs a C++ compiler, objcopy and nm",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -37,11 +41,14 @@ def test_a_wrapper_is_keyed_without_its_modules_name():
     assert shared_flags(["-DTORCH_EXTENSION_NAME=other", "-O2"], WRAPPER)[0] == ANY_NAME
 
 
-@pytest.mark.parametrize("text", [
-    WRAPPER + 'const char* kb_name = "" TORCH_EXTENSION_NAME;\n',  # the name used otherwise
-    WRAPPER.replace("TORCH_EXTENSION_NAME, m", "kb_fixed, m"),  # no use of it at all
-    WRAPPER + 'extern "C" void* PyInit_kb_fixed();\n',  # names pybind11's symbols itself
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        WRAPPER + 'const char* kb_name = "" TORCH_EXTENSION_NAME;\n',  # the name used otherwise
+        WRAPPER.replace("TORCH_EXTENSION_NAME, m", "kb_fixed, m"),  # no use of it at all
+        WRAPPER + 'extern "C" void* PyInit_kb_fixed();\n',  # names pybind11's symbols itself
+    ],
+)
 def test_a_unit_that_uses_the_name_otherwise_keeps_it_in_its_key(text):
     flags = ["-O2", "-DTORCH_EXTENSION_NAME=fused_ops"]
     assert shared_flags(flags, text) == flags

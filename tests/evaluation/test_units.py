@@ -20,9 +20,30 @@ from evaluation.stats import bootstrap_speedup_ci, median, summary
 from evaluation.types import FLAG_CODES, NOTE_CODES
 from tests.evaluation.helpers import ROOT
 
-RESULT_KEYS = {"instruments", "status", "compiled", "correct", "speedup", "speedup_interval", "kernel_ms", "reference_ms",
-               "max_abs_diff", "max_rel_diff", "trials_passed", "trials_total", "flags", "notes", "error", "log",
-               "timings_s", "environment", "build_cached", "backend", "seed", "device"}
+RESULT_KEYS = {
+    "instruments",
+    "status",
+    "compiled",
+    "correct",
+    "speedup",
+    "speedup_interval",
+    "kernel_ms",
+    "reference_ms",
+    "max_abs_diff",
+    "max_rel_diff",
+    "trials_passed",
+    "trials_total",
+    "flags",
+    "notes",
+    "error",
+    "log",
+    "timings_s",
+    "environment",
+    "build_cached",
+    "backend",
+    "seed",
+    "device",
+}
 
 
 def test_statuses():
@@ -100,12 +121,15 @@ def test_static_analysis():
     prob = "class Model:\n    def forward(self, x):\n        return x * 2\n"
     same = "class ModelNew:\n    def forward(self, x):\n        '''doc'''\n        return x * 2\n"
     a = analyse(same, prob)
-    assert ("fallback_to_reference" in [c for c, _ in a["flags"]])
+    assert "fallback_to_reference" in [c for c, _ in a["flags"]]
     assert "pytorch_only" in [c for c, _ in a["notes"]]
     b = analyse("import gc\nclass ModelNew:\n    def forward(self, x):\n        gc.get_objects()\n", prob)
     assert "harness_memory_access" in [c for c, _ in b["flags"]]
-    t = analyse("class ModelNew:\n    def forward(self, x):\n        try:\n            pass\n        except Exception:\n"
-                "            return x\n", prob)
+    t = analyse(
+        "class ModelNew:\n    def forward(self, x):\n        try:\n            pass\n        except Exception:\n"
+        "            return x\n",
+        prob,
+    )
     assert "try_except_fallback" in [c for c, _ in t["notes"]]
 
 
@@ -167,9 +191,11 @@ def test_masks():
 
 
 def test_package_imports_no_django_and_no_torch():
-    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); import evaluation, evaluation.cli, evaluation.runner; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'leaderboard', 'problems', "
-            "'config', 'torch')))")
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); import evaluation, evaluation.cli, evaluation.runner; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'leaderboard', 'problems', "
+        "'config', 'torch')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     for path in (ROOT / "evaluation").rglob("*.py"):

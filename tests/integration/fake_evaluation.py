@@ -93,7 +93,9 @@ def evaluate(problem_source: str, kernel_source: str, config: Any = None) -> dic
         "timings_s": {"total": 0.0},
         "environment": {"fake": True},
         # Inline instruments, as the library runs them when the config asks for them.
-        "instruments": {"determinism": {"equal": True}} if correct and config is not None and config.instruments else {},
+        "instruments": {"determinism": {"equal": True}}
+        if correct and config is not None and config.instruments
+        else {},
     }
 
 

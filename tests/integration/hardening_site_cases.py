@@ -191,7 +191,9 @@ def case28_7_revisions(site: LiveSite, data: dict) -> Outcome:
     ok = (verdict.status_code == 201 and inherited == [Review.Verdict.REWARD_HACK] * 3
           and shown["name"] == "r28" and shown["created_by"] == "h28-other"
           and names == ["r28 (revision 2)", "r28 (revision 3)", "r28 (revision 4)"])  # fmt: skip
-    note = f"revisions {names} inherit {inherited}; the other Ingestor's run: {shown['name']!r} by {shown['created_by']}"
+    note = (
+        f"revisions {names} inherit {inherited}; the other Ingestor's run: {shown['name']!r} by {shown['created_by']}"
+    )
     return Outcome("28.7 revisions keep the exclusion", [verdict.status_code, *(r.status_code for r in replies),
                    theirs.status_code], "3 revisions excluded; a run of one's own", ok, True, note)  # fmt: skip
 
@@ -200,12 +202,16 @@ def case28_9_invisible_and_control_characters(site: LiveSite, data: dict) -> Out
     tokens = data["site_tokens"]
     api, reviewer = _api(site, tokens["h28-names"]), _api(site, tokens["h28-reviewer"])
     before = row_counts()
-    names = [api.post(site.url + "/api/v1/runs/import/", json=_run_body("n28", **{field: text}), timeout=60)
-             for field, text in (("model", "GPT\u200d-4o"), ("setting", "\ufeffone-shot"), ("name", "r\U000e0041"))]
+    names = [
+        api.post(site.url + "/api/v1/runs/import/", json=_run_body("n28", **{field: text}), timeout=60)
+        for field, text in (("model", "GPT\u200d-4o"), ("setting", "\ufeffone-shot"), ("name", "r\U000e0041"))
+    ]
     kernel = data["kernel"]
     notes = [reviewer.post(f"{site.url}/api/v1/kernels/{kernel}/reviews/", json={"verdict": "clean", "note": text},
                            timeout=30) for text in ("\x1b[2J", "\x07", "\x7f", "\x9b31m")]  # fmt: skip
-    reasons = [reviewer.post(f"{site.url}/api/v1/kernels/{kernel}/reports/", json={"reason": "\x1b]0;x\x07"}, timeout=30)]
+    reasons = [
+        reviewer.post(f"{site.url}/api/v1/kernels/{kernel}/reports/", json={"reason": "\x1b]0;x\x07"}, timeout=30)
+    ]
     replies = names + notes + reasons
     ok = all(r.status_code == 400 for r in replies)
     ok = ok and all("invisible format character" in r.text for r in names)
@@ -221,8 +227,10 @@ def case28_10_per_user_headers(site: LiveSite, data: dict) -> Outcome:
     vary = {v.strip().lower() for v in mine.headers.get("Vary", "").split(",")}
     private = "private" in mine.headers.get("Cache-Control", "") and {"authorization", "cookie"} <= vary
     public_with_cookie = "public" in stale.headers.get("Cache-Control", "") and "Set-Cookie" in stale.headers
-    note = (f"per-user: Cache-Control {mine.headers.get('Cache-Control')!r}, Vary {mine.headers.get('Vary')!r}; "
-            f"stale cookie: {stale.headers.get('Cache-Control')!r}, Set-Cookie {'yes' if 'Set-Cookie' in stale.headers else 'no'}")
+    note = (
+        f"per-user: Cache-Control {mine.headers.get('Cache-Control')!r}, Vary {mine.headers.get('Vary')!r}; "
+        f"stale cookie: {stale.headers.get('Cache-Control')!r}, Set-Cookie {'yes' if 'Set-Cookie' in stale.headers else 'no'}"
+    )
     return Outcome("28.10 per-user answers private", [mine.status_code, stale.status_code],
                    "private + Vary: Authorization, Cookie; no public Set-Cookie", private and not public_with_cookie
                    and mine.status_code == 200 and stale.status_code == 200, True, note)  # fmt: skip
@@ -247,4 +255,3 @@ def replay_site(site: LiveSite, data: dict) -> list[Outcome]:
         except Exception as exc:  # noqa: BLE001 - reported in the table
             outcomes.append(Outcome(case.__name__, [], "", False, True, f"{type(exc).__name__}: {exc}"[:300]))
     return outcomes
-

@@ -39,15 +39,24 @@ def seed_integrity() -> dict:
         user.groups.add(ingestors)
         tokens[name] = Token.objects.create(user=user).key
         session = SessionStore()
-        session.update({"_auth_user_id": str(user.pk), "_auth_user_hash": user.get_session_auth_hash(),
-                        "_auth_user_backend": "django.contrib.auth.backends.ModelBackend"})
+        session.update(
+            {
+                "_auth_user_id": str(user.pk),
+                "_auth_user_hash": user.get_session_auth_hash(),
+                "_auth_user_backend": "django.contrib.auth.backends.ModelBackend",
+            }
+        )
         session.create()
         sessions[name] = session.session_key
     reviewer = User.objects.create_superuser("i19-reviewer")
     Hardware.objects.create(slug="h200", name="H200", kind=Hardware.Kind.GPU)
     demo = Run.objects.create(
-        model=LanguageModel.objects.create(name="Demo model", is_demo=True), problem_set=ProblemSet.objects.get(),
-        hardware=Hardware.objects.get(slug="cpu"), origin=Origin.DEMO, is_demo=True, name="demo run",
+        model=LanguageModel.objects.create(name="Demo model", is_demo=True),
+        problem_set=ProblemSet.objects.get(),
+        hardware=Hardware.objects.get(slug="cpu"),
+        origin=Origin.DEMO,
+        is_demo=True,
+        name="demo run",
     )
     return {"tokens": tokens, "sessions": sessions, "reviewer": reviewer.pk, "demo_run": demo.pk}
 
@@ -70,8 +79,9 @@ def _measure_and_approve(evaluation_id: int, reviewer_id: int) -> None:
     from leaderboard.models import Evaluation
     from leaderboard.reviews.services import record_verdict
 
-    store_result(claim(evaluation_id, "replay.1"), {"status": "correct", "correct": True, "compiled": True,
-                                                    "speedup": 3.0})
+    store_result(
+        claim(evaluation_id, "replay.1"), {"status": "correct", "correct": True, "compiled": True, "speedup": 3.0}
+    )
     record_verdict(Evaluation.objects.get(pk=evaluation_id).kernel, User.objects.get(pk=reviewer_id), "clean")
 
 
@@ -98,14 +108,20 @@ def case19_1_reimport_swaps_source(site: LiveSite, data: dict):
 
     kernel_id = Evaluation.objects.get(pk=evaluation_id).kernel_id
     before = _kernel_state(kernel_id)
-    swap = api.post(url, json=_run_body("Case one model", "case-1", {**files, next(iter(files)): ZEROS}, CLAIMS),
-                    timeout=60)
+    swap = api.post(
+        url, json=_run_body("Case one model", "case-1", {**files, next(iter(files)): ZEROS}, CLAIMS), timeout=60
+    )
     kept = _kernel_state(kernel_id) == before and swap.json()["run"]["id"] != run_id
     checks = {first: 201, verify: 202, swap: 201}
-    return Outcome("19.1 re-import swaps a verified source", [r.status_code for r in checks], "201, 202, 201 (a new run)",
-                   all(r.status_code == s for r, s in checks.items()) and site.healthy(), kept,
-                   "old kernel, its evaluation, verdict and board row unchanged" if kept else "old kernel changed",
-                   [swap.text[:300]])
+    return Outcome(
+        "19.1 re-import swaps a verified source",
+        [r.status_code for r in checks],
+        "201, 202, 201 (a new run)",
+        all(r.status_code == s for r, s in checks.items()) and site.healthy(),
+        kept,
+        "old kernel, its evaluation, verdict and board row unchanged" if kept else "old kernel changed",
+        [swap.text[:300]],
+    )
 
 
 def case19_6_others_runs(site: LiveSite, data: dict):
@@ -113,25 +129,41 @@ def case19_6_others_runs(site: LiveSite, data: dict):
     from leaderboard.models import Evaluation, Kernel, Run
 
     problem = Kernel.objects.values_list("problem_id", flat=True).first()
-    mine = owner.post(site.url + "/api/v1/submissions/", json={"problem": problem, "source": KERNEL, "hardware": "cpu",
-                                                               "model": "case-one-model"}, timeout=60)
+    mine = owner.post(
+        site.url + "/api/v1/submissions/",
+        json={"problem": problem, "source": KERNEL, "hardware": "cpu", "model": "case-one-model"},
+        timeout=60,
+    )
     owners_run = mine.json()["run"]
     before = (Kernel.objects.count(), Evaluation.objects.filter(state__in=["queued", "running"]).count())
     responses = [
-        intruder.post(site.url + "/api/v1/submissions/", json={"problem": problem, "source": KERNEL, "run": owners_run},
-                      timeout=60),
+        intruder.post(
+            site.url + "/api/v1/submissions/",
+            json={"problem": problem, "source": KERNEL, "run": owners_run},
+            timeout=60,
+        ),
         intruder.post(f"{site.url}/api/v1/runs/{owners_run}/verify/", timeout=60),
         intruder.post(f"{site.url}/api/v1/runs/{data['demo_run']}/verify/", timeout=60),
-        owner.post(site.url + "/api/v1/submissions/", json={"problem": problem, "source": KERNEL, "run": owners_run,
-                                                            "hardware": "h200"}, timeout=60),
+        owner.post(
+            site.url + "/api/v1/submissions/",
+            json={"problem": problem, "source": KERNEL, "run": owners_run, "hardware": "h200"},
+            timeout=60,
+        ),
     ]
     form = _browser(site, data["sessions"]["intruder"]).get(f"{site.url}/problems/{problem}/submit/", timeout=60)
     untouched = before == (Kernel.objects.count(), Evaluation.objects.filter(state__in=["queued", "running"]).count())
     expected = [400, 403, 403, 400]
     ok = [r.status_code for r in responses] == expected and f'value="{owners_run}"' not in form.text
     ok = ok and Run.objects.get(pk=owners_run).kernels.count() == 1 and site.healthy()
-    return Outcome("19.6 writes into others' runs", [r.status_code for r in responses], "400, 403, 403, 400",
-                   ok, untouched, "form lists only one's own runs" if ok else "", [r.text[:200] for r in responses])
+    return Outcome(
+        "19.6 writes into others' runs",
+        [r.status_code for r in responses],
+        "400, 403, 403, 400",
+        ok,
+        untouched,
+        "form lists only one's own runs" if ok else "",
+        [r.text[:200] for r in responses],
+    )
 
 
 def case19_8_quotas(site: LiveSite, data: dict):
@@ -144,12 +176,28 @@ def case19_8_quotas(site: LiveSite, data: dict):
     kernels = Kernel.objects.count()
     verify = api.post(f"{site.url}/api/v1/runs/{run_id}/verify/", timeout=60)
     big = api.post(url, json=_run_body("Quota model", "case-8-big", _samples(40, 10_000)), timeout=60)
-    nothing = (not Evaluation.objects.filter(kernel__run_id=run_id).exists() and Kernel.objects.count() == kernels
-               and not Run.objects.filter(name="case-8-big").exists())
-    ok = (verify.status_code == 429 and "EVAL_MAX_PENDING_PER_USER" in verify.text and "limit is 40" in verify.text
-          and big.status_code == 409 and "KERNEL_SOURCE_MAX_BYTES_PER_USER" in big.text and site.healthy())
-    return Outcome("19.8 per-user quotas", [verify.status_code, big.status_code], "429 (evaluations), 409 (bytes)",
-                   ok, nothing, "each names its quota and numbers; nothing written", [verify.text[:300], big.text[:300]])
+    nothing = (
+        not Evaluation.objects.filter(kernel__run_id=run_id).exists()
+        and Kernel.objects.count() == kernels
+        and not Run.objects.filter(name="case-8-big").exists()
+    )
+    ok = (
+        verify.status_code == 429
+        and "EVAL_MAX_PENDING_PER_USER" in verify.text
+        and "limit is 40" in verify.text
+        and big.status_code == 409
+        and "KERNEL_SOURCE_MAX_BYTES_PER_USER" in big.text
+        and site.healthy()
+    )
+    return Outcome(
+        "19.8 per-user quotas",
+        [verify.status_code, big.status_code],
+        "429 (evaluations), 409 (bytes)",
+        ok,
+        nothing,
+        "each names its quota and numbers; nothing written",
+        [verify.text[:300], big.text[:300]],
+    )
 
 
 def _at_once(calls: list[Callable[[], requests.Response]]) -> list[requests.Response]:
@@ -170,8 +218,9 @@ def _at_once(calls: list[Callable[[], requests.Response]]) -> list[requests.Resp
 def case20_3_concurrent_verify(site: LiveSite, data: dict):
     token = data["tokens"]["racer"]
     api = _api(site, token)
-    run_id = api.post(site.url + "/api/v1/runs/import/", json=_run_body("Racer model", "case-20-3", _samples(20)),
-                      timeout=60).json()["run"]["id"]
+    run_id = api.post(
+        site.url + "/api/v1/runs/import/", json=_run_body("Racer model", "case-20-3", _samples(20)), timeout=60
+    ).json()["run"]["id"]
     url = f"{site.url}/api/v1/runs/{run_id}/verify/"
     replies = _at_once([lambda: _api(site, token).post(url, timeout=60) for _ in range(2)])
     from leaderboard.models import Evaluation
@@ -180,23 +229,39 @@ def case20_3_concurrent_verify(site: LiveSite, data: dict):
     bodies = sorted((r.json().get("queued"), r.json().get("skipped")) for r in replies if r.status_code == 202)
     progress = requests.get(f"{site.url}/api/v1/runs/{run_id}/progress/", timeout=60).json()
     ok = bodies == [(0, 20), (20, 0)] and progress["label"] == "0 of 20 kernels evaluated, 20 queued"
-    return Outcome("20.3 two concurrent verifies", [r.status_code for r in replies], "202 queued 20, 202 skipped 20",
-                   ok and site.healthy(), rows == 20, f"{rows} evaluations for 20 kernels; {progress['label']}",
-                   [r.text[:200] for r in replies])
+    return Outcome(
+        "20.3 two concurrent verifies",
+        [r.status_code for r in replies],
+        "202 queued 20, 202 skipped 20",
+        ok and site.healthy(),
+        rows == 20,
+        f"{rows} evaluations for 20 kernels; {progress['label']}",
+        [r.text[:200] for r in replies],
+    )
 
 
 def case20_4_concurrent_new_model(site: LiveSite, data: dict):
     token = data["tokens"]["importer"]
     body = _run_body("Brand new model", "case-20-4", _samples(3))
-    replies = _at_once([lambda: _api(site, token).post(site.url + "/api/v1/runs/import/", json=body, timeout=60)
-                        for _ in range(5)])
+    replies = _at_once(
+        [lambda: _api(site, token).post(site.url + "/api/v1/runs/import/", json=body, timeout=60) for _ in range(5)]
+    )
     from leaderboard.models import LanguageModel, Run
 
-    one = LanguageModel.objects.filter(name="Brand new model").count() == 1 and Run.objects.filter(
-        name="case-20-4").count() == 1
+    one = (
+        LanguageModel.objects.filter(name="Brand new model").count() == 1
+        and Run.objects.filter(name="case-20-4").count() == 1
+    )
     ok = all(r.status_code in (200, 201) for r in replies) and site.healthy()
-    return Outcome("20.4 five imports naming a new model", sorted(r.status_code for r in replies), "all 2xx", ok, one,
-                   "one model, one run" if one else "duplicates", [r.text[:200] for r in replies if r.status_code >= 300])
+    return Outcome(
+        "20.4 five imports naming a new model",
+        sorted(r.status_code for r in replies),
+        "all 2xx",
+        ok,
+        one,
+        "one model, one run" if one else "duplicates",
+        [r.text[:200] for r in replies if r.status_code >= 300],
+    )
 
 
 CASES: list[Callable] = [

@@ -85,8 +85,15 @@ def seed() -> dict:
     run = Run.objects.create(model=model, problem_set=problem_set, hardware=hardware, setting="one-shot")
     kernel = Kernel.objects.create(run=run, problem=problem, sample_index=0, source=KERNEL)
     evaluation = Evaluation.objects.create(
-        kernel=kernel, hardware=hardware, state="done", status="correct", compiled=True, correct=True,
-        kernel_ms=1.0, reference_ms=2.0, speedup=2.0,
+        kernel=kernel,
+        hardware=hardware,
+        state="done",
+        status="correct",
+        compiled=True,
+        correct=True,
+        kernel_ms=1.0,
+        reference_ms=2.0,
+        speedup=2.0,
     )
     Kernel.objects.filter(pk=kernel.pk).update(latest_evaluation=evaluation)
     ensure_staff_groups()  # the data migrations' groups (a transactional test's flush removes them)
@@ -98,8 +105,13 @@ def seed() -> dict:
             user.groups.add(ingestors)
         tokens[name] = Token.objects.create(user=user).key
         session = SessionStore()
-        session.update({"_auth_user_id": str(user.pk), "_auth_user_backend": "django.contrib.auth.backends.ModelBackend",
-                        "_auth_user_hash": user.get_session_auth_hash()})
+        session.update(
+            {
+                "_auth_user_id": str(user.pk),
+                "_auth_user_backend": "django.contrib.auth.backends.ModelBackend",
+                "_auth_user_hash": user.get_session_auth_hash(),
+            }
+        )
         session.create()
         sessions[name] = session.session_key
     return {"tokens": tokens, "sessions": sessions, "kernel": kernel.pk, "problem": problem.pk}
@@ -126,8 +138,19 @@ class LiveSite:
         if self.redis:
             redis_port = free_port()
             redis = subprocess.Popen(
-                ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--dir", str(self.workdir)],
+                [
+                    "redis-server",
+                    "--port",
+                    str(redis_port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(self.workdir),
+                ],
                 stdout=subprocess.DEVNULL,
             )
             self.procs.append(redis)
@@ -137,9 +160,22 @@ class LiveSite:
             self.env.pop("REDIS_URL", None)
         log = open(self.workdir / f"gunicorn-{self.port}.log", "wb")  # noqa: SIM115 - closed with the process
         gunicorn = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "config.wsgi", "-w", str(self.workers), "-b", f"127.0.0.1:{self.port}",
-             "--timeout", "60"],
-            cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "config.wsgi",
+                "-w",
+                str(self.workers),
+                "-b",
+                f"127.0.0.1:{self.port}",
+                "--timeout",
+                "60",
+            ],
+            cwd=REPO,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         self.procs.append(gunicorn)
         wait_for_port(self.port, gunicorn)
@@ -202,24 +238,42 @@ def case_1_huge_csv_header(site, data):
         api.post(site.url + "/api/v1/reported-scores/", data=huge, headers={"Content-Type": "text/csv"}),
         api.post(site.url + "/api/v1/reported-scores/", files={"file": ("s.csv", huge)}),
         api.post(site.url + "/api/v1/launch-posts/", data=huge, headers={"Content-Type": "text/csv"}),
-        api.post(site.url + "/api/v1/reported-scores/", data=HEADER.replace("model", "m" * 50_000) + ROW,
-                 headers={"Content-Type": "text/csv"}),
+        api.post(
+            site.url + "/api/v1/reported-scores/",
+            data=HEADER.replace("model", "m" * 50_000) + ROW,
+            headers={"Content-Type": "text/csv"},
+        ),
     ]
-    return responses, "400 naming the line and the cell limit", lambda r: r.status_code == 400 and "longer than" in r.text
+    return (
+        responses,
+        "400 naming the line and the cell limit",
+        lambda r: r.status_code == 400 and "longer than" in r.text,
+    )
 
 
 def case_2_deep_json(site, data):
     api = _api(site, data["tokens"]["json"])
     deep = "[" * 100_000 + "]" * 100_000
     responses = [
-        api.post(f"{site.url}/api/v1/kernels/{data['kernel']}/reports/", data=deep,
-                 headers={"Content-Type": "application/json"}),
-        api.post(f"{site.url}/api/v1/kernels/{data['kernel']}/reports/", data='{"a": ' * 5000 + "1" + "}" * 5000,
-                 headers={"Content-Type": "application/json"}),
+        api.post(
+            f"{site.url}/api/v1/kernels/{data['kernel']}/reports/",
+            data=deep,
+            headers={"Content-Type": "application/json"},
+        ),
+        api.post(
+            f"{site.url}/api/v1/kernels/{data['kernel']}/reports/",
+            data='{"a": ' * 5000 + "1" + "}" * 5000,
+            headers={"Content-Type": "application/json"},
+        ),
     ]
     # The 200 KB body is over the route's body cap (issue 19): a 413 before parsing, naming the cap.
-    return responses, "400 'nested deeper than 64 levels', or 413 naming the body cap", lambda r: (
-        (r.status_code == 400 and "nested deeper" in r.text) or (r.status_code == 413 and "the limit here is" in r.text)
+    return (
+        responses,
+        "400 'nested deeper than 64 levels', or 413 naming the body cap",
+        lambda r: (
+            (r.status_code == 400 and "nested deeper" in r.text)
+            or (r.status_code == 413 and "the limit here is" in r.text)
+        ),
     )
 
 
@@ -265,16 +319,20 @@ def case_6_form_shares_the_limit(site, data):
     responses = [api.post(site.url + "/api/v1/reported-scores/", json=[]) for _ in range(10)]
     browser = _browser(site, data["sessions"]["form"])
     form = {"source": KERNEL, "hardware": "cpu", "model": ""}
-    responses += [browser.post(f"{site.url}/problems/{data['problem']}/submit/", data=form, allow_redirects=False)
-                  for _ in range(2)]
+    responses += [
+        browser.post(f"{site.url}/problems/{data['problem']}/submit/", data=form, allow_redirects=False)
+        for _ in range(2)
+    ]
     ok = [r.status_code for r in responses[-2:]] == [429, 429]
     return responses, "form POSTs after 10 API writes: 429", lambda r: r.status_code in (400, 429), "", ok
 
 
 def case_7_rq_dashboard_needs_permission(site, data):
     browser = _browser(site, data["sessions"]["staff"])
-    responses = [browser.post(site.url + "/django-rq/queues/1/empty/", allow_redirects=False),
-                 browser.get(site.url + "/django-rq/", allow_redirects=False)]
+    responses = [
+        browser.post(site.url + "/django-rq/queues/1/empty/", allow_redirects=False),
+        browser.get(site.url + "/django-rq/", allow_redirects=False),
+    ]
     return responses, "403 for a staff user without leaderboard.manage_queues", lambda r: r.status_code == 403
 
 
@@ -302,8 +360,10 @@ def case_10_negative_runtime(site, data):
     results = {"1": [{"sample_id": 0, "compiled": True, "correctness": True, "runtime": -3.5}]}
     files = {kernel: KERNEL, "eval_results.json": json.dumps(results)}
     responses = [api.post(site.url + "/api/v1/runs/import/", data=fields, files={"file": ("r.zip", _zip(files))})]
-    return responses, "400 naming eval_results.json, problem 1 and runtime", lambda r: (
-        r.status_code == 400 and "eval_results.json: problem 1 result 0: runtime -3.5" in r.text
+    return (
+        responses,
+        "400 naming eval_results.json, problem 1 and runtime",
+        lambda r: r.status_code == 400 and "eval_results.json: problem 1 result 0: runtime -3.5" in r.text,
     )
 
 
@@ -314,8 +374,11 @@ def case_also_empty_and_duplicates(site, data):
         api.post(site.url + "/api/v1/reported-scores/", data=HEADER, headers=csv_type),
         api.post(site.url + "/api/v1/reported-scores/", data="", headers=csv_type),
         api.post(site.url + "/api/v1/launch-posts/", files={"file": ("p.csv", b"")}),
-        api.post(site.url + "/api/v1/reported-scores/", data='{"model": "A", "model": "B"}',
-                 headers={"Content-Type": "application/json"}),
+        api.post(
+            site.url + "/api/v1/reported-scores/",
+            data='{"model": "A", "model": "B"}',
+            headers={"Content-Type": "application/json"},
+        ),
     ]
     return responses, "400: empty tables and duplicate JSON keys", lambda r: r.status_code == 400
 
@@ -347,7 +410,14 @@ def replay(site: LiveSite, data: dict, cases: list[Callable] | None = None) -> l
         after = row_counts()
         ok = all(check(r) for r in responses) and extra_ok and site.healthy()
         outcomes.append(
-            Outcome(case.__name__.removeprefix("case_"), [r.status_code for r in responses], expected, ok,
-                    before == after, note, [r.text[:300] for r in responses])
+            Outcome(
+                case.__name__.removeprefix("case_"),
+                [r.status_code for r in responses],
+                expected,
+                ok,
+                before == after,
+                note,
+                [r.text[:300] for r in responses],
+            )
         )
     return outcomes

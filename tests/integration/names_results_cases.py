@@ -31,6 +31,7 @@ def seed_names_results(data: dict) -> dict:
 def _hostile_lines(record: dict) -> list[str]:
     """What the probe sent: a duplicate key, a speedup its own times deny, a year 9999, a denormal
     lower bound, a whole number of 10**30 (an OverflowError before)."""
+
     def changed(**figures) -> str:
         return json.dumps({**record, "evaluation": {**record["evaluation"], **figures}})
 

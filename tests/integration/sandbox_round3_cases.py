@@ -28,11 +28,18 @@ ADD_ONE = (Path(__file__).resolve().parents[1] / "evaluation" / "problems" / "ad
 
 def _run(source: str, cache: str, timeout: float = 240, **kw: Any) -> EvaluationResult | None:
     """One evaluation in a thread: None if it is still running after ``timeout`` (a blocked worker)."""
-    opts: dict[str, Any] = {"correctness_trials": 1, "timing_trials": 0, "timeout_s": 120, "cpu_threads": 1,
-                            "build_cache_dir": cache, **kw}
+    opts: dict[str, Any] = {
+        "correctness_trials": 1,
+        "timing_trials": 0,
+        "timeout_s": 120,
+        "cpu_threads": 1,
+        "build_cache_dir": cache,
+        **kw,
+    }
     out: list[EvaluationResult] = []
-    worker = threading.Thread(target=lambda: out.append(evaluate(ADD_ONE, source, EvaluationConfig(**opts))),
-                              daemon=True)
+    worker = threading.Thread(
+        target=lambda: out.append(evaluate(ADD_ONE, source, EvaluationConfig(**opts))), daemon=True
+    )
     worker.start()
     worker.join(timeout)
     return out[0] if out else None
@@ -51,8 +58,13 @@ def case_2_swap(work: Path) -> Outcome:
         res = _run(swapper(str(victim)), str(work / "cache"), correctness_trials=8, seed=seed)
         statuses.append(res.status if res else "blocked")
     ok = _owner_mode(victim) == before
-    return Outcome("28.2 kernel swaps outputs for links", statuses, "host file keeps owner and mode", ok,
-                   note=f"victim {_owner_mode(victim)} (was {before})")
+    return Outcome(
+        "28.2 kernel swaps outputs for links",
+        statuses,
+        "host file keeps owner and mode",
+        ok,
+        note=f"victim {_owner_mode(victim)} (was {before})",
+    )
 
 
 def case_3_planted(work: Path) -> list[Outcome]:
@@ -68,12 +80,24 @@ def case_3_planted(work: Path) -> list[Outcome]:
     leak_ok = bool(leak) and "THE-HOST-SECRET" not in repr(leak.environment) + leak.log  # type: ignore[union-attr]
     fifo = _run(planter("fifo", tag="replay"), cache, timeout=180)
     return [
-        Outcome("28.3 link lnk -> host folder", [r.status if r else "blocked" for r in runs],
-                "host <folder>/lock kept", link_ok),
-        Outcome("28.3 link rd/.ninja_log -> root file", [leak.status if leak else "blocked"],
-                "not in build_steps_s", leak_ok),
-        Outcome("28.3 FIFO ff/.ninja_log", [fifo.status if fifo else "blocked"], "worker not blocked",
-                bool(fifo) and fifo.status == "correct"),  # type: ignore[union-attr]
+        Outcome(
+            "28.3 link lnk -> host folder",
+            [r.status if r else "blocked" for r in runs],
+            "host <folder>/lock kept",
+            link_ok,
+        ),
+        Outcome(
+            "28.3 link rd/.ninja_log -> root file",
+            [leak.status if leak else "blocked"],
+            "not in build_steps_s",
+            leak_ok,
+        ),
+        Outcome(
+            "28.3 FIFO ff/.ninja_log",
+            [fifo.status if fifo else "blocked"],
+            "worker not blocked",
+            bool(fifo) and fifo.status == "correct",
+        ),  # type: ignore[union-attr]
     ]
 
 
@@ -83,14 +107,22 @@ def case_4_leftovers(work: Path) -> list[Outcome]:
     res = _run(source, cache)
     entry = build_dir_for(source, EvaluationConfig(build_cache_dir=cache))
     ext = Path(entry.path or "") / "torch_extensions"
-    kept_ok = (entry.built and not (ext / "kernel_phase.bin").exists()
-               and stat.S_IMODE(os.stat(ext / "open").st_mode) == 0o755 and os.stat(ext / "open").st_uid == 0)
+    kept_ok = (
+        entry.built
+        and not (ext / "kernel_phase.bin").exists()
+        and stat.S_IMODE(os.stat(ext / "open").st_mode) == 0o755
+        and os.stat(ext / "open").st_uid == 0
+    )
     big_src = planter("big", tag="replay")
     big = _run(big_src, cache, build_entry_max_mb=1)
     big_ok = bool(big) and not build_dir_for(big_src, EvaluationConfig(build_cache_dir=cache)).built
     return [
-        Outcome("28.4 kernel-phase file, 0777 folder", [res.status if res else "blocked"],
-                "file gone, folder root's 0755", bool(kept_ok)),
+        Outcome(
+            "28.4 kernel-phase file, 0777 folder",
+            [res.status if res else "blocked"],
+            "file gone, folder root's 0755",
+            bool(kept_ok),
+        ),
         Outcome("28.4 build over the entry budget", [big.status if big else "blocked"], "not published", big_ok),
     ]
 
@@ -99,8 +131,13 @@ def case_8_snoop(work: Path) -> Outcome:
     res = _run(snooper("replay"), str(work / "cache"))
     log = res.log if res else ""
     ok = "SNOOP ref-log: denied" in log and "SNOOP cache-list: denied" in log
-    return Outcome("28.8 kernel reads ref log, lists cache", [res.status if res else "blocked"],
-                   "both denied", ok, note=" ".join(line for line in log.splitlines() if "SNOOP" in line))
+    return Outcome(
+        "28.8 kernel reads ref log, lists cache",
+        [res.status if res else "blocked"],
+        "both denied",
+        ok,
+        note=" ".join(line for line in log.splitlines() if "SNOOP" in line),
+    )
 
 
 def replay_sandbox_round3() -> list[Outcome]:

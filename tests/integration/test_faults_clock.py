@@ -31,13 +31,15 @@ SKEW_S = 600
 
 
 @pytest.mark.parametrize("skew_s", [SKEW_S, -SKEW_S], ids=["10-min-ahead", "10-min-behind"])
-def test_a_host_clock_far_off_neither_releases_live_work_nor_keeps_dead(env, make_kernels, cpu, settings,
-                                                                        monkeypatch, skew_s):
+def test_a_host_clock_far_off_neither_releases_live_work_nor_keeps_dead(
+    env, make_kernels, cpu, settings, monkeypatch, skew_s
+):
     settings.EVAL_STALE_AFTER_S = 60
     settings.EVAL_RETRY_BACKOFF_S = 30
     settings.EVAL_QUEUED_GRACE_S = 0
-    live, dead, early, due_now, mine = submit(make_kernels([fake_source(m) for m in
-                                                            ("live", "dead", "early", "due", "mine")]), cpu)
+    live, dead, early, due_now, mine = submit(
+        make_kernels([fake_source(m) for m in ("live", "dead", "early", "due", "mine")]), cpu
+    )
     # Written by other hosts, by the true clock: a live attempt that beat 1 s ago, one whose worker
     # died 2 minutes ago, a retry due in 20 s and one due 1 s ago.
     true_now = db_now()
@@ -68,5 +70,11 @@ def test_a_host_clock_far_off_neither_releases_live_work_nor_keeps_dead(env, mak
     assert release(Claim(mine.pk, 1, "good-host.3"), "test: released by the skewed host") == "queued"
     mine.refresh_from_db()
     assert 25 <= (mine.not_before - db_now()).total_seconds() <= 30
-    record(f"3. sweeper clock {skew_s:+d} s", live_attempt=live.state, dead_attempt=f"released ({dead.state})",
-           retry_wait_s=round(wait, 1), early_retry="not claimed", due_retry="claimed")
+    record(
+        f"3. sweeper clock {skew_s:+d} s",
+        live_attempt=live.state,
+        dead_attempt=f"released ({dead.state})",
+        retry_wait_s=round(wait, 1),
+        early_retry="not claimed",
+        due_retry="claimed",
+    )

@@ -35,8 +35,13 @@ def site_and_proxy(transactional_db, redis_server, tmp_path):
     s = connection.settings_dict
     proxy = TcpProxy(s.get("HOST") or "127.0.0.1", int(s.get("PORT") or 5432)).start()
     url = database_url().replace(f":{s['PORT']}/", f":{proxy.port}/")
-    env = {"DATABASE_URL": url, "KB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SETTINGS_MODULE": "config.settings",
-           "SECRET_KEY": settings.SECRET_KEY, "DB_CONN_MAX_AGE": "60"}
+    env = {
+        "DATABASE_URL": url,
+        "KB_VAR_DIR": str(tmp_path / "var"),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "SECRET_KEY": settings.SECRET_KEY,
+        "DB_CONN_MAX_AGE": "60",
+    }
     site = LiveSite(tmp_path, env, workers=2, redis=False).start()
     yield site, proxy
     site.stop()

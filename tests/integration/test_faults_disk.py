@@ -77,8 +77,12 @@ def test_a_correct_kernel_on_a_full_scratch_disk_is_retried_and_ends_correct_onc
     evaluation.refresh_from_db()
     assert (evaluation.status, evaluation.attempts) == ("correct", 2), evaluation.error
     assert boards(kernel.run)[0]["correct_rate"] == 1.0
-    record("1. full scratch disk, real scoring", first_attempt=first_reason, boards_unchanged=True,
-           final=f"{evaluation.state} {evaluation.status} after {evaluation.attempts} attempts")
+    record(
+        "1. full scratch disk, real scoring",
+        first_attempt=first_reason,
+        boards_unchanged=True,
+        final=f"{evaluation.state} {evaluation.status} after {evaluation.attempts} attempts",
+    )
     assert run_progress(kernel.run).as_dict()["done"] is True
 
 
@@ -131,5 +135,9 @@ def test_a_worker_below_the_free_space_floor_starts_nothing_and_says_so(
     evaluation.refresh_from_db()
     assert (evaluation.status, evaluation.attempts) == ("correct", 1)
     wait_for(lambda: client.get("/healthz").json()["status"] == "ok", timeout=30, message="/healthz to clear")
-    record("1. below the free-space floor", refused=refusal, healthz=health["status"],
-           final=f"{evaluation.state} {evaluation.status} after {evaluation.attempts} attempt(s)")
+    record(
+        "1. below the free-space floor",
+        refused=refusal,
+        healthz=health["status"],
+        final=f"{evaluation.state} {evaluation.status} after {evaluation.attempts} attempt(s)",
+    )

@@ -37,7 +37,11 @@ def test_a_host_below_its_floor_leaves_the_jobs_to_a_host_with_room(env, workers
     time.sleep(4 * GATE_POLL_S)  # a few polls of its gate
 
     queued = set(jobs.eval_queue(cpu.queue_name).get_job_ids())
-    rows = list(Evaluation.objects.filter(pk__in=[e.pk for e in evaluations]).values_list("job_id", "attempts", "failure_reason"))
+    rows = list(
+        Evaluation.objects.filter(pk__in=[e.pk for e in evaluations]).values_list(
+            "job_id", "attempts", "failure_reason"
+        )
+    )
     assert {job_id for job_id, _, _ in rows} <= queued, "the full host took jobs off the queue"
     assert [(attempts, reason) for _, attempts, reason in rows] == [(0, "")] * 3
     refusals = workers.output(full).count("takes no job")
@@ -69,5 +73,7 @@ def test_a_read_only_scratch_reads_the_same_at_every_probe(read_only_folder, mon
     first, second = host_space.probe_failure(), host_space.probe_failure()
     assert "EROFS" in first and str(read_only_folder) in first
     assert first == second and ".kb-space-probe-" not in first
-    assert host_space.steady("only 4 MB free in x (floor 16 MB)") == host_space.steady("only 3 MB free in x (floor 16 MB)")
+    assert host_space.steady("only 4 MB free in x (floor 16 MB)") == host_space.steady(
+        "only 3 MB free in x (floor 16 MB)"
+    )
     record("7. a refusing worker's reason", reason=first)

@@ -60,9 +60,13 @@ def pg_ctl(action: str) -> float:
     log = os.path.join(os.path.dirname(data_dir), "log")
     options = ["-o", shlex.join(_SERVER_OPTIONS)] if action == "start" else []
     t0 = time.monotonic()
-    subprocess.run(["runuser", "-u", "postgres", "--", binary, "-D", data_dir, "-l", log, "-m", "fast", "-w",
-                    *options, action], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   timeout=60)
+    subprocess.run(
+        ["runuser", "-u", "postgres", "--", binary, "-D", data_dir, "-l", log, "-m", "fast", "-w", *options, action],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=60,
+    )
     return time.monotonic() - t0
 
 
@@ -85,8 +89,11 @@ def test_a_heartbeat_reconnects_after_a_postgresql_restart(env, make_kernels, cp
         took = restart_postgres()
         back = db_now()
         t_back = time.monotonic()
-        wait_for(lambda: Evaluation.objects.get(pk=evaluation.pk).heartbeat_at > back, timeout=15,
-                 message="a heartbeat after the restart")
+        wait_for(
+            lambda: Evaluation.objects.get(pk=evaluation.pk).heartbeat_at > back,
+            timeout=15,
+            message="a heartbeat after the restart",
+        )
         first_beat_s = time.monotonic() - t_back
         time.sleep(settings.EVAL_STALE_AFTER_S + 1)  # longer than the stale bound: only beats keep it
         report = sweep_evaluations()
@@ -98,6 +105,11 @@ def test_a_heartbeat_reconnects_after_a_postgresql_restart(env, make_kernels, cp
     assert with_db_retries(lambda: store_result(c, VERDICT)) is True  # the attempt's result is kept
     evaluation.refresh_from_db()
     assert (evaluation.state, evaluation.attempts) == (Evaluation.State.DONE, 1)
-    record("2. PostgreSQL restarted under a heartbeat", restart_s=round(took, 2),
-           first_beat_after_restart_s=round(first_beat_s, 2), heartbeat_age_at_sweep_s=round(age, 2),
-           released_by_sweep=report.abandoned, stored=evaluation.state)
+    record(
+        "2. PostgreSQL restarted under a heartbeat",
+        restart_s=round(took, 2),
+        first_beat_after_restart_s=round(first_beat_s, 2),
+        heartbeat_age_at_sweep_s=round(age, 2),
+        released_by_sweep=report.abandoned,
+        stored=evaluation.state,
+    )

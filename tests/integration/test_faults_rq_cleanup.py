@@ -42,9 +42,7 @@ def start_on_a_host_behind(job_id: str, queue, monkeypatch) -> None:
         pipe.execute()
 
 
-def test_a_cleaner_fails_only_the_jobs_whose_attempts_the_database_says_are_dead(
-    env, make_kernels, cpu, monkeypatch
-):
+def test_a_cleaner_fails_only_the_jobs_whose_attempts_the_database_says_are_dead(env, make_kernels, cpu, monkeypatch):
     live, dead = submit(make_kernels([fake_source("rq-live"), fake_source("rq-dead")]), cpu)
     queue = jobs.eval_queue(cpu.queue_name)
     for evaluation in (live, dead):

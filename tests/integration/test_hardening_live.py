@@ -19,9 +19,13 @@ pytestmark = pytest.mark.timeout(300)
 def live(transactional_db, redis_server, tmp_path):
     """(site, seeded data). redis_server only makes sure redis-server is installed; the site starts its own."""
     data = seed()
-    env = {"DATABASE_URL": database_url(), "KB_VAR_DIR": str(tmp_path / "var"), "API_WRITE_RATE": "10/min",
-           "DJANGO_SETTINGS_MODULE": "config.settings",
-           "SECRET_KEY": settings.SECRET_KEY}  # the sessions seeded here must be valid there
+    env = {
+        "DATABASE_URL": database_url(),
+        "KB_VAR_DIR": str(tmp_path / "var"),
+        "API_WRITE_RATE": "10/min",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "SECRET_KEY": settings.SECRET_KEY,
+    }  # the sessions seeded here must be valid there
     site = LiveSite(tmp_path, env, workers=4).start()
     yield site, data
     site.stop()
@@ -32,8 +36,11 @@ def test_every_repro_gets_a_4xx_or_a_bounded_answer_and_writes_nothing(live):
     same site: one gunicorn start for both."""
     site, data = live
     outcomes = replay(site, data) + replay(site, seed_budgets(data), BUDGET_CASES)
-    failed = [f"{o.case}: {o.statuses} (rows unchanged: {o.counts_unchanged}) {o.note} {o.bodies[:2]}"
-              for o in outcomes if not (o.ok and o.counts_unchanged)]
+    failed = [
+        f"{o.case}: {o.statuses} (rows unchanged: {o.counts_unchanged}) {o.note} {o.bodies[:2]}"
+        for o in outcomes
+        if not (o.ok and o.counts_unchanged)
+    ]
     assert not failed, "\n".join(failed)
 
 

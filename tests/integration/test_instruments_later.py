@@ -112,7 +112,9 @@ def test_a_follow_up_for_a_deleted_evaluation_does_nothing(later, make_kernels, 
     assert ("start", "gone:instruments") not in fake_calls(later)
 
 
-def test_a_follow_up_that_fails_on_our_side_is_swept_again_until_its_tries_are_used_up(later, make_kernels, cpu, settings):
+def test_a_follow_up_that_fails_on_our_side_is_swept_again_until_its_tries_are_used_up(
+    later, make_kernels, cpu, settings
+):
     evaluation = evaluated(fake_source("flaky", "later_raise"), make_kernels, cpu)
     for _ in range(settings.EVAL_MAX_ATTEMPTS):
         assert job_functions.run_instruments_job(evaluation.pk, evaluation.attempts) == "retrying"

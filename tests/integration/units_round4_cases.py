@@ -30,8 +30,15 @@ from tests.integration.live_site import Outcome
 
 def _server(cache: str, memory_limit_mb: int = 4096) -> tuple[Sandbox, units.UnitServer]:
     sandbox = Sandbox(device="cpu", size_scale=1, memory_limit_mb=memory_limit_mb)
-    srv = units.serve(cache, sandbox.root, {}, "cpu", time.monotonic() + 600,
-                      {"size_scale": 1, "memory_limit_mb": memory_limit_mb}, None)
+    srv = units.serve(
+        cache,
+        sandbox.root,
+        {},
+        "cpu",
+        time.monotonic() + 600,
+        {"size_scale": 1, "memory_limit_mb": memory_limit_mb},
+        None,
+    )
     assert srv is not None
     return sandbox, srv
 
@@ -47,31 +54,50 @@ def case_2_connections(srv: units.UnitServer) -> Outcome:
     held = sum(1 for t in threading.enumerate() if t.name == "kb-unit-request")
     for sock in socks:
         sock.close()
-    return Outcome("39.2 60 connections announcing 2 MiB", [held, srv.stats["refused"]],
-                   f"<= {units.MAX_CONNECTIONS_PER_BUILD} request threads", held <= units.MAX_CONNECTIONS_PER_BUILD,
-                   note=f"threads {held}, refused {srv.stats['refused']}")
+    return Outcome(
+        "39.2 60 connections announcing 2 MiB",
+        [held, srv.stats["refused"]],
+        f"<= {units.MAX_CONNECTIONS_PER_BUILD} request threads",
+        held <= units.MAX_CONNECTIONS_PER_BUILD,
+        note=f"threads {held}, refused {srv.stats['refused']}",
+    )
 
 
 def case_3_compiles(srv: units.UnitServer) -> list[Outcome]:
     answers: list[object] = []
-    threads = [threading.Thread(target=lambda i=i: answers.append(srv.answer(
-        {"name": "main.cpp", "flags": ["-O0"], "text": f"int kb_r{i}() {{ return {i}; }}\n"}))) for i in range(10)]
+    threads = [
+        threading.Thread(
+            target=lambda i=i: answers.append(
+                srv.answer({"name": "main.cpp", "flags": ["-O0"], "text": f"int kb_r{i}() {{ return {i}; }}\n"})
+            )
+        )
+        for i in range(10)
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=300)
     incbin = srv.answer({"name": "main.cpp", "flags": [], "text": 'asm(".inc" "bin \\"/etc/hostname\\"");\n'})
-    return [Outcome("39.3 10 concurrent compiles, one build", [srv.stats["compiled"]],
-                    f"<= {units.MAX_COMPILES_PER_BUILD} compiled", srv.stats["compiled"] <= units.MAX_COMPILES_PER_BUILD),
-            Outcome("39.3 .incbin split in two strings", [0 if incbin is None else 1], "refused by the server",
-                    incbin is None)]
+    return [
+        Outcome(
+            "39.3 10 concurrent compiles, one build",
+            [srv.stats["compiled"]],
+            f"<= {units.MAX_COMPILES_PER_BUILD} compiled",
+            srv.stats["compiled"] <= units.MAX_COMPILES_PER_BUILD,
+        ),
+        Outcome(
+            "39.3 .incbin split in two strings", [0 if incbin is None else 1], "refused by the server", incbin is None
+        ),
+    ]
 
 
 def case_8_lock_wait(srv: units.UnitServer) -> Outcome:
     os.environ["KB_UNIT_LOCK_WAIT_S"] = "2"
     text = "int kb_locked() { return 8; }\n"
-    fd = os.open(os.path.join(srv.cache.root, ".locks", units.unit_key("main.cpp", [], text, {}, "cpu") + ".lock"),
-                 os.O_CREAT | os.O_RDWR)
+    fd = os.open(
+        os.path.join(srv.cache.root, ".locks", units.unit_key("main.cpp", [], text, {}, "cpu") + ".lock"),
+        os.O_CREAT | os.O_RDWR,
+    )
     fcntl.flock(fd, fcntl.LOCK_EX)
     t0 = time.monotonic()
     try:
@@ -80,15 +106,25 @@ def case_8_lock_wait(srv: units.UnitServer) -> Outcome:
         os.close(fd)
         os.environ.pop("KB_UNIT_LOCK_WAIT_S", None)
     waited = time.monotonic() - t0
-    return Outcome("39.8 wait on a unit's lock", [round(waited, 1)], "bounded, then the build compiles",
-                   got is None and waited < 10, note=f"{waited:.1f} s")
+    return Outcome(
+        "39.8 wait on a unit's lock",
+        [round(waited, 1)],
+        "bounded, then the build compiles",
+        got is None and waited < 10,
+        note=f"{waited:.1f} s",
+    )
 
 
 def case_4_evicted(cache: str) -> Outcome:
     removed = evict(cache, 0, 0)
     left = [n for n in os.listdir(os.path.join(cache, ".units")) if not n.startswith(".")]
-    return Outcome("39.4 evict(0 MB, 0 days) with .units", [len(removed)], ".units emptied", left == [],
-                   note=f"{len(left)} units left")
+    return Outcome(
+        "39.4 evict(0 MB, 0 days) with .units",
+        [len(removed)],
+        ".units emptied",
+        left == [],
+        note=f"{len(left)} units left",
+    )
 
 
 def case_5_tmp() -> Outcome:
@@ -99,8 +135,13 @@ def case_5_tmp() -> Outcome:
         os.environ.pop("EVAL_TMP_LIMIT_MB", None)
     m = re.search(r"WROTE (\d+) MB", res.error or "")
     wrote = int(m.group(1)) if m else -1
-    return Outcome("39.5 kernel fills /tmp, /var/tmp, /dev/shm", [wrote], "<= 64 MB (EVAL_TMP_LIMIT_MB)",
-                   0 <= wrote <= 64, note=f"{wrote} MB written")
+    return Outcome(
+        "39.5 kernel fills /tmp, /var/tmp, /dev/shm",
+        [wrote],
+        "<= 64 MB (EVAL_TMP_LIMIT_MB)",
+        0 <= wrote <= 64,
+        note=f"{wrote} MB written",
+    )
 
 
 def case_2_charged(cache: str) -> Outcome:
@@ -108,19 +149,37 @@ def case_2_charged(cache: str) -> Outcome:
     cfg = EvaluationConfig(build_cache_dir=cache, timeout_s=600, memory_limit_mb=1536)
     out = prebuild(fills_then_compiles(cfg.memory_limit_mb, room_mb=60), cfg)
     charged = out.status == "crashed" and "with what was done for it" in (out.error or "")
-    return Outcome("39.2 server's compile counted as the build's", [out.status], "crashed: over the memory limit",
-                   charged, note=(out.error or "")[:120])
+    return Outcome(
+        "39.2 server's compile counted as the build's",
+        [out.status],
+        "crashed: over the memory limit",
+        charged,
+        note=(out.error or "")[:120],
+    )
 
 
 def case_5_home() -> list[Outcome]:
     outcomes = []
     for unlink in (False, True):
-        res = run(EVAL_PROBLEMS / "add_one.py", FILL_HOME.format(unlink=unlink), memory_limit_mb=900,
-                  file_size_limit_mb=64, correctness_trials=1, timing_trials=0)
+        res = run(
+            EVAL_PROBLEMS / "add_one.py",
+            FILL_HOME.format(unlink=unlink),
+            memory_limit_mb=900,
+            file_size_limit_mb=64,
+            correctness_trials=1,
+            timing_trials=0,
+        )
         counted = res.status == "crashed" and "files in its work folder" in (res.error or "")
         how = "unlinked, held open" if unlink else "kept"
-        outcomes.append(Outcome(f"39.5 kernel fills its HOME ({how})", [res.status], "crashed: files counted as memory",
-                                counted, note=(res.error or "")[:120]))
+        outcomes.append(
+            Outcome(
+                f"39.5 kernel fills its HOME ({how})",
+                [res.status],
+                "crashed: files counted as memory",
+                counted,
+                note=(res.error or "")[:120],
+            )
+        )
     return outcomes
 
 
@@ -129,7 +188,11 @@ def replay_units_round4() -> list[Outcome]:
     cache = tempfile.mkdtemp(prefix="kb-replay-units-")
     sandbox, srv = _server(cache)
     try:
-        outcomes = [case_2_connections(srv), case_8_lock_wait(srv), *case_3_compiles(srv)]  # the wait first: before the build has used its compiles
+        outcomes = [
+            case_2_connections(srv),
+            case_8_lock_wait(srv),
+            *case_3_compiles(srv),
+        ]  # the wait first: before the build has used its compiles
     finally:
         srv.close()
         sandbox.close()

@@ -9,8 +9,17 @@ from benchmarks.gpu_check import agree, builds_from_log, summary
 
 
 def _m(status="correct", speedup=2.0, interval=(1.9, 2.1), notes=()):
-    return {"status": status, "speedup": speedup, "interval": list(interval), "notes": list(notes), "flags": [],
-            "stages": {}, "started_at": None, "finished_at": None, "build": {}}
+    return {
+        "status": status,
+        "speedup": speedup,
+        "interval": list(interval),
+        "notes": list(notes),
+        "flags": [],
+        "stages": {},
+        "started_at": None,
+        "finished_at": None,
+        "build": {},
+    }
 
 
 def test_two_figures_within_two_percent_agree():

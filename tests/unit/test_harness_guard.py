@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SETUP = '''
+SETUP = """
 import json, sys, types
 sys.path.insert(0, {root!r})
 from evaluation import harness_guard
@@ -42,7 +42,7 @@ harness_guard.install(h, types.ModuleType("m"), KERNEL, ("clock",))
 
 def kernel(src):
     exec(compile(src, KERNEL, "exec"), {{"h": h, "sys": sys}})
-'''
+"""
 
 
 def guard(body: str) -> list[list[str]]:
@@ -53,18 +53,21 @@ def guard(body: str) -> list[list[str]]:
 
 
 def test_frames_read_by_the_kernels_code_are_seen_however_spelled():
-    assert guard('kernel("getattr(sys, \'_get\' + \'frame\')(0)"); out.append(h._check_guard()); '
-                 'out.append(h._check_guard())') == [["harness_memory_access"], []]
+    assert guard(
+        "kernel(\"getattr(sys, '_get' + 'frame')(0)\"); out.append(h._check_guard()); out.append(h._check_guard())"
+    ) == [["harness_memory_access"], []]
 
 
 def test_frames_read_by_the_standard_library_on_its_own_behalf_are_not():
-    assert guard('import collections, typing\nkernel("import collections, typing, logging\\n'
-                 'collections.namedtuple(\'P\', \'a b\')\\ntyping.TypeVar(\'T\')\\nlogging.getLogger(\'x\').info(\'y\')")\n'
-                 'out.append(h._check_guard())') == [[]]
+    assert guard(
+        'import collections, typing\nkernel("import collections, typing, logging\\n'
+        "collections.namedtuple('P', 'a b')\\ntyping.TypeVar('T')\\nlogging.getLogger('x').info('y')\")\n"
+        "out.append(h._check_guard())"
+    ) == [[]]
 
 
 def test_the_sealed_clock_cannot_be_assigned_and_a_swap_behind_it_is_found():
-    assert guard('''
+    assert guard("""
 try:
     h.clock = print
     out.append("assigned")
@@ -75,9 +78,10 @@ for cell in vars(Harness)["clock"].fget.__closure__:
         cell.cell_contents["clock"] = print
 h.timer_fn = print
 out.append(h._check_guard())
-''') == ["read-only", ["harness_memory_access", "patched_timer"]]  # clock: not a timing name here
+""") == ["read-only", ["harness_memory_access", "patched_timer"]]  # clock: not a timing name here
 
 
 def test_a_check_raised_by_other_code_is_not_answered_and_is_reported():
-    assert guard('kernel("sys.audit(\'evaluation.harness_check\', h)"); out.append(h._check_guard())') == [
-        ["harness_memory_access"]]
+    assert guard("kernel(\"sys.audit('evaluation.harness_check', h)\"); out.append(h._check_guard())") == [
+        ["harness_memory_access"]
+    ]

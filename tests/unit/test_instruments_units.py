@@ -69,7 +69,10 @@ def test_no_kernel_is_flagged_where_the_reference_itself_beats_the_bound():
 def test_no_peaks_no_fractions():
     record, flag = roofline.assess(MATMUL_WORK, 0.01, 1.0, roofline.peaks_for("cpu", None))
     assert flag is None and record["peaks"] is None and record["bytes"] == 3 * 4096 * 4096 * 4
-    assert roofline.peaks_for("cpu", {"bytes_per_s": 1.0, "flops_per_s": 1.0}) == {"bytes_per_s": 1.0, "flops_per_s": 1.0}
+    assert roofline.peaks_for("cpu", {"bytes_per_s": 1.0, "flops_per_s": 1.0}) == {
+        "bytes_per_s": 1.0,
+        "flops_per_s": 1.0,
+    }
 
 
 def test_a_cpus_bandwidth_is_measured_once_per_host_and_kept_in_the_cache(tmp_path):
@@ -98,14 +101,19 @@ def test_the_profile_summary_gives_busy_share_and_host_gaps():
 
 
 def test_size_constants_are_the_sizes_get_inputs_reads():
-    src = "batch_size = 16\ndim = 4096\nkernel_size = 3\nnum_heads = 8\nother = 999\nflag = True\n" \
-          "def get_inputs():\n    return [batch_size, dim, kernel_size, num_heads, flag]\n" \
-          "def get_init_inputs():\n    return [kernel_size]\n"
+    src = (
+        "batch_size = 16\ndim = 4096\nkernel_size = 3\nnum_heads = 8\nother = 999\nflag = True\n"
+        "def get_inputs():\n    return [batch_size, dim, kernel_size, num_heads, flag]\n"
+        "def get_init_inputs():\n    return [kernel_size]\n"
+    )
     module = types.ModuleType("problem")
     exec(src, vars(module))
     sizes = shapes.size_constants(module)
     assert sizes == {"batch_size": 16, "dim": 4096}  # hyper-parameters, unread and small constants left out
-    assert shapes.variants(sizes) == [("halved", {"batch_size": 8, "dim": 2048}), ("odd", {"batch_size": 13, "dim": 3073})]
+    assert shapes.variants(sizes) == [
+        ("halved", {"batch_size": 8, "dim": 2048}),
+        ("odd", {"batch_size": 13, "dim": 3073}),
+    ]
     originals: dict = {}
     shapes.apply_sizes(module, {"batch_size": 8}, originals)
     assert module.get_inputs()[0] == 8

@@ -9,16 +9,23 @@ from evaluation.types import EvaluationResult
 
 
 def _pair(device: str = "cpu") -> types.SimpleNamespace:
-    return types.SimpleNamespace(cfg=types.SimpleNamespace(device=device), res=EvaluationResult(status="correct"),
-                                 defence_on=lambda name: True)
+    return types.SimpleNamespace(
+        cfg=types.SimpleNamespace(device=device), res=EvaluationResult(status="correct"), defence_on=lambda name: True
+    )
 
 
 def _rounds(reported_ms: float, true_ms: float, over_ms: float = 0.1, calls: int = 20, n: int = 8) -> timing.Rounds:
     """Rounds where each call took ``true_ms`` plus ``over_ms`` of bookkeeping in both processes,
     and the kernel's process reported ``reported_ms``."""
     wall = int(calls * (true_ms + over_ms) * 1e6)
-    return timing.Rounds(calls=calls, ref=[1.0] * n, ker=[reported_ms] * n, ref_over=[over_ms] * n,
-                         ker_over=[(wall / 1e6 - calls * reported_ms) / calls] * n, ker_walls=[wall] * n)
+    return timing.Rounds(
+        calls=calls,
+        ref=[1.0] * n,
+        ker=[reported_ms] * n,
+        ref_over=[over_ms] * n,
+        ker_over=[(wall / 1e6 - calls * reported_ms) / calls] * n,
+        ker_walls=[wall] * n,
+    )
 
 
 def codes(pair) -> set[str]:
@@ -87,6 +94,7 @@ def test_time_hidden_in_every_round_is_caught_however_widely_the_reference_sprea
     timing._check_parent_clock(pair, rounds)
     assert "timing_mismatch" in codes(pair), pair.res.flags
     assert all(k > 0.15 for k in rounds.ker), rounds.ker  # reported 0.03
+
 
 def test_a_kernel_that_replaced_the_clock_keeps_none_of_its_figures_however_noisy_the_host():
     # The noisy host's allowance (0.5 ms) covers the 0.18 ms this kernel hides per call; but its own

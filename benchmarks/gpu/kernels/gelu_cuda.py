@@ -43,8 +43,14 @@ torch::Tensor gelu(torch::Tensor x) {
 """
 CPP_SRC = "torch::Tensor gelu(torch::Tensor x);"
 
-_ext = load_inline(name="kb_gelu_cuda", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC, functions=["gelu"],
-                   extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"], verbose=False)
+_ext = load_inline(
+    name="kb_gelu_cuda",
+    cpp_sources=CPP_SRC,
+    cuda_sources=CUDA_SRC,
+    functions=["gelu"],
+    extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"],
+    verbose=False,
+)
 
 
 class ModelNew(nn.Module):

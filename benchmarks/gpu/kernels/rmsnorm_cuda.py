@@ -54,8 +54,14 @@ torch::Tensor rmsnorm(torch::Tensor x, torch::Tensor w, double eps) {
 """
 CPP_SRC = "torch::Tensor rmsnorm(torch::Tensor x, torch::Tensor w, double eps);"
 
-_ext = load_inline(name="kb_rmsnorm_cuda", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC, functions=["rmsnorm"],
-                   extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"], verbose=False)
+_ext = load_inline(
+    name="kb_rmsnorm_cuda",
+    cpp_sources=CPP_SRC,
+    cuda_sources=CUDA_SRC,
+    functions=["rmsnorm"],
+    extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"],
+    verbose=False,
+)
 
 
 class ModelNew(nn.Module):

@@ -28,6 +28,5 @@ class ModelNew(nn.Module):
         n_cols = x.shape[-1]
         rows = x.numel() // n_cols
         y = torch.empty_like(x)
-        _rmsnorm_kernel[(rows,)](x, self.weight, y, n_cols, self.eps, BLOCK=triton.next_power_of_2(n_cols),
-                                 num_warps=4)
+        _rmsnorm_kernel[(rows,)](x, self.weight, y, n_cols, self.eps, BLOCK=triton.next_power_of_2(n_cols), num_warps=4)
         return y

@@ -19,8 +19,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("path", type=Path, help="The leaderboard's checkout (or its docs/assets folder).")
-        parser.add_argument("--commit", required=True, help="The checkout's commit (40 hex digits): the links point there.")
-        parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"Default: {DEFAULT_OUT.relative_to(settings.BASE_DIR)}")
+        parser.add_argument(
+            "--commit", required=True, help="The checkout's commit (40 hex digits): the links point there."
+        )
+        parser.add_argument(
+            "--out", type=Path, default=DEFAULT_OUT, help=f"Default: {DEFAULT_OUT.relative_to(settings.BASE_DIR)}"
+        )
 
     def handle(self, path: Path, commit: str, out: Path, **options):
         try:

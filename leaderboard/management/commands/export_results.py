@@ -20,9 +20,15 @@ class Command(BaseCommand):
         parser.add_argument("--hardware", help="Only evaluations on this hardware (slug or name).")
         parser.add_argument("--problem-set", help="Only kernels of this problem set (slug or name).")
         parser.add_argument("--levels", type=int, nargs="+", choices=LEVELS)
-        parser.add_argument("--with-imported", action="store_true", help="Also evaluations imported from elsewhere (default: measured here only).")
+        parser.add_argument(
+            "--with-imported",
+            action="store_true",
+            help="Also evaluations imported from elsewhere (default: measured here only).",
+        )
 
-    def handle(self, out: Path | None, hardware: str | None, problem_set: str | None, levels, with_imported: bool, **options):
+    def handle(
+        self, out: Path | None, hardware: str | None, problem_set: str | None, levels, with_imported: bool, **options
+    ):
         evaluations = Evaluation.objects.all()
         if hardware:
             found = Hardware.objects.resolve(hardware)

@@ -29,14 +29,18 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("path", type=Path, help="The leaderboard's checkout (or its docs/assets folder), or a figures file (.json).")
+        parser.add_argument(
+            "path", type=Path, help="The leaderboard's checkout (or its docs/assets folder), or a figures file (.json)."
+        )
         parser.add_argument(
             "--hardware",
             default="h200",
             help="Slug or name of the hardware that measures these runs here (default h200); the published figures "
             f"stay on the {PUBLISHED_HARDWARE} hardware record.",
         )
-        parser.add_argument("--commit", default="main", help="The checkout's commit, for links to its files (default: main).")
+        parser.add_argument(
+            "--commit", default="main", help="The checkout's commit, for links to its files (default: main)."
+        )
         parser.add_argument(
             "--compare-with",
             default=DEFAULT_SET,
@@ -45,7 +49,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--verify", action="store_true", help="Queue kernels for evaluation on --hardware too.")
         parser.add_argument("--levels", type=int, nargs="+", choices=LEVELS, help="With --verify: only these levels.")
-        parser.add_argument("--limit", type=int, help="With --verify: at most this many kernels (those not yet measured first).")
+        parser.add_argument(
+            "--limit", type=int, help="With --verify: at most this many kernels (those not yet measured first)."
+        )
 
     def handle(self, path: Path, hardware: str, commit: str, compare_with: str, verify: bool, **options):
         found = Hardware.objects.resolve(hardware)
@@ -80,14 +86,18 @@ class Command(BaseCommand):
 
     def _report(self, result: LeaderboardImport) -> None:
         problem_set, comparison = result.problem_set, result.comparison
-        self.stdout.write(f"problem set {problem_set.name!r} ({problem_set.slug}): " + result.problems.summary("problems"))
+        self.stdout.write(
+            f"problem set {problem_set.name!r} ({problem_set.slug}): " + result.problems.summary("problems")
+        )
         for run_import in result.runs:
             name = run_import.run.model.name
             levels = ", ".join(f"L{level} {n}" for level, n in sorted(result.counts[name].items()))
             self.stdout.write(f"run {run_import.run.pk} {name}: {levels}; " + run_import.kernels.summary("kernels"))
             for warning in run_import.warnings:
                 self.stdout.write(self.style.WARNING(f"  {warning}"))
-        self.stdout.write(f"kernels whose published figures ({PUBLISHED_HARDWARE}) were written or changed: {result.published}")
+        self.stdout.write(
+            f"kernels whose published figures ({PUBLISHED_HARDWARE}) were written or changed: {result.published}"
+        )
         self.stdout.write(f"problems: {comparison.summary}")
         if comparison.not_comparable:
             shown = ", ".join(f"L{level} #{number}" for level, number in comparison.not_comparable[:40])

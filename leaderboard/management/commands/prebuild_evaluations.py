@@ -21,10 +21,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--queue", action="append", dest="queues", required=True, metavar="NAME")
-        parser.add_argument("--workers", type=int, default=None,
-                            help="build processes (default: EVAL_BUILD_WORKERS, else sized from measured builds)")
-        parser.add_argument("--host-wide", action="store_true",
-                            help="this host's only builder (else one per GPU worker: each gets its part)")
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=None,
+            help="build processes (default: EVAL_BUILD_WORKERS, else sized from measured builds)",
+        )
+        parser.add_argument(
+            "--host-wide",
+            action="store_true",
+            help="this host's only builder (else one per GPU worker: each gets its part)",
+        )
         parser.add_argument("--depth", type=int, default=None, help="queued evaluations to look at (EVAL_BUILD_AHEAD)")
         parser.add_argument("--interval", type=float, default=2.0, help="seconds between looks at the queues")
 
@@ -39,8 +46,10 @@ class Command(BaseCommand):
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
         pool = BuildPool(workers, EvaluationConfig(device="cuda"), cpus, share=share)
-        self.stdout.write(f"prebuild: {pool.sizer.describe()} on cpus {cpus or 'all'}, {depth} evaluations "
-                          f"ahead on {', '.join(options['queues'])}")
+        self.stdout.write(
+            f"prebuild: {pool.sizer.describe()} on cpus {cpus or 'all'}, {depth} evaluations "
+            f"ahead on {', '.join(options['queues'])}"
+        )
         try:
             run_builder(pool, options["queues"], depth, options["interval"], lambda: not stop.is_set())
         finally:

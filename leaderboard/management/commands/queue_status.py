@@ -75,7 +75,6 @@ class Command(BaseCommand):
             queues = ",".join(worker.queue_names())
             self.stdout.write(f"  {worker.name:<32} {worker.get_state():<10} {queues:<20} {job}")
 
-
     def show_space(self) -> None:
         """Free space each worker host reported (its sweeper, every sweep); below the floor it starts nothing."""
         self.stdout.write(f"\ndisk space on worker hosts (floor EVAL_MIN_FREE_MB={settings.EVAL_MIN_FREE_MB}):")

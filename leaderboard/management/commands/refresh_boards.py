@@ -44,8 +44,9 @@ class Command(BaseCommand):
         self.stdout.write(f"re-scoring marked runs every {options['poll']:g} s, at most {options['batch']} at a time")
         self.stdout.flush()
         report = self._report if verbose else None
-        rescorer.run(stop, options["poll"], options["batch"], report, sweep_every=options["sweep_seconds"],
-                     sweep=_sweep)
+        rescorer.run(
+            stop, options["poll"], options["batch"], report, sweep_every=options["sweep_seconds"], sweep=_sweep
+        )
 
     def _report(self, done: rescorer.Pass) -> None:
         """One line per pass (-v 2), read by benchmarks/web/churn_bench.py."""

@@ -90,7 +90,9 @@ def columns_for(p: float | None) -> list[Column]:
     for standard in STANDARD_PS:
         if fast_p_key(standard) != fast_p_key(p):  # the picked p leads the board already
             columns.append(
-                Column(fast_p_key(standard), fast_p_key(standard), "percent", help=f"correct and speedup > {standard:g}")
+                Column(
+                    fast_p_key(standard), fast_p_key(standard), "percent", help=f"correct and speedup > {standard:g}"
+                )
             )
     columns.append(Column("geomean", "Geomean speedup", "speedup", help="geometric mean over correct kernels"))
     columns.append(

@@ -34,7 +34,9 @@ def _place_of_kernel(kernel_id: int | None, cached: Kernel | None) -> list[tuple
     """[(run id, problem id)] of a kernel (none when it is gone)."""
     if cached is not None:
         return [(cached.run_id, cached.problem_id)]
-    return list(Kernel.objects.filter(pk=kernel_id).order_by().values_list("run_id", "problem_id")[:1])  # no join to order one row
+    return list(
+        Kernel.objects.filter(pk=kernel_id).order_by().values_list("run_id", "problem_id")[:1]
+    )  # no join to order one row
 
 
 def _cached_kernel(instance) -> Kernel | None:
@@ -127,4 +129,6 @@ def shown_beside_scores_changed(sender, **kwargs) -> None:
 @receiver(post_delete, sender=Baseline, dispatch_uid="boards-baseline-deleted")
 def baseline_changed(sender, instance: Baseline, **kwargs) -> None:
     """A problem's baselines show on its page, which is kept as the boards are (served.py)."""
-    board_store.bump_versions(set(Problem.objects.filter(pk=instance.problem_id).values_list("problem_set_id", flat=True)))
+    board_store.bump_versions(
+        set(Problem.objects.filter(pk=instance.problem_id).values_list("problem_set_id", flat=True))
+    )

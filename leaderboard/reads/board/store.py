@@ -666,7 +666,9 @@ def _store_kernel_states(rows: list[KernelRow]) -> None:
             by_state[row.state].append(row.pk)
     for state, pks in by_state.items():
         for start in range(0, len(pks), 500):
-            Kernel.objects.filter(pk__in=pks[start : start + 500]).update(**dict(zip(_STATE_FIELDS, state, strict=True)))
+            Kernel.objects.filter(pk__in=pks[start : start + 500]).update(
+                **dict(zip(_STATE_FIELDS, state, strict=True))
+            )
 
 
 def _check_speedups(rows: list[KernelRow]) -> None:

@@ -15,9 +15,18 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path)
-        parser.add_argument("--hardware", required=True, help="Hardware slug or name, e.g. h100 or H100_Modal (case-insensitive; created if new).")
+        parser.add_argument(
+            "--hardware",
+            required=True,
+            help="Hardware slug or name, e.g. h100 or H100_Modal (case-insensitive; created if new).",
+        )
         parser.add_argument("--mode", choices=["eager", "compile"], help="Default: compile if the file name says so.")
-        parser.add_argument("--set", dest="set_name", default=DEFAULT_SET, help=f"Problem set slug or name, case-insensitive (default: {DEFAULT_SET!r}).")
+        parser.add_argument(
+            "--set",
+            dest="set_name",
+            default=DEFAULT_SET,
+            help=f"Problem set slug or name, case-insensitive (default: {DEFAULT_SET!r}).",
+        )
 
     def handle(self, file: Path, hardware: str, mode: str | None, set_name: str, **options):
         if not file.is_file():

@@ -14,9 +14,18 @@ class Command(BaseCommand):
     help = "Import the problems of a KernelBench checkout (or its KernelBench/ folder) into a problem set."
 
     def add_arguments(self, parser):
-        parser.add_argument("path", type=Path, help="A KernelBench checkout, its KernelBench/ folder, or the starter catalogue.")
-        parser.add_argument("--set", dest="set_name", default=DEFAULT_SET, help=f"Problem set: an existing one's slug or name (case-insensitive), or a new name (default: {DEFAULT_SET!r}).")
-        parser.add_argument("--set-version", dest="set_version", default="", help="Version label stored on a new problem set.")
+        parser.add_argument(
+            "path", type=Path, help="A KernelBench checkout, its KernelBench/ folder, or the starter catalogue."
+        )
+        parser.add_argument(
+            "--set",
+            dest="set_name",
+            default=DEFAULT_SET,
+            help=f"Problem set: an existing one's slug or name (case-insensitive), or a new name (default: {DEFAULT_SET!r}).",
+        )
+        parser.add_argument(
+            "--set-version", dest="set_version", default="", help="Version label stored on a new problem set."
+        )
         parser.add_argument(
             "--kernelbench-version",
             choices=sorted(RULES_BY_VERSION),
