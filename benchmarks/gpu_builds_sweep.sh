@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 27 on a bare GPU host (no Django): builds before and after the header cuts, then a cold sweep
-# of the 110-kernel corpus (docs/evaluation.md, "Builds in seconds: measurements").
+# of the 110-kernel corpus (docs/measurements.md, "Builds in seconds: measurements").
 #
 #   bash benchmarks/gpu_builds_sweep.sh start     # GPU tests of the cuts, build_times.py, then the
 #                                                 # cold corpus sweep started in the background (setsid)

@@ -155,7 +155,7 @@ EVAL_INSTRUMENTS_LATER = frozenset(env_list("EVAL_INSTRUMENTS_LATER", ["gpu"]))
 EVAL_CORRECTNESS_TRIALS = env_optional_int("EVAL_CORRECTNESS_TRIALS")
 EVAL_TIMING_TRIALS = env_optional_int("EVAL_TIMING_TRIALS")
 # CPU cores the timed processes of an evaluation are pinned to, all to the same one, so that kernel
-# and reference launch from equally fast cores (docs/evaluation.md, "Fidelity"). On a GPU host: one
+# and reference launch from equally fast cores (docs/measurements.md, "Fidelity"). On a GPU host: one
 # core per GPU in GPU order (the worker of GPU i times on the i-th; builds keep off them and their SMT
 # siblings); empty: chosen from the CPU topology (leaderboard/evaluations/cores.py, docs/workers.md
 # "Cores on a GPU host"). On a host without GPUs: the cores as given; empty: no pinning.

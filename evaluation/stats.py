@@ -22,7 +22,7 @@ def central(xs: Sequence[float]) -> float:
 
     The speedup's estimator: robust to the odd slow round like the median, but smooth where the
     rounds fall into two modes (a tensor placement that makes a cuDNN kernel 30 % faster on some
-    rounds: docs/evaluation.md, "Placement"), where the median jumps from one mode to the other."""
+    rounds: docs/measurements.md, "Placement"), where the median jumps from one mode to the other."""
     s = sorted(xs)
     n = len(s)
     if n < 4:

@@ -452,7 +452,7 @@ def _report(pair: Pair, rounds: Rounds) -> None:
 
 
 #: Standard deviation (of the log of a process's median time) between fresh processes running the
-#: same code on the same GPU, measured on the H200 (docs/evaluation.md, "Fidelity"). It is the
+#: same code on the same GPU, measured on the H200 (docs/measurements.md, "Fidelity"). It is the
 #: prior for the process-to-process term of the interval.
 PROCESS_SIGMA = 0.004
 #: Weight of that prior, in pseudo-observations, against the spread between the two references.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU measurements for docs/evaluation.md, run on the H200 through the device tool.
+"""GPU measurements for docs/measurements.md, run on the H200 through the device tool.
 
     python3 benchmarks/gpu/gpu_suite.py --stage a --out $OUT   # probe, own Triton/CUDA kernels (cold and
                                                                # warm build), run-to-run spread, GPU exploits

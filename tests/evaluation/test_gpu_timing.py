@@ -1,4 +1,4 @@
-"""Timing choices that only a CUDA GPU shows (issue 18's three judges; docs/evaluation.md, "Three
+"""Timing choices that only a CUDA GPU shows (issue 18's three judges; docs/measurements.md, "Three
 judges"). They skip on machines without a CUDA GPU, CI included."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The three-judge comparison's own arithmetic (benchmarks/three_judges.py), on the CPU: which GPU
 activities a profiled forward owns, and the figures drawn from finished rows. The GPU run itself
-needs a CUDA GPU (docs/evaluation.md, "Three judges")."""
+needs a CUDA GPU (docs/measurements.md, "Three judges")."""
 
 from __future__ import annotations
 
