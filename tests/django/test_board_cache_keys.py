@@ -190,3 +190,16 @@ def test_the_boards_catalogue_of_choices_is_kept_and_renewed_by_a_write(client):
     Hardware.objects.create(slug="b200", name="B200")  # a new choice: the filter must know it
     html = client.get("/levels/1/?hardware=b200").content.decode()
     assert '<option value="b200" selected>B200</option>' in html
+
+
+def test_a_lost_catalogue_generation_never_brings_back_an_old_copy():
+    from django.core.cache import cache as default_cache
+
+    from leaderboard.reads.board import catalogue
+    from problems.models import Hardware
+
+    Hardware.objects.create(slug="h100", name="H100")
+    assert [h.slug for h in catalogue.hardware_list()] == ["h100"]
+    Hardware.objects.create(slug="b200", name="B200")  # (its write moves the generation)
+    default_cache.delete(catalogue.GENERATION_KEY)  # evicted, say, while the old copy stayed
+    assert [h.slug for h in catalogue.hardware_list()] == ["b200", "h100"]

@@ -10,6 +10,7 @@ under a number no later request reads. Without the cache (down) every request re
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 
 from django.core.cache import cache
@@ -35,14 +36,14 @@ def hardware_list() -> list[Hardware]:
 def forget() -> None:
     """Move the generation: the next request reads the tables again."""
     try:
-        cache.set(GENERATION_KEY, (_generation() or 0) + 1, None)
+        cache.set(GENERATION_KEY, _new_generation(), None)
     except Exception as exc:  # the cache away: nothing kept in it either
         log.warning("could not move the boards' catalogue generation: %s", exc)
 
 
 def _kept() -> tuple[list[ProblemSet], list[Hardware]]:
     try:
-        key = f"boards:catalogue:{_generation() or 0}"
+        key = f"boards:catalogue:{_generation()}"
         kept = cache.get(key)
     except Exception:  # the cache away: read the tables
         return _read()
@@ -55,8 +56,19 @@ def _kept() -> tuple[list[ProblemSet], list[Hardware]]:
     return kept
 
 
-def _generation() -> int | None:
-    return cache.get(GENERATION_KEY)
+def _generation() -> int:
+    """The current generation; a new one where the cache has none (emptied, or the key evicted), so
+    that a copy kept under an older number is never read again."""
+    generation = cache.get(GENERATION_KEY)
+    if generation is None:
+        cache.add(GENERATION_KEY, _new_generation(), None)  # one process's number wins
+        generation = cache.get(GENERATION_KEY)
+    return generation or 0
+
+
+def _new_generation() -> int:
+    """A number no earlier generation had: the clock, not a count (no read before the write)."""
+    return time.time_ns()
 
 
 def _read() -> tuple[list[ProblemSet], list[Hardware]]:
