@@ -2,26 +2,27 @@
 in the cache rather than read on every board request: three of the five queries a kept level
 board's request made, for tables that change only when problems or hardware are imported.
 
-The kept copy is filed under a generation number in the cache, which a write to a problem set, a
-problem or a hardware moves when it is made and again after it commits (store.bump_all_versions,
-which those writes call): a request that read the tables before the commit files what it read
-under a number no later request reads. Without the cache (down) every request reads the tables."""
+The kept copy is filed under the oldest of the boards' versions (their times, read in one small
+query of one row per problem set). A write to a problem set, a problem or a hardware moves every
+set's version (store.bump_all_versions, which those writes call), so the oldest moves with it,
+whichever process wrote and whatever cache it has; a result moves only its own set's version. A
+build that reads a new version therefore never reads an older catalogue. Without the cache (down)
+every request reads the tables."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections import defaultdict
 
 from django.core.cache import cache
-from django.db.models import Count
+from django.db.models import Count, Min
 
+from leaderboard.models import BoardVersion
 from problems.models import LEVELS, Hardware, Problem, ProblemSet
 
 log = logging.getLogger(__name__)
 
-GENERATION_KEY = "boards:catalogue-generation"
-KEPT_SECONDS = 600  # bounds how long a process whose cache no write reaches keeps an old copy
+KEPT_SECONDS = 600  # bounds memory: a copy is replaced as soon as the versions move
 
 
 def problem_sets_with_counts() -> list[ProblemSet]:
@@ -33,17 +34,9 @@ def hardware_list() -> list[Hardware]:
     return _kept()[1]
 
 
-def forget() -> None:
-    """Move the generation: the next request reads the tables again."""
-    try:
-        cache.set(GENERATION_KEY, _new_generation(), None)
-    except Exception as exc:  # the cache away: nothing kept in it either
-        log.warning("could not move the boards' catalogue generation: %s", exc)
-
-
 def _kept() -> tuple[list[ProblemSet], list[Hardware]]:
+    key = _key()
     try:
-        key = f"boards:catalogue:{_generation()}"
         kept = cache.get(key)
     except Exception:  # the cache away: read the tables
         return _read()
@@ -56,19 +49,10 @@ def _kept() -> tuple[list[ProblemSet], list[Hardware]]:
     return kept
 
 
-def _generation() -> int:
-    """The current generation; a new one where the cache has none (emptied, or the key evicted), so
-    that a copy kept under an older number is never read again."""
-    generation = cache.get(GENERATION_KEY)
-    if generation is None:
-        cache.add(GENERATION_KEY, _new_generation(), None)  # one process's number wins
-        generation = cache.get(GENERATION_KEY)
-    return generation or 0
-
-
-def _new_generation() -> int:
-    """A number no earlier generation had: the clock, not a count (no read before the write)."""
-    return time.time_ns()
+def _key() -> str:
+    versions = BoardVersion.objects.aggregate(oldest=Min("updated_at"), sets=Count("pk"))
+    oldest = versions["oldest"].isoformat() if versions["oldest"] else "none"
+    return f"boards:catalogue:{oldest}:{versions['sets']}"
 
 
 def _read() -> tuple[list[ProblemSet], list[Hardware]]:

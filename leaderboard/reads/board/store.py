@@ -75,7 +75,7 @@ from leaderboard.models import (
     Run,
     RunScore,
 )
-from leaderboard.reads.board import catalogue, scoring
+from leaderboard.reads.board import scoring
 from leaderboard.reads.board.scoring import KernelFacts, LevelScore, Tally
 from problems.models import Hardware, Problem, ProblemSet, ScoringRules
 
@@ -791,11 +791,8 @@ def bump_versions(problem_set_ids: set[int]) -> None:
 
 def bump_all_versions() -> None:
     """Every board is stale (names, problems, hardware changed), and so is the boards' catalogue of
-    choices: forgotten now, and again once this write commits (a request that read the tables
-    before the commit keeps what it read under a generation no later request reads)."""
+    choices, which is filed under the oldest version (catalogue.py)."""
     bump_versions(set(ProblemSet.objects.values_list("pk", flat=True)))
-    catalogue.forget()
-    transaction.on_commit(catalogue.forget, robust=True)
 
 
 # ---------------------------------------------------------------------------------------------
