@@ -21,9 +21,9 @@ from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
 from leaderboard.models import LanguageModel, ModelAlias, alias_key
 from leaderboard.reads import charts, kernel_page, queries
 from leaderboard.reads import overview as almanac
+from leaderboard.reads.board import catalogue, served
 from leaderboard.reads.board import page as board_page
 from leaderboard.reads.board import params as board_params
-from leaderboard.reads.board import served
 from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.params import LEVEL_SLUGS
@@ -59,7 +59,7 @@ def _overview(request: HttpRequest, problem_set: ProblemSet | None, as_of: datet
     shown_groups, hidden_groups = queries.overview_groups(groups)
     launch_chart = charts.launch_timeline(queries.launch_posts())
     context = {
-        "problem_sets": board_params.problem_sets_with_counts(),
+        "problem_sets": catalogue.problem_sets_with_counts(),
         "problem_set": problem_set,
         "strongest_measured": leaders.measured,
         "strongest_published": leaders.published,

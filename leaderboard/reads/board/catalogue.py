@@ -27,14 +27,15 @@ KEPT_SECONDS = 600  # bounds memory: a copy is replaced as soon as the versions 
 
 def problem_sets_with_counts() -> list[ProblemSet]:
     """Every problem set with `.level_counts` ({level: n}) and `.total`."""
-    return _kept()[0]
+    return choices()[0]
 
 
 def hardware_list() -> list[Hardware]:
-    return _kept()[1]
+    return choices()[1]
 
 
-def _kept() -> tuple[list[ProblemSet], list[Hardware]]:
+def choices() -> tuple[list[ProblemSet], list[Hardware]]:
+    """Both, from one read of the versions."""
     key = _key()
     try:
         kept = cache.get(key)

@@ -22,7 +22,7 @@ from django.http import HttpRequest, QueryDict
 
 from evaluation.metrics import fast_p_key
 from leaderboard.models import Origin, Precision, Run
-from leaderboard.reads.board.catalogue import hardware_list, problem_sets_with_counts
+from leaderboard.reads.board import catalogue
 from leaderboard.reads.board.choices import LevelBoard
 from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.rows import SORT_KEYS, count_rows, standard_ps
@@ -53,12 +53,11 @@ def read_level_board(level: str, params: QueryDict) -> LevelBoard:
     """The page's choices from its query string; anything unknown falls back to the default (the
     set shown first, any hardware, any origin)."""
     p, p_error = parse_p(params.get("p"))
-    problem_sets = problem_sets_with_counts()
+    problem_sets, hardware_choices = catalogue.choices()
     problem_set = named_by(problem_sets, params.get("set", ""), ProblemSet.SLUG_LENGTH)
     if problem_set is None:
         featured = featured_problem_set()
         problem_set = next((s for s in problem_sets if featured and s.pk == featured.pk), None)
-    hardware_choices = hardware_list()
     return LevelBoard(
         level=level,
         p=p,
