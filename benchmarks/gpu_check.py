@@ -161,6 +161,42 @@ def agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return any("host_bound" in m["notes"] and _covers(m["interval"], o) for m, o in ((a, sb), (b, sa)))
 
 
+def _within(a: dict[str, Any], b: dict[str, Any], rel: float, key: str = "speedup") -> bool:
+    """Same verdict and, when both have the figure, within ``rel`` of each other."""
+    if a["status"] != b["status"]:
+        return False
+    sa, sb = _figure(a, key), _figure(b, key)
+    return not sa or not sb or abs(sa - sb) / min(sa, sb) <= rel
+
+
+def _figure(m: dict[str, Any], key: str) -> Any:
+    return m.get("speedup") if key == "speedup" else (m.get("device") or {}).get("speedup")
+
+
+def device_agreement(twice: list[dict[str, Any]]) -> dict[str, Any]:
+    """The device-time speedups of kernels measured twice: the share within 2 % and 5 % of each
+    other, the share whose two intervals each cover the other's figure, and the largest gap."""
+    pairs = [r["measurements"] for r in twice if all(_figure(m, "device") for m in r["measurements"])]
+    gaps = [
+        abs(_figure(a, "device") - _figure(b, "device")) / min(_figure(a, "device"), _figure(b, "device"))
+        for a, b in pairs
+    ]
+    cover = [
+        all(
+            _covers((x.get("device") or {}).get("speedup_interval") or [None, None], _figure(y, "device"))
+            for x, y in ((a, b), (b, a))
+        )
+        for a, b in pairs
+    ]
+    return {
+        "n": len(pairs),
+        "within_2pct": _share(sum(g <= 0.02 for g in gaps), len(pairs)),
+        "within_5pct": _share(sum(g <= 0.05 for g in gaps), len(pairs)),
+        "intervals_cover": _share(sum(cover), len(pairs)),
+        "largest_gap": round(max(gaps), 4) if gaps else None,
+    }
+
+
 def _covers(interval: list[Any], value: float) -> bool:
     lo, hi = interval
     return lo is not None and hi is not None and lo <= value <= hi
@@ -231,6 +267,9 @@ def summary(
         "kernels": len(table),
         "measured_twice": len(twice),
         "repeat_within_2pct": _share(sum(agree(*r["measurements"]) for r in twice), len(twice)),
+        # The same without the host-bound intervals' cover, and the device-time figure's agreement.
+        "repeat_within_2pct_strict": _share(sum(_within(*r["measurements"], 0.02) for r in twice), len(twice)),
+        "device_repeat": device_agreement(twice),
         "verdicts_equal": _share(
             sum(r["measurements"][0]["status"] == r["measurements"][1]["status"] for r in twice), len(twice)
         ),

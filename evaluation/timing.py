@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from .compare import spots_match
-from .host_bound import report_device_time
+from .host_bound import report_device_time, side_range
 from .protocol import DeviceReply, Reply, TimeReply
 from .sandbox import SandboxProcess
 from .seeds import derive_seed
@@ -219,17 +219,46 @@ def narrow_enough(rounds: Rounds, target: float | None, floor: int) -> bool:
     round (1.96 standard errors) at most ``target`` (relative). The rule looks at the width only,
     never at where the estimate lies (a fixed-width sequential interval), so stopping does not pull
     the speedup one way; the reported interval is still the bootstrap over every round taken, widened
-    by the process term."""
+    by the process term. Where a side is host-bound so far, the rounds' device times judge the width:
+    that side's KernelBench interval is widened to what another process may read
+    (host_bound.report_device_time), which no number of rounds narrows, so more rounds would only
+    hold the GPU."""
     n = len(rounds.ker)
     if target is None or n < max(2, floor):
         return False
-    refs = [(a + b) / 2 for a, b in zip(rounds.ref, rounds.ref2, strict=True)] if rounds.ref2 else rounds.ref
-    logs = [math.log(r / k) for r, k in zip(refs, rounds.ker, strict=False) if r > 0 and k > 0]
+    if _host_bound_so_far(rounds):
+        return _narrow(_log_ratios(_mean_refs(rounds.dev.get("reference", []), rounds.dev.get("reference2", [])),
+                                   rounds.dev.get("kernel", [])), n, target)
+    return _narrow(_log_ratios(_mean_refs(rounds.ref, rounds.ref2), rounds.ker), n, target)
+
+
+def _mean_refs(ref: list[float], ref2: list[float]) -> list[float]:
+    return [(a + b) / 2 for a, b in zip(ref, ref2, strict=True)] if ref2 else ref
+
+
+def _log_ratios(refs: list[float], kers: list[float]) -> list[float]:
+    return [math.log(r / k) for r, k in zip(refs, kers, strict=False) if r > 0 and k > 0]
+
+
+def _narrow(logs: list[float], n: int, target: float) -> bool:
+    """``n`` rounds' log speedups, all of them finite, within the half-width ``target``."""
     if len(logs) < n:
         return False
     mean = sum(logs) / n
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
     return 1.96 * sd / math.sqrt(n) <= target
+
+
+def _host_bound_so_far(rounds: Rounds) -> bool:
+    """Whether the rounds so far make either side host-bound (host_bound.side_range), from every
+    round's device time and dispatch."""
+    n = len(rounds.ker)
+    roles = ("reference", "kernel")
+    if any(len(rounds.dev.get(r, [])) < n or len(rounds.dispatch.get(r, [])) < n for r in roles):
+        return False
+    sides = (("reference", _mean_refs(rounds.ref, rounds.ref2)), ("kernel", rounds.ker))
+    return any(side_range(median(events), median(rounds.dev[role]), median(rounds.dispatch[role]))[2]
+               for role, events in sides)
 
 
 def _watched_call(pair: Pair, p: SandboxProcess, msg: dict[str, object], rounds: Rounds) -> tuple[TimeReply, int]:
@@ -396,20 +425,25 @@ def _distrust_reported_times(pair: Pair, rounds: Rounds) -> None:
 
 
 def _check_parent_clock_gpu(pair: Pair, rounds: Rounds) -> None:
-    """The GPU's rule: the kernel's excess of unaccounted time over the reference's, beyond half its
-    reported time plus 0.25 ms and half the reference's overhead, takes the parent's figures. The
-    CPU's tighter bound (inputs made ahead, a fixed margin) replaced the kernel's rounds of every
-    honest field kernel on the H200 and flagged one (L2 9 at 0.23x; GPU acceptance check run 3,
-    benchmarks/results/gpu_check/): host time the slack hides legitimately differs between the two
-    processes there. Until a GPU margin is measured, the GPU keeps the rule verified on it."""
-    excess = median(rounds.ker_over) - median(rounds.ref_over)
-    k_med = median(rounds.ker)
-    slack = 0.25 + 0.5 * max(0.0, median(rounds.ref_over))
-    if excess > 0.5 * k_med + slack:
-        pair.res.add_flag("timing_mismatch", f"The parent's clock saw {excess:.3f} ms per call more than the "
-                                             f"kernel process reported ({k_med:.3f} ms per call).")
-        rounds.ker = _parent_figures(rounds)
-        pair.res.add_note("timing_from_parent_clock", "Kernel times were replaced by the parent's own clock.")
+    """The GPU's rule: where the kernel's median round hides more per call than the reference's
+    beyond the margin (``parent_bound``'s: a floor, a share of the reference's own overhead and its
+    spread, never a share of what the kernel reports), ``timing_mismatch``, and no round reads less
+    than the parent's figure. On the H200 the excess of 30 honest measurements (GPU acceptance check
+    run 6, ``parent_clock_excess_ms``) was -0.116 to 0.131 ms per call, p90 0.044, beside per-call
+    overheads of 0.42-1.86 ms, for which the margin is 0.16-0.52 ms. The CPU's per-round and
+    quiet-level rules are left out here: the host time that the GPU-side wait hides differs between
+    two honest processes round by round, and a per-round bound replaced the rounds of every honest
+    field kernel on the H200 (check run 3)."""
+    parent, hidden, margin = parent_bound(rounds)
+    excess = median(hidden)
+    if excess <= margin:
+        return
+    pair.res.add_flag("timing_mismatch", f"The parent's clock saw {excess:.3f} ms per call more than the kernel "
+                                         f"process reported, beyond a margin of {margin:.3f} ms over the "
+                                         f"reference's own overhead (the kernel reported {median(rounds.ker):.3f} ms "
+                                         "per call).")
+    rounds.ker = [max(k, p) for k, p in zip(rounds.ker, parent, strict=True)]
+    pair.res.add_note("timing_from_parent_clock", "Kernel times were raised to the parent's own clock.")
 
 
 def _report(pair: Pair, rounds: Rounds) -> None:

@@ -65,3 +65,32 @@ def test_the_estimator_moves_smoothly_between_two_modes():
     assert median(after) / median(before) < 0.8
     assert 0.96 < central(after) / central(before) < 1.0
     assert central([1.0, 1.0, 1.0, 50.0]) == 1.0  # one slow outlier still does not move it
+
+
+def _host_bound_rounds(n: int, event_noise: float, device_noise: float, seed: int = 0) -> Rounds:
+    """A launch-bound pair: 15 us of GPU work each side, the reference's host takes 90 us to queue
+    it (host-bound), the events noisy as processes dispatch differently, the device times quiet."""
+    rng = random.Random(seed)
+    r = rounds(n, event_noise, ratio=1.2, seed=seed)
+    r.dev = {
+        "reference": [0.015 * (1 + rng.gauss(0, device_noise)) for _ in range(n)],
+        "kernel": [0.015 * (1 + rng.gauss(0, device_noise)) for _ in range(n)],
+    }
+    r.dispatch = {"reference": [0.09] * n, "kernel": [0.02] * n}
+    r.ref = [0.018 * x for x in r.ref]
+    r.ker = [0.015 * x for x in r.ker]
+    return r
+
+
+def test_a_host_bound_pair_stops_when_its_device_times_are_narrow():
+    # Its KernelBench interval is widened to what another process reads anyway: rounds that narrow
+    # it only hold the GPU.
+    assert narrow_enough(_host_bound_rounds(6, 0.3, 0.002), target=0.01, floor=6)
+    assert not narrow_enough(_host_bound_rounds(6, 0.3, 0.05), target=0.01, floor=6)
+    assert not narrow_enough(_host_bound_rounds(5, 0.3, 0.002), target=0.01, floor=6)  # the floor holds
+
+
+def test_a_pair_that_is_not_host_bound_is_judged_on_its_timed_calls():
+    r = _host_bound_rounds(6, 0.3, 0.002)
+    r.dispatch = {"reference": [0.02] * 6, "kernel": [0.02] * 6}  # queued well within the slack
+    assert not narrow_enough(r, target=0.01, floor=6)

@@ -3,6 +3,8 @@ H200's launch-bound problems (shared/findings/host-bound-timing.md)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from evaluation import EvaluationResult
@@ -56,3 +58,26 @@ def test_a_kernel_that_works_on_the_host_gets_no_device_figure():
     disp = {"reference": [0.03] * 6, "kernel": [5.0] * 6}
     report(res, dev, disp, [2.5] * 6, [5.0] * 6, seed=1)
     assert res.device["speedup"] is None and "off the GPU" in res.device["withheld"]
+
+
+def test_two_reference_processes_that_differ_widen_the_device_interval_by_as_much():
+    res = _result(1.77, (1.75, 1.79))
+    dev = {"reference": [2.70] * 6, "reference2": [2.78] * 6, "kernel": [1.53] * 6}
+    disp = {"reference": [0.03] * 6, "reference2": [0.03] * 6, "kernel": [0.02] * 6}
+    report(res, dev, disp, [2.705] * 6, [1.54] * 6, seed=1)
+    term = res.device["process_term"]
+    assert term == pytest.approx(2 * math.log(2.78 / 2.70))
+    lo, hi = res.device["speedup_interval"]
+    assert hi / lo > (1 + term) / (1 - term) * 0.999
+    assert res.device["process_ms"] == pytest.approx({"reference": 2.70, "reference2": 2.78, "kernel": 1.53})
+
+
+def test_a_host_bound_pair_has_a_device_interval_as_wide_as_processes_were_seen_to_differ():
+    # L2 14's reference against itself read 0.957 and 1.002 in two evaluations on the H200: each
+    # interval covers the other's figure.
+    res = _result(1.0, (0.9, 1.1))
+    dev = {"reference": [0.01462] * 6, "reference2": [0.01462] * 6, "kernel": [0.01528] * 6}
+    disp = {"reference": [0.118] * 6, "reference2": [0.118] * 6, "kernel": [0.097] * 6}
+    report(res, dev, disp, [0.03] * 6, [0.03] * 6, seed=1)
+    lo, hi = res.device["speedup_interval"]
+    assert lo <= 0.957 and hi >= 1.002

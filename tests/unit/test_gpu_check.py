@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.gpu_check import agree, builds_from_log, summary
+from benchmarks.gpu_check import agree, builds_from_log, device_agreement, summary
 
 
 def _m(status="correct", speedup=2.0, interval=(1.9, 2.1), notes=()):
@@ -48,3 +48,20 @@ def test_only_cuda_builds_that_compiled_are_counted():
     assert [b["seconds"] for b in builds] == [41.0]
     s = summary([{"measurements": [_m(), _m(speedup=2.01)]}], None, [], builds)
     assert s["repeat_within_2pct"] == 1.0 and s["shared_headers_share"] == 1.0 and s["cuda_build_median_s"] == 41.0
+
+
+def _dev(speedup, interval):
+    m = _m()
+    m["device"] = {"speedup": speedup, "speedup_interval": list(interval)}
+    return m
+
+
+def test_device_figures_agree_by_their_gap_and_their_intervals():
+    twice = [
+        {"measurements": [_dev(1.175, (1.10, 1.25)), _dev(1.223, (1.15, 1.30))]},  # 4.1 % apart, covered
+        {"measurements": [_dev(40.12, (40.0, 40.2)), _dev(40.08, (40.0, 40.2))]},  # 0.1 % apart
+        {"measurements": [_dev(2.0, (1.99, 2.01)), _dev(2.2, (2.19, 2.21))]},  # 10 % apart, not covered
+    ]
+    got = device_agreement(twice)
+    assert got["n"] == 3 and got["within_2pct"] == 0.333 and got["within_5pct"] == 0.667
+    assert got["intervals_cover"] == 0.667 and got["largest_gap"] == 0.1

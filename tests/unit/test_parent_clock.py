@@ -107,3 +107,25 @@ def test_a_kernel_that_replaced_the_clock_keeps_none_of_its_figures_however_nois
         timing._check_parent_clock(pair, rounds)
         assert all(k > 0.09 for k in rounds.ker), (device, rounds.ker)  # reported 0.02
         assert [n["code"] for n in pair.res.notes] == ["timing_from_parent_clock"], device
+
+
+def test_the_gpu_allowance_does_not_grow_with_what_the_kernel_reports():
+    # GPU rounds carry about 0.5 ms of bookkeeping per call (flush, wait, sync). The same 0.25 ms
+    # hidden per call is caught whether the kernel reports 0.05 ms or 50 ms (the former GPU rule
+    # allowed half the reported time, so the 50 ms report hid it unseen).
+    for reported in (0.05, 50.0):
+        pair, rounds = _pair("cuda"), _rounds(reported, reported + 0.25, over_ms=0.5)
+        timing._check_parent_clock(pair, rounds)
+        assert "timing_mismatch" in codes(pair), reported
+        assert all(k >= reported + 0.24 for k in rounds.ker), (reported, rounds.ker)
+
+
+def test_the_gpu_excess_of_honest_kernels_measured_on_the_h200_is_allowed():
+    # The largest excesses of run 6 of the GPU acceptance check: L2 26 (0.131 ms over a 1.61 ms
+    # overhead) and L3 1 (0.106 ms over 0.504 ms).
+    for over_ms, excess in ((1.61, 0.131), (0.504, 0.106)):
+        rounds = _rounds(0.2, 0.2, over_ms=over_ms)
+        rounds.ker_over = [o + excess for o in rounds.ker_over]
+        pair = _pair("cuda")
+        timing._check_parent_clock(pair, rounds)
+        assert not codes(pair) and rounds.ker == [0.2] * 8, (over_ms, pair.res.flags)
