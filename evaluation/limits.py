@@ -142,7 +142,9 @@ class FolderMeter:
     """What a process tree keeps in its work folder (its ``HOME`` and working directory, in /dev/shm
     when that is the work root: memory that no process's memory counts), in kB: the files below it,
     walked without following links (a folder mounted over, another file system, is not this one's),
-    and the files there its processes hold open after unlinking them (by descriptor), each inode once.
+    the files there its processes hold open after unlinking them (by descriptor), and the anonymous
+    memory files they hold (``memfd_create``: memory in no folder, and in no process's resident set
+    until it is mapped and touched), each inode once.
 
     At most ``max_entries`` entries and descriptors are looked at (``entries`` says how many were
     seen; beyond the cap the tree holds too many files). A walk costs a system call per entry: it is
@@ -168,14 +170,14 @@ class FolderMeter:
             device = os.lstat(self.folder).st_dev
         except OSError:
             return self.kb, self.entries
-        seen: set[int] = set()
+        seen: set[tuple[int, int]] = set()
         self.kb, self.entries = self._walk(device, seen)
         self.kb += self._unlinked_open(pids, device, seen)
         cost = time.monotonic() - started
         self.next_measure_at = time.monotonic() + max(self.MIN_INTERVAL_S, self.COST_FACTOR * cost)
         return self.kb, self.entries
 
-    def _walk(self, device: int, seen: set[int]) -> tuple[int, int]:
+    def _walk(self, device: int, seen: set[tuple[int, int]]) -> tuple[int, int]:
         kb, entries, todo = 0, 0, [self.folder]
         while todo and entries <= self.max_entries:
             try:
@@ -186,9 +188,9 @@ class FolderMeter:
                             st = entry.stat(follow_symlinks=False)
                         except OSError:
                             continue
-                        if st.st_dev != device or st.st_ino in seen:
+                        if st.st_dev != device or (st.st_dev, st.st_ino) in seen:
                             continue
-                        seen.add(st.st_ino)
+                        seen.add((st.st_dev, st.st_ino))
                         kb += st.st_blocks // 2
                         if stat.S_ISDIR(st.st_mode):
                             todo.append(entry.path)
@@ -196,7 +198,7 @@ class FolderMeter:
                 continue
         return kb, entries
 
-    def _unlinked_open(self, pids: list[int], device: int, seen: set[int]) -> int:
+    def _unlinked_open(self, pids: list[int], device: int, seen: set[tuple[int, int]]) -> int:
         kb = 0
         for pid in pids:
             try:
@@ -211,10 +213,19 @@ class FolderMeter:
                     st = os.stat(f"/proc/{pid}/fd/{fd}")
                 except OSError:
                     continue
-                if st.st_nlink == 0 and stat.S_ISREG(st.st_mode) and st.st_dev == device and st.st_ino not in seen:
-                    seen.add(st.st_ino)
+                key = (st.st_dev, st.st_ino)
+                if st.st_nlink == 0 and stat.S_ISREG(st.st_mode) and key not in seen and (
+                        st.st_dev == device or _is_memfd(f"/proc/{pid}/fd/{fd}")):
+                    seen.add(key)
                     kb += st.st_blocks // 2
         return kb
+
+
+def _is_memfd(fd_path: str) -> bool:
+    try:
+        return os.readlink(fd_path).startswith("/memfd:")
+    except OSError:
+        return False
 
 
 def process_table() -> tuple[dict[int, list[int]], dict[int, int]]:

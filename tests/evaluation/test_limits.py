@@ -223,6 +223,32 @@ def test_the_kernels_work_folder_counts_against_its_memory(unlink):
     assert "exceeded the memory limit" in res.error and "files in its work folder" in res.error, res.error
 
 
+#: Anonymous memory files (memfd_create), each below the file size limit, written and never mapped:
+#: memory in no folder and in no resident set; at most 1.2 GB in all.
+FILL_MEMFD = """
+import os
+import torch.nn as nn
+
+_KEPT = []
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        for i in range(60):  # 20 MB a file
+            fd = os.memfd_create(f"kb-{i}")
+            os.write(fd, b"x" * (20 * 2**20))
+            _KEPT.append(fd)
+        raise RuntimeError("WROTE 1200 MB")
+"""
+
+
+def test_the_kernels_memory_files_count_against_its_memory():
+    res = run(ADD_ONE, FILL_MEMFD, memory_limit_mb=900, file_size_limit_mb=64, correctness_trials=1, timing_trials=0)
+    # Before: nothing counted them ("WROTE 1200 MB").
+    assert res.status == "crashed", (res.status, res.error, res.log[-1000:])
+    assert "exceeded the memory limit" in res.error and "memory files" in res.error, res.error
+
+
 def test_the_folder_meter_counts_files_below_and_unlinked_ones_held_open(tmp_path):
     from evaluation.limits import FolderMeter
 
@@ -232,10 +258,13 @@ def test_the_folder_meter_counts_files_below_and_unlinked_ones_held_open(tmp_pat
     held.write(b"y" * 2**20)
     held.flush()
     os.unlink(tmp_path / "b")
+    memfd = os.memfd_create("kb-meter")
+    os.write(memfd, b"z" * 2**20)
     try:
         kb, entries = FolderMeter(str(tmp_path)).measure([os.getpid()])
-        assert kb >= 2 * 1024 and entries >= 2
+        assert kb >= 3 * 1024 and entries >= 2
         few = FolderMeter(str(tmp_path), max_entries=1)
         assert few.measure([os.getpid()])[1] > 1  # past its cap: too many files
     finally:
         held.close()
+        os.close(memfd)
