@@ -221,6 +221,15 @@ def gpu_busy(csv_path: Path, start: float, end: float) -> float | None:
     return busy / total if total else None
 
 
+def _pass_busy(util_csv: Path | None, ms: list[dict[str, Any]]) -> float | None:
+    starts = [m["started_at"] for m in ms if m["started_at"]]
+    ends = [m["finished_at"] for m in ms if m["finished_at"]]
+    if not (util_csv and util_csv.exists() and starts and ends):
+        return None
+    busy = gpu_busy(util_csv, min(starts), max(ends))
+    return round(busy, 3) if busy is not None else None
+
+
 def builds_from_log(text: str) -> list[dict[str, Any]]:
     """The look-ahead builder's outcomes (``prebuild: built {json}`` lines of the worker's log) that
     compiled CUDA (a ``.cu`` file), not those found built."""
@@ -276,6 +285,10 @@ def summary(
         "exploit_flags_on_clean": sum(len(set(m["flags"]) & EXPLOIT_FLAGS) for m in clean),
         "instruments_share": _share(instr, gpu_held),
         "gpu_busy": gpu_busy(util_csv, min(starts), max(ends)) if util_csv and util_csv.exists() and starts else None,
+        # Each pass apart too: the first holds the cold builds' wait, the second the GPU's own pace.
+        "gpu_busy_by_pass": [
+            _pass_busy(util_csv, [r["measurements"][i] for r in table if len(r["measurements"]) > i]) for i in (0, 1)
+        ],
         "kernels_per_min": _rate(ms),
         # Each pass apart: the first waits for cold builds, the second finds them built.
         "kernels_per_min_by_pass": [
