@@ -200,7 +200,7 @@ def test_a_failed_rescoring_after_commit_keeps_the_write_and_the_mark(world, mon
     with transaction.atomic():
         kernel = world.kernel(world.problems[0], speedup=2.5)
     assert Kernel.objects.filter(pk=kernel.pk).exists()  # the write stands
-    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # the next read re-scores it
+    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # the re-scorer (or the run's next write) re-scores it
     monkeypatch.undo()
     assert RunScore.objects.filter(run=world.run, level=1).exists() is False
     run_rescorer()

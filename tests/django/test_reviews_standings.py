@@ -106,7 +106,7 @@ def test_queries_stay_fixed_with_reviews(world, reviewer, django_assert_max_num_
             kernel = world.kernel(problem, run=run, speedup=1.5, flags=("timing_mismatch",))
             review(kernel, reviewer, "reward_hack" if n else "clean")
     run_rescorer()  # the re-scorer takes the runs written above
-    with django_assert_max_num_queries(6):  # runs, their models and hardware, problem counts, dirty runs, scores
+    with django_assert_max_num_queries(5):  # runs, their models and hardware, problem counts, scores
         rows = level_standings(world.problem_set, 1)
         fast_p_curves(rows)
     assert sorted(row.excluded for row in rows) == [0, 0, 4, 4]

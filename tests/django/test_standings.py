@@ -103,7 +103,7 @@ def test_queries_do_not_grow_with_rows(setup, django_assert_max_num_queries):
         for problem in problems:
             add_kernel(extra, problem, speedup=1.5)
     run_rescorer()  # the re-scorer takes the runs written above
-    with django_assert_max_num_queries(6):  # runs, their models and hardware, problem counts, dirty runs, scores
+    with django_assert_max_num_queries(5):  # runs, their models and hardware, problem counts, scores
         rows = level_standings(problem_set, 1)
         curves = fast_p_curves(rows)
     assert len(rows) == 4 and len(curves) == 4
