@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.db import transaction
 from django.utils import timezone
 
-from leaderboard.models import DirtyRun, Evaluation, Kernel, LanguageModel, ProblemStats, Review, Run, RunScore
+from leaderboard.models import DirtyRun, Kernel, LanguageModel, ProblemStats, Review, Run, RunScore
 from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.rows import level_standings, live_level_standings
 from leaderboard.reads.board.scoring import RULE_BEST, RULE_SAMPLE0
@@ -182,10 +182,10 @@ def test_an_evaluation_finishing_in_the_worker_rescores_its_run_after_commit(wor
 
     kernel = Kernel.objects.create(run=world.run, problem=world.problems[0], source="class ModelNew: pass")
     evaluation = kernel.evaluations.create(hardware=world.hardware)  # queued
-    with transaction.atomic():  # what store_result does: save the verdict, point the kernel at it
-        Evaluation.objects.filter(pk=evaluation.pk).update(
-            state="done", status="correct", compiled=True, correct=True, speedup=2.0
-        )
+    with transaction.atomic():  # as store_result: save the verdict (its signal marks), point the kernel at it
+        evaluation.state, evaluation.status, evaluation.compiled = "done", "correct", True
+        evaluation.correct, evaluation.speedup = True, 2.0
+        evaluation.save()
         refresh_latest_evaluation(kernel.pk)
     stored = RunScore.objects.get(run=world.run, level=1, with_excluded=False)
     assert stored.s0_correct == 1 and not DirtyRun.objects.exists()

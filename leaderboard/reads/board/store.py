@@ -325,11 +325,6 @@ def _dirty():
     return DirtyRun.objects.filter(failed_at__isnull=True)  # set-aside runs wait for a write or a rebuild
 
 
-def mark_kernels(kernel_ids: Iterable[int]) -> None:
-    """Re-score the problems of these kernels in their runs (review, report and flag writes)."""
-    mark_problems(Kernel.objects.filter(pk__in=list(kernel_ids)).order_by().values_list("run_id", "problem_id"))
-
-
 def refresh_kernel_states(kernel_ids: Iterable[int]) -> None:
     """Store the review state of these kernels now (in the current transaction): the queue reads it."""
     _store_kernel_states(kernel_rows(Kernel.objects.filter(pk__in=list(kernel_ids)), with_stored=True))
