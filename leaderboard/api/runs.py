@@ -35,7 +35,6 @@ from leaderboard.ingest.run_import import (
 )
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import Origin, Precision, Run
-from leaderboard.reads.board import store as board_store
 from leaderboard.reviews.services import A_MAKER, run_maker
 from problems.models import Hardware, ProblemSet
 
@@ -211,7 +210,6 @@ class RunViewSet(ReadOnly):
         return run_upload_max_bytes() if self.action == "import_run" else settings.API_BODY_MAX_BYTES
 
     def get_queryset(self):
-        board_store.refresh_unattended()  # kernel counts are stored by the boards' read model
         runs = (
             Run.objects.select_related("model", "problem_set", "hardware", "rules", "created_by")
             .annotate(kernel_count=F("n_kernels"))  # stored by the boards' read model

@@ -44,7 +44,6 @@ from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS, speedup_problem
 from leaderboard.evaluations.clock import db_now
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for
 from leaderboard.models import Evaluation, Kernel, Origin
-from leaderboard.reads.board import store as board_store
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +331,11 @@ def _stage_seconds(ev: Evaluation, data: dict[str, Any], worker_stages: dict[str
 def refresh_latest_evaluation(kernel_id: int) -> None:
     """Point the kernel at the evaluation rankings should use: the newest finished one on its run's
     hardware (any hardware if none there yet), one measured here before any imported claim. Newest
-    by request time, so a slow old evaluation finishing late does not hide a newer one."""
+    by request time, so a slow old evaluation finishing late does not hide a newer one.
+
+    Called in the transaction that saved a finished evaluation of the kernel: that save's signal
+    marked the kernel's problem for the boards' re-scorer (leaderboard/reads/board/signals.py), and
+    one mark covers the repointing too, since the re-scoring reads the kernel after the commit."""
     run_hardware = (
         Kernel.objects.filter(pk=kernel_id).order_by().values("run__hardware_id")[:1]
     )  # one row: no join to order it
@@ -349,7 +352,6 @@ def refresh_latest_evaluation(kernel_id: int) -> None:
         .first()
     )
     Kernel.objects.filter(pk=kernel_id).update(latest_evaluation_id=newest)
-    board_store.mark_kernels([kernel_id])  # an update() sends no signal: mark its run for the re-scorer
 
 
 # --- giving an attempt up ----------------------------------------------------------------------

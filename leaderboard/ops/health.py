@@ -84,16 +84,17 @@ def evaluation_hosts() -> dict:
 
 
 def boards() -> dict:
-    """Runs set aside because they fail to score: the boards serve their last stored scores. And,
-    where the site runs the background re-scorer (BOARD_RESCORER), how long the oldest mark has
-    waited for it: longer than RESCORER_LATE_S, it is not running (reads make up for it, slower)."""
+    """Runs set aside because they fail to score: the boards serve their last stored scores. And how
+    long the oldest mark has waited for its re-scoring: longer than RESCORER_LATE_S, nothing is
+    re-scoring it (the re-scorer is not running, or a writer's own re-scoring after its commit
+    failed, where none runs), and pages keep serving the stored rows, since reads never re-score."""
     try:
         aside = board_store.set_aside_runs()
         waiting = board_store.oldest_mark_seconds()
     except Exception as exc:  # noqa: BLE001 - the database check reports the database
         return {"ok": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
     shown = [{"run": row.run_id, "at": row.failed_at.isoformat(), "error": row.error[:300]} for row in aside[:20]]
-    late = settings.BOARD_RESCORER and waiting > RESCORER_LATE_S
+    late = waiting > RESCORER_LATE_S
     return {
         "ok": not aside and not late, "runs_set_aside": len(aside), "set_aside": shown,
         "oldest_mark_waiting_s": round(waiting, 1),

@@ -66,7 +66,7 @@ def sweep(start: int = 0, budget: float = SWEEP_BUDGET_SECONDS, rebuild_stale: b
     """Keep the standard boards built, from the `start`-th on, for at most `budget` seconds (at least
     one board); where the next sweep starts. Without `rebuild_stale` (a re-scorer behind on its
     marks), only the boards with no kept build are built."""
-    featured.featured_problem_set()
+    featured.keep_featured_if_missing()
     paths = standard_paths()
     deadline = time.monotonic() + budget
     with served.keeping(rebuild_stale):

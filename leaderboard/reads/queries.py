@@ -160,7 +160,6 @@ def model_level_scores(model: LanguageModel, runs: list[Run]) -> dict[int, dict[
 
     Read from the same stored scores as the leaderboard (so the numbers are the leaderboard's),
     for these runs only: three queries, whatever the number of runs on the site."""
-    board_store.refresh_unattended()
     counts: dict[int, dict[int, int]] = defaultdict(dict)
     problems = Problem.objects.filter(problem_set_id__in={run.problem_set_id for run in runs})
     for row in problems.values("problem_set_id", "level").annotate(n=Count("id")).order_by():
@@ -297,7 +296,6 @@ def kernels_ranked(problem: Problem) -> QuerySet[Kernel]:
     else imported, else published; a kernel that fails here ranks with the failed), then by status.
     Sorted by stored state (index kernel_problem_rank_idx), so the review annotations are computed
     for the page's rows only."""
-    board_store.refresh_unattended()
     return (
         Kernel.objects.filter(problem=problem)
         .annotate(is_excluded=F("review_excluded"), latest_verdict=F("review_verdict"))
@@ -317,7 +315,6 @@ def problem_speedups(problem: Problem) -> list[tuple[int, str, bool, float, bool
     """(kernel id, model name, demo, speedup, published) of the kernels of `problem` that count in
     rankings (not excluded by a reviewer) and have a speedup they rank by, fastest first;
     `published` where that speedup is a published figure, not one measured or imported here."""
-    board_store.refresh_unattended()
     rows = (
         Kernel.objects.filter(problem=problem, ranked_speedup__isnull=False)
         .counted()
@@ -352,7 +349,6 @@ def sibling_kernels(kernel: Kernel) -> list[Sibling]:
     """The other kernels of the same problem, fastest first: plain values, not model instances (the
     list holds up to CHART_POINTS of them, and making 500 kernels with their runs, models and
     evaluations took most of the page's time)."""
-    board_store.refresh_unattended()
     rows = (
         Kernel.objects.filter(problem_id=kernel.problem_id)
         .exclude(pk=kernel.pk)
@@ -393,7 +389,6 @@ def _count_of(model, field: str) -> Coalesce:
 
 def problems_list(problem_set: ProblemSet | None = None, level: int | None = None) -> QuerySet[Problem]:
     # Kernel counts are stored (ProblemStats, kept by the boards' read model): no count over every kernel.
-    board_store.refresh_unattended()
     problems = (
         Problem.objects.select_related("problem_set")
         .defer("source")

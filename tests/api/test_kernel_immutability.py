@@ -8,8 +8,8 @@ import pytest
 
 from leaderboard.evaluations.attempts import claim, store_result
 from leaderboard.models import Evaluation, ImmutableSourceError, Kernel, Review, Run, RunScore
-from leaderboard.reads.board import store as board_store
 from leaderboard.reviews.services import record_verdict
+from tests.rescoring import run_rescorer
 
 from .conftest import KERNEL
 
@@ -32,7 +32,7 @@ def measure_correct(evaluation: Evaluation) -> None:
 
 
 def board_rows(run: Run) -> list[tuple]:
-    board_store.refresh_dirty()
+    run_rescorer()
     return list(run.scores.order_by("level", "with_excluded").values_list("level", "s0_correct", "s0_speedups"))
 
 

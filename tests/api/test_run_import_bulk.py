@@ -15,6 +15,7 @@ from leaderboard.models import DirtyRun, Evaluation, Kernel, ProblemStats, Run, 
 from leaderboard.reads.board import store as board_store
 from problems.importing import CREATED, UNCHANGED, UPDATED
 from problems.models import Baseline, Problem, ProblemSet, source_sha256
+from tests.rescoring import run_rescorer
 
 from .conftest import KERNEL
 
@@ -88,7 +89,7 @@ def test_a_bulk_import_stores_what_a_full_rebuild_computes(big_set, hardware, in
     result = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS), user=ingestor)
     assert result.kernels.counts[CREATED] == PROBLEMS and result.evaluations.counts[CREATED] == PROBLEMS
     assert DirtyRun.objects.filter(run_id=result.run.pk).exists()  # marked in the transaction
-    board_store.refresh_dirty()  # what the after-commit hook (or the next reader) does
+    run_rescorer()  # what the after-commit hook (or the background re-scorer) does
     after_import = stored_state()
     board_store.rebuild_all()
     assert stored_state() == after_import
@@ -113,7 +114,7 @@ def test_changed_results_add_evaluations_in_bulk_and_a_same_import_marks_nothing
     assert first_evaluations < set(Evaluation.objects.values_list("pk", flat=True))
     latest = Evaluation.objects.filter(pk__in=Kernel.objects.values("latest_evaluation"))
     assert set(latest.exclude(speedup=None).values_list("speedup", flat=True)) == {5.0}
-    board_store.refresh_dirty()
+    run_rescorer()
     assert board_store.verify_all() == []
     again = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, runtime=2.0))
     assert again.kernels.changed == 0 and again.evaluations.changed == 0
@@ -128,7 +129,7 @@ def test_a_changed_source_is_a_new_run_in_bulk(big_set, hardware):
     assert changed.kernels.counts[CREATED] == PROBLEMS and "never changes" in changed.warnings[0]
     assert list(first.run.kernels.order_by("pk").values_list("pk", "source_hash", "latest_evaluation")) == before
     assert set(changed.run.kernels.values_list("source_hash", flat=True)) == {source_sha256(KERNEL + "# v2\n")}
-    board_store.refresh_dirty()
+    run_rescorer()
     assert board_store.verify_all() == []
     again = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, source=KERNEL + "# v2\n"))
     assert again.run == changed.run and again.kernels.changed == 0

@@ -24,6 +24,7 @@ from leaderboard.reads.board import params as board_query
 from leaderboard.reads.board.params import read_level_board
 from leaderboard.reads.board.rows import board_rows
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 
@@ -46,6 +47,7 @@ def builds(client, target, attribute: str, urls: list[str]) -> int:
 
 def test_junk_parameters_hit_the_level_boards_one_entry(client, world):
     world.kernel(world.problems[0], speedup=2.5)
+    run_rescorer()
     urls = ["/levels/1/", "/levels/1/?junk=1", "/levels/1/?junk=2&utm_source=x", "/levels/1/?cb=123456"]
     assert builds(client, board_page, "_build", urls) == 1
     html = client.get("/levels/1/?junk=evil-marker").content.decode()
@@ -54,6 +56,7 @@ def test_junk_parameters_hit_the_level_boards_one_entry(client, world):
 
 def test_values_that_select_the_same_board_share_an_entry(client, world):
     world.kernel(world.problems[0], speedup=2.5)
+    run_rescorer()
     same_p = ["/levels/1/?p=1.5", "/levels/1/?p=1.50&junk=1", "/levels/1/?p=%201.5%20"]
     assert builds(client, board_page, "_build", same_p) == 1
     unknown = ["/levels/1/?origin=nonsense", "/levels/1/?origin=other", "/levels/1/", "/levels/1/?hardware=nowhere"]
@@ -64,6 +67,7 @@ def test_values_that_select_the_same_board_share_an_entry(client, world):
 
 def test_junk_parameters_hit_the_overview_and_the_api_boards_one_entry(client, world):
     world.kernel(world.problems[0], speedup=2.5)
+    run_rescorer()
     assert builds(client, views, "_overview", ["/", "/?junk=1", "/?x=y&z=w"]) == 1
     api = ["/api/v1/leaderboard/?level=1", "/api/v1/leaderboard/?level=1&junk=1", "/api/v1/leaderboard/?junk=2&level=1"]
     assert builds(client, LeaderboardView, "_page", api) == 1
@@ -125,6 +129,7 @@ def test_the_canonical_query_selects_the_same_board_and_is_its_own_canonical_for
 def test_page_numbers_are_clamped_to_the_pages_the_level_board_has(client, world):
     world.kernel(world.problems[0], speedup=2.5)
     world.kernel(world.problems[0], run=world.new_run(LanguageModel.objects.create(name="Other")), speedup=0.5)
+    run_rescorer()
     with mock.patch.object(board_query, "PER_PAGE", 1):  # two runs: two pages
         first = ["/levels/1/", "/levels/1/?page=1", "/levels/1/?page=01", "/levels/1/?page=0", "/levels/1/?page=-4"]
         assert builds(client, board_page, "_build", first) == 1
@@ -134,6 +139,7 @@ def test_page_numbers_are_clamped_to_the_pages_the_level_board_has(client, world
 
 def test_the_grid_is_kept_under_its_sets_slug(client, world):
     world.kernel(world.problems[0], speedup=2.5)
+    run_rescorer()
     named = ["/levels/1/grid/?set=s", "/levels/1/grid/?set=S", "/levels/1/grid/?set=%20s%20"]
     assert builds(client, board_page, "_grid", named) == 1
     unknown = ["/levels/1/grid/", "/levels/1/grid/?set=nope", "/levels/1/grid/?set=other"]
@@ -142,6 +148,7 @@ def test_the_grid_is_kept_under_its_sets_slug(client, world):
 
 def test_the_api_boards_parameters_are_spelled_one_way(client, world):
     world.kernel(world.problems[0], speedup=2.5)
+    run_rescorer()
     same = [
         "/api/v1/leaderboard/?level=1&set=s",
         "/api/v1/leaderboard/?level=01&set=S&page=01&page_size=050",
@@ -182,7 +189,7 @@ def test_the_boards_catalogue_of_choices_is_kept_and_renewed_by_a_write(client):
     from tests.pagekit import make_run, make_set
 
     make_run(make_set("KernelBench v0.1", levels=(1,)))
-    client.get("/levels/1/")  # re-scores the run written above: the set's version moves
+    run_rescorer()  # the set's version moves
     client.get("/levels/1/")
     with CaptureQueriesContext(connection) as kept:
         assert client.get("/levels/1/?hardware=b200").status_code == 200
@@ -205,7 +212,7 @@ def test_a_catalogue_write_shows_whichever_process_made_it():
 
     make_run(make_set("KernelBench v0.1", levels=(1,)))
     hardware = Hardware.objects.get()
-    assert [h.name for h in catalogue.hardware_list()] == [hardware.name]
+    assert [h.name for h in catalogue.choices()[1]] == [hardware.name]
     Hardware.objects.filter(pk=hardware.pk).update(name="Renamed elsewhere")  # no signal, no cache here
     BoardVersion.objects.update(updated_at=Now())  # what that process's bump_all_versions wrote
-    assert [h.name for h in catalogue.hardware_list()] == ["Renamed elsewhere"]
+    assert [h.name for h in catalogue.choices()[1]] == ["Renamed elsewhere"]

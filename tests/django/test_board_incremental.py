@@ -17,6 +17,7 @@ from leaderboard.reads.board import store as board_store
 from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
 from tests.django.test_board_read_model import VERDICTS, random_kernel, random_world
 from tests.django.test_board_rebuild import read_model
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 
@@ -36,13 +37,13 @@ def rows_read() -> tuple[mock._patch, list[int]]:
 
 def test_a_result_reads_only_its_problems_kernels(world):
     kernels = [world.kernel(problem, sample=sample) for problem in world.problems for sample in range(3)]
-    board_store.refresh_dirty()
+    run_rescorer()
     spy, sizes = rows_read()
     world.evaluate(kernels[4], correct=True, speedup=3.25)  # problem 2, sample 1
     assert DirtyRun.objects.get(run_id=world.run.pk).whole is False
     assert list(DirtyProblem.objects.values_list("problem_id", flat=True)) == [world.problems[1].pk]
     with spy:
-        assert board_store.refresh_dirty() == 1
+        assert run_rescorer() == 1
     assert sizes == [3]  # the problem's three kernels, not the run's twelve
     assert not DirtyRun.objects.exists() and not DirtyProblem.objects.exists()
     assert board_store.verify_all() == []
@@ -52,7 +53,7 @@ def test_a_result_reads_only_its_problems_kernels(world):
 def test_a_write_that_names_no_problem_rescores_the_whole_run(world):
     for problem in world.problems:
         world.kernel(problem)
-    board_store.refresh_dirty()
+    run_rescorer()
     with transaction.atomic():
         board_store.mark_problems([(world.run.pk, world.problems[0].pk)])
         board_store.mark_runs([world.run.pk])  # an import, say: the whole run
@@ -60,7 +61,7 @@ def test_a_write_that_names_no_problem_rescores_the_whole_run(world):
     assert DirtyRun.objects.get(run_id=world.run.pk).whole is True
     spy, sizes = rows_read()
     with spy:
-        board_store.refresh_dirty()
+        run_rescorer()
     assert sizes == [4]
     assert not DirtyProblem.objects.exists()
 
@@ -69,14 +70,14 @@ def test_rows_stored_in_the_older_form_are_rescored_whole(world):
     """Rows written before the entries carried what a fold needs (four fields) are never folded:
     their run is re-scored whole (the migration also marks every run)."""
     kernels = [world.kernel(problem) for problem in world.problems]
-    board_store.refresh_dirty()
+    run_rescorer()
     for row in RunScore.objects.all():
         row.problems = {pid: entry[:4] for pid, entry in row.problems.items()}
         row.save(update_fields=["problems"])
     world.evaluate(kernels[0], correct=False)
     spy, sizes = rows_read()
     with spy:
-        board_store.refresh_dirty()
+        run_rescorer()
     assert sizes == [4]  # nothing to fold into: the whole run instead
     assert all(len(entry) == scoring.ENTRY_LENGTH for row in RunScore.objects.all() for entry in row.problems.values())
     assert board_store.verify_all() == []
@@ -131,8 +132,8 @@ def test_folded_rows_equal_a_whole_rescoring_through_any_writes(world, reviewer,
         for step in range(60):
             random_write(world, rng, reviewer, visitor, kernels)
             if step % 3 == 2:  # sometimes several writes wait for one re-scoring
-                board_store.refresh_dirty()
-        board_store.refresh_dirty()
+                run_rescorer()
+        run_rescorer()
     assert sum(folds) >= 15  # most writes were folded, not re-scored whole
     incremental = read_model()
     board_store.rebuild_all()

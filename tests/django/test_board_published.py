@@ -14,6 +14,7 @@ from leaderboard.models import Kernel, Origin, Run
 from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.rows import PUBLISHED, level_standings
 from tests.pagekit import REFERENCE, evaluate, make_hardware, make_model, make_run, make_set, plain_static  # noqa: F401
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 KERNEL = REFERENCE.replace("class Model(", "class ModelNew(")
@@ -42,7 +43,7 @@ def field():
     problem_set = make_set("Field", levels=(1, 1, 1))
     listed = published_run(problem_set, [13.2, 2.0, 0.5])
     measured = make_run(problem_set, [1.8, 0.9, None], model=make_model("measured-model"))
-    board_store.refresh_dirty()
+    run_rescorer()
     return problem_set, listed, measured
 
 
@@ -70,7 +71,7 @@ def test_once_measured_a_row_ranks_by_the_measured_figure_with_the_published_bes
     problem_set, listed, measured = field
     for kernel, speedup in zip(listed.kernels.order_by("problem__number"), [1.2, None, None], strict=True):
         evaluate(kernel, speedup)  # measured here: 1 of 3 correct and faster, two fail
-    board_store.refresh_dirty()
+    run_rescorer()
     rows = level_standings(problem_set, 1)
     first = next(row for row in rows if row.run.pk == listed.pk)
     assert first.ranked_by == "measured" and first.verified
@@ -132,7 +133,7 @@ def test_the_grid_shows_problems_by_best_kernels_with_marks(client, field):
     one, two, three = listed.kernels.order_by("problem__number")
     evaluate(two, None)  # published 2.0x, fails here
     evaluate(three, 0.5)  # published 0.5x, measured 0.5x (0.45-0.55): agrees
-    board_store.refresh_dirty()
+    run_rescorer()
     html = client.get(f"/levels/1/grid/?set={problem_set.slug}").content.decode()
     grid = html[html.index('id="level-grid"') :]
     first = grid[grid.index('data-problem="1"') : grid.index('data-problem="2"')]
@@ -152,7 +153,7 @@ def test_the_grid_marks_a_published_figure_outside_the_measured_interval(client,
     problem_set, listed, measured = field
     one = listed.kernels.get(problem__number=1)
     evaluate(one, 3.0)  # measured 2.7-3.3x against the published 13.2x
-    board_store.refresh_dirty()
+    run_rescorer()
     html = client.get(f"/levels/1/grid/?set={problem_set.slug}").content.decode()
     assert f'data-kernel="{one.pk}" data-mark="disagrees"' in html and "≠ disagrees" in html
 
@@ -163,7 +164,7 @@ def test_the_problem_page_ranks_kernels_by_speedup_measured_else_published(clien
     slow = published_run(problem_set, [1.1], name="aaa-first-by-name")  # published 1.1x
     failing = published_run(problem_set, [40.0], name="fails-here")  # published 40x, fails here
     evaluate(failing.kernels.get(), None)
-    board_store.refresh_dirty()
+    run_rescorer()
     html = client.get(problem.get_absolute_url()).content.decode()
     table = html[html.index('id="kernels-table"') :]
     order = [name for name in ("o1-preview", "measured-model", "aaa-first-by-name", "fails-here") if name in table]
@@ -178,7 +179,7 @@ def test_every_page_counts_measured_here_alike(client, field):
     overview = client.get("/").content.decode()
     assert "1 run of 1 model with kernels measured here, 1 of them fully" in overview
     evaluate(listed.kernels.order_by("problem__number").first(), 1.5)  # one kernel of the listed run measured
-    board_store.refresh_dirty()
+    run_rescorer()
     assert board_store.measured_here([listed.pk]) == {listed.pk: 1}
     assert "2 runs of 2 models with kernels measured here, 1 of them fully" in client.get("/").content.decode()
     assert "verified here" in client.get(listed.get_absolute_url()).content.decode()
@@ -212,7 +213,7 @@ def test_a_partly_measured_row_says_so_on_the_board_and_the_overview(client, fie
     problem_set, listed, measured = field
     measured.delete()  # only the published run: no row is fully measured
     evaluate(listed.kernels.order_by("problem__number").first(), 1.2)  # 1 of its 3 kernels measured here
-    board_store.refresh_dirty()
+    run_rescorer()
     html = client.get(f"/levels/1/?set={problem_set.slug}").content.decode()
     card = html[html.index('id="leader-measured"') : html.index('id="leader-published"')]
     assert "No row fully measured here yet: 1 row partly (1 of 3 kernels so far)" in card

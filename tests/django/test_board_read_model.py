@@ -12,11 +12,12 @@ from django.core.management import call_command
 from django.db import transaction
 from django.utils import timezone
 
-from leaderboard.models import DirtyRun, Evaluation, Kernel, LanguageModel, ProblemStats, Review, Run, RunScore
+from leaderboard.models import DirtyRun, Kernel, LanguageModel, ProblemStats, Review, Run, RunScore
 from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.rows import level_standings, live_level_standings
 from leaderboard.reads.board.scoring import RULE_BEST, RULE_SAMPLE0
 from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 
@@ -108,6 +109,7 @@ def counts_match() -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_read_model_gives_the_reference_boards(world, reviewer, visitor, seed):
     kernels = random_world(world, random.Random(seed), reviewer, visitor)
+    run_rescorer()
     assert boards(world.problem_set, level_standings) == boards(world.problem_set, live_level_standings)
     stored_states_match_the_rules()
     counts_match()
@@ -115,6 +117,7 @@ def test_the_read_model_gives_the_reference_boards(world, reviewer, visitor, see
     Review.objects.filter(pk__in=Review.objects.order_by("?").values("pk")[:3]).first().delete()
     kernels[0].delete()
     Run.objects.exclude(pk=world.run.pk).first().delete()
+    run_rescorer()
     assert boards(world.problem_set, level_standings) == boards(world.problem_set, live_level_standings)
     stored_states_match_the_rules()
     counts_match()
@@ -179,10 +182,10 @@ def test_an_evaluation_finishing_in_the_worker_rescores_its_run_after_commit(wor
 
     kernel = Kernel.objects.create(run=world.run, problem=world.problems[0], source="class ModelNew: pass")
     evaluation = kernel.evaluations.create(hardware=world.hardware)  # queued
-    with transaction.atomic():  # what store_result does: save the verdict, point the kernel at it
-        Evaluation.objects.filter(pk=evaluation.pk).update(
-            state="done", status="correct", compiled=True, correct=True, speedup=2.0
-        )
+    with transaction.atomic():  # as store_result: save the verdict (its signal marks), point the kernel at it
+        evaluation.state, evaluation.status, evaluation.compiled = "done", "correct", True
+        evaluation.correct, evaluation.speedup = True, 2.0
+        evaluation.save()
         refresh_latest_evaluation(kernel.pk)
     stored = RunScore.objects.get(run=world.run, level=1, with_excluded=False)
     assert stored.s0_correct == 1 and not DirtyRun.objects.exists()
@@ -197,8 +200,8 @@ def test_a_failed_rescoring_after_commit_keeps_the_write_and_the_mark(world, mon
     with transaction.atomic():
         kernel = world.kernel(world.problems[0], speedup=2.5)
     assert Kernel.objects.filter(pk=kernel.pk).exists()  # the write stands
-    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # the next read re-scores it
+    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # the re-scorer (or the run's next write) re-scores it
     monkeypatch.undo()
     assert RunScore.objects.filter(run=world.run, level=1).exists() is False
-    board_store.refresh_dirty()
+    run_rescorer()
     assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1

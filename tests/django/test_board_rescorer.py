@@ -1,8 +1,9 @@
 """Writes that scale, where the site runs the boards' background re-scorer (BOARD_RESCORER): a
 stored result costs its writer a few small queries and no re-scoring; the re-scorer
 (`manage.py refresh_boards`) takes the marked runs in batches and leaves the stored boards equal
-to a fresh computation; a mark it never takes is made up by the next read or board build. (Without
-it, each write re-scores its runs after commit: tests/django/test_board_read_model.py.) Runs on
+to a fresh computation; a mark it never takes stays, since reads never re-score
+(tests/django/test_reads_never_write.py). (Without it, each write re-scores its runs after commit:
+tests/django/test_board_read_model.py.) Runs on
 SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.rows import level_standings, live_level_standings
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
 from tests.django.test_board_read_model import boards, random_world
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +53,7 @@ def claimed(world, kernel: Kernel) -> attempts.Claim:
 @pytest.mark.django_db(transaction=True)  # committed for real: what runs after commit is counted too
 def test_storing_a_result_rescores_nothing_in_the_writer(world):
     kernels = [world.kernel(problem, sample=sample) for problem in world.problems for sample in range(3)]
-    board_store.refresh_dirty()
+    run_rescorer()
     claim = claimed(world, kernels[0])
     with CaptureQueriesContext(connection) as queries:
         assert attempts.store_result(claim, CORRECT)
@@ -65,7 +67,7 @@ def test_storing_a_result_rescores_nothing_in_the_writer(world):
 
 def test_the_rescorer_makes_the_stored_boards_equal_a_fresh_computation(world, reviewer, visitor):
     kernels = random_world(world, random.Random(11), reviewer, visitor)
-    board_store.refresh_dirty()
+    run_rescorer()
     for kernel in random.Random(3).sample(kernels, 12):
         assert attempts.store_result(claimed(world, kernel), CORRECT)
     marked = DirtyRun.objects.count()
@@ -89,13 +91,15 @@ def test_the_rescorer_loop_stops_when_told(world):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_page_read_leaves_fresh_marks_to_the_rescorer_and_makes_up_lost_ones(world):
+def test_a_board_read_leaves_fresh_and_lost_marks_alike_to_the_rescorer(world):
     world.kernel(world.problems[0], speedup=2.0)  # committed: its run is marked
-    assert board_store.refresh_unattended() == 0  # the re-scorer takes it within a poll
+    level_standings(world.problem_set, 1)
     assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
     lost = timezone.now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS + 1)
     DirtyRun.objects.update(marked_at=lost)  # the re-scorer died with it, or is stuck
-    assert board_store.refresh_unattended() == 1
+    level_standings(world.problem_set, 1)
+    assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
+    assert rescorer.rescore_pass().runs == 1
     assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1
 
 
@@ -107,46 +111,23 @@ def test_without_a_rescorer_a_write_rescores_its_run_after_commit(world, setting
     assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1
 
 
-def test_a_read_inside_a_transaction_rescores_its_own_marks(world):
+def test_a_read_inside_a_transaction_leaves_its_own_marks(world):
     with transaction.atomic():
         world.kernel(world.problems[0], speedup=2.0)
-        assert board_store.refresh_unattended() == 1  # no other process can see this mark yet
+        level_standings(world.problem_set, 1)
+        assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
+        assert not RunScore.objects.filter(run=world.run).exists()
 
 
-def test_a_board_build_in_a_transaction_makes_up_its_marks(world, client):
+def test_a_board_build_in_a_transaction_shows_its_writes_once_the_rescorer_took_them(world, client):
     world.kernel(world.problems[0], speedup=2.0)
+    client.get("/levels/1/?export=json&set=s")  # built from the stored rows: none yet for this run
+    assert Run.objects.get(pk=world.run.pk).n_kernels == 0
+    run_rescorer()
     body = client.get("/levels/1/?export=json&set=s").json()
     assert [row["correct"] for row in body["rows"] if row["run_id"] == world.run.pk] == [0.25]  # 1 of 4 problems
     assert not DirtyRun.objects.exists()
     assert Run.objects.get(pk=world.run.pk).n_kernels == 1
-
-
-@pytest.mark.django_db(transaction=True)
-def test_reads_leave_even_lost_marks_to_a_rescorer_that_passes(world):
-    """A re-scorer that is behind but alive gets every mark: pages that made up lost marks at 50
-    writes/s only slowed down (at 1.3 M, 8 clients on /levels/1/ fell from 7.3 to 2.3 requests/s).
-    Once its passes stop for RESCORER_ALIVE_SECONDS, reads make up again."""
-    world.kernel(world.problems[0], speedup=2.0)
-    DirtyRun.objects.update(marked_at=timezone.now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS + 1))
-    board_store.note_rescorer_pass()  # as every pass of the re-scorer's loop does
-    assert board_store.rescorer_alive()
-    assert board_store.refresh_unattended() == 0 and DirtyRun.objects.exists()
-    cache.delete(board_store.RESCORER_BEAT_KEY)  # no pass for RESCORER_ALIVE_SECONDS: it died
-    assert board_store.refresh_unattended() == 1 and not DirtyRun.objects.exists()
-
-
-def test_the_rescorer_loop_says_it_is_alive_from_its_first_pass(world):
-    stop = threading.Event()
-    passes = []
-
-    def report(done):
-        passes.append(done)
-        stop.set()
-
-    world.kernel(world.problems[0], speedup=2.0)
-    assert not board_store.rescorer_alive()
-    rescorer.run(stop, poll=0.01, report=report)
-    assert passes and board_store.rescorer_alive()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -212,8 +193,8 @@ def test_a_pass_leaves_a_run_another_rescoring_holds_and_keeps_its_mark(world):
 
 
 def _hold_runs(run_ids: list[int]):
-    """Another transaction (a board build making up old marks, another re-scorer) holding these runs'
-    row locks until the returned `release` is called."""
+    """Another transaction (another re-scorer, a writer's re-scoring after its commit) holding these
+    runs' row locks until the returned `release` is called."""
     held, done = threading.Event(), threading.Event()
 
     def holder() -> None:
@@ -234,12 +215,12 @@ def _hold_runs(run_ids: list[int]):
     return release
 
 
-def _marked_runs(world, n: int, *, aged_seconds: float = 0) -> list[int]:
-    """`n` runs with a kernel each, committed and marked, oldest first (`aged_seconds` ago and older)."""
+def _marked_runs(world, n: int) -> list[int]:
+    """`n` runs with a kernel each, committed and marked, oldest first."""
     runs = [world.run] + [world.new_run(LanguageModel.objects.create(name=f"held-{k}")) for k in range(n - 1)]
     for run in runs:
         world.kernel(world.problems[0], speedup=2.0, run=run)
-    base = timezone.now() - timedelta(seconds=aged_seconds)
+    base = timezone.now()
     for age, run in enumerate(runs):  # the first run marked longest ago
         DirtyRun.objects.filter(run_id=run.pk).update(marked_at=base - timedelta(seconds=len(runs) - age))
     return [run.pk for run in runs]
@@ -267,25 +248,6 @@ def test_a_pass_moves_on_past_the_oldest_marks_when_another_transaction_holds_th
     assert board_store.verify_all() == []
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_page_read_makes_up_a_small_batch_of_lost_marks_and_skips_held_runs(world, monkeypatch):
-    """A page or board build never re-scores every lost mark in one request (a long transaction in
-    the web process holding the runs the re-scorer wants): at most a small batch, the oldest that
-    nobody holds."""
-    if connection.vendor != "postgresql":
-        pytest.skip("row locks: SQLite locks the whole database")
-    monkeypatch.setattr(board_store, "UNATTENDED_BATCH", 2, raising=False)
-    ids = _marked_runs(world, 5, aged_seconds=settings.BOARD_FRESHNESS_SECONDS + 1)
-    release = _hold_runs(ids[:1])
-    try:
-        assert board_store.refresh_unattended() == 2
-        assert set(DirtyRun.objects.values_list("run_id", flat=True)) == {ids[0], *ids[3:]}
-    finally:
-        release()
-    assert board_store.refresh_unattended() == 2
-    assert board_store.refresh_unattended() == 1 and not DirtyRun.objects.exists()
-
-
 def test_a_pass_counts_only_the_runs_it_rescored(world):
     """Runs and SQLite alike: a pass's count is the runs it re-scored; a mark whose run was deleted
     goes, uncounted."""
@@ -306,7 +268,7 @@ def test_verify_makes_up_pending_marks_first_and_says_how_many(world):
 
 def test_a_mark_renewed_during_a_rescoring_moves_up_to_when_the_rescoring_read_it(world, monkeypatch):
     """A run written to on every pass keeps its mark, but not its first mark's time: otherwise it
-    heads every batch, dates every board build back to it and passes for a lost mark on every read."""
+    heads every batch and dates every board build back to it."""
     world.kernel(world.problems[0], speedup=2.0)
     long_ago = timezone.now() - timedelta(hours=1)
     DirtyRun.objects.update(marked_at=long_ago)
@@ -322,13 +284,3 @@ def test_a_mark_renewed_during_a_rescoring_moves_up_to_when_the_rescoring_read_i
     assert rescorer.rescore_pass().runs == 1
     mark = DirtyRun.objects.get(run_id=world.run.pk)
     assert before <= mark.marked_at <= mark.last_marked_at
-
-
-def test_an_idle_rescorer_says_it_is_alive_about_once_a_second(world, monkeypatch):
-    """Not a cache write on every idle pass (4 a second at the 0.25 s poll)."""
-    beats = []
-    monkeypatch.setattr(board_store, "note_rescorer_pass", lambda: beats.append(1))
-    stop = threading.Event()
-    threading.Timer(0.5, stop.set).start()
-    rescorer.run(stop, poll=0.01)
-    assert len(beats) == 1  # some fifty idle passes in that half second

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from leaderboard.models import Origin, Run
-from leaderboard.reads.board.featured import KEY, featured_problem_set, keep_featured
+from leaderboard.reads.board.featured import KEY, featured_problem_set, keep_featured, keep_featured_if_missing
 from tests.pagekit import make_run, make_set, plain_static  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -74,3 +74,13 @@ def test_a_new_run_renews_the_kept_choice_once_committed(django_capture_on_commi
     with django_capture_on_commit_callbacks(execute=True):
         make_run(kernelbench, origin=Origin.IMPORTED)
     assert cache.get(KEY) == kernelbench.pk and featured_problem_set() == kernelbench
+
+
+def test_keeping_it_if_missing_counts_only_when_nothing_is_kept(demo_and_real):
+    starter, kernelbench = demo_and_real
+    cache.set(KEY, starter.pk)  # kept (say, before the last write's commit renewed it)
+    keep_featured_if_missing()
+    assert cache.get(KEY) == starter.pk
+    cache.delete(KEY)  # expired, or the cache emptied
+    keep_featured_if_missing()
+    assert cache.get(KEY) == kernelbench.pk

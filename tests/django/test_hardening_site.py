@@ -14,6 +14,7 @@ from leaderboard.api.leaderboard import LeaderboardView
 from leaderboard.reads.board import page as board_page
 from leaderboard.reads.board import params as board_query
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 
@@ -41,6 +42,7 @@ def test_new_p_values_make_a_bounded_number_of_board_entries(client, world):
     """Each new p stored another 137 KB board. p is rounded to two significant digits now: 300
     values between 1 and 1.3 are 4 boards (1 is the default; 1.1, 1.2, 1.3)."""
     world.kernel(world.problems[0], speedup=2.5)
+    run_rescorer()  # a build is kept once scores exist
     urls = [f"/levels/1/?p={1 + i / 1000:.4f}" for i in range(300)]
     assert _builds(client, board_page, "_build", urls) <= 4
     api = [f"/api/v1/leaderboard/?level=1&p={1 + i / 1000:.4f}" for i in range(0, 300, 7)]

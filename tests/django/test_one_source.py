@@ -9,11 +9,11 @@ import json
 import pytest
 
 from leaderboard.reads import charts
-from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.rows import PUBLISHED, level_standings
 from leaderboard.reads.measured import measured_wording
 from tests.django.test_board_published import field, published_run  # noqa: F401 (the fixture)
 from tests.pagekit import evaluate, make_run, make_set
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ def partly(field):  # noqa: F811 (the fixture imported above)
     faster here, though published at 13.2x."""
     problem_set, listed, measured = field
     evaluate(listed.kernels.order_by("problem__number").first(), 0.9)
-    board_store.refresh_dirty()
+    run_rescorer()
     return problem_set, listed
 
 
@@ -94,7 +94,7 @@ def test_the_grid_never_says_not_measured_of_a_kernel_that_fails_here(client, fi
     problem_set, listed, measured = field
     failing = listed.kernels.order_by("problem__number")[1]
     evaluate(failing, None)  # measured here: not correct
-    board_store.refresh_dirty()
+    run_rescorer()
     html = client.get(f"/levels/1/grid/?set={problem_set.slug}").content.decode()
     cell = html[html.index(f'data-kernel="{failing.pk}"') :]
     cell = cell[: cell.index("</td>")]
@@ -110,7 +110,7 @@ def test_measured_wording_says_the_count_beside_its_whole():
 def test_a_board_without_published_figures_keeps_its_measured_columns(client):
     problem_set = make_set("Plain", levels=(1, 1))
     run = make_run(problem_set, [1.8, None])
-    board_store.refresh_dirty()
+    run_rescorer()
     row = level_standings(problem_set, 1)[0]
     assert row.run.pk == run.pk and row.summary["correct_rate"] == pytest.approx(0.5)
     assert row.difference(1.0) is None and row.summary["pass_at_1"] == pytest.approx(0.5)

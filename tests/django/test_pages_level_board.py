@@ -6,6 +6,7 @@ import pytest
 
 from leaderboard.models import Origin
 from tests.pagekit import count_queries, make_hardware, make_model, make_run, make_set, plain_static  # noqa: F401
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 
@@ -15,6 +16,7 @@ def board():
     problem_set = make_set(levels=(1, 1, 1, 1, 2))
     fast = make_run(problem_set, [2.5, 1.6, 0.9, None, 1.2], model=make_model("Fast"))
     slow = make_run(problem_set, [1.1, None, None, None, None], model=make_model("Slow"), origin=Origin.IMPORTED)
+    run_rescorer()
     return problem_set, fast, slow
 
 
@@ -131,6 +133,7 @@ def test_it_notes_kernels_left_out_by_reviews(client, board, django_user_model):
     Review.objects.create(
         kernel=fast.kernels.order_by("pk").first(), reviewer=reviewer, verdict=Review.Verdict.REWARD_HACK
     )
+    run_rescorer()
     rows = client.get("/levels/1/?export=json").json()["rows"]
     fast_row = next(r for r in rows if r["model"] == "Fast")
     assert fast_row["excluded"] == 1 and "1 excluded by review" in fast_row["notes"]
@@ -151,6 +154,7 @@ def test_it_toggles_kernelbench_rule_and_best_of_n_visibly(client):
     run = make_run(problem_set, [None, 1.5], model=make_model("Retry"))
     first = problem_set.problems.order_by("number").first()
     evaluate(Kernel.objects.create(run=run, problem=first, sample_index=1, source="class ModelNew: ...\n"), 2.0)
+    run_rescorer()
 
     html = client.get("/levels/1/").content.decode()
     toggle = html[html.index('id="rule-toggle"') :].split("</p>")[0]

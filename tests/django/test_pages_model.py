@@ -5,6 +5,7 @@ import pytest
 
 from leaderboard.models import Kernel, Run
 from tests.pagekit import count_queries, make_hardware, make_model, make_reported, make_run, make_set, plain_static  # noqa: F401
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 
@@ -13,6 +14,7 @@ def test_it_shows_runs_with_per_level_scores(client):
     problem_set = make_set(levels=(1, 1, 2))
     model = make_model("Solver")
     run = make_run(problem_set, [2.0, None, 1.5], model=model)
+    run_rescorer()
     html = client.get(model.get_absolute_url()).content.decode()
     assert f'id="run-{run.pk}"' in html
     assert "66.7%" in html  # fast_1 over all levels: 2 of 3
@@ -65,6 +67,7 @@ def test_the_history_plots_no_unmeasured_run_at_zero_and_dates_runs_by_their_fig
             Kernel.objects.create(
                 run=run, problem=problem, source=f"# {run.pk}", published_speedup=figure, published_hardware="L40S"
             )
+    run_rescorer()
     traces = history_figure(client, model)["data"]
     points = [(trace["name"], x, y) for trace in traces for x, y in zip(trace["x"], trace["y"], strict=True)]
     assert points == [

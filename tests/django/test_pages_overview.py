@@ -6,6 +6,7 @@ from django.core.management import call_command
 
 from leaderboard.models import LaunchPost
 from tests.pagekit import count_queries, make_model, make_reported, make_run, make_set, plain_static  # noqa: F401
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 
@@ -103,6 +104,7 @@ def test_scores_over_time_are_coloured_by_variant_with_the_model_on_hover(client
     make_reported(make_model("Alpha"), 40, variant="Variant A")
     make_reported(make_model("Beta"), 50, variant="Variant B")
     make_run(make_set(), model=make_model("Gamma"))
+    run_rescorer()
     figure = json.loads(chart_json(client.get("/").content.decode(), "over_time"))
     reported = [t for t in figure["data"] if t.get("legendgroup") == "reported"]
     assert sorted(t["name"] for t in reported) == ["Variant A", "Variant B"]

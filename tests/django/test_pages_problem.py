@@ -5,6 +5,7 @@ from django.test.utils import CaptureQueriesContext
 from leaderboard.models import Evaluation, Kernel
 from problems.models import Baseline
 from tests.pagekit import count_queries, make_hardware, make_model, make_run, make_set, plain_static  # noqa: F401
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 
@@ -15,6 +16,7 @@ def problem():
     make_run(problem_set, [0.8], model=make_model("Slowpoke"))
     make_run(problem_set, [3.0], model=make_model("Rocket"))
     make_run(problem_set, [None], model=make_model("Broken"))
+    run_rescorer()
     return problem_set.problems.get()
 
 

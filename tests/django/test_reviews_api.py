@@ -6,6 +6,7 @@ from django.core.cache import cache
 
 from leaderboard.models import Evaluation, KernelReport, Review
 from tests.django.reviews_factories import _plain_static_files, report, review, world_fixture  # noqa: F401  (fixtures)
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 
@@ -87,6 +88,8 @@ def test_an_exclusion_reaches_the_api_leaderboard(world, reviewer, token_client)
     hack = world.kernel(world.problems[0], speedup=2.5)
     world.kernel(world.problems[1], speedup=1.2)
     url = f"/api/v1/leaderboard/?set={world.problem_set.slug}&level=1&p=1"
+    run_rescorer()
     assert token_client(None).get(url).json()["results"][0]["fast_p"] == 2 / 4
     review(hack, reviewer, "reward_hack")
+    run_rescorer()
     assert token_client(None).get(url).json()["results"][0]["fast_p"] == 1 / 4

@@ -4,6 +4,7 @@ scores before exclusions."""
 import pytest
 
 from tests.django.reviews_factories import _plain_static_files, review, world_fixture  # noqa: F401  (fixtures)
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 
@@ -14,6 +15,7 @@ def board(world, reviewer):
     world.kernel(world.problems[1], speedup=1.2)
     world.kernel(world.problems[2], speedup=1.1, flags=("timing_mismatch",))  # flagged, not reviewed
     review(hack, reviewer, "reward_hack", "no-op")
+    run_rescorer()
     return f"/levels/1/?set={world.problem_set.slug}"
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import requests
 
 from tests.integration.live_site import KERNEL, LiveSite, Outcome, _api, _browser
+from tests.rescoring import run_rescorer
 
 SITE_ENV = {"EVAL_MAX_PENDING_PER_USER": "40", "KERNEL_SOURCE_MAX_BYTES_PER_USER": "300000"}
 USERS = ("owner", "intruder", "quota", "racer", "importer")
@@ -87,9 +88,8 @@ def _measure_and_approve(evaluation_id: int, reviewer_id: int) -> None:
 
 def _kernel_state(kernel_id: int) -> tuple:
     from leaderboard.models import Kernel, RunScore
-    from leaderboard.reads.board import store as board_store
 
-    board_store.refresh_dirty()
+    run_rescorer()
     kernel = Kernel.objects.get(pk=kernel_id)
     scores = list(RunScore.objects.filter(run_id=kernel.run_id).order_by("pk").values_list("s0_correct", "s0_speedups"))
     return kernel.source_hash, kernel.latest_evaluation_id, kernel.review_verdict, scores

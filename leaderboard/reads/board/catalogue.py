@@ -30,12 +30,9 @@ def problem_sets_with_counts() -> list[ProblemSet]:
     return choices()[0]
 
 
-def hardware_list() -> list[Hardware]:
-    return choices()[1]
-
-
 def choices() -> tuple[list[ProblemSet], list[Hardware]]:
-    """Both, from one read of the versions."""
+    """The problem sets (as problem_sets_with_counts gives them) and the hardware by slug, from one
+    read of the versions."""
     key = _key()
     try:
         kept = cache.get(key)

@@ -45,6 +45,12 @@ def keep_featured() -> ProblemSet | None:
     return chosen
 
 
+def keep_featured_if_missing() -> None:
+    """Count and keep the choice when nothing is kept (expired, the cache emptied, or the kept set
+    deleted since): the re-scorer's sweep, so that the requests after it find the choice kept."""
+    featured_problem_set()
+
+
 def forget_featured() -> None:
     cache.delete(KEY)
 

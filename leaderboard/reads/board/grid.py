@@ -16,7 +16,6 @@ from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
 from leaderboard.models import RANKED, Kernel, Origin
-from leaderboard.reads.board import store as board_store
 from leaderboard.reads.measured import kernel_wording
 from problems.models import Problem, ProblemSet
 
@@ -75,7 +74,6 @@ def level_grid(problem_set: ProblemSet | None, level: int) -> list[GridRow]:
     """Every problem of the level, in number order, with its best kernels, best first."""
     if problem_set is None:
         return []
-    board_store.refresh_unattended(problem_set)
     problems = list(problem_set.problems.filter(level=level).defer("source").order_by("number"))
     rows = {problem.pk: GridRow(problem) for problem in problems}
     ranked = (

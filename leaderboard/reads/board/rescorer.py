@@ -1,5 +1,6 @@
 """The boards' background re-scorer: where the site runs one (BOARD_RESCORER), the process that
-re-scores runs as results land (leaderboard/reads/board/store.py, "How it stays current").
+re-scores runs as results land (leaderboard/reads/board/store.py, "How it stays current"), and the
+only one: pages and the API never re-score, so a mark waits here however old it is.
 
 `run` loops until told to stop: take the oldest marked runs that no other transaction holds, at
 most `batch`, and re-score them in one transaction (`store.rescore_oldest`); wait `poll` seconds
@@ -28,9 +29,6 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.25  # idle wait between passes: a mark waits at most this long for its batch
 BATCH = 100  # runs per pass: one transaction holds their row locks, so not too many at once
 OUTAGE_SECONDS = 5.0  # wait after the database refused a pass
-# How often the re-scorer says it is alive (store.note_rescorer_pass): far within
-# store.RESCORER_ALIVE_SECONDS, and not a cache write on every idle pass (4 a second).
-BEAT_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -104,7 +102,6 @@ def run(
 ) -> None:
     """Re-score marked runs until `stop` is set; `report` is told of every pass that found any. With
     `sweep_every` (seconds) and a `sweep`, keep the standard boards built that often."""
-    last_beat = -BEAT_SECONDS
     sweeps = Sweeps(sweep_every, sweep)
     while not stop.is_set():
         try:
@@ -119,9 +116,6 @@ def run(
                 connection.close()
             stop.wait(wait)
             continue
-        if time.monotonic() - last_beat >= BEAT_SECONDS:  # reads leave the marks to a re-scorer that passes
-            board_store.note_rescorer_pass()
-            last_beat = time.monotonic()
         if done.runs and report is not None:
             report(done)
         if done.runs < batch:

@@ -5,8 +5,8 @@ A board (a page, one of its downloads, the API leaderboard's data: one per URL) 
 kept in the cache with the read model's version its build read and its "as of" time, taken just
 before that read (or the oldest write still waiting for the background re-scorer, when earlier:
 leaderboard/reads/board/store.py): every write committed before then is in the build. A request reads the current
-version and the oldest unrefreshed mark in one small query (`board_store.board_state`; requests never
-re-score) and then:
+version and the oldest unrefreshed mark in one small query (`board_store.board_state`; neither a
+request nor a build re-scores: the background re-scorer does) and then:
 
 - serves the kept build when nothing was written since;
 - serves the kept build when something was, and starts a rebuild in a background thread; when the
@@ -281,7 +281,8 @@ def lacking_since(kept: Kept, state: board_store.BoardState) -> float | None:
 
 
 def _build_and_keep(key: str, problem_set: ProblemSet | None, build: Build) -> Kept:
-    board_store.refresh_unattended(problem_set)  # marks the re-scorer left behind (all of them when none runs)
+    """Build from the stored rows as they are (a build re-scores nothing: reads never write) and
+    keep the build, dated as of the oldest write it lacks."""
     as_of = time.time()
     state = board_store.board_state(problem_set)
     if state.dirty_since is not None:  # writes the re-scorer is about to take are not in this build:

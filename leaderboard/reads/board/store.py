@@ -28,16 +28,14 @@ How it stays current:
    board version. Many results in one run cost one re-scoring; results in many runs share one
    transaction. It removes, last, only the marks no write renewed meanwhile, so writers never wait
    for it and no write is missed.
-3. Nothing stale is built, and a lost re-scoring is made up. Board builds (in the background) and
-   the pages that read stored numbers (problem, model and kernel pages, the runs API) call
-   `refresh_unattended` first: it re-scores the marks the re-scorer left behind (older than
-   BOARD_FRESHNESS_SECONDS: it died or is stuck), at most a small batch a request (UNATTENDED_BATCH,
-   the oldest that nobody holds), or every mark when no re-scorer says it is alive
-   (a site run without one, every test) or inside the reader's own transaction (whose marks no
-   other process can see), and leaves fresh ones to the re-scorer. A board built while fresh marks
-   wait is dated as of the oldest of them, so its "as of" stays true, and it is rebuilt once they
-   are re-scored. Requests never re-score for a board: they read `board_state` (one query) and are
-   served the last complete build (leaderboard/reads/board/served.py).
+3. Reads never write. Pages, downloads, the API and board builds read the stored rows as they
+   are, whatever marks wait: a read that re-scored would be a write hidden in a read, run by every
+   request at once under load, holding run locks readers should not take. Only the re-scorer, or
+   the writer after its commit where none runs, re-scores. A board built while marks wait is dated
+   as of the oldest of them (`board_state`), so its "as of" stays true, and it is rebuilt once they
+   are re-scored (leaderboard/reads/board/served.py). A mark the re-scorer never takes (it is not
+   running) shows on /healthz, which reports the boards degraded once the oldest mark waits too
+   long.
 
 `rebuild_all` re-scores everything and `verify_all` compares stored rows with a fresh computation
 (`manage.py rebuild_boards [--verify]`, which first makes up the pending marks, `make_up_marks`).
@@ -47,15 +45,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import DatabaseError, OperationalError, transaction
 from django.db.models import DateTimeField, Exists, F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Least, Now
@@ -83,14 +79,6 @@ log = logging.getLogger(__name__)
 
 ALL_LEVELS = 0  # RunScore.level of the all-levels row
 BATCH = 200  # runs re-scored per transaction by rebuild_all
-# Lost marks a page read or board build makes up at most: a request never re-scores every mark
-# the re-scorer left (at 1.3 M kernels about 40 ms a run), nor holds their runs for long.
-UNATTENDED_BATCH = 10
-# A re-scorer that finished a pass within this many seconds is alive: reads leave it every mark,
-# however far behind it is (their own make-up then only slows the pages: at 1.3 M and 50 writes/s
-# it took the 8 clients' throughput on /levels/1/ from 7.3 to 2.3 requests/s and fed nothing).
-RESCORER_ALIVE_SECONDS = 15
-RESCORER_BEAT_KEY = "boards:rescorer:last-pass"
 
 _FACT_FIELDS = (
     "pk",
@@ -250,8 +238,8 @@ def _marked_ids(connection) -> set:
 
     state = (marked, after_commit)
     _local.marked = state
-    # robust: a failed re-scoring must not fail the write that committed (the mark stays; the next
-    # read or refresh makes it up).
+    # robust: a failed re-scoring must not fail the write that committed (the mark stays, for the
+    # run's next write, the re-scorer or rebuild_boards to make up).
     transaction.on_commit(after_commit, robust=True)
     return marked
 
@@ -266,48 +254,6 @@ def _forget_marked(run_ids: list[int]) -> None:
     marked[0].difference_update(stale)
 
 
-def refresh_dirty(problem_set: ProblemSet | None = None) -> int:
-    """Re-score the runs still marked dirty (of one problem set, or all); how many there were."""
-    ids = list(_dirty(problem_set).values_list("run_id", flat=True))
-    if ids:
-        refresh_runs(ids, follow_marks=True)
-    return len(ids)
-
-
-def refresh_unattended(problem_set: ProblemSet | None = None) -> int:
-    """Before a board build or a page read: re-score the marks nobody else will re-score in time,
-    and leave the background re-scorer the rest. Where one runs (BOARD_RESCORER), those are the
-    marks older than BOARD_FRESHNESS_SECONDS while no re-scorer pass was seen within
-    RESCORER_ALIVE_SECONDS (it died or is stuck: one that is alive but behind gets them all), at most UNATTENDED_BATCH of
-    them, the oldest whose runs nobody holds (a request never holds many runs' locks for long, nor
-    waits for them), or all of them inside a transaction (its own marks: no other process can see
-    them); on a site without one, all. How many runs it re-scored."""
-    if not settings.BOARD_RESCORER or transaction.get_connection().in_atomic_block:
-        return refresh_dirty(problem_set)
-    if rescorer_alive():
-        return 0
-    lost_before = db_now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS)
-    return _rescore_marked(UNATTENDED_BATCH, problem_set, lost_before)
-
-
-def note_rescorer_pass() -> None:
-    """The re-scorer finished a pass (or found nothing to do): reads leave the marks to it for
-    RESCORER_ALIVE_SECONDS. Kept in the shared cache, which every web process and the re-scorer
-    read (a site whose cache is per process never sees the beat: its reads make up, as before)."""
-    try:
-        cache.set(RESCORER_BEAT_KEY, time.time(), timeout=RESCORER_ALIVE_SECONDS)
-    except Exception as exc:  # the cache away: reads make up lost marks, as without a re-scorer
-        log.warning("could not record the re-scorer's pass in the cache: %s", exc)
-
-
-def rescorer_alive() -> bool:
-    """Whether a background re-scorer finished a pass within RESCORER_ALIVE_SECONDS."""
-    try:
-        return cache.get(RESCORER_BEAT_KEY) is not None
-    except Exception:  # the cache away: assume it is not, so that reads make up lost marks
-        return False
-
-
 def rescore_oldest(limit: int) -> int:
     """The re-scorer's batch: the `limit` runs marked longest ago that no other transaction holds,
     locked and re-scored in one transaction (runs another re-scoring holds are left to it: a pass
@@ -320,11 +266,11 @@ def rescore_oldest(limit: int) -> int:
     return done
 
 
-def _rescore_marked(limit: int, problem_set: ProblemSet | None = None, marked_before: datetime | None = None) -> int:
+def _rescore_marked(limit: int) -> int:
     runs: dict[int, int] = {}
     try:
         with transaction.atomic():
-            runs = _take_marked(limit, problem_set, marked_before)
+            runs = _take_marked(limit)
             if runs:
                 _rescore(sorted(runs), runs, follow_marks=True)
     except OperationalError:
@@ -335,17 +281,13 @@ def _rescore_marked(limit: int, problem_set: ProblemSet | None = None, marked_be
     return len(runs)
 
 
-def _take_marked(limit: int, problem_set: ProblemSet | None, marked_before: datetime | None) -> dict[int, int]:
-    """{run id: problem set id} of the `limit` runs marked longest ago (of one problem set, marked
-    before a time) whose rows no other transaction holds, locked in the current transaction: the
-    queue pattern, FOR UPDATE SKIP LOCKED over the runs joined to their marks, in mark order (on
-    SQLite, which locks the whole database, without the locking clause)."""
-    marks = _dirty(None)
-    if marked_before is not None:
-        marks = marks.filter(marked_at__lt=marked_before)
+def _take_marked(limit: int) -> dict[int, int]:
+    """{run id: problem set id} of the `limit` runs marked longest ago whose rows no other
+    transaction holds, locked in the current transaction: the queue pattern, FOR UPDATE SKIP LOCKED
+    over the runs joined to their marks, in mark order (on SQLite, which locks the whole database,
+    without the locking clause)."""
+    marks = _dirty()
     runs = Run.objects.filter(pk__in=marks.values("run_id"))
-    if problem_set is not None:
-        runs = runs.filter(problem_set=problem_set)
     oldest = runs.annotate(mark=Subquery(marks.filter(run_id=OuterRef("pk")).values("marked_at")[:1]))
     taken = oldest.select_for_update(skip_locked=True, of=("self",)).order_by("mark", "pk")[:limit]
     return dict(taken.values_list("pk", "problem_set_id"))
@@ -373,22 +315,14 @@ def make_up_marks() -> int:
     """Re-score every run marked now (not set aside), in batches, waiting for the runs another
     re-scoring holds: what a check of the stored boards does first, so that it compares settled
     state. How many runs were marked."""
-    ids = list(_dirty(None).order_by("run_id").values_list("run_id", flat=True))
+    ids = list(_dirty().order_by("run_id").values_list("run_id", flat=True))
     for start in range(0, len(ids), BATCH):
         refresh_runs(ids[start : start + BATCH], follow_marks=True)
     return len(ids)
 
 
-def _dirty(problem_set: ProblemSet | None):
-    dirty = DirtyRun.objects.filter(failed_at__isnull=True)  # set-aside runs wait for a write or a rebuild
-    if problem_set is not None:
-        dirty = dirty.filter(run_id__in=Run.objects.filter(problem_set=problem_set).values("pk"))
-    return dirty
-
-
-def mark_kernels(kernel_ids: Iterable[int]) -> None:
-    """Re-score the problems of these kernels in their runs (review, report and flag writes)."""
-    mark_problems(Kernel.objects.filter(pk__in=list(kernel_ids)).order_by().values_list("run_id", "problem_id"))
+def _dirty():
+    return DirtyRun.objects.filter(failed_at__isnull=True)  # set-aside runs wait for a write or a rebuild
 
 
 def refresh_kernel_states(kernel_ids: Iterable[int]) -> None:
@@ -434,7 +368,7 @@ def set_aside(run_id: int, exc: Exception) -> None:
 
 def oldest_mark_seconds() -> float:
     """How long the oldest mark still to be re-scored has waited (0 when none waits)."""
-    oldest = _dirty(None).order_by("marked_at").values_list("marked_at", flat=True).first()
+    oldest = _dirty().order_by("marked_at").values_list("marked_at", flat=True).first()
     return (db_now() - oldest).total_seconds() if oldest else 0.0
 
 
@@ -802,9 +736,9 @@ def bump_all_versions() -> None:
 def stored_scores(
     problem_set: ProblemSet, runs, level: int | None, include_excluded: bool
 ) -> list[tuple[Run, LevelScore]]:
-    """(run, its stored score on `level`) for each of `runs` (a queryset with its select_related),
-    made current first (refresh_unattended). Runs without a stored row (no kernel on the level) get an empty score."""
-    refresh_unattended(problem_set)
+    """(run, its stored score on `level`) for each of `runs` (a queryset with its select_related), as
+    stored (marks waiting for the re-scorer are not made up here: reads never write). Runs without a
+    stored row (no kernel on the level) get an empty score."""
     runs = with_related(list(runs.select_related(None)), problem_set)
     key = ALL_LEVELS if level is None else level
     # The all-levels rows come in the same query: each run's kernels measured here (measured_here).
