@@ -517,8 +517,7 @@ class SandboxProcess:
         over, rss_mb, pss_mb = self.memory.over_limit(pids, extra_kb + folder_kb)
         self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
         if over:
-            files = (f", {folder_kb / 1024:.0f} MB of it files in its work folder or memory files"
-                     if folder_kb >= 1024 else "")
+            files = f", {folder_kb / 1024:.0f} MB of it files in its work folder or memory files" if folder_kb >= 1024 else ""
             return (f"the {self.role} process exceeded the memory limit ({pss_mb:.0f} MB proportional set size"
                     f"{with_charged}{files} > {self.memory_limit_mb} MB)")
         return None
