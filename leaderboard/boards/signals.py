@@ -6,11 +6,11 @@ services): each marks the affected run in the writing transaction, for the backg
 Bulk writes (bulk_create, QuerySet.update) send no signals: their code calls board_marks.mark_runs
 itself (run import, baseline import, the worker).
 
-A write to a run or a problem set also renews the kept featured set (leaderboard/reads/board/featured.py)."""
+The kept featured set follows run and problem-set writes through its own signals
+(leaderboard/reads/board/featured_signals.py)."""
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_delete
 from django.dispatch import receiver
 
@@ -27,7 +27,6 @@ from leaderboard.models import (
     Review,
     Run,
 )
-from leaderboard.reads.board import featured
 from problems.models import Baseline, Hardware, Problem, ProblemSet
 
 
@@ -91,17 +90,6 @@ def run_saved(sender, instance: Run, created: bool, **kwargs) -> None:
         board_marks.mark_runs([instance.pk])  # an empty run still has a row on its boards
     else:
         board_rescoring.bump_versions({instance.problem_set_id})  # its setting, name or origin shows
-
-
-@receiver(post_save, sender=Run, dispatch_uid="featured-run-saved")
-@receiver(post_delete, sender=Run, dispatch_uid="featured-run-deleted")
-@receiver(post_save, sender=ProblemSet, dispatch_uid="featured-set-saved")
-@receiver(post_delete, sender=ProblemSet, dispatch_uid="featured-set-deleted")
-def runs_of_sets_changed(sender, **kwargs) -> None:
-    """The choice may change: forgotten now (a read meanwhile counts again), kept once the write
-    commits (counted by the writer, never by the requests after it)."""
-    featured.forget_featured()
-    transaction.on_commit(featured.keep_featured, robust=True)
 
 
 @receiver(post_save, sender=LanguageModel, dispatch_uid="boards-model-saved")
