@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from leaderboard.boards import stored as board_stored
 from leaderboard.evaluations.quotas import QuotaExceeded
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
@@ -24,7 +25,6 @@ from leaderboard.reads import overview as almanac
 from leaderboard.reads.board import catalogue, served
 from leaderboard.reads.board import page as board_page
 from leaderboard.reads.board import params as board_params
-from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.params import LEVEL_SLUGS
 from leaderboard.reads.diffs import highlight_python
@@ -178,7 +178,7 @@ def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _problem(request: HttpRequest, problem: Problem, as_of: datetime) -> HttpResponse:
     page = _page(request, queries.kernels_ranked(problem))
-    board_store.attach_measured(kernel.run for kernel in page.object_list)  # "verified here" badges
+    board_stored.attach_measured(kernel.run for kernel in page.object_list)  # "verified here" badges
     context = {
         "problem": problem,
         "source_html": highlight_python(problem.source, anchor="ref"),

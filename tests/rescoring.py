@@ -5,7 +5,7 @@ runs the re-scorer in between, as the site's background process (`manage.py refr
 
 from __future__ import annotations
 
-from leaderboard.reads.board import rescorer
+from leaderboard.boards import rescorer
 from leaderboard.reads.board.rows import StandingRow, level_standings
 
 

@@ -36,8 +36,8 @@ from django.test.utils import CaptureQueriesContext
 
 from benchmarks.web import churn, dataset
 from benchmarks.web.http_bench import BOARD_PAGES
+from leaderboard.boards import rescoring as board_rescoring
 from leaderboard.models import Kernel, LanguageModel, Run
-from leaderboard.reads.board import store as board_store
 from problems.models import Problem
 
 # Queries a page may cost, whatever the data size (the smoke test's bound).
@@ -115,7 +115,7 @@ def writes(args, say) -> None:
     seconds = []
     for _ in range(20):
         started = time.monotonic()
-        board_store.refresh_runs([run.pk])
+        board_rescoring.refresh_runs([run.pk])
         seconds.append(time.monotonic() - started)
     say(f"re-scoring one run ({run.n_kernels} kernels): median {statistics.median(seconds) * 1000:.1f} ms")
     with tempfile.TemporaryDirectory() as folder, CaptureQueriesContext(connection) as captured:

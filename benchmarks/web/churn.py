@@ -24,10 +24,10 @@ from itertools import cycle
 
 from django.db import IntegrityError, connection
 
+from leaderboard.boards import stored as board_stored
+from leaderboard.boards.rescorer import QueryClock
 from leaderboard.evaluations import attempts
 from leaderboard.models import DirtyRun, Evaluation, Kernel, Run
-from leaderboard.reads.board import store as board_store
-from leaderboard.reads.board.rescorer import QueryClock
 
 WORKER = "bench-writer"
 
@@ -142,7 +142,7 @@ def backlog(stop_file: str, drain: float, out: Callable[[str], None]) -> None:
     samples: list[tuple[int, float]] = []
 
     def sample() -> tuple[int, float]:
-        return DirtyRun.objects.filter(failed_at__isnull=True).count(), board_store.oldest_mark_seconds()
+        return DirtyRun.objects.filter(failed_at__isnull=True).count(), board_stored.oldest_mark_seconds()
 
     while not (stop_file and os.path.exists(stop_file)):
         samples.append(sample())

@@ -24,8 +24,8 @@ def main(n: int, seed: int) -> None:
     from django.db import connection, transaction  # deferred: after setup
     from django.test.utils import CaptureQueriesContext  # deferred: after setup
 
+    from leaderboard.boards import rescoring  # deferred: after setup
     from leaderboard.models import DirtyRun, Evaluation, Kernel, Run  # deferred: after setup
-    from leaderboard.reads.board import store  # deferred: after setup
 
     random.seed(seed)
     run_ids = random.sample(list(Run.objects.values_list("pk", flat=True)), n)
@@ -40,7 +40,7 @@ def main(n: int, seed: int) -> None:
     with CaptureQueriesContext(connection) as queries:
         started = time.perf_counter()
         profile.enable()
-        done = store.rescore_oldest(100)
+        done = rescoring.rescore_oldest(100)
         profile.disable()
         took = time.perf_counter() - started
     sql_ms = sum(float(q["time"]) for q in queries.captured_queries) * 1000

@@ -18,12 +18,12 @@ from leaderboard.api.base import query_param
 from leaderboard.api.common import query_bool, query_choice, query_float, query_int, query_text
 from leaderboard.api.renderers import AsciiJSONRenderer
 from leaderboard.api.runs import RunSerializer
+from leaderboard.boards.scoring import RULE_SAMPLE0, RULES
 from leaderboard.models import Origin, Precision, Run
 from leaderboard.reads.board import params as board_params
 from leaderboard.reads.board import served
 from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.rows import count_rows, level_standings
-from leaderboard.reads.board.scoring import RULE_SAMPLE0, RULES
 from problems.models import Hardware, ProblemSet
 
 PAGE_SIZE = 50

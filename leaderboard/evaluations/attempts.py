@@ -334,7 +334,7 @@ def refresh_latest_evaluation(kernel_id: int) -> None:
     by request time, so a slow old evaluation finishing late does not hide a newer one.
 
     Called in the transaction that saved a finished evaluation of the kernel: that save's signal
-    marked the kernel's problem for the boards' re-scorer (leaderboard/reads/board/signals.py), and
+    marked the kernel's problem for the boards' re-scorer (leaderboard/boards/signals.py), and
     one mark covers the repointing too, since the re-scoring reads the kernel after the commit."""
     run_hardware = (
         Kernel.objects.filter(pk=kernel_id).order_by().values("run__hardware_id")[:1]

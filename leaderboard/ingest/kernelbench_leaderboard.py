@@ -54,11 +54,11 @@ from django.db import transaction
 from django.db.models import F
 
 from evaluation.metrics import MIN_RUNTIME_MS, speedup_problem
+from leaderboard.boards import marks as board_marks
 from leaderboard.evaluations.queue import Requested, request_evaluations
 from leaderboard.ingest.archives import Bundle, KernelFile
 from leaderboard.ingest.run_import import RunImport, RunSpec, store_run
 from leaderboard.models import Evaluation, Kernel, PublishedFigure, Run
-from leaderboard.reads.board import store as board_store
 from problems.importing import ImportReport, upsert
 from problems.kernelbench_files import MalformedInput, guess_tags, missing_definitions, read_source
 from problems.models import Hardware, Problem, ProblemSet, ScoringRules, source_sha256
@@ -501,7 +501,7 @@ def _store_published(run: Run, listed: list[ListedKernel], timed_on: Hardware) -
             changed.append(kernel)
     Kernel.objects.bulk_update(changed, ["published_speedup", "published_hardware"], batch_size=500)
     if changed or figures_changed:  # the boards show published figures apart: their cached pages must be rebuilt
-        board_store.mark_runs([run.pk])
+        board_marks.mark_runs([run.pk])
     return max(len(changed), figures_changed)
 
 

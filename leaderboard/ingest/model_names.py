@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 
+from leaderboard.boards import marks as board_marks
 from leaderboard.models import Lab, LanguageModel, LaunchPost, ModelAlias, ModelMerge, ReportedScore, Run, alias_key
-from leaderboard.reads.board import store as board_store
 from problems.importing import find_or_create
 from problems.text import name_problem, normalise_name
 
@@ -181,7 +181,7 @@ def merge_models(merged: LanguageModel, into: LanguageModel, user=None) -> Model
         if ModelAlias.objects.filter(key=alias_key(alias)).exists() is False:
             add_alias(into, alias, f"merged into {into.name} (merge {record.pk})")
     if run_ids:  # QuerySet.update sends no signal: the boards re-score these runs
-        board_store.mark_runs(run_ids)
+        board_marks.mark_runs(run_ids)
     return record
 
 

@@ -42,6 +42,8 @@ from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS, plausible_speedup
+from leaderboard.boards import marks as board_marks
+from leaderboard.boards import rescoring as board_rescoring
 from leaderboard.evaluations.queue import request_evaluations
 from leaderboard.evaluations.quotas import check_source_bytes
 from leaderboard.ingest.archives import (
@@ -57,7 +59,6 @@ from leaderboard.ingest.model_names import match_lab, match_model, model_name_pr
 from leaderboard.ingest.submissions import MODEL_NEW
 from leaderboard.ingest.uploads import RowErrors
 from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, Origin, Precision, Run, guess_backend, utf8_size
-from leaderboard.reads.board import store as board_store
 from leaderboard.reviews.services import inherit_exclusions
 from problems.importing import CREATED, DIGITS, UNCHANGED, UPDATED, ImportReport, checked_int, whole_number
 from problems.models import Baseline, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
@@ -310,7 +311,7 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
     _result_warnings (results without kernels and kernels without results), _eager_baselines,
     then in one transaction _store_run_row, _store_kernels, _store_evaluations and
     _link_latest. The writes are bulk (a bounded number of queries whatever the run's size), so
-    they send no model signals: the run is marked for re-scoring here (board_store.mark_runs).
+    they send no model signals: the run is marked for re-scoring here (board_marks.mark_runs).
     """
     if named := [problem for text in (spec.model, *spec.aliases) if (problem := model_name_problem(text))]:
         raise RowErrors(named)
@@ -337,9 +338,9 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
                 "whitespace aside) and inherit its verdict: they stay out of the rankings"
             )
         if relinked:  # what the evaluation's post_save signal does for a kernel's new latest
-            board_store.refresh_kernel_states(relinked)
+            board_rescoring.refresh_kernel_states(relinked)
         if kernel_report.changed or evaluation_report.changed or linked:
-            board_store.mark_runs([run.pk])
+            board_marks.mark_runs([run.pk])
     warnings.extend(plan.notes)
     if plan.unscored:
         warnings.append(

@@ -1,4 +1,4 @@
-"""The boards' read model, written by leaderboard/reads/board/store.py: runs' stored aggregates, the
+"""The boards' read model, written by leaderboard/boards/: runs' stored aggregates, the
 marks of runs and problems waiting for the re-scorer, the boards' versions, problems' kernel counts."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from django.db.models.functions import Now
 from leaderboard.models.runs import Run
 from problems.models import Problem, ProblemSet
 
-# --- the boards' read model (written by leaderboard/reads/board/store.py) ---------------------------
+# --- the boards' read model (written by leaderboard/boards/) ---------------------------
 
 
 class RunScore(models.Model):
@@ -40,7 +40,7 @@ class RunScore(models.Model):
     best_speedups = models.BinaryField(default=b"")
     pass_at_1_sum = models.FloatField(default=0.0)
     # Kernels whose latest evaluation was measured here: > 0 means the run is verified here
-    # (leaderboard.reads.board.store.measured_here is the one place that reads it so).
+    # (leaderboard.boards.stored.measured_here is the one place that reads it so).
     measured = models.PositiveIntegerField(default=0)
     # Published figures (Kernel.published_speedup), apart from the measured ones: problems with one,
     # their sorted best published speedups (packed float64), and the hardware they were timed on.
@@ -84,7 +84,7 @@ class DirtyRun(models.Model):
     # The latest write that marked it: a re-scoring removes the mark only if no write marked it
     # again since it read the run's kernels, and writers never wait for a re-scoring to end.
     last_marked_at = models.DateTimeField(null=True, blank=True)
-    # A run whose re-scoring failed is set aside (board_store.refresh_runs): its last stored scores
+    # A run whose re-scoring failed is set aside (rescoring.refresh_runs): its last stored scores
     # stay on the boards, it is not retried on every read, /healthz says "degraded" and the admin
     # lists it with the error, until a write marks it again or rebuild_boards re-scores it.
     failed_at = models.DateTimeField(null=True, blank=True)
@@ -101,7 +101,7 @@ class DirtyRun(models.Model):
 class DirtyProblem(models.Model):
     """One problem of a marked run whose stored entry may be stale (a result, a review): the
     re-scorer reads only that problem's kernels and folds the run's levels again from the stored
-    entries (leaderboard/reads/board/store.py). Its DirtyRun row is the queue; these say what to do."""
+    entries (leaderboard/boards/). Its DirtyRun row is the queue; these say what to do."""
 
     run_id = models.BigIntegerField()
     problem_id = models.BigIntegerField()

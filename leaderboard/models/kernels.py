@@ -149,7 +149,7 @@ class Kernel(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     # The review state, stored (the rules: leaderboard/reviews/services.py; computed by
-    # with_review_state, written by leaderboard/reads/board/store.py after every write that changes it).
+    # with_review_state, written by leaderboard/boards/ after every write that changes it).
     review_verdict = models.CharField(max_length=12, blank=True, editable=False)
     review_pending = models.BooleanField(default=False, editable=False, help_text="Awaits review.")
     review_excluded = models.BooleanField(default=False, editable=False)
@@ -171,7 +171,7 @@ class Kernel(models.Model):
     published_hardware = models.CharField(max_length=60, blank=True, help_text="Where the published figure was timed.")
     # Stored by the read model: the speedup the problem page and the grid rank the kernel by: its
     # latest evaluation's when that was measured here (None when it failed here), else its latest
-    # evaluation's, else the published figure (leaderboard/reads/board/store.py).
+    # evaluation's, else the published figure (leaderboard/boards/).
     ranked_speedup = models.FloatField(null=True, blank=True, editable=False)
     # Where the source is public, for a kernel stored without it (source "" and the hash of the
     # public file: seed_demo's field figures, whose code is not ours to redistribute). Importing the

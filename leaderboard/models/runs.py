@@ -67,7 +67,7 @@ class Run(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
-    # Stored by the read model (leaderboard/reads/board/store.py): lists never count kernels.
+    # Stored by the read model (leaderboard/boards/): lists never count kernels.
     n_kernels = models.PositiveIntegerField(default=0, editable=False)
 
     objects = RunQuerySet.as_manager()

@@ -6,7 +6,7 @@ check took and its error text (host names, addresses) go to operators only
 
 `evaluation_hosts` says whether some worker host is short of disk space (status "degraded", still
 200: the site serves, but evaluations wait there); operators see which host and why. `boards` says
-whether some run failed to score and was set aside (leaderboard.reads.board.store.set_aside: its
+whether some run failed to score and was set aside (leaderboard.boards.rescoring.set_aside: its
 board rows are stale; status "degraded"), or, where the site runs the boards' background re-scorer,
 whether a mark has waited more than a minute for it (it is not running); operators see which runs
 and why."""
@@ -23,10 +23,10 @@ from django.views.decorators.cache import never_cache
 from redis import Redis
 from redis.exceptions import RedisError
 
+from leaderboard.boards import stored as board_stored
 from leaderboard.evaluations import host_space
 from leaderboard.ops.clients import is_operator
 from leaderboard.ops.outage import RETRY_AFTER_S
-from leaderboard.reads.board import store as board_store
 
 CHECK_TIMEOUT_S = 2
 
@@ -89,8 +89,8 @@ def boards() -> dict:
     re-scoring it (the re-scorer is not running, or a writer's own re-scoring after its commit
     failed, where none runs), and pages keep serving the stored rows, since reads never re-score."""
     try:
-        aside = board_store.set_aside_runs()
-        waiting = board_store.oldest_mark_seconds()
+        aside = board_stored.set_aside_runs()
+        waiting = board_stored.oldest_mark_seconds()
     except Exception as exc:  # noqa: BLE001 - the database check reports the database
         return {"ok": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
     shown = [{"run": row.run_id, "at": row.failed_at.isoformat(), "error": row.error[:300]} for row in aside[:20]]

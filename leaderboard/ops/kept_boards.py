@@ -28,9 +28,9 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.handlers.wsgi import WSGIRequest
 from django.urls import resolve, reverse
 
+from leaderboard.boards.scoring import RULES
 from leaderboard.reads.board import featured, served
 from leaderboard.reads.board.params import LEVEL_SLUGS
-from leaderboard.reads.board.scoring import RULES
 from problems.models import LEVELS, ProblemSet
 
 log = logging.getLogger(__name__)

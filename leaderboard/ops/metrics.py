@@ -61,7 +61,7 @@ class EvaluationCollector(Collector):
     def runs_set_aside(self) -> GaugeMetricFamily:
         family = GaugeMetricFamily(
             "kb_runs_set_aside",
-            "Runs that fail to score, set aside: their board rows are stale (board_store.set_aside)",
+            "Runs that fail to score, set aside: their board rows are stale (rescoring.set_aside)",
         )
         family.add_metric([], DirtyRun.objects.filter(failed_at__isnull=False).count())
         return family

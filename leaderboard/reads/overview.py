@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from django.db.models import Count, F, Q
 
+from leaderboard.boards.stored import ALL_LEVELS, runs_measured_here
 from leaderboard.models import LaunchPost, ReportedScore, RunScore
-from leaderboard.reads.board.store import ALL_LEVELS, runs_measured_here
 
 RELEASED = "December 2024 (paper February 2025)"
 AUTHORS = "Stanford's Scaling Intelligence Lab"

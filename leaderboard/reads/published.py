@@ -1,7 +1,7 @@
 """Figures someone else published for kernels (Kernel.published_speedup: KernelBench's leaderboard,
 timed on its L40S), read apart from the scores measured here: nothing in this module is ever
 mixed into fast_p, and every number it gives carries its label ("published, L40S"). The boards'
-published figures are stored by the read model (leaderboard.reads.board.store: RunScore.pub_*)."""
+published figures are stored by the read model (leaderboard.boards: RunScore.pub_*)."""
 
 from __future__ import annotations
 

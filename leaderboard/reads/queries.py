@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, replace
 from django.db.models import Avg, Count, F, Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from leaderboard.boards import stored as board_stored
+from leaderboard.boards.scoring import RULE_SAMPLE0, LevelScore
 from leaderboard.models import (
     FASTEST,
     RANKED,
@@ -22,9 +24,7 @@ from leaderboard.models import (
     Run,
     code_q,
 )
-from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.rows import MEASURED, PUBLISHED, Leaders, StandingRow, leaders, level_standings, make_row
-from leaderboard.reads.board.scoring import RULE_SAMPLE0, LevelScore
 from problems.models import LEVELS, Baseline, Problem, ProblemSet
 
 # Reported scores: the overview is compact: the best few models of each of the
@@ -164,15 +164,15 @@ def model_level_scores(model: LanguageModel, runs: list[Run]) -> dict[int, dict[
     problems = Problem.objects.filter(problem_set_id__in={run.problem_set_id for run in runs})
     for row in problems.values("problem_set_id", "level").annotate(n=Count("id")).order_by():
         counts[row["problem_set_id"]][row["level"]] = row["n"]
-    scores = board_store.scores_of_runs([run.pk for run in runs], [board_store.ALL_LEVELS, *LEVELS], False)
+    scores = board_stored.scores_of_runs([run.pk for run in runs], [board_stored.ALL_LEVELS, *LEVELS], False)
     by_run: dict[int, dict[str, StandingRow]] = defaultdict(dict)
     for run in runs:
-        all_levels = scores.get((run.pk, board_store.ALL_LEVELS))
-        run.measured_here = all_levels.measured if all_levels else 0  # board_store.measured_here's count
+        all_levels = scores.get((run.pk, board_stored.ALL_LEVELS))
+        run.measured_here = all_levels.measured if all_levels else 0  # board_stored.measured_here's count
         for level in (None, *LEVELS):
             n = sum(counts[run.problem_set_id].values()) if level is None else counts[run.problem_set_id].get(level, 0)
             if n:
-                score = scores.get((run.pk, level or board_store.ALL_LEVELS)) or LevelScore()
+                score = scores.get((run.pk, level or board_stored.ALL_LEVELS)) or LevelScore()
                 by_run[run.pk]["all" if level is None else str(level)] = make_row(
                     run, level, score, n, None, RULE_SAMPLE0
                 )

@@ -3,7 +3,7 @@ the run's scores per level, and a comparison with another run.
 
 Every function costs a fixed number of queries, whatever the size of the run.
 
-Scores are the boards' (leaderboard.reads.board.scoring: KernelBench's rules, `src/kernelbench/score.py`):
+Scores are the boards' (leaderboard.boards.scoring: KernelBench's rules, `src/kernelbench/score.py`):
 only sample 0 of each problem counts; the denominator is every problem of the level in the set;
 correctness (fast_0) does not depend on baselines, so a correct kernel without a speedup (imported
 with no baseline on the run's hardware) counts as correct and as unscored for fast_p at p > 0.
@@ -21,9 +21,9 @@ from typing import Any
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 
 from evaluation.metrics import DEFAULT_PS, fast_p_curve, fast_p_key
+from leaderboard.boards import scoring
+from leaderboard.boards.scoring import KernelFacts
 from leaderboard.models import Evaluation, Kernel, Origin, Run
-from leaderboard.reads.board import scoring
-from leaderboard.reads.board.scoring import KernelFacts
 
 RUN_PS: tuple[float, ...] = (0.0, *DEFAULT_PS)
 COMPARABLE_RUNS = 200  # runs offered in the "compare with" list
@@ -300,7 +300,7 @@ def _pick(summary: dict[str, Any], prefix: str) -> dict[str, float]:
 
 def level_score(level: int, lines: list[ProblemLine], n_problems: int) -> LevelScore:
     """Scores of `lines` (the run's problems of `level`) against the level's `n_problems`, by the
-    boards' own rules (leaderboard.reads.board.scoring), so the run page and the boards always agree."""
+    boards' own rules (leaderboard.boards.scoring), so the run page and the boards always agree."""
     n_problems = max(n_problems, len(lines), 1)
     score = scoring.level_score(_facts(lines))
     summary = scoring.summary(score, n_problems, DEFAULT_PS)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
+from leaderboard.boards import stored as board_stored
 from leaderboard.models import Run
 from leaderboard.reads import charts, published
 from leaderboard.reads import runs as reads
-from leaderboard.reads.board import store as board_store
 from leaderboard.reviews.services import run_maker
 
 
@@ -37,7 +37,7 @@ def _published(run: Run, scores) -> dict | None:
 
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(reads.run_for_page(pk))
-    board_store.attach_measured([run])  # "verified here": the count every page reads
+    board_stored.attach_measured([run])  # "verified here": the count every page reads
     lines = reads.run_problems(run)
     scores = reads.run_scores(run, lines)
     other = _other_run(request, run)

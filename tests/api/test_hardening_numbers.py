@@ -16,10 +16,11 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS
+from leaderboard.boards import marks as board_marks
+from leaderboard.boards import rescoring as board_rescoring
+from leaderboard.boards import scoring
 from leaderboard.evaluations import attempts
 from leaderboard.models import DirtyRun, Evaluation, Kernel, Run, RunScore
-from leaderboard.reads.board import scoring
-from leaderboard.reads.board import store as board_store
 from tests.api.conftest import KERNEL
 
 pytestmark = pytest.mark.django_db
@@ -111,7 +112,7 @@ def test_a_run_that_fails_to_score_is_set_aside_and_every_page_answers(client, r
     one keeps its last stored scores and is reported; every board page still answers 200."""
     other = Run.objects.create(model=model, problem_set=problem_set, hardware=hardware, setting="agent")
     Kernel.objects.create(run=other, problem=problem_set.problems.get(level=1, number=1), source=KERNEL + "#\n")
-    board_store.refresh_runs([run.pk, other.pk])
+    board_rescoring.refresh_runs([run.pk, other.pk])
     stored = RunScore.objects.filter(run=run).count()
     real = scoring.fold
 
@@ -120,9 +121,9 @@ def test_a_run_that_fails_to_score_is_set_aside_and_every_page_answers(client, r
             raise ValueError("kernel 1: speedup inf is not a finite number")
         return real(entries)
 
-    board_store.mark_runs([run.pk, other.pk])  # in a test's transaction: the marks, no refresh yet
+    board_marks.mark_runs([run.pk, other.pk])  # in a test's transaction: the marks, no refresh yet
     with mock.patch.object(scoring, "fold", side_effect=fails_for_the_first_run):
-        board_store.refresh_runs([run.pk, other.pk])  # what the write's after-commit hook runs
+        board_rescoring.refresh_runs([run.pk, other.pk])  # what the write's after-commit hook runs
     aside = DirtyRun.objects.get(run_id=run.pk)
     assert aside.failed_at is not None and "not a finite number" in aside.error
     assert not DirtyRun.objects.filter(run_id=other.pk).exists()  # the other run was scored
@@ -132,8 +133,8 @@ def test_a_run_that_fails_to_score_is_set_aside_and_every_page_answers(client, r
     health = client.get("/healthz").json()
     reachable = all(check["ok"] for check in health["checks"].values())  # Redis may not run here
     assert health["boards"]["ok"] is False and health["status"] == ("degraded" if reachable else "unavailable")
-    board_store.mark_runs([run.pk])  # a write marks it again: re-scored after it, no longer set aside
-    board_store.refresh_runs([run.pk])
+    board_marks.mark_runs([run.pk])  # a write marks it again: re-scored after it, no longer set aside
+    board_rescoring.refresh_runs([run.pk])
     assert not DirtyRun.objects.filter(run_id=run.pk).exists()
     assert client.get("/healthz").json()["boards"]["ok"] is True
 
@@ -150,5 +151,5 @@ def test_a_speedup_stored_before_the_fix_sets_its_run_aside(run):
         cursor.execute("PRAGMA ignore_check_constraints = ON")
         cursor.execute("UPDATE leaderboard_evaluation SET speedup = 9e999 WHERE id = %s", [kernel.latest_evaluation_id])
         cursor.execute("PRAGMA ignore_check_constraints = OFF")
-    board_store.refresh_runs([run.pk])
+    board_rescoring.refresh_runs([run.pk])
     assert DirtyRun.objects.get(run_id=run.pk).failed_at is not None

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from leaderboard.boards import rescoring as board_rescoring
 from leaderboard.models import Kernel, Review, Run
-from leaderboard.reads.board import store as board_store
 from leaderboard.reviews.services import code_fingerprint, record_verdict
 
 pytestmark = pytest.mark.django_db
@@ -41,7 +41,7 @@ def _import(client, source: str, **fields):
 
 def _reimported(client, source: str) -> Kernel:
     run = _import(client, source)["run"]["id"]
-    board_store.refresh_runs([run])  # what the import's after-commit hook does
+    board_rescoring.refresh_runs([run])  # what the import's after-commit hook does
     return Kernel.objects.get(run_id=run)
 
 
@@ -49,7 +49,7 @@ def _reimported(client, source: str) -> Kernel:
 def judged(token_client, ingestor, reviewer, problem_set, hardware) -> Kernel:
     kernel = Kernel.objects.get(run_id=_import(token_client(ingestor), HACK)["run"]["id"])
     record_verdict(kernel, reviewer, Review.Verdict.REWARD_HACK, "returns its input")
-    board_store.refresh_runs([kernel.run_id])
+    board_rescoring.refresh_runs([kernel.run_id])
     return kernel
 
 

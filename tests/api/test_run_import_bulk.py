@@ -8,11 +8,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from leaderboard.boards import rescoring as board_rescoring
+from leaderboard.boards import stored as board_stored
 from leaderboard.ingest import run_import
 from leaderboard.ingest.archives import Bundle, KernelFile
 from leaderboard.ingest.run_import import RunSpec, store_run
 from leaderboard.models import DirtyRun, Evaluation, Kernel, ProblemStats, Run, RunScore
-from leaderboard.reads.board import store as board_store
 from problems.importing import CREATED, UNCHANGED, UPDATED
 from problems.models import Baseline, Problem, ProblemSet, source_sha256
 from tests.rescoring import run_rescorer
@@ -77,9 +78,9 @@ def test_the_query_count_of_an_import_does_not_grow_with_its_kernels(big_set, ha
 
 def stored_state() -> dict:
     kernels = Kernel.objects.order_by("pk").values_list(
-        "pk", *board_store._STATE_FIELDS, "latest_evaluation_id", "source_hash"
+        "pk", *board_stored.STATE_FIELDS, "latest_evaluation_id", "source_hash"
     )
-    scores = {board_store._key(row): board_store._fields(row) for row in RunScore.objects.all()}
+    scores = {board_rescoring._key(row): board_rescoring._fields(row) for row in RunScore.objects.all()}
     counts = list(Run.objects.order_by("pk").values_list("pk", "n_kernels"))
     problems = {pid: n for pid, n in ProblemStats.objects.values_list("problem_id", "n_kernels") if n}
     return {"kernels": list(kernels), "scores": scores, "runs": counts, "problems": problems}
@@ -91,9 +92,9 @@ def test_a_bulk_import_stores_what_a_full_rebuild_computes(big_set, hardware, in
     assert DirtyRun.objects.filter(run_id=result.run.pk).exists()  # marked in the transaction
     run_rescorer()  # what the after-commit hook (or the background re-scorer) does
     after_import = stored_state()
-    board_store.rebuild_all()
+    board_rescoring.rebuild_all()
     assert stored_state() == after_import
-    assert board_store.verify_all() == []
+    assert board_rescoring.verify_all() == []
     kernels = Kernel.objects.filter(run=result.run)
     assert result.run.n_kernels == 0 and Run.objects.get(pk=result.run.pk).n_kernels == PROBLEMS
     assert all(k.source_hash == source_sha256(KERNEL) and k.submitted_by == ingestor for k in kernels)
@@ -115,7 +116,7 @@ def test_changed_results_add_evaluations_in_bulk_and_a_same_import_marks_nothing
     latest = Evaluation.objects.filter(pk__in=Kernel.objects.values("latest_evaluation"))
     assert set(latest.exclude(speedup=None).values_list("speedup", flat=True)) == {5.0}
     run_rescorer()
-    assert board_store.verify_all() == []
+    assert board_rescoring.verify_all() == []
     again = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, runtime=2.0))
     assert again.kernels.changed == 0 and again.evaluations.changed == 0
     assert not DirtyRun.objects.exists()
@@ -130,7 +131,7 @@ def test_a_changed_source_is_a_new_run_in_bulk(big_set, hardware):
     assert list(first.run.kernels.order_by("pk").values_list("pk", "source_hash", "latest_evaluation")) == before
     assert set(changed.run.kernels.values_list("source_hash", flat=True)) == {source_sha256(KERNEL + "# v2\n")}
     run_rescorer()
-    assert board_store.verify_all() == []
+    assert board_rescoring.verify_all() == []
     again = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, source=KERNEL + "# v2\n"))
     assert again.run == changed.run and again.kernels.changed == 0
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from leaderboard.boards import rescoring as board_rescoring
 from leaderboard.models import Evaluation, Kernel
-from leaderboard.reads.board import store as board_store
 from tests.browser.conftest import save_screenshot
 from tests.django.test_instruments_pages import record
 
@@ -20,7 +20,7 @@ def flag(kernel: Kernel, code: str, instruments: dict) -> None:
     Evaluation.objects.filter(pk=kernel.latest_evaluation_id).update(
         flags=[{"code": code, "message": f"{code}: made up for the test"}], instruments=instruments
     )
-    board_store.refresh_kernel_states([kernel.pk])
+    board_rescoring.refresh_kernel_states([kernel.pk])
 
 
 def sign_in(page, site: str, user) -> None:

@@ -7,8 +7,9 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from leaderboard.boards import marks as board_marks
+from leaderboard.boards import rescoring as board_rescoring
 from leaderboard.models import Evaluation, Kernel, KernelReport, LanguageModel, Review, Run
-from leaderboard.reads.board import store as board_store
 from problems.models import Hardware, Problem, ProblemSet
 
 
@@ -97,8 +98,8 @@ def report(kernel: Kernel, reporter, reason: str = "looks too fast", *, at: dt.d
 
 def _backdated(kernel: Kernel) -> None:
     """A bulk update sends no signal: store the kernel's review state again, as a bulk writer must."""
-    board_store.refresh_kernel_states([kernel.pk])
-    board_store.mark_runs([kernel.run_id])
+    board_rescoring.refresh_kernel_states([kernel.pk])
+    board_marks.mark_runs([kernel.run_id])
 
 
 @pytest.fixture(name="world")

@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from leaderboard.boards.stored import BoardState
 from leaderboard.models import LanguageModel
 from leaderboard.reads.board.served import Kept, lacking_since
-from leaderboard.reads.board.store import BoardState
 from tests.django.reviews_factories import review, world_fixture  # noqa: F401  (fixtures)
 from tests.rescoring import run_rescorer
 

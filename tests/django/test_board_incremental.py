@@ -1,6 +1,6 @@
 """Incremental re-scoring (issue 30, item 3): a write that changes one kernel marks its problem, and
 the re-scoring reads only that problem's kernels and folds the run's stored entries again
-(leaderboard/reads/board/store.py, `_fold_problems`). What it stores must equal, to the bit, what a
+(leaderboard/boards/, `_fold_problems`). What it stores must equal, to the bit, what a
 whole re-scoring of the run stores, through any mix of writes. Runs on SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from unittest import mock
 import pytest
 from django.db import transaction
 
+from leaderboard.boards import marks as board_marks
+from leaderboard.boards import rebuild, scoring
+from leaderboard.boards import rescoring as board_rescoring
+from leaderboard.boards import stored as board_stored
 from leaderboard.models import DirtyProblem, DirtyRun, Evaluation, Kernel, LanguageModel, RunScore
-from leaderboard.reads.board import rebuild, scoring
-from leaderboard.reads.board import store as board_store
 from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
 from tests.django.test_board_read_model import VERDICTS, random_kernel, random_world
 from tests.django.test_board_rebuild import read_model
@@ -25,14 +27,14 @@ pytestmark = pytest.mark.django_db
 def rows_read() -> tuple[mock._patch, list[int]]:
     """A spy on the kernel query of re-scorings: how many kernel rows each read."""
     sizes: list[int] = []
-    real = board_store.kernel_rows
+    real = board_stored.kernel_rows
 
     def counted(kernels, with_stored=False):
         rows = real(kernels, with_stored)
         sizes.append(len(rows))
         return rows
 
-    return mock.patch.object(board_store, "kernel_rows", side_effect=counted), sizes
+    return mock.patch.object(board_rescoring, "kernel_rows", side_effect=counted), sizes
 
 
 def test_a_result_reads_only_its_problems_kernels(world):
@@ -46,7 +48,7 @@ def test_a_result_reads_only_its_problems_kernels(world):
         assert run_rescorer() == 1
     assert sizes == [3]  # the problem's three kernels, not the run's twelve
     assert not DirtyRun.objects.exists() and not DirtyProblem.objects.exists()
-    assert board_store.verify_all() == []
+    assert board_rescoring.verify_all() == []
     assert rebuild.verify_runs([world.run.pk]) == []
 
 
@@ -55,9 +57,9 @@ def test_a_write_that_names_no_problem_rescores_the_whole_run(world):
         world.kernel(problem)
     run_rescorer()
     with transaction.atomic():
-        board_store.mark_problems([(world.run.pk, world.problems[0].pk)])
-        board_store.mark_runs([world.run.pk])  # an import, say: the whole run
-        board_store.mark_problems([(world.run.pk, world.problems[1].pk)])  # does not make it partial again
+        board_marks.mark_problems([(world.run.pk, world.problems[0].pk)])
+        board_marks.mark_runs([world.run.pk])  # an import, say: the whole run
+        board_marks.mark_problems([(world.run.pk, world.problems[1].pk)])  # does not make it partial again
     assert DirtyRun.objects.get(run_id=world.run.pk).whole is True
     spy, sizes = rows_read()
     with spy:
@@ -80,7 +82,7 @@ def test_rows_stored_in_the_older_form_are_rescored_whole(world):
         run_rescorer()
     assert sizes == [4]  # nothing to fold into: the whole run instead
     assert all(len(entry) == scoring.ENTRY_LENGTH for row in RunScore.objects.all() for entry in row.problems.values())
-    assert board_store.verify_all() == []
+    assert board_rescoring.verify_all() == []
 
 
 def random_write(world, rng: random.Random, reviewer, visitor, kernels: list[Kernel]) -> str:
@@ -120,15 +122,15 @@ def test_folded_rows_equal_a_whole_rescoring_through_any_writes(world, reviewer,
     rng = random.Random(seed)
     kernels = random_world(world, rng, reviewer, visitor)
     world.new_run(LanguageModel.objects.create(name="nothing yet"))
-    board_store.rebuild_all()
+    board_rescoring.rebuild_all()
     folds = []
-    real_fold = board_store._fold_problems
+    real_fold = board_rescoring._fold_problems
 
     def counted(partial):
         folds.append(len(partial))
         return real_fold(partial)
 
-    with mock.patch.object(board_store, "_fold_problems", side_effect=counted):
+    with mock.patch.object(board_rescoring, "_fold_problems", side_effect=counted):
         for step in range(60):
             random_write(world, rng, reviewer, visitor, kernels)
             if step % 3 == 2:  # sometimes several writes wait for one re-scoring
@@ -136,7 +138,7 @@ def test_folded_rows_equal_a_whole_rescoring_through_any_writes(world, reviewer,
         run_rescorer()
     assert sum(folds) >= 15  # most writes were folded, not re-scored whole
     incremental = read_model()
-    board_store.rebuild_all()
+    board_rescoring.rebuild_all()
     assert read_model() == incremental
     assert rebuild.verify_runs(world.problem_set.runs.values_list("pk", flat=True)) == []
     assert rebuild.verify_problem_counts() == []

@@ -13,10 +13,11 @@ from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
+from leaderboard.boards import marks as board_marks
+from leaderboard.boards import stored as board_stored
 from leaderboard.evaluations.clock import db_now
 from leaderboard.models import DirtyRun
 from leaderboard.ops.health import boards as health_of_boards
-from leaderboard.reads.board import store as board_store
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
 from tests.integration.fault_report import record
 
@@ -37,14 +38,14 @@ def test_a_writer_with_its_clock_off_marks_by_the_database_clock(world, monkeypa
     with monkeypatch.context() as skewed:
         skewed.setattr(timezone, "now", lambda: real_now() + timedelta(seconds=skew_s))
         with transaction.atomic():
-            board_store.mark_runs([kernel.run_id])
+            board_marks.mark_runs([kernel.run_id])
         with transaction.atomic():
-            board_store.mark_problems([(world.kernel(world.problems[1], sample=0).run_id, world.problems[1].pk)])
+            board_marks.mark_problems([(world.kernel(world.problems[1], sample=0).run_id, world.problems[1].pk)])
 
     mark = DirtyRun.objects.get()
     assert abs((db_now() - mark.marked_at).total_seconds()) < 30
     assert abs((db_now() - mark.last_marked_at).total_seconds()) < 30
-    assert 0 <= board_store.oldest_mark_seconds() < 30
+    assert 0 <= board_stored.oldest_mark_seconds() < 30
     health = health_of_boards()
     assert health["ok"] is True and health["oldest_mark_waiting_s"] < 30
     record(f"4. board marks written by a host {skew_s:+d} s off", oldest_mark_waiting_s=health["oldest_mark_waiting_s"],
@@ -54,7 +55,7 @@ def test_a_writer_with_its_clock_off_marks_by_the_database_clock(world, monkeypa
 def test_a_reader_with_its_clock_off_reads_the_age_by_the_database_clock(world, monkeypatch):
     kernel = world.kernel(world.problems[0], sample=0)
     with transaction.atomic():
-        board_store.mark_runs([kernel.run_id])
+        board_marks.mark_runs([kernel.run_id])
     real_now = timezone.now
     monkeypatch.setattr(timezone, "now", lambda: real_now() + timedelta(seconds=600))
-    assert 0 <= board_store.oldest_mark_seconds() < 30
+    assert 0 <= board_stored.oldest_mark_seconds() < 30

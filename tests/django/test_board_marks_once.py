@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from leaderboard.boards import marks as board_marks
 from leaderboard.evaluations import attempts
 from leaderboard.ingest.results_exchange import import_records, record
 from leaderboard.models import Evaluation
-from leaderboard.reads.board import store as board_store
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
 from tests.rescoring import run_rescorer
 
@@ -22,14 +22,14 @@ def marks(monkeypatch) -> list[tuple]:
     """Every call of the marking route from now on, as (function, places); each still marks."""
     calls: list[tuple] = []
     for name in ("mark_runs", "mark_problems"):
-        real = getattr(board_store, name)
+        real = getattr(board_marks, name)
 
         def spy(places, real=real, name=name):
             places = list(places)
             calls.append((name, sorted(places)))
             return real(places)
 
-        monkeypatch.setattr(board_store, name, spy)
+        monkeypatch.setattr(board_marks, name, spy)
     return calls
 
 

@@ -10,8 +10,8 @@ import io
 
 import pytest
 
+from leaderboard.boards import stored as board_stored
 from leaderboard.models import Kernel, Origin, Run
-from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.rows import PUBLISHED, level_standings
 from tests.pagekit import REFERENCE, evaluate, make_hardware, make_model, make_run, make_set, plain_static  # noqa: F401
 from tests.rescoring import run_rescorer
@@ -175,12 +175,12 @@ def test_the_problem_page_ranks_kernels_by_speedup_measured_else_published(clien
 
 def test_every_page_counts_measured_here_alike(client, field):
     problem_set, listed, measured = field
-    assert board_store.measured_here([listed.pk, measured.pk]) == {listed.pk: 0, measured.pk: 3}
+    assert board_stored.measured_here([listed.pk, measured.pk]) == {listed.pk: 0, measured.pk: 3}
     overview = client.get("/").content.decode()
     assert "1 run of 1 model with kernels measured here, 1 of them fully" in overview
     evaluate(listed.kernels.order_by("problem__number").first(), 1.5)  # one kernel of the listed run measured
     run_rescorer()
-    assert board_store.measured_here([listed.pk]) == {listed.pk: 1}
+    assert board_stored.measured_here([listed.pk]) == {listed.pk: 1}
     assert "2 runs of 2 models with kernels measured here, 1 of them fully" in client.get("/").content.decode()
     assert "verified here" in client.get(listed.get_absolute_url()).content.decode()
     model_page = client.get(listed.model.get_absolute_url()).content.decode()

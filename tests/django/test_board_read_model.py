@@ -12,10 +12,11 @@ from django.core.management import call_command
 from django.db import transaction
 from django.utils import timezone
 
+from leaderboard.boards import marks as board_marks
+from leaderboard.boards import rescoring as board_rescoring
+from leaderboard.boards.scoring import RULE_BEST, RULE_SAMPLE0
 from leaderboard.models import DirtyRun, Kernel, LanguageModel, ProblemStats, Review, Run, RunScore
-from leaderboard.reads.board import store as board_store
 from leaderboard.reads.board.rows import level_standings, live_level_standings
-from leaderboard.reads.board.scoring import RULE_BEST, RULE_SAMPLE0
 from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
 from tests.rescoring import run_rescorer
 
@@ -143,10 +144,10 @@ def test_writes_after_commit_refresh_the_stored_rows(world):
 
 def test_a_refresh_is_idempotent(world):
     world.kernel(world.problems[0], speedup=2.5)
-    board_store.refresh_runs([world.run.pk])
-    first = sorted(board_store._fields(row).items().__repr__() for row in RunScore.objects.all())
-    board_store.refresh_runs([world.run.pk])
-    assert sorted(board_store._fields(row).items().__repr__() for row in RunScore.objects.all()) == first
+    board_rescoring.refresh_runs([world.run.pk])
+    first = sorted(board_rescoring._fields(row).items().__repr__() for row in RunScore.objects.all())
+    board_rescoring.refresh_runs([world.run.pk])
+    assert sorted(board_rescoring._fields(row).items().__repr__() for row in RunScore.objects.all()) == first
 
 
 def test_rebuild_boards_verifies_stored_rows(world, reviewer, visitor):
@@ -170,9 +171,9 @@ def test_an_evaluation_finishing_costs_a_bounded_number_of_queries(world, django
     for problem in world.problems:
         for sample in range(3):
             world.kernel(problem, sample=sample, speedup=1.5)
-    board_store.refresh_runs([world.run.pk])
+    board_rescoring.refresh_runs([world.run.pk])
     with django_assert_max_num_queries(14):
-        board_store.refresh_runs([world.run.pk])
+        board_rescoring.refresh_runs([world.run.pk])
     assert timezone.now()
 
 
@@ -196,7 +197,7 @@ def test_a_failed_rescoring_after_commit_keeps_the_write_and_the_mark(world, mon
     def broken(run_ids):
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr(board_store, "refresh_runs", broken)
+    monkeypatch.setattr(board_marks, "refresh_runs", broken)
     with transaction.atomic():
         kernel = world.kernel(world.problems[0], speedup=2.5)
     assert Kernel.objects.filter(pk=kernel.pk).exists()  # the write stands

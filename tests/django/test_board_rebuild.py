@@ -1,7 +1,7 @@
-"""The whole-rebuild of the boards' read model (leaderboard/reads/board/rebuild.py): on PostgreSQL
-by sets, it stores exactly what re-scoring every run through store.refresh_runs stores (scores,
+"""The whole-rebuild of the boards' read model (leaderboard/boards/rebuild.py): on PostgreSQL
+by sets, it stores exactly what re-scoring every run through rescoring.refresh_runs stores (scores,
 kernels' review state, kernel counts), on random worlds and on the web benchmark's own dataset;
-elsewhere it is store.rebuild_all. And the sampled check finds a wrong row."""
+elsewhere it is rescoring.rebuild_all. And the sampled check finds a wrong row."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pytest
 from django.core.management import call_command
 
 from benchmarks.web import dataset
+from leaderboard.boards import rebuild
+from leaderboard.boards import rescoring as board_rescoring
+from leaderboard.boards import stored as board_stored
 from leaderboard.models import DirtyRun, Kernel, LanguageModel, ProblemStats, Run, RunScore
-from leaderboard.reads.board import rebuild
-from leaderboard.reads.board import store as board_store
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
 from tests.django.test_board_read_model import random_world
 
@@ -22,9 +23,9 @@ pytestmark = pytest.mark.django_db
 
 def read_model() -> dict:
     """Everything a rebuild writes, as comparable values."""
-    scores = {board_store._key(row): board_store._fields(row) for row in RunScore.objects.all()}
+    scores = {board_rescoring._key(row): board_rescoring._fields(row) for row in RunScore.objects.all()}
     states = {
-        pk: tuple(rest) for pk, *rest in Kernel.objects.order_by("pk").values_list("pk", *board_store._STATE_FIELDS)
+        pk: tuple(rest) for pk, *rest in Kernel.objects.order_by("pk").values_list("pk", *board_stored.STATE_FIELDS)
     }
     return {
         "scores": scores,
@@ -47,7 +48,7 @@ def forget_read_model() -> None:
 
 def rebuilt_both_ways() -> tuple[dict, dict]:
     """(what re-scoring every run stores, what the whole rebuild stores), from the same data."""
-    board_store.rebuild_all()
+    board_rescoring.rebuild_all()
     reference = read_model()
     forget_read_model()
     rebuild.rebuild()

@@ -22,10 +22,13 @@ from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from leaderboard.boards import marks as board_marks
+from leaderboard.boards import rescorer
+from leaderboard.boards import rescoring as board_rescoring
+from leaderboard.boards import stored as board_stored
 from leaderboard.evaluations import attempts
 from leaderboard.models import DirtyRun, Evaluation, Kernel, LanguageModel, Run, RunScore
-from leaderboard.reads.board import rescorer, served
-from leaderboard.reads.board import store as board_store
+from leaderboard.reads.board import served
 from leaderboard.reads.board.rows import level_standings, live_level_standings
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
 from tests.django.test_board_read_model import boards, random_world
@@ -78,7 +81,7 @@ def test_the_rescorer_makes_the_stored_boards_equal_a_fresh_computation(world, r
     assert [done.runs for done in passes] == [2] * (marked // 2) + [marked % 2] * (marked % 2)
     assert all(done.db_seconds > 0 for done in passes)
     assert not DirtyRun.objects.exists()
-    assert board_store.verify_all() == []
+    assert board_rescoring.verify_all() == []
     assert boards(world.problem_set, level_standings) == boards(world.problem_set, live_level_standings)
 
 
@@ -150,14 +153,14 @@ def test_healthz_says_degraded_when_marks_wait_for_a_rescorer_that_does_not_run(
 
 def test_a_write_landing_during_a_rescoring_keeps_its_mark_for_the_next(world, monkeypatch):
     world.kernel(world.problems[0], speedup=2.0)
-    read_kernels = board_store.kernel_rows
+    read_kernels = board_stored.kernel_rows
 
     def a_write_lands_meanwhile(kernels, **options):
         rows = read_kernels(kernels, **options)
-        board_store.mark_runs([world.run.pk])  # after the re-scoring read the run: not in its rows
+        board_marks.mark_runs([world.run.pk])  # after the re-scoring read the run: not in its rows
         return rows
 
-    monkeypatch.setattr(board_store, "kernel_rows", a_write_lands_meanwhile)
+    monkeypatch.setattr(board_rescoring, "kernel_rows", a_write_lands_meanwhile)
     assert rescorer.rescore_pass().runs == 1
     assert DirtyRun.objects.filter(run_id=world.run.pk).exists()  # the next pass takes it
     monkeypatch.undo()
@@ -245,7 +248,7 @@ def test_a_pass_moves_on_past_the_oldest_marks_when_another_transaction_holds_th
     finally:
         release()
     assert rescorer.rescore_pass(batch=10).runs == 2 and not DirtyRun.objects.exists()
-    assert board_store.verify_all() == []
+    assert board_rescoring.verify_all() == []
 
 
 def test_a_pass_counts_only_the_runs_it_rescored(world):
@@ -272,14 +275,14 @@ def test_a_mark_renewed_during_a_rescoring_moves_up_to_when_the_rescoring_read_i
     world.kernel(world.problems[0], speedup=2.0)
     long_ago = timezone.now() - timedelta(hours=1)
     DirtyRun.objects.update(marked_at=long_ago)
-    read_kernels = board_store.kernel_rows
+    read_kernels = board_stored.kernel_rows
 
     def a_write_lands_meanwhile(kernels, **options):
         rows = read_kernels(kernels, **options)
-        board_store.mark_runs([world.run.pk])
+        board_marks.mark_runs([world.run.pk])
         return rows
 
-    monkeypatch.setattr(board_store, "kernel_rows", a_write_lands_meanwhile)
+    monkeypatch.setattr(board_rescoring, "kernel_rows", a_write_lands_meanwhile)
     before = timezone.now()
     assert rescorer.rescore_pass().runs == 1
     mark = DirtyRun.objects.get(run_id=world.run.pk)

@@ -1,6 +1,6 @@
 """Issue 19, case 11: boards went stale after a Hardware rename (a 304 and a cached 200 with the old
 name): hardware, problem and problem set saves did not bump the boards' version. Each now does
-(leaderboard/reads/board/signals.py), so the ETag moves and the cache is not served."""
+(leaderboard/boards/signals.py), so the ETag moves and the cache is not served."""
 
 from __future__ import annotations
 

@@ -9,9 +9,10 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from leaderboard.boards import rescorer
 from leaderboard.models import RunScore
 from leaderboard.ops import kept_boards as kept
-from leaderboard.reads.board import featured, rescorer, served
+from leaderboard.reads.board import featured, served
 from tests.pagekit import make_run, make_set, plain_static  # noqa: F401
 from tests.rescoring import run_rescorer
 

@@ -1,4 +1,4 @@
-"""The pure scoring of board rows (leaderboard.reads.board.scoring): KernelBench's rules, and the
+"""The pure scoring of board rows (leaderboard.boards.scoring): KernelBench's rules, and the
 fast_p intervals equal to evaluation.metrics.bootstrap_interval."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import pytest
 
 from evaluation.metrics import bootstrap_interval
-from leaderboard.reads.board import scoring
-from leaderboard.reads.board.scoring import KernelFacts, level_score, mark_ties, summary
+from leaderboard.boards import scoring
+from leaderboard.boards.scoring import KernelFacts, level_score, mark_ties, summary
 
 
 def facts(problem, sample=0, *, correct=True, speedup=1.5, compiled=True, excluded=False):

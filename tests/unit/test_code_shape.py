@@ -27,13 +27,14 @@ MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 800
 #: Modules over MAX_MODULE_LINES still to be split, each at most its size when the bound came in:
 #: none may grow, and no other may join them.
-OVERSIZED = {"evaluation/_child.py": 1110, "leaderboard/reads/board/store.py": 957, "evaluation/sandbox.py": 832}
+OVERSIZED = {"evaluation/_child.py": 1110, "evaluation/sandbox.py": 832}
 # Module prefix -> layer. A module may import modules of its own layer or lower ones, never higher.
 LAYERS = {
     "evaluation": 0,  # the scoring library: no Django
     "problems": 1,
     "leaderboard.models": 2,
     "leaderboard.evaluations": 3,
+    "leaderboard.boards": 3,  # the read model: marks, re-scoring, stored rows
     "leaderboard.reads": 3,
     "leaderboard.ingest": 4,
     "leaderboard.reviews.services": 4,  # the rules and actions; reviews' views, urls and api are pages/API

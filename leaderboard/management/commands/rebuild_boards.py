@@ -1,8 +1,8 @@
 """Re-score every run into the boards' read model; with --verify, check stored against fresh.
 
-The read model (leaderboard/reads/board/store.py) is kept current by the writes that change it;
+The read model (leaderboard/boards/) is kept current by the writes that change it;
 this command rebuilds it from scratch (after a restore, a migration, or to be sure: by sets on
-PostgreSQL, leaderboard/reads/board/rebuild.py) and, with --verify, compares the stored rows with a
+PostgreSQL, leaderboard/boards/rebuild.py) and, with --verify, compares the stored rows with a
 fresh computation and fails if one differs: every run's, or with --sample N a sample's (N runs at
 random and the N re-scored last), which at millions of kernels takes seconds instead of the time
 of a second rebuild. A check first re-scores the runs still marked for re-scoring (a write the
@@ -15,8 +15,9 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from leaderboard.reads.board import rebuild as board_rebuild
-from leaderboard.reads.board import store as board_store
+from leaderboard.boards import rebuild as board_rebuild
+from leaderboard.boards import rescoring as board_rescoring
+from leaderboard.boards import stored as board_stored
 
 
 class Command(BaseCommand):
@@ -39,16 +40,16 @@ class Command(BaseCommand):
 
     def verify(self, sample: int | None) -> None:
         started = time.monotonic()
-        waited = board_store.oldest_mark_seconds()
-        pending = board_store.make_up_marks()
+        waited = board_stored.oldest_mark_seconds()
+        pending = board_rescoring.make_up_marks()
         self.stdout.write(
             f"{pending} run{'' if pending == 1 else 's'} marked for re-scoring when the check began: re-scored first"
             + (f" (the oldest mark had waited {waited:.1f} s)" if pending else "")
         )
-        if aside := board_store.set_aside_runs():
+        if aside := board_stored.set_aside_runs():
             self.stdout.write(f"{len(aside)} runs set aside (they fail to score): their stored rows are kept")
         if sample is None:
-            differences = board_store.verify_all(write=self.stdout.write)
+            differences = board_rescoring.verify_all(write=self.stdout.write)
             what = "stored boards match"
         else:
             runs = board_rebuild.sample_runs(sample)

@@ -1,4 +1,4 @@
-"""The boards' background re-scorer (leaderboard/reads/board/rescorer.py): re-score the runs that
+"""The boards' background re-scorer (leaderboard/boards/rescorer.py): re-score the runs that
 writes marked, in batches, and keep the standard boards built (leaderboard/ops/kept_boards.py),
 until SIGTERM; or re-score once (--once), as a cron job or a test would."""
 
@@ -10,8 +10,8 @@ import threading
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from leaderboard.boards import rescorer
 from leaderboard.ops import kept_boards
-from leaderboard.reads.board import rescorer
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ board's request made, for tables that change only when problems or hardware are 
 
 The kept copy is filed under the oldest of the boards' versions (their times, read in one small
 query of one row per problem set). A write to a problem set, a problem or a hardware moves every
-set's version (store.bump_all_versions, which those writes call), so the oldest moves with it,
+set's version (rescoring.bump_all_versions, which those writes call), so the oldest moves with it,
 whichever process wrote and whatever cache it has; a result moves only its own set's version. A
 build that reads a new version therefore never reads an older catalogue. Without the cache (down)
 every request reads the tables."""

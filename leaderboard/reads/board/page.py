@@ -21,11 +21,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 from evaluation.metrics import fast_p_key
+from leaderboard.boards.scoring import RULE_BEST, RULES
 from leaderboard.models import Origin, Precision
 from leaderboard.reads import charts
 from leaderboard.reads.board import columns as board_columns
 from leaderboard.reads.board import grid, params, rows, served
-from leaderboard.reads.board.scoring import RULE_BEST, RULES
 from problems.models import LEVELS
 
 

@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterable
 from django.http import HttpRequest, QueryDict
 
 from evaluation.metrics import fast_p_key
+from leaderboard.boards.scoring import RULE_SAMPLE0, RULES
 from leaderboard.models import Origin, Precision, Run
 from leaderboard.reads.board import catalogue
 from leaderboard.reads.board.choices import LevelBoard
 from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.rows import SORT_KEYS, count_rows, standard_ps
-from leaderboard.reads.board.scoring import RULE_SAMPLE0, RULES
 from problems.models import LEVELS, Hardware, ProblemSet, named_by
 
 LEVEL_SLUGS = ("all", *(str(level) for level in LEVELS))  # what /levels/<level>/ accepts

@@ -5,7 +5,7 @@ costs a fixed number of queries, whatever the number of runs or kernels.
 
 Two sources give the same rows (the equivalence test holds them to it):
 
-- `level_standings` reads the stored read model (leaderboard.reads.board.store): one row per run
+- `level_standings` reads the stored read model (leaderboard.boards): one row per run
   and level, kept current by the writes that change it. This is what pages and the API use.
 - `live_level_standings` computes the same rows on the fly from kernels, their latest evaluations
   and their reviews: the reference implementation, used by tests and `rebuild_boards --verify`.
@@ -17,7 +17,7 @@ kernel of the row is measured here it ranks by the measured figure, the publishe
 with the difference. Every other row ranks by what was measured here.
 
 The scoring rules (KernelBench's sample 0 by default, best-of-n as a labelled option, fast_0
-independent of baselines) are in leaderboard.reads.board.scoring. Reviews shape the rows (rules in
+independent of baselines) are in leaderboard.boards.scoring. Reviews shape the rows (rules in
 leaderboard/reviews/services.py): a kernel whose latest verdict is reward hack or invalid is left
 out, as if it had never been submitted (its problem still counts in the denominator), unless
 `include_excluded=True` asks for the scores as they were before exclusions. Each row also counts
@@ -32,10 +32,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from evaluation.metrics import fast_p_curve
+from leaderboard.boards import scoring
+from leaderboard.boards import stored as board_stored
+from leaderboard.boards.scoring import RULE_SAMPLE0, STANDARD_PS, KernelFacts, LevelScore
 from leaderboard.models import Kernel, Run, RunQuerySet, RunScore
-from leaderboard.reads.board import scoring
-from leaderboard.reads.board import store as board_store
-from leaderboard.reads.board.scoring import RULE_SAMPLE0, STANDARD_PS, KernelFacts, LevelScore
 from problems.models import Hardware, ProblemSet
 
 if TYPE_CHECKING:
@@ -247,7 +247,7 @@ def level_standings(
     n_problems = level_denominator(problem_set, level)
     if n_problems == 0:
         return []
-    scores = board_store.stored_scores(problem_set, runs, level, include_excluded)
+    scores = board_stored.stored_scores(problem_set, runs, level, include_excluded)
     rows = [make_row(run, level, score, n_problems, p, rule) for run, score in scores]
     attach_compared_entries(rows, level, include_excluded)
     return rank_rows(rows, p)
@@ -261,7 +261,7 @@ def attach_compared_entries(rows: list[StandingRow], level: int | None, include_
     if not compared:
         return
     stored = RunScore.objects.filter(run_id__in=list(compared), with_excluded=include_excluded)
-    stored = stored.exclude(level=board_store.ALL_LEVELS) if level is None else stored.filter(level=level)
+    stored = stored.exclude(level=board_stored.ALL_LEVELS) if level is None else stored.filter(level=level)
     for run_id, entries in stored.values_list("run_id", "problems"):
         compared[run_id].score.problems.update({int(pid): entry for pid, entry in entries.items()})
 
@@ -325,7 +325,7 @@ def live_level_standings(
     if level is not None:
         kernels = kernels.filter(problem__level=level)
     facts: dict[int, list[KernelFacts]] = defaultdict(list)
-    for row in board_store.kernel_rows(kernels) if runs else ():
+    for row in board_stored.kernel_rows(kernels) if runs else ():
         facts[row.run_id].append(row.facts)
     rows = [
         make_row(run, level, scoring.level_score(facts[run.pk], include_excluded=include_excluded), n_problems, p, rule)

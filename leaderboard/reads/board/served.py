@@ -4,8 +4,8 @@ fast while results land every second (docs/performance.md, "Boards under writes"
 A board (a page, one of its downloads, the API leaderboard's data: one per URL) is built once and
 kept in the cache with the read model's version its build read and its "as of" time, taken just
 before that read (or the oldest write still waiting for the background re-scorer, when earlier:
-leaderboard/reads/board/store.py): every write committed before then is in the build. A request reads the current
-version and the oldest unrefreshed mark in one small query (`board_store.board_state`; neither a
+leaderboard/boards/): every write committed before then is in the build. A request reads the current
+version and the oldest unrefreshed mark in one small query (`board_stored.board_state`; neither a
 request nor a build re-scores: the background re-scorer does) and then:
 
 - serves the kept build when nothing was written since;
@@ -66,7 +66,7 @@ from django.template.loader import render_to_string
 from django.utils.cache import get_conditional_response, patch_cache_control
 from django.utils.http import http_date
 
-from leaderboard.reads.board import store as board_store
+from leaderboard.boards import stored as board_stored
 from leaderboard.reads.error_bodies import error_in_kind
 from problems.models import ProblemSet
 
@@ -183,7 +183,7 @@ def for_visitor(body: Any, request: HttpRequest) -> Any:
 def _current_build(key: str, problem_set: ProblemSet | None, build: Build) -> tuple[Kept | None, int]:
     """(the build to serve, seconds a shared cache may keep it); None while a cold board builds."""
     freshness = settings.BOARD_FRESHNESS_SECONDS
-    state = board_store.board_state(problem_set)
+    state = board_stored.board_state(problem_set)
     kept = cache.get(key)
     since = None if kept is None else lacking_since(kept, state)
     if kept is not None and _keeping.active:
@@ -266,7 +266,7 @@ def _building(request: HttpRequest, kind: str) -> Any:
     return HttpResponse(html, status=503)
 
 
-def lacking_since(kept: Kept, state: board_store.BoardState) -> float | None:
+def lacking_since(kept: Kept, state: board_stored.BoardState) -> float | None:
     """When the oldest write that a kept build lacks was made (epoch seconds, never later than the
     truth); None when it lacks none."""
     since = []
@@ -284,7 +284,7 @@ def _build_and_keep(key: str, problem_set: ProblemSet | None, build: Build) -> K
     """Build from the stored rows as they are (a build re-scores nothing: reads never write) and
     keep the build, dated as of the oldest write it lacks."""
     as_of = time.time()
-    state = board_store.board_state(problem_set)
+    state = board_stored.board_state(problem_set)
     if state.dirty_since is not None:  # writes the re-scorer is about to take are not in this build:
         as_of = min(as_of, state.dirty_since.timestamp())  # it is as of the oldest of them
     kept = Kept(build(datetime.fromtimestamp(as_of, UTC)), state.key, state.updated_at, as_of)

@@ -1,7 +1,7 @@
 """Rebuilding the boards' whole read model at once (`manage.py rebuild_boards`), and checking it on
 a sample of runs.
 
-store.refresh_runs re-scores a few runs after a write; run over every run (store.rebuild_all) it
+board_rescoring.refresh_runs re-scores a few runs after a write; run over every run (board_rescoring.rebuild_all) it
 spends most of its time writing kernels' review state and scores in small batches. A whole rebuild
 on PostgreSQL goes by sets instead, in one transaction:
 
@@ -9,11 +9,11 @@ on PostgreSQL goes by sets instead, in one transaction:
    (KernelQuerySet.with_review_state), writing only the kernels whose state changed;
 2. the runs' and problems' kernel counts, by one UPDATE and one recount;
 3. the RunScore rows, from the stored state just written, one read per chunk of runs scored by the
-   same Python rules as every refresh (leaderboard.reads.board.scoring), so a rebuilt row is
+   same Python rules as every refresh (leaderboard.boards.scoring), so a rebuilt row is
    identical, byte for byte, to a refreshed one;
 4. the board version of every problem set.
 
-Other databases (SQLite in development and CI) take store.rebuild_all. `verify_sample` compares a
+Other databases (SQLite in development and CI) take board_rescoring.rebuild_all. `verify_sample` compares a
 sample of runs (scores, review state, counts) with the reference computation, so the check of a
 13 M-kernel rebuild takes seconds, not the time of a second rebuild."""
 
@@ -31,6 +31,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from evaluation.metrics import pass_at_k
+from leaderboard.boards import rescoring as board_rescoring
+from leaderboard.boards import stored as board_stored
+from leaderboard.boards.scoring import Tally
 from leaderboard.models import (
     DirtyProblem,
     DirtyRun,
@@ -44,13 +47,11 @@ from leaderboard.models import (
     Run,
     RunScore,
 )
-from leaderboard.reads.board import store
-from leaderboard.reads.board.scoring import Tally
 from problems.models import Problem
 
 CHUNK = 1_000  # runs scored per read (about 260,000 kernels)
 
-# The reference rules' state (store.kernel_rows) in SQL: the subquery's columns are
+# The reference rules' state (board_stored.kernel_rows) in SQL: the subquery's columns are
 # pk, verdict, pending, excluded, flagged, reported_at, evaluated_at, created_at, speedup, origin, published.
 _NEW_STATE = {
     "review_verdict": "coalesce(s.verdict, '')",
@@ -67,25 +68,25 @@ _NEW_STATE = {
 def rebuild(write: Callable[[str], None] = lambda _: None) -> int:
     """Re-score every run; returns how many there are."""
     if connection.vendor != "postgresql":
-        return store.rebuild_all(write)
+        return board_rescoring.rebuild_all(write)
     with transaction.atomic():
         with connection.cursor() as cursor:
             # The queries run once over many rows: compiling them (JIT) cost most of their time.
             cursor.execute("SET LOCAL jit = off")
             cursor.execute("SET LOCAL work_mem = '64MB'")  # a chunk's sorts in memory
-        # Lock every run, as store.refresh_runs locks its few: a re-scoring of a run that starts
+        # Lock every run, as board_rescoring.refresh_runs locks its few: a re-scoring of a run that starts
         # meanwhile waits for this one to commit, instead of writing rows beside it.
         ids = list(Run.objects.select_for_update().order_by("pk").values_list("pk", flat=True))
         DirtyRun.objects.all().delete()  # everything is re-scored here, set-aside runs too
         DirtyProblem.objects.all().delete()
         write(f"stored review state of {store_kernel_states():,} kernels changed")
         store_run_counts()
-        store.recount_problems()
+        board_rescoring.recount_problems()
         excluding = runs_with_excluded_kernels()
         for start in range(0, len(ids), CHUNK):
             store_scores(ids[start : start + CHUNK], excluding)
             write(f"re-scored {min(start + CHUNK, len(ids))} of {len(ids)} runs")
-        store.bump_all_versions()
+        board_rescoring.bump_all_versions()
     return len(ids)
 
 
@@ -130,7 +131,7 @@ def store_scores(run_ids: list[int], excluding: set[int]) -> None:
     the reference's float arithmetic must be followed exactly (sorted speedups packed as it packs
     them, the fsum of their logs, pass@1 by evaluation.metrics.pass_at_k), copied in.
     No run fails to score here: PostgreSQL's check constraints keep every stored speedup finite,
-    positive and under the ceiling (what store._scores checks, for rows older than those)."""
+    positive and under the ceiling (what board_rescoring._scores checks, for rows older than those)."""
     with connection.cursor() as cursor:
         params = {"runs": run_ids, "excluding": sorted(excluding & set(run_ids)), "measured": Origin.MEASURED}
         cursor.execute(_LEVELS_SQL, params)
@@ -239,7 +240,7 @@ def _all_levels(run_ids: list[int], levels: list[tuple]) -> list[tuple]:
         for column in range(3, 21):
             into[column] = into[column] + (row[column] or []) if column in _LISTS else into[column] + row[column]
         into[21] = max(into[21], row[21])
-    # The all-levels rows store no entries: they are the fold of their levels' (store._refolded).
+    # The all-levels rows store no entries: they are the fold of their levels' (board_rescoring._refolded).
     return [(*row[:22], "{}") for row in merged.values()]
 
 
@@ -308,12 +309,12 @@ def sample_runs(size: int, seed: int = 0) -> list[int]:
 
 def verify_runs(run_ids: Iterable[int], write: Callable[[str], None] = lambda _: None) -> list[str]:
     """The differences between the stored read model of these runs and the reference computation:
-    their RunScore rows (store.verify_all), their kernels' review state and their kernel counts."""
+    their RunScore rows (board_rescoring.verify_all), their kernels' review state and their kernel counts."""
     ids = sorted(set(run_ids))
-    problems = store.verify_all(write, run_ids=ids)
-    for start in range(0, len(ids), store.BATCH):
-        batch = ids[start : start + store.BATCH]
-        rows = store.kernel_rows(Kernel.objects.filter(run_id__in=batch), with_stored=True)
+    problems = board_rescoring.verify_all(write, run_ids=ids)
+    for start in range(0, len(ids), board_rescoring.BATCH):
+        batch = ids[start : start + board_rescoring.BATCH]
+        rows = board_stored.kernel_rows(Kernel.objects.filter(run_id__in=batch), with_stored=True)
         problems += [f"kernel {row.pk}: stored review state differs" for row in rows if row.stored != row.state]
         counts = dict(Run.objects.filter(pk__in=batch).values_list("pk", "n_kernels"))
         fresh = dict(

@@ -1,9 +1,9 @@
 """The boards' background re-scorer: where the site runs one (BOARD_RESCORER), the process that
-re-scores runs as results land (leaderboard/reads/board/store.py, "How it stays current"), and the
+re-scores runs as results land (leaderboard/boards/marks.py, "How it stays current"), and the
 only one: pages and the API never re-score, so a mark waits here however old it is.
 
 `run` loops until told to stop: take the oldest marked runs that no other transaction holds, at
-most `batch`, and re-score them in one transaction (`store.rescore_oldest`); wait `poll` seconds
+most `batch`, and re-score them in one transaction (`rescoring.rescore_oldest`); wait `poll` seconds
 when it re-scored less than a full batch, go on at once when it is behind. More than one re-scorer
 is harmless: each skips the runs another holds (FOR UPDATE SKIP LOCKED), and a run re-scored twice
 is stored the same. A database that goes away is waited out, never a reason to exit. Every few
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from django.db import OperationalError, connection
 
-from leaderboard.reads.board import store as board_store
+from leaderboard.boards import rescoring as board_rescoring
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def rescore_pass(batch: int = BATCH) -> Pass:
     """Re-score the oldest marked runs, at most `batch` of them, timed."""
     started, clock = time.time(), QueryClock()
     with connection.execute_wrapper(clock):
-        runs = board_store.rescore_oldest(batch)
+        runs = board_rescoring.rescore_oldest(batch)
     return Pass(started, runs, time.time() - started, clock.seconds)
 
 

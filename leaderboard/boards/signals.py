@@ -1,19 +1,21 @@
 """Model signals that keep the boards' read model current whatever path writes (admin, factories,
 services): each marks the affected run in the writing transaction, for the background re-scorer
-(leaderboard/reads/board/store.py): only the kernel's problem where the write changes one kernel
+(leaderboard/boards/): only the kernel's problem where the write changes one kernel
 (its result, a review, the kernel added or deleted), the whole run otherwise.
 
-Bulk writes (bulk_create, QuerySet.update) send no signals: their code calls board_store.mark_runs
+Bulk writes (bulk_create, QuerySet.update) send no signals: their code calls board_marks.mark_runs
 itself (run import, baseline import, the worker).
 
-A write to a run or a problem set also renews the kept featured set (leaderboard/reads/board/featured.py)."""
+The kept featured set follows run and problem-set writes through its own signals
+(leaderboard/reads/board/featured_signals.py)."""
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_delete
 from django.dispatch import receiver
 
+from leaderboard.boards import marks as board_marks
+from leaderboard.boards import rescoring as board_rescoring
 from leaderboard.models import (
     Evaluation,
     Kernel,
@@ -25,8 +27,6 @@ from leaderboard.models import (
     Review,
     Run,
 )
-from leaderboard.reads.board import featured
-from leaderboard.reads.board import store as board_store
 from problems.models import Baseline, Hardware, Problem, ProblemSet
 
 
@@ -50,16 +50,16 @@ _MOVING_FIELDS = {"run", "run_id", "problem", "problem_id"}
 @receiver(post_save, sender=Kernel, dispatch_uid="boards-kernel-saved")
 def kernel_saved(sender, instance: Kernel, created: bool, update_fields=None, **kwargs) -> None:
     if not created:  # a new kernel has no evaluation or review yet: nothing to store for it now
-        board_store.refresh_kernel_states([instance.pk])
+        board_rescoring.refresh_kernel_states([instance.pk])
     if created or (update_fields is not None and not _MOVING_FIELDS & set(update_fields)):
-        board_store.mark_problems([(instance.run_id, instance.problem_id)])
+        board_marks.mark_problems([(instance.run_id, instance.problem_id)])
     else:  # an edit may have moved it to another run or problem: its old place is not known here
-        board_store.mark_runs([instance.run_id])
+        board_marks.mark_runs([instance.run_id])
 
 
 @receiver(post_delete, sender=Kernel, dispatch_uid="boards-kernel-deleted")
 def kernel_deleted(sender, instance: Kernel, **kwargs) -> None:
-    board_store.mark_problems([(instance.run_id, instance.problem_id)])
+    board_marks.mark_problems([(instance.run_id, instance.problem_id)])
 
 
 @receiver(post_save, sender=Evaluation, dispatch_uid="boards-evaluation-saved")
@@ -67,7 +67,7 @@ def kernel_deleted(sender, instance: Kernel, **kwargs) -> None:
 def evaluation_changed(sender, instance: Evaluation, **kwargs) -> None:
     if kwargs.get("created") and instance.state != Evaluation.State.DONE:
         return  # a newly queued evaluation changes no score
-    board_store.mark_problems(_place_of_kernel(instance.kernel_id, _cached_kernel(instance)))
+    board_marks.mark_problems(_place_of_kernel(instance.kernel_id, _cached_kernel(instance)))
 
 
 @receiver(post_save, sender=Review, dispatch_uid="boards-review-saved")
@@ -75,32 +75,21 @@ def evaluation_changed(sender, instance: Evaluation, **kwargs) -> None:
 @receiver(post_save, sender=KernelReport, dispatch_uid="boards-report-saved")
 @receiver(post_delete, sender=KernelReport, dispatch_uid="boards-report-deleted")
 def review_changed(sender, instance, **kwargs) -> None:
-    board_store.refresh_kernel_states([instance.kernel_id])
-    board_store.mark_problems(_place_of_kernel(instance.kernel_id, _cached_kernel(instance)))
+    board_rescoring.refresh_kernel_states([instance.kernel_id])
+    board_marks.mark_problems(_place_of_kernel(instance.kernel_id, _cached_kernel(instance)))
 
 
 @receiver(pre_delete, sender=Run, dispatch_uid="boards-run-deleted")
 def run_deleted(sender, instance: Run, **kwargs) -> None:
-    board_store.forget_run(instance.pk)
+    board_rescoring.forget_run(instance.pk)
 
 
 @receiver(post_save, sender=Run, dispatch_uid="boards-run-saved")
 def run_saved(sender, instance: Run, created: bool, **kwargs) -> None:
     if created:
-        board_store.mark_runs([instance.pk])  # an empty run still has a row on its boards
+        board_marks.mark_runs([instance.pk])  # an empty run still has a row on its boards
     else:
-        board_store.bump_versions({instance.problem_set_id})  # its setting, name or origin shows
-
-
-@receiver(post_save, sender=Run, dispatch_uid="featured-run-saved")
-@receiver(post_delete, sender=Run, dispatch_uid="featured-run-deleted")
-@receiver(post_save, sender=ProblemSet, dispatch_uid="featured-set-saved")
-@receiver(post_delete, sender=ProblemSet, dispatch_uid="featured-set-deleted")
-def runs_of_sets_changed(sender, **kwargs) -> None:
-    """The choice may change: forgotten now (a read meanwhile counts again), kept once the write
-    commits (counted by the writer, never by the requests after it)."""
-    featured.forget_featured()
-    transaction.on_commit(featured.keep_featured, robust=True)
+        board_rescoring.bump_versions({instance.problem_set_id})  # its setting, name or origin shows
 
 
 @receiver(post_save, sender=LanguageModel, dispatch_uid="boards-model-saved")
@@ -122,13 +111,13 @@ def shown_beside_scores_changed(sender, **kwargs) -> None:
     (a run's column and the filter), problem set names and their problem counts (the set picker;
     fast_p's denominator): every cached board is stale (else a Hardware rename leaves 304s and
     cached 200s with the old name)."""
-    board_store.bump_all_versions()
+    board_rescoring.bump_all_versions()
 
 
 @receiver(post_save, sender=Baseline, dispatch_uid="boards-baseline-saved")
 @receiver(post_delete, sender=Baseline, dispatch_uid="boards-baseline-deleted")
 def baseline_changed(sender, instance: Baseline, **kwargs) -> None:
     """A problem's baselines show on its page, which is kept as the boards are (served.py)."""
-    board_store.bump_versions(
+    board_rescoring.bump_versions(
         set(Problem.objects.filter(pk=instance.problem_id).values_list("problem_set_id", flat=True))
     )

@@ -2,7 +2,7 @@
 
 Pure Python over plain values (no queries), shared by the on-the-fly reference computation
 (`leaderboard.reads.board.rows.live_level_standings`) and the stored read model
-(`leaderboard.reads.board.store`), so both can only ever agree.
+(`leaderboard.boards`), so both can only ever agree.
 
 The rules:
 
@@ -121,7 +121,7 @@ _CORRECT_CODES = (3, 4)
 # A problem's entry in LevelScore.problems (and RunScore.problems): everything its run's level
 # aggregates need of it, so that a level is the fold of its problems' entries (`fold`). A result
 # changes one problem's entry; the stored aggregates are then folded again from the stored entries
-# (leaderboard.reads.board.store), with no other kernel of the run read. Indexes:
+# (leaderboard.boards), with no other kernel of the run read. Indexes:
 S0_STATUS, S0_SPEEDUP, BEST_SPEEDUP, KERNELS = 0, 1, 2, 3  # the first four: what run pages read
 BEST_STATUS, SAMPLES, CORRECT, PUBLISHED, PUBLISHED_ON = 4, 5, 6, 7, 8
 FLAGGED, UNREVIEWED, EXCLUDED, MEASURED = 9, 10, 11, 12

@@ -1,0 +1,251 @@
+"""The boards' stored rows, read only: per run and level the aggregates every board reads (RunScore,
+folded by leaderboard/boards/scoring.py), the kernels' stored review state, the runs' and problems'
+kernel counts, and the state a kept board is dated by (`board_state`: the read model's version and
+the oldest mark still waiting). Nothing here writes; leaderboard/boards/rescoring.py is the one
+writer of these rows, leaderboard/boards/marks.py what every write calls."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Subquery
+
+from leaderboard.boards.scoring import KernelFacts, LevelScore, Tally
+from leaderboard.evaluations.clock import db_now
+from leaderboard.models import (
+    BoardVersion,
+    DirtyRun,
+    KernelQuerySet,
+    LanguageModel,
+    Origin,
+    Run,
+    RunScore,
+)
+from problems.models import Hardware, ProblemSet, ScoringRules
+
+ALL_LEVELS = 0  # RunScore.level of the all-levels row
+
+
+FACT_FIELDS = (
+    "pk",
+    "run_id",
+    "problem__level",
+    "problem_id",
+    "sample_index",
+    "latest_evaluation__compiled",
+    "latest_evaluation__correct",
+    "latest_evaluation__speedup",
+    "is_flagged",
+    "needs_review",
+    "is_excluded",
+    "latest_verdict",
+    "latest_report_at",
+    "evaluated_at",
+    "created_at",
+    "latest_evaluation__origin",
+    "published_speedup",
+    "published_hardware",
+)
+
+
+STATE_FIELDS = (
+    "review_verdict",
+    "review_pending",
+    "review_excluded",
+    "review_flagged",
+    "review_queued_at",
+    "latest_speedup",
+    "ranked_speedup",
+)
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    pk: int
+    run_id: int
+    level: int
+    facts: KernelFacts
+    state: tuple  # the review state the rules give now (as STATE_FIELDS)
+    stored: tuple | None = None  # the review state stored on the kernel, when asked for
+
+
+def kernel_rows(kernels: KernelQuerySet, with_stored: bool = False) -> list[KernelRow]:
+    """Each kernel's scoring facts and review state by the reference rules (and the state stored,
+    `with_stored`), in one query."""
+    fields = (*FACT_FIELDS, *STATE_FIELDS) if with_stored else FACT_FIELDS
+    result = []
+    for values in kernels.order_by().with_review_state().values_list(*fields):
+        pk, run_id, level, problem_id, sample, compiled, correct, speedup, *review = values[: len(FACT_FIELDS)]
+        flagged, pending, excluded, verdict, reported_at, evaluated_at, created_at, origin, published, on = review
+        facts = KernelFacts(
+            problem_id, sample, compiled, correct, speedup, bool(flagged), bool(pending), bool(excluded),
+            origin == Origin.MEASURED, published, on,
+        )  # fmt: skip
+        queued_at = (reported_at or evaluated_at or created_at) if pending else None
+        ranked = ranked_speedup(origin, speedup, published)
+        state = (verdict or "", bool(pending), bool(excluded), bool(flagged), queued_at, speedup, ranked)
+        stored = tuple(values[len(FACT_FIELDS) :]) if with_stored else None
+        result.append(KernelRow(pk, run_id, level, facts, state, stored))
+    return result
+
+
+def ranked_speedup(origin: str | None, speedup: float | None, published: float | None) -> float | None:
+    """The speedup a kernel ranks by on the problem page and the grid: measured here when it was
+    (None when it failed here: a published figure does not outrank a failure here), else its
+    latest evaluation's, else the published figure."""
+    if origin == Origin.MEASURED or speedup is not None:
+        return speedup
+    return published
+
+
+def waiting_marks():
+    return DirtyRun.objects.filter(failed_at__isnull=True)  # set-aside runs wait for a write or a rebuild
+
+
+def oldest_mark_seconds() -> float:
+    """How long the oldest mark still to be re-scored has waited (0 when none waits)."""
+    oldest = waiting_marks().order_by("marked_at").values_list("marked_at", flat=True).first()
+    return (db_now() - oldest).total_seconds() if oldest else 0.0
+
+
+def set_aside_runs() -> list[DirtyRun]:
+    return list(DirtyRun.objects.filter(failed_at__isnull=False).order_by("failed_at"))
+
+
+def to_model(run_id: int, level: int, with_excluded: bool, score: LevelScore) -> RunScore:
+    s0, best = score.sample0, score.best
+    return RunScore(
+        run_id=run_id, level=level, with_excluded=with_excluded,
+        kernels=score.kernels, flagged=score.flagged, unreviewed=score.unreviewed, excluded=score.excluded,
+        s0_attempted=s0.attempted, s0_compiled=s0.compiled, s0_correct=s0.correct, s0_unscored=s0.unscored,
+        s0_log_sum=s0.log_sum, s0_speedups=s0.speedups.tobytes(),
+        best_attempted=best.attempted, best_compiled=best.compiled, best_correct=best.correct,
+        best_unscored=best.unscored, best_log_sum=best.log_sum, best_speedups=best.speedups.tobytes(),
+        pass_at_1_sum=score.pass_at_1_sum, problems=score.problems, measured=score.measured,
+        pub_count=score.published.correct, pub_log_sum=score.published.log_sum,
+        pub_speedups=score.published.speedups.tobytes(), pub_hardware=score.published_on,
+    )  # fmt: skip
+
+
+_SCORE_FIELDS = (
+    "run_id", "level",
+    "s0_attempted", "s0_compiled", "s0_correct", "s0_unscored", "s0_speedups", "s0_log_sum",
+    "best_attempted", "best_compiled", "best_correct", "best_unscored", "best_speedups", "best_log_sum",
+    "pass_at_1_sum", "kernels", "flagged", "unreviewed", "excluded", "measured",
+    "pub_count", "pub_speedups", "pub_log_sum", "pub_hardware",
+)  # fmt: skip
+
+
+def _tally(attempted, compiled, correct, unscored, packed, log_sum) -> Tally:
+    speedups = array("d")
+    speedups.frombytes(bytes(packed))
+    return Tally(attempted, compiled, correct, unscored, speedups, log_sum)
+
+
+def from_values(values: tuple) -> LevelScore:
+    """A stored score (a row of _SCORE_FIELDS after run_id and level) as the LevelScore it stores."""
+    pub_count, pub_speedups, pub_log_sum, pub_hardware = values[18:22]
+    published = _tally(pub_count, pub_count, pub_count, 0, pub_speedups, pub_log_sum)
+    return LevelScore(
+        _tally(*values[0:6]), _tally(*values[6:12]), *values[12:17], measured=values[17], published=published,
+        published_on=pub_hardware,
+    )  # fmt: skip
+
+
+def stored_scores(
+    problem_set: ProblemSet, runs, level: int | None, include_excluded: bool
+) -> list[tuple[Run, LevelScore]]:
+    """(run, its stored score on `level`) for each of `runs` (a queryset with its select_related), as
+    stored (marks waiting for the re-scorer are not made up here: reads never write). Runs without a
+    stored row (no kernel on the level) get an empty score."""
+    runs = with_related(list(runs.select_related(None)), problem_set)
+    key = ALL_LEVELS if level is None else level
+    # The all-levels rows come in the same query: each run's kernels measured here (measured_here).
+    scores = scores_of_runs([run.pk for run in runs], sorted({key, ALL_LEVELS}), include_excluded)
+    for run in runs:
+        run.measured_here = scores[(run.pk, ALL_LEVELS)].measured if (run.pk, ALL_LEVELS) in scores else 0
+    return [(run, scores.get((run.pk, key)) or LevelScore()) for run in runs]
+
+
+def with_related(runs: list[Run], problem_set: ProblemSet) -> list[Run]:
+    """`runs` (of `problem_set`) with their model, lab and hardware attached from two small
+    queries, instead of a join building four objects per row; and the scoring rules of the runs
+    re-scored under other rules than the set's (a third query, only when there are any: the board
+    names those rules)."""
+    models = LanguageModel.objects.select_related("lab").filter(pk__in={run.model_id for run in runs})
+    by_model = {model.pk: model for model in models}
+    by_hardware = {hw.pk: hw for hw in Hardware.objects.filter(pk__in={run.hardware_id for run in runs})}
+    other_rules = {run.rules_id for run in runs} - {problem_set.rules_id}
+    by_rules = {r.pk: r for r in ScoringRules.objects.filter(pk__in=other_rules)} if other_rules else {}
+    for run in runs:
+        Run.model.field.set_cached_value(run, by_model[run.model_id])
+        Run.hardware.field.set_cached_value(run, by_hardware[run.hardware_id])
+        Run.problem_set.field.set_cached_value(run, problem_set)
+        if run.rules_id in by_rules:
+            Run.rules.field.set_cached_value(run, by_rules[run.rules_id])
+    return runs
+
+
+def scores_of_runs(run_ids: list[int], levels: list[int], include_excluded: bool) -> dict[tuple[int, int], LevelScore]:
+    """{(run id, level): stored score} of these runs on these levels (0: all), in one query."""
+    rows = RunScore.objects.filter(run_id__in=run_ids, level__in=levels, with_excluded=include_excluded)
+    # Plain values, not model instances: a board reads thousands of rows.
+    return {(run_id, level): from_values(rest) for run_id, level, *rest in rows.values_list(*_SCORE_FIELDS)}
+
+
+@dataclass(frozen=True)
+class BoardState:
+    """Where a problem set's boards stand, read without re-scoring anything (the request path)."""
+
+    version: int
+    updated_at: datetime | None  # when the version last moved: None before the first re-scoring
+    dirty_since: datetime | None  # the oldest mark still waiting for its re-scoring, if any
+
+    @property
+    def key(self) -> tuple[int, str]:
+        """The version as a build records it: with its time, since a database rebuilt from scratch
+        restarts versions."""
+        return self.version, self.updated_at.isoformat() if self.updated_at else ""
+
+
+def board_state(problem_set: ProblemSet | None) -> BoardState:
+    """The version of a problem set's boards and its oldest dirty mark, in one query."""
+    if problem_set is None:
+        return BoardState(0, None, None)
+    of_set = Run.objects.filter(problem_set=problem_set).values("pk")
+    oldest_mark = (
+        DirtyRun.objects.filter(run_id__in=of_set, failed_at__isnull=True).order_by("marked_at").values("marked_at")[:1]
+    )
+    row = (
+        BoardVersion.objects.filter(problem_set=problem_set)
+        .annotate(dirty_since=Subquery(oldest_mark))
+        .values_list("version", "updated_at", "dirty_since")
+        .first()
+    )
+    # No row: nothing was ever scored in the set, and nothing of it is kept built.
+    return BoardState(*row) if row else BoardState(0, None, None)
+
+
+def measured_here(run_ids: Iterable[int]) -> dict[int, int]:
+    """{run id: its kernels whose latest evaluation was measured here}, as stored (one query). A
+    run with any is verified here, whatever its origin: every page that says "measured here" or
+    "verified" of a run reads this (or a row's `measured`, the same stored number)."""
+    rows = RunScore.objects.filter(run_id__in=list(run_ids), level=ALL_LEVELS, with_excluded=True)
+    return dict(rows.values_list("run_id", "measured"))
+
+
+def attach_measured(runs: Iterable[Run]) -> None:
+    """Set `run.measured_here` (measured_here's count) on each of `runs`, in one query."""
+    runs = list(runs)
+    counts = measured_here({run.pk for run in runs})
+    for run in runs:
+        run.measured_here = counts.get(run.pk, 0)
+
+
+def runs_measured_here():
+    """The runs verified here (not demo data): at least one kernel measured here, stored."""
+    stored = RunScore.objects.filter(level=ALL_LEVELS, with_excluded=True, measured__gt=0)
+    return Run.objects.filter(is_demo=False, pk__in=stored.values("run_id"))
