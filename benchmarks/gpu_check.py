@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -247,8 +248,26 @@ def builds_from_log(text: str) -> list[dict[str, Any]]:
     return out
 
 
+_JOB_DONE = re.compile(r"Successfully completed (instruments of )?evaluation \d+ job in (\d+):(\d+):([\d.]+)s")
+
+
+def job_seconds_from_log(text: str) -> dict[str, float]:
+    """Seconds the worker's jobs held it, from RQ's ``Successfully completed ... job in H:MM:SS``
+    lines: evaluations, and the instruments' follow-ups (whose time no stored row keeps where a
+    later measurement of the same kernel dropped them)."""
+    seconds = {"evaluation": 0.0, "instruments": 0.0}
+    for m in _JOB_DONE.finditer(text):
+        kind = "instruments" if m.group(1) else "evaluation"
+        seconds[kind] += int(m.group(2)) * 3600 + int(m.group(3)) * 60 + float(m.group(4))
+    return seconds
+
+
 def summary(
-    table: list[dict[str, Any]], util_csv: Path | None, selfchecks: list[dict[str, Any]], builds: list[dict[str, Any]]
+    table: list[dict[str, Any]],
+    util_csv: Path | None,
+    selfchecks: list[dict[str, Any]],
+    builds: list[dict[str, Any]],
+    jobs: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     twice = [r for r in table if len(r["measurements"]) == 2]
     ms = [m for r in table for m in r["measurements"]]
@@ -257,7 +276,8 @@ def summary(
     seconds = [b["seconds"] for b in builds]
     # The instruments run in the evaluation, or later in a follow-up job of their own (the site's
     # deferred instruments): then the follow-up's whole time is theirs, and GPU-held time too.
-    later = sum(m["stages"].get("instruments_later_total", 0.0) for m in ms)
+    # The worker's log holds every follow-up's time; the rows only those still stored.
+    later = max(sum(m["stages"].get("instruments_later_total", 0.0) for m in ms), (jobs or {}).get("instruments", 0.0))
     instr = sum(m["stages"].get("eval_instruments", 0.0) for m in ms if "instruments_later_total" not in m["stages"])
     instr += later
     # GPU-held time of an evaluation: its wall time less the waits for its build and processes.
@@ -284,6 +304,7 @@ def summary(
         ),
         "exploit_flags_on_clean": sum(len(set(m["flags"]) & EXPLOIT_FLAGS) for m in clean),
         "instruments_share": _share(instr, gpu_held),
+        "worker_job_seconds": {k: round(v, 1) for k, v in (jobs or {}).items()},
         "gpu_busy": gpu_busy(util_csv, min(starts), max(ends)) if util_csv and util_csv.exists() and starts else None,
         # Each pass apart too: the first holds the cold builds' wait, the second the GPU's own pace.
         "gpu_busy_by_pass": [
@@ -358,12 +379,13 @@ def main(argv: list[str]) -> None:
             if Path(argv[3]).exists()
             else []
         )
+        log = _read(Path(argv[4]))
         (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in table))
         s = {
             "commit": os.environ.get("GPU_CHECK_COMMIT", ""),
             "ran_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "device": os.environ.get("GPU_CHECK_DEVICE", ""),
-            **summary(table, Path(argv[2]), selfchecks, builds_from_log(_read(Path(argv[4])))),
+            **summary(table, Path(argv[2]), selfchecks, builds_from_log(log), job_seconds_from_log(log)),
             # The GPU exploit suite's last line (pytest), where the check ran it.
             "gpu_exploits": (
                 [

@@ -77,6 +77,14 @@ kill -KILL -- "-$WORKER" 2>/dev/null || true
 WORKER=""
 kill "$SAMPLER" 2>/dev/null || true
 say "workers stopped"
+# The instruments' share of the worker's job time (their follow-ups beside the evaluations).
+"$PY" -c "
+import json, sys
+from benchmarks.gpu_check import job_seconds_from_log
+jobs = job_seconds_from_log(open(sys.argv[1]).read())
+total = sum(jobs.values())
+print('worker jobs:', json.dumps({**{k: round(v, 1) for k, v in jobs.items()}, 'instruments_share': round(jobs['instruments'] / total, 3) if total else None}))
+" "$OUT/evalworker.log" | tee -a "$OUT/field_verify.log" || true
 
 M export_results --hardware h200 --problem-set kernelbench-leaderboard --out "$OUT/h200_results.jsonl" | tee -a "$OUT/field_verify.log"
 M shell -c "

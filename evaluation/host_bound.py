@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .stats import bootstrap_speedup_ci, central, median
+from .stats import bootstrap_speedup_ci, central, mean_of_pairs, median
 
 #: Host latency to a forward's first launch that a timed call leaves out: the GPU spins this long
 #: after the L2 flush before the start event (evaluation/_child.py). Host work beyond it is timed.
@@ -53,7 +53,7 @@ def report_device_time(res: Any, dev: dict[str, list[float]], dispatch: dict[str
     """Fill ``res.device`` (the device-time speedup and its interval, each side's device and dispatch
     time, which sides are host-bound) and, where a side is host-bound, widen ``res.speedup_interval``
     to cover another process's reading, with a ``host_bound`` note saying why."""
-    ref_dev = _mean_of_references(dev)
+    ref_dev = mean_of_pairs(dev["reference"], dev.get("reference2", []))
     ker_dev = dev["kernel"]
     r_dev, k_dev = central(ref_dev), central(ker_dev)
     r_disp, k_disp = _median_of_references(dispatch), median(dispatch["kernel"])
@@ -108,12 +108,6 @@ def _off_gpu_work(r_disp: float, k_disp: float, k_dev: float) -> str | None:
         return (f"the kernel's host time per call ({k_disp:.4f} ms) exceeds the reference's ({r_disp:.4f} ms) "
                 f"and its own GPU time ({k_dev:.4f} ms): work off the GPU would not show in a device time")
     return None
-
-
-def _mean_of_references(per_role: dict[str, list[float]]) -> list[float]:
-    if per_role.get("reference2"):
-        return [(a + b) / 2 for a, b in zip(per_role["reference"], per_role["reference2"], strict=True)]
-    return per_role["reference"]
 
 
 def _median_of_references(per_role: dict[str, list[float]]) -> float:

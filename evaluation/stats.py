@@ -39,6 +39,14 @@ def central(xs: Sequence[float]) -> float:
     return sum(x * wi for x, wi in zip(inner, w, strict=True)) / total if total > 0 else median(s)
 
 
+def mean_of_pairs(first: Sequence[float], second: Sequence[float]) -> list[float]:
+    """Round by round, the mean of the two reference processes' times; ``first`` alone where there is
+    no second reference process."""
+    if not second:
+        return list(first)
+    return [(a + b) / 2 for a, b in zip(first, second, strict=True)]
+
+
 def summary(samples_ms: Sequence[float], trials: int) -> dict[str, object]:
     n = len(samples_ms)
     mean = sum(samples_ms) / n

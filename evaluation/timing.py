@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass, field
 
 from .compare import spots_match
-from .host_bound import report_device_time, side_range
+from .host_bound import DEVICE_HOST_BOUND_SPREAD, report_device_time, side_range
 from .protocol import DeviceReply, Reply, TimeReply
 from .sandbox import SandboxProcess
 from .seeds import derive_seed
 from .session import Abort, Pair
-from .stats import bootstrap_speedup_ci, central, median, summary
+from .stats import bootstrap_speedup_ci, central, mean_of_pairs, median, summary
 from .types import EvaluationConfig
 
 
@@ -222,18 +222,17 @@ def narrow_enough(rounds: Rounds, target: float | None, floor: int) -> bool:
     by the process term. Where a side is host-bound so far, the rounds' device times judge the width:
     that side's KernelBench interval is widened to what another process may read
     (host_bound.report_device_time), which no number of rounds narrows, so more rounds would only
-    hold the GPU."""
+    hold the GPU. The device figure's own interval is then widened by at least
+    DEVICE_HOST_BOUND_SPREAD a side (host_bound.device_process_term), so its rounds need be no
+    narrower than half that: narrower, and the GPU would be held for a width the report discards."""
     n = len(rounds.ker)
     if target is None or n < max(2, floor):
         return False
     if _host_bound_so_far(rounds):
-        return _narrow(_log_ratios(_mean_refs(rounds.dev.get("reference", []), rounds.dev.get("reference2", [])),
-                                   rounds.dev.get("kernel", [])), n, target)
-    return _narrow(_log_ratios(_mean_refs(rounds.ref, rounds.ref2), rounds.ker), n, target)
-
-
-def _mean_refs(ref: list[float], ref2: list[float]) -> list[float]:
-    return [(a + b) / 2 for a, b in zip(ref, ref2, strict=True)] if ref2 else ref
+        device_target = max(target, DEVICE_HOST_BOUND_SPREAD / 2)
+        return _narrow(_log_ratios(mean_of_pairs(rounds.dev.get("reference", []), rounds.dev.get("reference2", [])),
+                                   rounds.dev.get("kernel", [])), n, device_target)
+    return _narrow(_log_ratios(mean_of_pairs(rounds.ref, rounds.ref2), rounds.ker), n, target)
 
 
 def _log_ratios(refs: list[float], kers: list[float]) -> list[float]:
@@ -256,7 +255,7 @@ def _host_bound_so_far(rounds: Rounds) -> bool:
     roles = ("reference", "kernel")
     if any(len(rounds.dev.get(r, [])) < n or len(rounds.dispatch.get(r, [])) < n for r in roles):
         return False
-    sides = (("reference", _mean_refs(rounds.ref, rounds.ref2)), ("kernel", rounds.ker))
+    sides = (("reference", mean_of_pairs(rounds.ref, rounds.ref2)), ("kernel", rounds.ker))
     return any(side_range(median(events), median(rounds.dev[role]), median(rounds.dispatch[role]))[2]
                for role, events in sides)
 
@@ -449,7 +448,7 @@ def _check_parent_clock_gpu(pair: Pair, rounds: Rounds) -> None:
 def _report(pair: Pair, rounds: Rounds) -> None:
     cfg, res = pair.cfg, pair.res
     total_calls = rounds.calls * len(rounds.ker)
-    ref_rounds = [(a + b) / 2 for a, b in zip(rounds.ref, rounds.ref2, strict=True)] if rounds.ref2 else rounds.ref
+    ref_rounds = mean_of_pairs(rounds.ref, rounds.ref2)
     res.reference_ms = summary(ref_rounds, total_calls)
     res.kernel_ms = summary(rounds.ker, total_calls)
     for side, over in ((res.reference_ms, rounds.ref_over), (res.kernel_ms, rounds.ker_over)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.gpu_check import agree, builds_from_log, device_agreement, summary
+from benchmarks.gpu_check import agree, builds_from_log, device_agreement, job_seconds_from_log, summary
 
 
 def _m(status="correct", speedup=2.0, interval=(1.9, 2.1), notes=()):
@@ -65,3 +65,21 @@ def test_device_figures_agree_by_their_gap_and_their_intervals():
     got = device_agreement(twice)
     assert got["n"] == 3 and got["within_2pct"] == 0.333 and got["within_5pct"] == 0.667
     assert got["intervals_cover"] == 0.667 and got["largest_gap"] == 0.1
+
+
+def test_the_instruments_follow_ups_count_from_the_workers_log():
+    log = "\n".join(
+        [
+            "INFO rq.worker: Successfully completed evaluation 1 job in 0:00:05.5s on worker w",
+            "INFO rq.worker: Successfully completed instruments of evaluation 1 job in 0:00:09.0s on worker w",
+            "INFO rq.worker: Successfully completed instruments of evaluation 2 job in 0:00:00.04s on worker w",
+            "INFO rq.worker: Successfully completed evaluation 2 job in 0:01:02.5s on worker w",
+        ]
+    )
+    jobs = job_seconds_from_log(log)
+    assert jobs == {"evaluation": 68.0, "instruments": 9.04}
+    m = _m()
+    m["stages"] = {"eval_total": 68.0}
+    s = summary([{"measurements": [m]}], None, [], [], jobs)
+    assert s["instruments_share"] == round(9.04 / (68.0 + 9.04), 3)
+    assert summary([{"measurements": [m]}], None, [], [])["instruments_share"] == 0.0  # without the log: none seen
