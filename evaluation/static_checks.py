@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import re
 import sys
 from typing import Any
@@ -34,21 +35,75 @@ def detect_backend(src: str) -> str:
     return "torch"
 
 
-def _forward_dump(src: str, cls_name: str) -> str | None:
-    try:
-        tree = ast.parse(src)
-    except SyntaxError:
-        return None
+class _ReadAsModel(ast.NodeTransformer):
+    """``ModelNew`` read as ``Model`` (its name, ``super(ModelNew, self)``), docstrings dropped: what
+    is left of a class the reference's own differs only where the code does."""
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.Name(id="Model", ctx=node.ctx) if node.id == "ModelNew" else node
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        node = self._body_without_docstring(node)
+        if node.name == "ModelNew":
+            node.name = "Model"
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        return self._body_without_docstring(node)
+
+    def _body_without_docstring(self, node: Any) -> Any:
+        self.generic_visit(node)
+        body = node.body
+        if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            node.body = body[1:]
+        return node
+
+
+def _dump(node: ast.AST) -> str:
+    return ast.dump(_ReadAsModel().visit(copy.deepcopy(node)), annotate_fields=False)
+
+
+def _top_level(tree: ast.Module) -> dict[str, ast.stmt]:
+    """Each name a module binds at its top level, with the statement that binds it last."""
+    names: dict[str, ast.stmt] = {}
     for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == cls_name:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == "forward":
-                    body = item.body
-                    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None),
-                                                                             ast.Constant):
-                        body = body[1:]  # ignore docstrings
-                    return ast.dump(ast.Module(body=body, type_ignores=[]), annotate_fields=False)
-    return None
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names[node.name] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                names[(alias.asname or alias.name).split(".")[0]] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        names[name.id] = node
+    return names
+
+
+def runs_only_reference_code(kernel_src: str, problem_src: str) -> bool:
+    """Whether ``ModelNew`` is the reference's ``Model`` verbatim and so is every top-level name it
+    reaches in the kernel's module (a class, a function, an assignment, an import): the problem's own
+    statement for that name. Then nothing of the kernel's own can run in its forward. A forward that
+    is the reference's while ``__init__`` builds the kernel's own modules (a level 3 network of custom
+    layers) reaches the kernel's code, and is no fallback."""
+    try:
+        kernel, problem = _top_level(ast.parse(kernel_src)), _top_level(ast.parse(problem_src))
+    except SyntaxError:
+        return False
+    if "ModelNew" not in kernel or "Model" not in problem:
+        return False
+    todo, seen = [("ModelNew", "Model")], set()
+    while todo:
+        name, problem_name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        own, reference = kernel[name], problem.get(problem_name)
+        if reference is None or _dump(own) != _dump(reference):
+            return False
+        todo += [(n.id, n.id) for n in ast.walk(own) if isinstance(n, ast.Name) and n.id in kernel]
+    return True
 
 
 def _has_try_fallback(src: str) -> bool:
@@ -72,10 +127,9 @@ def analyse(kernel_src: str, problem_src: str) -> dict[str, Any]:
     if _has_try_fallback(kernel_src):
         notes.append(("try_except_fallback", "The kernel contains try/except blocks; a failing custom path may "
                                              "silently fall back to PyTorch."))
-    ref_fwd = _forward_dump(problem_src, "Model")
-    ker_fwd = _forward_dump(kernel_src, "ModelNew")
-    if ref_fwd is not None and ker_fwd is not None and ref_fwd == ker_fwd:
-        flags.append(("fallback_to_reference", "ModelNew.forward is the reference Model.forward verbatim."))
+    if runs_only_reference_code(kernel_src, problem_src):
+        flags.append(("fallback_to_reference", "ModelNew is the reference's Model verbatim, and so is everything "
+                                               "it reaches: none of the kernel's own code runs in its forward."))
     hits = [label for pat, label in HARNESS_PATTERNS if re.search(pat, kernel_src)]
     if hits:
         flags.append(("harness_memory_access", "The kernel source uses " + ", ".join(hits) +

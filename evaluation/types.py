@@ -29,7 +29,7 @@ FLAG_CODES: dict[str, str] = {
     "harness_memory_access": "the kernel scans the garbage collector or interpreter frames",
     "unjoined_thread": "the kernel left Python threads running after returning",
     "timing_output_mismatch": "outputs produced while timing differ from the reference",
-    "fallback_to_reference": "ModelNew.forward is the reference's forward verbatim",
+    "fallback_to_reference": "ModelNew and all it reaches are the reference's code verbatim",
     "nondeterministic_reference": "the reference gives different outputs for the same inputs",
     "non_finite_reference": "(check-problem) the reference output contains NaN/Inf",
     "forged_reply": "the kernel wrote messages into the harness's reply channel",

@@ -201,3 +201,50 @@ def test_package_imports_no_django_and_no_torch():
     for path in (ROOT / "evaluation").rglob("*.py"):
         text = path.read_text()
         assert "import django" not in text and "from django" not in text, path
+
+
+_NET = """import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super(Block, self).__init__()
+        self.conv = nn.Conv2d(c, c, 3)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+class Model(nn.Module):
+    def __init__(self, c):
+        super(Model, self).__init__()
+        self.block = Block(c)
+
+    def forward(self, x):
+        return self.block(x)
+"""
+
+
+def _as_kernel(problem: str) -> str:
+    return problem.replace("class Model(", "class ModelNew(").replace("super(Model,", "super(ModelNew,")
+
+
+def _fallback(kernel: str, problem: str = _NET) -> bool:
+    return "fallback_to_reference" in [c for c, _ in analyse(kernel, problem)["flags"]]
+
+
+def test_a_kernel_that_is_the_reference_verbatim_falls_back():
+    assert _fallback(_as_kernel(_NET))
+    # Custom code it defines and never reaches changes nothing.
+    unused = "from torch.utils.cpp_extension import load_inline\nop = load_inline(name='op', cpp_sources='')\n"
+    assert _fallback(unused + _as_kernel(_NET))
+
+
+def test_the_reference_forward_over_the_kernels_own_layers_is_no_fallback():
+    # A level 3 network whose forward is the reference's while its blocks are the kernel's own.
+    own_block = _as_kernel(_NET).replace("torch.relu(self.conv(x))", "fused_conv_relu(self.conv, x)")
+    assert not _fallback(own_block)
+    own_init = _as_kernel(_NET).replace("self.block = Block(c)", "self.block = FusedBlock(c)")
+    assert not _fallback("class FusedBlock(Block):\n    pass\n" + own_init)
+    assert not _fallback(_as_kernel(_NET).replace("import torch.nn as nn", "from torch import nn"))
