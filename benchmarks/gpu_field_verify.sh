@@ -11,7 +11,8 @@
 #
 # Environment: FIELD_BUDGET_S (480: seconds for the whole script), FIELD_LEVELS ("1 2 3"),
 # FIELD_LIMIT (kernels to queue this call; default all not yet measured), FIELD_COMMIT (the
-# checkout's commit), FIELD_RESULTS (the previous results file), PY (python3), SKIP_INSTALL=1.
+# checkout's commit), FIELD_RESULTS (the previous results file), FIELD_CODE_COMMIT (the commit each
+# result names as the code that measured it; default this checkout's), PY (python3), SKIP_INSTALL=1.
 set -euo pipefail
 PY=${PY:-python3}
 OUT=${OUT:-/tmp/kb-field-out}
@@ -43,6 +44,9 @@ trap cleanup EXIT
 say "redis on $port"
 
 export KB_VAR_DIR=/tmp/kb-var DATABASE_URL=sqlite:////tmp/kb-field.sqlite3
+# Each result names the code that measured it (evaluation.harness_id): the digest always, this commit
+# where the caller names it (the device's copy of the checkout may have no git history).
+export KB_HARNESS_COMMIT=${FIELD_CODE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || true)}
 # 16 cores: builds use ~1.5 cores each (nvcc and the wrapper in parallel); 10 keep the GPU fed.
 export EVAL_BUILD_WORKERS=${EVAL_BUILD_WORKERS:-10} EVAL_BUILD_AHEAD=${EVAL_BUILD_AHEAD:-24}
 rm -f /tmp/kb-field.sqlite3

@@ -21,6 +21,7 @@ from .build import BuildDir, needs_build
 from .build_stage import build_dir_for, build_env, build_locked, host_busy, recorded_failure
 from .correctness import check_correctness, load_models
 from .hardware import hardware_slug
+from .harness_id import harness_identity
 from .host_errors import BUSY_EVALUATION, INFRASTRUCTURE_ERROR, confirm, host_error, killed_build
 from .instruments.phase import run_instruments
 from .protocol import EstimateReply, MalformedReply, ReadyReply, parse
@@ -101,6 +102,7 @@ def evaluate_prepared(prep: Prepared) -> EvaluationResult:
     """
     cfg, sandbox, build = prep.cfg, prep.sandbox, prep.build
     res = EvaluationResult(trials_total=cfg.correctness_trials)
+    res.environment.update(harness_identity())  # which code measured it, whatever the outcome
     t_begin = time.monotonic()
     deadline = t_begin + cfg.timeout_s
     master = cfg.seed if cfg.seed is not None else secrets.randbits(62)

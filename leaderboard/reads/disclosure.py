@@ -32,7 +32,7 @@ PUBLIC_ENVIRONMENT_KEYS = frozenset(
         "device", "device_name", "cpu", "torch", "python", "cuda", "driver", "sm_count", "capability",
         "torch_threads", "hardware_slug", "isolation_mode", "network_isolated", "pid_namespace",
         "filesystem_isolated", "memory_limit", "kernel_peak_rss_mb", "input_mb", "output_mb",
-        "output_transport", "demo", "note",
+        "output_transport", "demo", "note", "harness", "harness_commit",
     }
 )  # fmt: skip
 WITHHELD_FIELDS = ("log", "error")

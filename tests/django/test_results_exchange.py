@@ -19,6 +19,8 @@ WHEN = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 PRIVATE_ENVIRONMENT = {
     "torch": "2.8",
     "device_name": "NVIDIA H200",
+    "harness": "0123456789ab",
+    "harness_commit": "e586974",
     "uid": 213847,
     "reference_uid": 213846,
     "hidden_paths": ["/home", "/srv/secret-checkout"],
@@ -96,7 +98,13 @@ def test_results_round_trip_without_code_and_a_second_import_changes_nothing(tmp
     for name in ("speedup", "speedup_low", "speedup_high", "kernel_ms", "reference_ms", "flags",
                  "trials_passed", "finished_at", "started_at", "origin", "rules_id", "hardware_id"):  # fmt: skip
         assert getattr(back, name) == getattr(first, name), name
-    assert back.environment == {"torch": "2.8", "device_name": "NVIDIA H200"}
+    # Which code measured it travels with the figures.
+    assert back.environment == {
+        "torch": "2.8",
+        "device_name": "NVIDIA H200",
+        "harness": "0123456789ab",
+        "harness_commit": "e586974",
+    }
     assert back.error == "" and back.log == "" and back.worker_name == ""
     kernel.refresh_from_db()
     assert kernel.latest_evaluation.finished_at == WHEN + dt.timedelta(hours=1)  # the newest, as the worker picks
