@@ -68,7 +68,16 @@ def secret_key_from_file(path: Path) -> str:
         pass
     key = secrets.token_urlsafe(50)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # Written whole under a name of its own, then linked into place: processes starting together (the
+    # web server, a worker, test runs) all end up with the one key that won, never a half-written one.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(key + "\n")
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        key = path.read_text().strip() or key
+    finally:
+        tmp.unlink(missing_ok=True)
     return key

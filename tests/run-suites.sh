@@ -1,24 +1,50 @@
 #!/usr/bin/env bash
-# Run every suite: all of them on SQLite, then the database-backed ones again on a throwaway
-# PostgreSQL started here on a free port. Suites that need Redis or Chromium start those themselves.
-# Each run ends with its 30 slowest tests (what a faster suite must cut first).
+# Run every suite in three streams at once: the suites that need no database (the evaluation
+# library, the exploits, the units, the load smoke tests) and the database-backed ones on SQLite, and
+# the database-backed ones again on a throwaway PostgreSQL started here on a free port. The suite
+# mostly waits (live sites starting, timeouts held, compilers), so the streams overlap well on two
+# cores; every test makes its own ports, folders, databases and Redis, so none shares state with
+# another stream. Each stream's output is printed whole when it ends, with its 30 slowest tests.
+# KB_TEST_STREAMS=1 runs them one after another instead.
 set -uo pipefail
 PY=${PY:-.venv/bin/python}
 DB_SUITES=(tests/django tests/integration tests/browser tests/api)
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 unset DATABASE_URL REDIS_URL
 
-status=0
-echo "== all suites on SQLite =="
-"$PY" -m pytest tests -q -ra --durations=30 || status=1
+existing() { for suite in "$@"; do [ -d "$suite" ] && printf '%s\n' "$suite"; done; }
+mapfile -t db_suites < <(existing "${DB_SUITES[@]}")
+mapfile -t other_suites < <(for d in tests/*/; do d=${d%/}; [[ " ${DB_SUITES[*]} " == *" $d "* ]] || echo "$d"; done)
+pytest_args=(-q -ra --durations=30 -p no:cacheprovider)
 
-existing=()
-for suite in "${DB_SUITES[@]}"; do [ -d "$suite" ] && existing+=("$suite"); done
-if [ ${#existing[@]} -gt 0 ]; then
-  echo "== database suites on PostgreSQL: ${existing[*]} =="
-  PY=$PY bash tests/with-postgres.sh "$PY" -m pytest "${existing[@]}" -q -ra --durations=30
-  rc=$?
+logs=$(mktemp -d /tmp/kb-suites.XXXXXX)
+trap 'rm -rf "$logs"' EXIT
+names=() pids=()
+stream() {  # stream NAME COMMAND...: run it, its output into its log
+  local name=$1; shift
+  names+=("$name")
+  if [ "${KB_TEST_STREAMS:-3}" = "1" ]; then
+    "$@" > "$logs/$name.log" 2>&1; echo $? > "$logs/$name.rc"
+    pids+=("")
+  else
+    ( "$@" > "$logs/$name.log" 2>&1; echo $? > "$logs/$name.rc" ) &
+    pids+=($!)
+  fi
+}
+
+start=$(date +%s)
+stream "suites without a database (${other_suites[*]})" "$PY" -m pytest "${other_suites[@]}" "${pytest_args[@]}"
+stream "database suites on SQLite (${db_suites[*]})" "$PY" -m pytest "${db_suites[@]}" "${pytest_args[@]}"
+stream "database suites on PostgreSQL (${db_suites[*]})" env PY="$PY" bash tests/with-postgres.sh "$PY" -m pytest "${db_suites[@]}" "${pytest_args[@]}"
+
+status=0
+for i in "${!names[@]}"; do
+  [ -n "${pids[$i]}" ] && wait "${pids[$i]}"
+  rc=$(cat "$logs/${names[$i]}.rc" 2>/dev/null || echo 1)
+  echo "== ${names[$i]}: exit $rc, $(( $(date +%s) - start )) s from the start =="
+  cat "$logs/${names[$i]}.log"
   # 5 means the selection held no test, which is no failure of the code.
-  [ $rc -eq 0 ] || [ $rc -eq 5 ] || status=1
-fi
+  [ "$rc" = 0 ] || [ "$rc" = 5 ] || status=1
+done
+echo "== every suite: $(( $(date +%s) - start )) s =="
 exit $status

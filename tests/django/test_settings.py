@@ -16,6 +16,24 @@ def test_secret_key_file_is_created_private_and_reused(tmp_path):
     assert secret_key_from_file(path) == key
 
 
+def test_a_key_written_meanwhile_by_another_process_wins(tmp_path, monkeypatch):
+    # Another process (the web server beside a worker, a second test run) writes the file after this
+    # one found none: both must go on with that one key, never overwrite it.
+    import config.env
+
+    path = tmp_path / "secret_key"
+    real = config.env.secrets.token_urlsafe
+
+    def the_other_writes_first(n):
+        path.write_text("the-other-process-key\n")
+        return real(n)
+
+    monkeypatch.setattr(config.env.secrets, "token_urlsafe", the_other_writes_first)
+    assert secret_key_from_file(path) == "the-other-process-key"
+    assert path.read_text() == "the-other-process-key\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["secret_key"]  # no temporary file left behind
+
+
 def test_env_bool_rejects_nonsense(monkeypatch):
     monkeypatch.setenv("X_FLAG", "maybe")
     with pytest.raises(ValueError, match="X_FLAG"):
