@@ -20,7 +20,7 @@ from leaderboard.evaluations.quotas import QuotaExceeded
 from leaderboard.forms import SubmissionForm
 from leaderboard.ingest.submissions import SUBMIT_PERMISSION, submit_kernel
 from leaderboard.models import LanguageModel, ModelAlias, alias_key
-from leaderboard.reads import charts, kernel_page, queries
+from leaderboard.reads import charts, kernel_page, queries, repeats
 from leaderboard.reads import overview as almanac
 from leaderboard.reads.board import catalogue, served
 from leaderboard.reads.board import page as board_page
@@ -186,6 +186,7 @@ def _problem(request: HttpRequest, problem: Problem, as_of: datetime) -> HttpRes
         "reference_times": queries.problem_reference_times(problem),
         "checks": queries.problem_checks(problem),
         "page": page,
+        "repeats": repeats.repeats_of([kernel.pk for kernel in page.object_list]),  # its marks "×2, 1.0%"
         "charts": {"speedups": charts.speedup_bars(queries.problem_speedups(problem))},
         "as_of": as_of,
         "board_freshness": settings.BOARD_FRESHNESS_SECONDS,
@@ -256,6 +257,7 @@ def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "pending": pending,
         "charts": {"timing": charts.timing_distributions(evaluation)},
         "published_figures": kernel.published_figures.select_related("hardware"),
+        "repeats": repeats.kernel_repeats(kernel.pk),
     }
     return render(request, "leaderboard/kernel_detail.html", context)
 

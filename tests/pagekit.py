@@ -65,7 +65,13 @@ def make_model(name: str | None = None, **extra) -> LanguageModel:
     return LanguageModel.objects.create(name=name or f"Model {next(_counter)}", lab=lab, **extra)
 
 
-def evaluate(kernel: Kernel, speedup: float | None, hardware: Hardware | None = None, **extra) -> Evaluation:
+def evaluate(
+    kernel: Kernel,
+    speedup: float | None,
+    hardware: Hardware | None = None,
+    finished_at: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    **extra,
+) -> Evaluation:
     correct = speedup is not None
     evaluation = Evaluation.objects.create(
         kernel=kernel,
@@ -80,7 +86,7 @@ def evaluate(kernel: Kernel, speedup: float | None, hardware: Hardware | None = 
         kernel_ms=1.0 / speedup if correct else None,
         reference_ms=1.0 if correct else None,
         kernel_timing={"samples": [1.0, 1.1, 0.9]} if correct else {},
-        finished_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        finished_at=finished_at,
         **extra,
     )
     kernel.latest_evaluation = evaluation

@@ -108,7 +108,14 @@ def columns_for(p: float | None) -> list[Column]:
     )
     columns.append(Column("attempted", "Attempted", "count", help="problems with a kernel / problems in the level"))
     columns.append(
-        Column("notes", "Notes", "text", sortable=False, help="kernels left out by reviews or without a speedup, flags")
+        Column(
+            "notes",
+            "Notes",
+            "text",
+            sortable=False,
+            help="kernels left out by reviews or without a speedup, flags; kernels measured twice here and "
+            "how many of them agree",
+        )
     )
     return columns
 
@@ -160,6 +167,8 @@ def row_notes(row: StandingRow) -> str:
         parts.append(f"{row.unreviewed} awaiting review")
     if row.unscored:
         parts.append(f"{row.unscored} correct without a speedup (in fast_0 only)")
+    if row.repeats is not None and row.repeats.twice:
+        parts.append(row.repeats.wording)
     return "; ".join(parts)
 
 

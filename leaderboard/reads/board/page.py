@@ -23,7 +23,7 @@ from django.shortcuts import render
 from evaluation.metrics import fast_p_key
 from leaderboard.boards.scoring import RULE_BEST, RULES
 from leaderboard.models import Origin, Precision
-from leaderboard.reads import charts
+from leaderboard.reads import charts, repeats
 from leaderboard.reads.board import columns as board_columns
 from leaderboard.reads.board import grid, params, rows, served
 from problems.models import LEVELS
@@ -41,6 +41,7 @@ def _build(request: HttpRequest, board: params.LevelBoard, as_of: datetime) -> H
     ranked = rows.board_rows(board)
     page = Paginator(ranked, params.PER_PAGE).get_page(request.GET.get("page"))
     shown = list(page.object_list)
+    attach_repeats(shown, board.level_number)
     columns = board_columns.columns_for(board.p)
     table = board_columns.table_rows(shown, columns, first_rank=page.start_index() or 1)
     set_name = board.problem_set.name if board.problem_set else ""
@@ -64,6 +65,14 @@ def _build(request: HttpRequest, board: params.LevelBoard, as_of: datetime) -> H
         "charts": {"fast_p": charts.fast_p_chart(shown, board.p)},
     }
     return render(request, "leaderboard/level_board.html", context)
+
+
+def attach_repeats(shown: list[rows.StandingRow], level: int | None) -> None:
+    """Each shown row's kernels measured twice and those that agree (one query for the page's rows,
+    not the whole board: the notes column, and so the downloads, read them)."""
+    found = repeats.row_repeats([row.run for row in shown], level)
+    for row in shown:
+        row.repeats = found.get(row.run.pk)
 
 
 def _context(request: HttpRequest, board: params.LevelBoard, as_of: datetime) -> dict:
@@ -107,13 +116,15 @@ def level_grid(request: HttpRequest, level: int) -> HttpResponse:
 
 
 def _grid(request: HttpRequest, board: params.LevelBoard, level: int, as_of: datetime) -> HttpResponse:
+    cells = grid.level_grid(board.problem_set, level)
     context = {
         "level": str(level),
         "level_number": level,
         "levels": LEVELS,
         "problem_sets": board.problem_sets,
         "problem_set": board.problem_set,
-        "grid": grid.level_grid(board.problem_set, level),
+        "grid": cells,
+        "repeats": repeats.repeats_of([cell.kernel_id for row in cells for cell in row.cells]),
         "grid_kernels": grid.GRID_KERNELS,
         "grid_places": range(1, grid.GRID_KERNELS + 1),
         "marks": {"disagrees": grid.DISAGREES, "fails": grid.FAILS_HERE},

@@ -36,6 +36,7 @@ from leaderboard.boards import scoring
 from leaderboard.boards import stored as board_stored
 from leaderboard.boards.scoring import RULE_SAMPLE0, STANDARD_PS, KernelFacts, LevelScore
 from leaderboard.models import Kernel, Run, RunQuerySet, RunScore
+from leaderboard.reads.repeats import RowRepeats
 from problems.models import Hardware, ProblemSet
 
 if TYPE_CHECKING:
@@ -61,6 +62,8 @@ class StandingRow:
     interval: tuple[float, float] | None = None
     tied: bool = False
     extra: dict = field(default_factory=dict)
+    # Set by the board's page for its shown rows: kernels measured twice here, and those that agree.
+    repeats: RowRepeats | None = None
 
     @cached_property
     def summary(self) -> dict:
