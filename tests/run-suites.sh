@@ -20,14 +20,13 @@ pytest_args=(-q -ra --durations=30 -p no:cacheprovider)
 logs=$(mktemp -d /tmp/kb-suites.XXXXXX)
 trap 'rm -rf "$logs"' EXIT
 names=() pids=()
-stream() {  # stream NAME COMMAND...: run it, its output into its log
-  local name=$1; shift
-  names+=("$name")
+stream() {  # stream NAME COMMAND...: run it, its output into its log (files named by its number)
+  local n=${#names[@]}; names+=("$1"); shift
   if [ "${KB_TEST_STREAMS:-3}" = "1" ]; then
-    "$@" > "$logs/$name.log" 2>&1; echo $? > "$logs/$name.rc"
+    "$@" > "$logs/$n.log" 2>&1; echo $? > "$logs/$n.rc"
     pids+=("")
   else
-    ( "$@" > "$logs/$name.log" 2>&1; echo $? > "$logs/$name.rc" ) &
+    ( "$@" > "$logs/$n.log" 2>&1; echo $? > "$logs/$n.rc" ) &
     pids+=($!)
   fi
 }
@@ -40,9 +39,9 @@ stream "database suites on PostgreSQL (${db_suites[*]})" env PY="$PY" bash tests
 status=0
 for i in "${!names[@]}"; do
   [ -n "${pids[$i]}" ] && wait "${pids[$i]}"
-  rc=$(cat "$logs/${names[$i]}.rc" 2>/dev/null || echo 1)
+  rc=$(cat "$logs/$i.rc" 2>/dev/null || echo 1)
   echo "== ${names[$i]}: exit $rc, $(( $(date +%s) - start )) s from the start =="
-  cat "$logs/${names[$i]}.log"
+  cat "$logs/$i.log"
   # 5 means the selection held no test, which is no failure of the code.
   [ "$rc" = 0 ] || [ "$rc" = 5 ] || status=1
 done
