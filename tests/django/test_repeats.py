@@ -112,10 +112,21 @@ def test_host_bound_measurements_agree_when_each_interval_covers_the_other(kerne
     assert repeat.mark == "×2, host-bound, covered"
 
 
-def test_host_bound_with_one_interval_short_of_the_other_figure_does_not_agree(kernels):
+def test_host_bound_with_no_interval_covering_both_figures_differs(kernels):
+    kernel = kernels[3]
+    Evaluation.objects.filter(kernel=kernel).delete()
+    measure(kernel, 1.12, 10, low=0.9, high=2.0, notes=HOST_BOUND)
+    measure(kernel, 8.01, 11, low=7.9, high=8.1)
+    repeat = repeat_of(kernel)
+    assert repeat.host_bound and not repeat.covered and not repeat.agree
+    assert repeat.wording.endswith("host-bound: neither interval covers the other's figure")
+
+
+def test_host_bound_with_one_interval_covering_both_figures_agrees(kernels):
+    # The field's rule (and the GPU check's): one interval that covers both figures.
     repeat = host_bound_pair(kernels[3], 7.9, 8.1)
     assert repeat.host_bound and repeat.first_covers_second and not repeat.second_covers_first
-    assert not repeat.agree and repeat.wording.endswith("host-bound: only the first interval covers the other's figure")
+    assert repeat.agree and repeat.wording.endswith("host-bound: only the first interval covers the other's figure")
 
 
 def test_measured_once_says_so_and_never_measured_says_nothing(kernels):
