@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Run every suite in three streams at once: the suites that need no database (the evaluation
-# library, the exploits, the units, the load smoke tests) and the database-backed ones on SQLite, and
-# the database-backed ones again on a throwaway PostgreSQL started here on a free port. The suite
-# mostly waits (live sites starting, timeouts held, compilers), so the streams overlap well on two
-# cores; every test makes its own ports, folders, databases and Redis, so none shares state with
-# another stream. Each stream's output is printed whole when it ends, with its 30 slowest tests.
-# KB_TEST_STREAMS=1 runs them one after another instead.
+# Run every suite: the suites that need no database (the evaluation library, the exploits, the units,
+# the load smoke tests), the database-backed ones on SQLite, and the database-backed ones again on a
+# throwaway PostgreSQL started here on a free port; each run ends with its 30 slowest tests.
+# One after another by default. KB_TEST_STREAMS=3 runs the three at once, each printed whole when it
+# ends: about 24 minutes instead of 41 on two cores (docs/performance.md), but the hostile tests of
+# the first (memory and process exhaustion, killed compilers) then slow the others' live sites, once
+# a board crawl on PostgreSQL from 18 s to 544 s, near its 600 s limit: not the default until that
+# interference is gone.
 set -uo pipefail
 PY=${PY:-.venv/bin/python}
 DB_SUITES=(tests/django tests/integration tests/browser tests/api)
@@ -20,10 +21,12 @@ pytest_args=(-q -ra --durations=30 -p no:cacheprovider)
 logs=$(mktemp -d /tmp/kb-suites.XXXXXX)
 trap 'rm -rf "$logs"' EXIT
 names=() pids=()
-stream() {  # stream NAME COMMAND...: run it, its output into its log (files named by its number)
+stream() {  # stream NAME COMMAND...: run it; at once, its output into its log (named by its number)
   local n=${#names[@]}; names+=("$1"); shift
-  if [ "${KB_TEST_STREAMS:-3}" = "1" ]; then
-    "$@" > "$logs/$n.log" 2>&1; echo $? > "$logs/$n.rc"
+  if [ "${KB_TEST_STREAMS:-1}" = "1" ]; then
+    echo "== ${names[$n]} =="
+    "$@"; echo $? > "$logs/$n.rc"
+    : > "$logs/$n.log"
     pids+=("")
   else
     ( "$@" > "$logs/$n.log" 2>&1; echo $? > "$logs/$n.rc" ) &
