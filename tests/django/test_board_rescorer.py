@@ -283,7 +283,10 @@ def test_a_mark_renewed_during_a_rescoring_moves_up_to_when_the_rescoring_read_i
         return rows
 
     monkeypatch.setattr(board_rescoring, "kernel_rows", a_write_lands_meanwhile)
-    before = timezone.now()
+    # SQLite's clock (Now() in SQL) keeps milliseconds: a mark written within the same
+    # millisecond as `before` reads up to 999 us earlier than Python's clock.
+    now = timezone.now()
+    before = now.replace(microsecond=now.microsecond - now.microsecond % 1000)
     assert rescorer.rescore_pass().runs == 1
     mark = DirtyRun.objects.get(run_id=world.run.pk)
     assert before <= mark.marked_at <= mark.last_marked_at
