@@ -22,6 +22,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script on the GPU host, from the checkout
+    sys.path.insert(0, str(REPO))
+
+from evaluation.stats import interval_covers, speedups_agree  # noqa: E402
 
 #: (level, problem, model): launch-bound ones whose reference moved between runs on the H200, GPU-bound
 #: ones, the diag(A) @ B kernels (honest >10x), a small MLP, and one incorrect kernel.
@@ -63,7 +67,6 @@ EXPLOIT_FLAGS = {
 
 
 def _setup() -> None:
-    sys.path.insert(0, str(REPO))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django  # deferred: the pure parts below are tested without Django
 
@@ -150,16 +153,15 @@ def _measurement(e: Any) -> dict[str, Any]:
 
 
 def agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Two measurements of a kernel agree: same verdict and, when timed, speedups within 2 % of each
-    other, or one marked host-bound with an interval that covers the other's figure."""
-    if a["status"] != b["status"]:
-        return False
-    sa, sb = a.get("speedup"), b.get("speedup")
-    if not sa or not sb:
-        return True
-    if abs(sa - sb) / min(sa, sb) <= 0.02:
-        return True
-    return any("host_bound" in m["notes"] and _covers(m["interval"], o) for m, o in ((a, sb), (b, sa)))
+    """Two measurements of a kernel agree: same verdict and speedups that agree
+    (evaluation.stats.speedups_agree: within 2 %, or a host-bound side's interval covers the other)."""
+    return a["status"] == b["status"] and speedups_agree(
+        a.get("speedup"), b.get("speedup"), _host_bound_interval(a), _host_bound_interval(b)
+    )
+
+
+def _host_bound_interval(m: dict[str, Any]) -> list[Any] | None:
+    return m.get("interval") if "host_bound" in m["notes"] else None
 
 
 def _within(a: dict[str, Any], b: dict[str, Any], rel: float, key: str = "speedup") -> bool:
@@ -184,7 +186,7 @@ def device_agreement(twice: list[dict[str, Any]]) -> dict[str, Any]:
     ]
     cover = [
         all(
-            _covers((x.get("device") or {}).get("speedup_interval") or [None, None], _figure(y, "device"))
+            interval_covers((x.get("device") or {}).get("speedup_interval"), _figure(y, "device"))
             for x, y in ((a, b), (b, a))
         )
         for a, b in pairs
@@ -196,11 +198,6 @@ def device_agreement(twice: list[dict[str, Any]]) -> dict[str, Any]:
         "intervals_cover": _share(sum(cover), len(pairs)),
         "largest_gap": round(max(gaps), 4) if gaps else None,
     }
-
-
-def _covers(interval: list[Any], value: float) -> bool:
-    lo, hi = interval
-    return lo is not None and hi is not None and lo <= value <= hi
 
 
 def gpu_busy(csv_path: Path, start: float, end: float) -> float | None:

@@ -4,11 +4,11 @@ here on one hardware, side by side, and whether they agree. The kernel page word
 a compact mark ("×2, 1.0%"), and a board row counts its kernels measured twice and those that agree.
 
 Two measurements agree when their verdicts are the same and, where both have a speedup, the
-speedups lie within 2% of each other, or one of them is host-bound (the note the scoring library
-adds when the host's dispatch is a large part of a side's time: evaluation/host_bound.py) and one
-95% interval covers both figures: a host-bound reading depends on the process and core that took it,
-and its interval is widened to cover what another process reads. The same rule as the GPU
-acceptance check's (benchmarks/gpu_check.py, `agree`) and the field's target.
+speedups lie within 2% of each other, or a host-bound one (the note the scoring library adds when
+the host's dispatch is a large part of a side's time: evaluation/host_bound.py) has a 95% interval
+that covers the other's figure: a host-bound reading depends on the process and core that took it,
+and its interval is widened to cover what another process reads. One rule, the GPU acceptance
+check's too: evaluation.stats.speedups_agree.
 One query for any number of kernels (a window over their evaluations, two rows per kernel and
 hardware at most)."""
 
@@ -22,11 +22,9 @@ from datetime import datetime
 from django.db.models import Count, F, Window
 from django.db.models.functions import RowNumber
 
+from evaluation.stats import AGREE_WITHIN, interval_covers, speedup_gap, speedups_agree, speedups_within
 from leaderboard.models import Evaluation, Kernel, Origin, Run
 
-AGREE_WITHIN = 0.02
-# Speedups whose ratio is exactly 1.02 read 1.0200000000000002 in floating point: still within.
-_ROUNDING = 1e-9
 HOST_BOUND = "host_bound"
 
 AGREES = "agrees"
@@ -47,9 +45,13 @@ class Measurement:
 
     def covers(self, figure: float | None) -> bool:
         """Its 95% interval holds `figure`."""
-        if figure is None or self.low is None or self.high is None:
-            return False
-        return self.low <= figure <= self.high
+        return interval_covers((self.low, self.high), figure)
+
+    @property
+    def host_bound_interval(self) -> tuple[float | None, float | None] | None:
+        """Its interval where it is host-bound (the only kind widened to cover another process's
+        reading), else None."""
+        return (self.low, self.high) if self.host_bound else None
 
     @property
     def verdict(self) -> str:
@@ -81,16 +83,12 @@ class Repeat:
     def gap(self) -> float | None:
         """|a/b - 1| with b the smaller speedup (so 2.00x and 2.20x are 10% apart whichever came
         first); None unless both have a speedup."""
-        a, b = self.first.speedup, self.second.speedup if self.second else None
-        if not a or not b:
-            return None
-        return max(a, b) / min(a, b) - 1
+        return speedup_gap(self.first.speedup, self.second.speedup if self.second else None)
 
     @property
     def within(self) -> bool:
         """Both speedups within 2% of each other."""
-        gap = self.gap
-        return gap is not None and gap <= AGREE_WITHIN + _ROUNDING
+        return speedups_within(self.first.speedup, self.second.speedup if self.second else None)
 
     @property
     def first_covers_second(self) -> bool:
@@ -107,13 +105,21 @@ class Repeat:
 
     @property
     def covered(self) -> bool:
-        """Host-bound, and one interval covers both figures (each covers its own)."""
-        return self.host_bound and (self.first_covers_second or self.second_covers_first)
+        """A host-bound measurement's interval covers the other's figure."""
+        second = self.second
+        return second is not None and (
+            interval_covers(self.first.host_bound_interval, second.speedup)
+            or interval_covers(second.host_bound_interval, self.first.speedup)
+        )
 
     @property
     def agree(self) -> bool:
-        """Same verdict and, where both have a speedup, within 2% or host-bound and covered."""
-        return self.verdicts_equal and (self.gap is None or self.within or self.covered)
+        """Same verdict and speedups that agree (evaluation.stats.speedups_agree)."""
+        second = self.second
+        if second is None or not self.verdicts_equal:
+            return False
+        first = self.first
+        return speedups_agree(first.speedup, second.speedup, first.host_bound_interval, second.host_bound_interval)
 
     @property
     def agreement(self) -> str:

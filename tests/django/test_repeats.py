@@ -122,6 +122,18 @@ def test_host_bound_with_no_interval_covering_both_figures_differs(kernels):
     assert repeat.wording.endswith("host-bound: neither interval covers the other's figure")
 
 
+def test_an_interval_that_is_not_host_bound_covers_nothing(kernels):
+    # Only a host-bound reading's interval is widened to cover what another process reads: the second
+    # measurement's interval, not host-bound, holding the first's figure is no agreement.
+    kernel = kernels[3]
+    Evaluation.objects.filter(kernel=kernel).delete()
+    measure(kernel, 1.12, 10, low=0.9, high=2.0, notes=HOST_BOUND)
+    measure(kernel, 8.01, 11, low=1.0, high=9.5)
+    repeat = repeat_of(kernel)
+    assert repeat.host_bound and repeat.second_covers_first and not repeat.first_covers_second
+    assert not repeat.covered and not repeat.agree
+
+
 def test_host_bound_with_one_interval_covering_both_figures_agrees(kernels):
     # The field's rule (and the GPU check's): one interval that covers both figures.
     repeat = host_bound_pair(kernels[3], 7.9, 8.1)
