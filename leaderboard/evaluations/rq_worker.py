@@ -25,6 +25,7 @@ from rq.executions import Execution
 from rq.registry import StartedJobRegistry
 from rq.utils import now as rq_now
 
+from evaluation.harness_id import harness_digest
 from evaluation.sandbox import remove_group_trees
 from leaderboard.evaluations import host_space
 from leaderboard.evaluations.attempts import live_job_ids, release_running_on
@@ -170,6 +171,9 @@ class EvalWorker(Worker):
             raise
 
     def execute_job(self, job: Any, queue: Any) -> None:
+        # Digest the scoring code here, once: each job's forked work horse inherits it instead of
+        # reading the package's ~50 files again (a deploy restarts the workers with the new code).
+        harness_digest()
         with self._noting_redis_loss():  # RQ's monitor_work_horse beats Redis while the horse works
             super().execute_job(job, queue)
 

@@ -3,8 +3,10 @@ import pytest
 from django.conf import settings
 from django_rq.settings import get_queues_list
 from django_rq.workers import get_worker_class
+from rq import Worker
 
 from evaluation import EvaluationConfig, build_pool
+from evaluation.harness_id import harness_digest
 from leaderboard.evaluations import cores
 from leaderboard.evaluations.jobs import load_inputs as _load
 from leaderboard.evaluations.queue import eval_queue, request_evaluation
@@ -119,3 +121,15 @@ def test_the_worker_count_is_the_setting_or_what_the_host_runs_well(settings, mo
     assert default_worker_count("cpu") == 2
     settings.EVAL_WORKERS = 3
     assert default_worker_count("cpu") == 3
+
+
+def test_the_worker_digests_the_scoring_code_before_it_forks_a_work_horse(monkeypatch):
+    # RQ forks a work horse per job inside execute_job: a digest made before it is inherited, so no
+    # job reads the package's files again to name the code that measured it.
+    harness_digest.cache_clear()
+    seen: list[int] = []
+    monkeypatch.setattr(
+        Worker, "execute_job", lambda self, job, queue: seen.append(harness_digest.cache_info().currsize)
+    )
+    EvalWorker.execute_job(object.__new__(EvalWorker), None, None)
+    assert seen == [1]
