@@ -21,8 +21,11 @@ import functools
 import importlib.util
 import os
 import re
+import resource
 import subprocess
 import tempfile
+
+from .pch import _die_with_parent
 
 NAME_FLAG = "-DTORCH_EXTENSION_NAME="
 #: What the name is replaced by in the key.
@@ -33,11 +36,18 @@ MODULE_LINE = "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)"
 #: The symbols pybind11's PYBIND11_MODULE names after the module.
 SYMBOL_PREFIXES = ("PyInit_", "pybind11_init_", "pybind11_exec_")
 _PYINIT = re.compile(rb"\x00PyInit_([A-Za-z0-9_]{1,200})\x00")
+#: objcopy's limits: it reads an object compiled from a kernel's text, outside the sandbox, so a
+#: malformed one may cost it a little memory and CPU, never the host's.
+OBJCOPY_MEMORY_BYTES = 1 << 30
+OBJCOPY_CPU_S = 30
+OBJCOPY_WALL_S = 60
+#: The largest object objcopy may write, as a multiple of the one it reads (renaming adds a few bytes).
+OBJCOPY_GROWTH = 2
 
 
 def module_name(flags: list[str]) -> str:
     """The module name a compile's flags give (``-DTORCH_EXTENSION_NAME=``), "" when not exactly one."""
-    names = [f[len(NAME_FLAG):] for f in flags if f.startswith(NAME_FLAG)]
+    names = [f[len(NAME_FLAG) :] for f in flags if f.startswith(NAME_FLAG)]
     return names[0] if len(names) == 1 and IDENTIFIER.fullmatch(names[0]) else ""
 
 
@@ -87,9 +97,27 @@ def bind_name(obj: bytes, name: str) -> bytes | None:
         with open(path, "wb") as fh:
             fh.write(obj)
         try:
-            subprocess.run(["objcopy", *renames, path], check=True, capture_output=True, timeout=60)
+            subprocess.run(
+                ["objcopy", *renames, path],
+                check=True,
+                capture_output=True,
+                timeout=OBJCOPY_WALL_S,
+                preexec_fn=functools.partial(_objcopy_limits, OBJCOPY_GROWTH * len(obj) + (1 << 20)),
+            )
             with open(path, "rb") as fh:
                 renamed = fh.read()
         except (OSError, subprocess.SubprocessError):
             return None
     return renamed if compiled_name(renamed) == name else None
+
+
+def _objcopy_limits(largest_file: int) -> None:
+    """In objcopy, before exec: its memory, CPU and file size limits, and death with its parent."""
+    for res, value in (
+        (resource.RLIMIT_AS, OBJCOPY_MEMORY_BYTES),
+        (resource.RLIMIT_CPU, OBJCOPY_CPU_S),
+        (resource.RLIMIT_FSIZE, largest_file),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(res, (value, value))
+    _die_with_parent()

@@ -3,6 +3,8 @@ compile, and the object renamed for another name. The server's side: tests/evalu
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 
 import pytest
@@ -88,3 +90,21 @@ def test_an_object_is_renamed_to_the_name_asked_for(tmp_path):
     assert renamed is not None and compiled_name(renamed) == "kb_second_longer_name"
     assert _global_symbols(tmp_path, renamed) == _global_symbols(tmp_path, _compiled(tmp_path, "kb_second_longer_name"))
     assert bind_name(first, "not a name") is None and bind_name(b"not an object", "kb_x") is None
+
+
+@needs_objcopy
+def test_objcopy_runs_under_limits(tmp_path, monkeypatch):
+    # objcopy reads an object compiled from a kernel's text outside the sandbox: a stand-in on PATH
+    # records the limits it was started under, then runs the real one.
+    real = shutil.which("objcopy")
+    seen = tmp_path / "limits"
+    stand_in = tmp_path / "bin" / "objcopy"
+    stand_in.parent.mkdir()
+    stand_in.write_text(f'#!/bin/sh\necho "$(ulimit -v) $(ulimit -t) $(ulimit -c)" > {seen}\nexec {real} "$@"\n')
+    stand_in.chmod(0o755)
+    first = _compiled(tmp_path, "kb_first")
+    monkeypatch.setenv("PATH", f"{stand_in.parent}:{os.environ['PATH']}")
+    assert compiled_name(bind_name(first, "kb_limited") or b"") == "kb_limited"
+    memory_kib, cpu_s, core = seen.read_text().split()
+    assert int(memory_kib) * 1024 == unit_names.OBJCOPY_MEMORY_BYTES
+    assert int(cpu_s) == unit_names.OBJCOPY_CPU_S and core == "0"
