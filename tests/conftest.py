@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 
 import pytest
@@ -20,6 +21,15 @@ def pytest_configure(config) -> None:
     # Likewise the unit server (evaluation.units): off, except in tests/evaluation/test_unit_cache.py
     # (KB_UNITS=1 in the environment runs every suite's builds through it).
     os.environ.setdefault("KB_UNITS", "0")
+
+
+def pytest_runtest_logstart(nodeid, location) -> None:
+    # KB_TEST_TIMELINE=FOLDER: each test's start time, one file per pytest process, to line up what
+    # several suites running at once did at the same moment (tests/run-suites.sh, KB_TEST_STREAMS).
+    folder = os.environ.get("KB_TEST_TIMELINE")
+    if folder:
+        with open(os.path.join(folder, f"{os.getpid()}.txt"), "a") as fh:
+            fh.write(f"{time.time():.1f} {nodeid}\n")
 
 
 @pytest.fixture(autouse=True)
