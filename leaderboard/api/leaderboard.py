@@ -23,6 +23,7 @@ from leaderboard.models import Origin, Precision, Run
 from leaderboard.reads.board import params as board_params
 from leaderboard.reads.board import served
 from leaderboard.reads.board.featured import featured_problem_set
+from leaderboard.reads.board.page import attach_repeats
 from leaderboard.reads.board.rows import count_rows, level_standings
 from problems.models import Hardware, ProblemSet
 
@@ -68,6 +69,18 @@ LEADERBOARD_REPLY = inline_serializer(
                 ),
                 "tied": serializers.BooleanField(help_text="The interval overlaps the row above's."),
                 "summary": serializers.DictField(),
+                "repeats": inline_serializer(
+                    "LeaderboardRowRepeats",
+                    {
+                        "twice": serializers.IntegerField(help_text="The row's kernels measured twice or more here."),
+                        "agree": serializers.IntegerField(
+                            help_text="Of those, how many agree: the same verdict, and within 2% or a host-bound "
+                            "measurement's interval covering the other's figure."
+                        ),
+                    },
+                    allow_null=True,
+                    help_text="Null when none of the row's kernels was measured twice on its run's hardware.",
+                ),
             },
             many=True,
         ),
@@ -164,6 +177,7 @@ def _results(request, rows, p: float, first_rank: int) -> list[dict]:
                 "interval": list(row.interval) if row.interval else None,
                 "tied": row.tied,
                 "summary": row.summary,
+                "repeats": {"twice": row.repeats.twice, "agree": row.repeats.agree} if row.repeats else None,
             }
         )
     return results
@@ -223,6 +237,8 @@ class LeaderboardView(APIView):
         rows = level_standings(problem_set, **filters)
         shown_p = 1.0 if p is None else p
         first = (page - 1) * page_size
+        shown = rows[first : first + page_size]
+        attach_repeats(shown, level)  # one query for the shown rows
         url = request.build_absolute_uri()
         return {
             "problem_set": problem_set.slug,
@@ -232,6 +248,6 @@ class LeaderboardView(APIView):
             "count": len(rows),
             "next": replace_query_param(url, "page", page + 1) if first + page_size < len(rows) else None,
             "previous": replace_query_param(url, "page", page - 1) if page > 1 else None,
-            "results": _results(request, rows[first : first + page_size], shown_p, first + 1),
+            "results": _results(request, shown, shown_p, first + 1),
             "as_of": as_of.isoformat(),
         }

@@ -265,6 +265,19 @@ def test_a_board_row_counts_its_kernels_measured_twice_and_those_that_agree(clie
     assert expected in line["Notes"]
 
 
+def test_the_api_board_counts_them_too(client, kernels):
+    measure(kernels[0], 1.51, 10)  # agree
+    measure(kernels[1], 2.0, 10)  # apart
+    run_rescorer()
+    slug = kernels[0].problem.problem_set.slug
+    (row,) = client.get(f"/api/v1/leaderboard/?set={slug}&level=1").json()["results"]
+    assert row["repeats"] == {"twice": 2, "agree": 1}
+    Evaluation.objects.filter(kernel__in=kernels[:2], speedup__in=(1.51, 2.0)).delete()
+    run_rescorer()
+    (row,) = client.get(f"/api/v1/leaderboard/?set={slug}&level=1&page_size=7").json()["results"]
+    assert row["repeats"] is None
+
+
 def test_a_board_row_without_repeats_says_nothing_of_them(client, kernels):
     run_rescorer()
     html = client.get(f"/levels/1/?set={kernels[0].problem.problem_set.slug}").content.decode()
