@@ -200,7 +200,7 @@ def _headers_on(on: bool) -> None:
     os.environ["KB_PCH"] = os.environ["KB_SLIM_CU_HEADERS"] = os.environ["KB_UNITS"] = "1" if on else "0"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -210,14 +210,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default=None, help="TORCH_CUDA_ARCH_LIST (default: the GPU's)")
     ap.add_argument("--budget-s", type=float, default=480.0)
     ap.add_argument("--work", default=None, help="folder for the cache folders (default: a temporary one)")
-    args = ap.parse_args(argv)
-    t_begin = time.monotonic()
-    os.makedirs(args.out, exist_ok=True)
-    work = tempfile.mkdtemp(prefix="kb-build-times-", dir=args.work)
-    kernels = kernel_sources(args.kernels, args.limit + 1)
-    if len(kernels) < 2:
-        print("need at least two kernels that build", file=sys.stderr)
-        return 2
+    return ap.parse_args(argv)
+
+
+def phase_configs(args: argparse.Namespace, work: str) -> tuple[EvaluationConfig, dict[str, EvaluationConfig]]:
+    """The base configuration (the GPU's arch when none is given) and one per cache folder."""
     base = EvaluationConfig(device=args.device, timeout_s=900, cuda_arch=args.arch)
     if args.device == "cuda" and not base.cuda_arch:
         base = EvaluationConfig(device="cuda", timeout_s=900, cuda_arch=target_arch(base) or None)
@@ -227,7 +224,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         for name in ("before", "after", "pool_before")
     }
-    result: dict[str, Any] = {
+    return base, cfg
+
+
+def new_result(args: argparse.Namespace, base: EvaluationConfig, kernels: list[tuple[str, str]]) -> dict[str, Any]:
+    return {
         "host": {
             "cpus": len(os.sched_getaffinity(0)),
             "machine": platform.node(),
@@ -240,29 +241,22 @@ def main(argv: list[str] | None = None) -> int:
         "phases": {},
     }
 
-    def left() -> float:
-        return args.budget_s - (time.monotonic() - t_begin)
 
-    def save() -> None:
-        result["host"]["load_avg_end"] = os.getloadavg()
-        with open(os.path.join(args.out, "build_times.json"), "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=1, default=str)
+def save(result: dict[str, Any], out: str) -> None:
+    result["host"]["load_avg_end"] = os.getloadavg()
+    with open(os.path.join(out, "build_times.json"), "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=1, default=str)
 
-    if args.device == "cuda":
-        result["nvcc_probe"] = nvcc_probe()
-        print(
-            f"0. nvcc --dryrun: host compile of cudafe++'s output: "
-            f"{result['nvcc_probe'].get('host_input_is_cudafe_output')}",
-            flush=True,
-        )
-    first_name, first = kernels[0]
-    rest = kernels[1:]
+
+def alone_before_phase(first_name: str, first: str, cfg: dict[str, EvaluationConfig], result: dict[str, Any]) -> None:
     _headers_on(False)
     print("1. alone, before (headers off)", flush=True)
     r = record("alone_before", first_name, prebuild(first, cfg["before"]))
     show(r)
     result["phases"]["alone_before"] = r
-    save()
+
+
+def headers_phase(cfg: dict[str, EvaluationConfig], result: dict[str, Any]) -> None:
     _headers_on(True)
     print("2. the host's precompiled headers", flush=True)
     headers = header_cache_for(cfg["after"])
@@ -274,7 +268,10 @@ def main(argv: list[str] | None = None) -> int:
         f"peak {headers.manifest().get('max_rss_mb')} MB, bytes {headers.manifest().get('bytes')}",
         flush=True,
     )
-    save()
+
+
+def warm_phases(first_name: str, first: str, cfg: dict[str, EvaluationConfig], result: dict[str, Any]) -> None:
+    """Phases 3, 4 and 4b: the first kernel with the headers published, again, and another source."""
     print("3. alone, after (headers published)", flush=True)
     r = record("alone_after", first_name, prebuild(first, cfg["after"]))
     show(r)
@@ -290,17 +287,55 @@ def main(argv: list[str] | None = None) -> int:
     r = record("unit_hit", first_name, prebuild(first + "\n# the same wrapper, another source\n", cfg["after"]))
     show(r)
     result["phases"]["unit_hit"] = r
-    save()
+
+
+def pool_phases(
+    args: argparse.Namespace,
+    t_begin: float,
+    rest: list[tuple[str, str]],
+    cfg: dict[str, EvaluationConfig],
+    result: dict[str, Any],
+) -> None:
+    """Phases 5 and 6, each skipped when less than a minute of the budget is left."""
     for phase, pch, c in (("pool_before", "0", cfg["pool_before"]), ("pool_after", "1", cfg["after"])):
-        if left() < 60:
+        if args.budget_s - (time.monotonic() - t_begin) < 60:
             print(f"{phase}: skipped (budget spent)", flush=True)
             continue
         _headers_on(pch == "1")
         print(f"{'5' if pch == '0' else '6'}. {phase}: {len(rest)} kernels", flush=True)
         result["phases"][phase] = pool_phase(phase, rest, c, args.workers)
-        save()
+        save(result, args.out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    t_begin = time.monotonic()
+    os.makedirs(args.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="kb-build-times-", dir=args.work)
+    kernels = kernel_sources(args.kernels, args.limit + 1)
+    if len(kernels) < 2:
+        print("need at least two kernels that build", file=sys.stderr)
+        return 2
+    base, cfg = phase_configs(args, work)
+    result = new_result(args, base, kernels)
+    if args.device == "cuda":
+        result["nvcc_probe"] = nvcc_probe()
+        print(
+            f"0. nvcc --dryrun: host compile of cudafe++'s output: "
+            f"{result['nvcc_probe'].get('host_input_is_cudafe_output')}",
+            flush=True,
+        )
+    first_name, first = kernels[0]
+    rest = kernels[1:]
+    alone_before_phase(first_name, first, cfg, result)
+    save(result, args.out)
+    headers_phase(cfg, result)
+    save(result, args.out)
+    warm_phases(first_name, first, cfg, result)
+    save(result, args.out)
+    pool_phases(args, t_begin, rest, cfg, result)
     shutil.rmtree(work, ignore_errors=True)
-    save()
+    save(result, args.out)
     print(f"wrote {os.path.join(args.out, 'build_times.json')} ({time.monotonic() - t_begin:.0f} s)")
     return 0
 

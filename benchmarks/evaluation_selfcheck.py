@@ -39,7 +39,7 @@ def gpu_scale(src: str) -> int:
     return int(m.group(1)) if m else 1
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--problems", default="level*/*.py", help="glob under problems/catalogue")
@@ -52,60 +52,58 @@ def main() -> int:
     ap.add_argument("--no-twice", action="store_true")
     ap.add_argument("--twice-only", default="*", help="glob: run the 'twice' kernel only for these problems")
     ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    files = sorted(glob.glob(os.path.join(ROOT, "problems", "catalogue", args.problems)))
-    files = [f for f in files if not os.path.basename(f).startswith("_")]
-    rows, raw = [], []
-    for path in files:
-        src = open(path).read()
-        name = os.path.relpath(path, os.path.join(ROOT, "problems", "catalogue"))
-        scale = args.scale or (gpu_scale(src) if args.gpu_scale else 1)
-        cfg = dict(
-            device=args.device,
-            timing_trials=args.timing_trials,
-            correctness_trials=args.correctness_trials,
-            size_scale=scale,
-            round_target_s=args.round_target,
-            timeout_s=600,
-            cpu_threads=args.cpu_threads,
-            memory_limit_mb=65536,
+
+def check_problem(args: argparse.Namespace, path: str, rows: list[tuple], raw: list[dict]) -> None:
+    """Evaluate one problem's reference as its own kernel (and, unless left out, the 'twice' kernel);
+    append its table row to `rows`, its results to `raw`, and print one line."""
+    src = open(path).read()
+    name = os.path.relpath(path, os.path.join(ROOT, "problems", "catalogue"))
+    scale = args.scale or (gpu_scale(src) if args.gpu_scale else 1)
+    cfg = dict(
+        device=args.device,
+        timing_trials=args.timing_trials,
+        correctness_trials=args.correctness_trials,
+        size_scale=scale,
+        round_target_s=args.round_target,
+        timeout_s=600,
+        cpu_threads=args.cpu_threads,
+        memory_limit_mb=65536,
+    )
+    t0 = time.monotonic()
+    same = evaluate(src, src + SELF, EvaluationConfig(**cfg))
+    t_same = time.monotonic() - t0
+    twice = None
+    if not args.no_twice and fnmatch.fnmatch(name, args.twice_only):
+        twice = evaluate(src, src + TWICE, EvaluationConfig(**cfg))
+    raw.append({"problem": name, "scale": scale, "self": same.to_dict(), "twice": twice and twice.to_dict()})
+    s = same.speedup
+    lo, hi = same.speedup_interval or (None, None)
+    ok = same.status == "correct" and s is not None and 0.9 <= s <= 1.1 and lo <= 1.0 <= hi
+    tw_ok = twice is None or (twice.status == "correct" and twice.speedup is not None and 0.4 <= twice.speedup <= 0.6)
+    rows.append(
+        (
+            name,
+            scale,
+            same.status,
+            s,
+            lo,
+            hi,
+            same.reference_ms and same.reference_ms["median"],
+            twice and twice.speedup,
+            "ok" if ok and tw_ok else "CHECK",
+            t_same,
+            [f["code"] for f in same.flags if f["code"] != "fallback_to_reference"],
         )
-        t0 = time.monotonic()
-        same = evaluate(src, src + SELF, EvaluationConfig(**cfg))
-        t_same = time.monotonic() - t0
-        twice = None
-        if not args.no_twice and fnmatch.fnmatch(name, args.twice_only):
-            twice = evaluate(src, src + TWICE, EvaluationConfig(**cfg))
-        raw.append({"problem": name, "scale": scale, "self": same.to_dict(), "twice": twice and twice.to_dict()})
-        s = same.speedup
-        lo, hi = same.speedup_interval or (None, None)
-        ok = same.status == "correct" and s is not None and 0.9 <= s <= 1.1 and lo <= 1.0 <= hi
-        tw_ok = twice is None or (
-            twice.status == "correct" and twice.speedup is not None and 0.4 <= twice.speedup <= 0.6
-        )
-        rows.append(
-            (
-                name,
-                scale,
-                same.status,
-                s,
-                lo,
-                hi,
-                same.reference_ms and same.reference_ms["median"],
-                twice and twice.speedup,
-                "ok" if ok and tw_ok else "CHECK",
-                t_same,
-                [f["code"] for f in same.flags if f["code"] != "fallback_to_reference"],
-            )
-        )
-        print(
-            f"{name}: self {s} [{lo}, {hi}] twice {twice and twice.speedup} ({t_same:.1f}s) {same.error or ''}",
-            flush=True,
-        )
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(raw, fh, indent=1, default=str)
+    )
+    print(
+        f"{name}: self {s} [{lo}, {hi}] twice {twice and twice.speedup} ({t_same:.1f}s) {same.error or ''}",
+        flush=True,
+    )
+
+
+def print_table(rows: list[tuple]) -> None:
     print()
     print("| problem | KB_SCALE | status | self speedup | 95% CI | ref ms | twice | verdict | eval s | flags |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -117,6 +115,20 @@ def main() -> int:
         )
     bad = sum(1 for r in rows if r[8] != "ok")
     print(f"\n{len(rows) - bad}/{len(rows)} problems pass the self-check")
+
+
+def main() -> int:
+    args = parse_args()
+    files = sorted(glob.glob(os.path.join(ROOT, "problems", "catalogue", args.problems)))
+    files = [f for f in files if not os.path.basename(f).startswith("_")]
+    rows: list[tuple] = []
+    raw: list[dict] = []
+    for path in files:
+        check_problem(args, path, rows, raw)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(raw, fh, indent=1, default=str)
+    print_table(rows)
     return 0
 
 

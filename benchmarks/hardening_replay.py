@@ -26,6 +26,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -44,9 +45,9 @@ def database_url(workdir: Path) -> str:
     return f"{base}/kb_replay"
 
 
-def main() -> int:
-    workdir = Path(tempfile.mkdtemp(prefix="kb-replay-"))
-    env = {
+def replay_env(workdir: Path) -> dict[str, str]:
+    """The site's environment: its own database and var folder, a low write limit and low quotas."""
+    return {
         "DATABASE_URL": database_url(workdir),
         "KB_VAR_DIR": str(workdir / "var"),
         "API_WRITE_RATE": "10/min",
@@ -57,11 +58,11 @@ def main() -> int:
         # Issue 19 case 14: loopback is not private here, so /metrics and /healthz answer as to a visitor.
         "PRIVATE_NETWORKS": "10.255.255.0/24",
     }
-    os.environ.update(env)
-    os.environ.pop("REDIS_URL", None)
-    import django  # deferred: settings come from the environment set above
 
-    django.setup()
+
+def replay_cases(workdir: Path, env: dict[str, str]) -> tuple[list[Any], Any]:
+    """Seed the database, start the site and replay every case against it: (outcomes, the site)."""
+    # deferred: Django must be set up (main) before these import models
     from django.core.management import call_command
 
     from tests.integration.budget_cases import BUDGET_CASES, seed_budgets
@@ -95,6 +96,11 @@ def main() -> int:
         outcomes += replay_units_round4()  # the unit server, .units, the kernel's temporary folders
     finally:
         site.stop()
+    return outcomes, site
+
+
+def print_outcomes(outcomes: list[Any], env: dict[str, str], site: Any) -> int:
+    """The table of cases; 1 when any case failed, else 0."""
     cache = "redis" if site.redis else "local memory (per worker)"
     print(f"database: {env['DATABASE_URL'].split('@')[-1]}; gunicorn: 4 workers; cache: {cache}; API_WRITE_RATE=10/min")
     print(f"{'case':40} {'ok':3} {'rows same':9} statuses")
@@ -109,6 +115,18 @@ def main() -> int:
     failed = [o.case for o in outcomes if not (o.ok and o.counts_unchanged)]
     print("all cases hold" if not failed else f"FAILED: {', '.join(failed)}")
     return 1 if failed else 0
+
+
+def main() -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="kb-replay-"))
+    env = replay_env(workdir)
+    os.environ.update(env)
+    os.environ.pop("REDIS_URL", None)
+    import django  # deferred: settings come from the environment set above
+
+    django.setup()
+    outcomes, site = replay_cases(workdir, env)
+    return print_outcomes(outcomes, env, site)
 
 
 if __name__ == "__main__":

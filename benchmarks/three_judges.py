@@ -35,6 +35,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -167,16 +168,9 @@ def _profile_side(
     }
 
 
-def child(args: argparse.Namespace) -> None:
-    """KernelBench's harness, then the profiler on the objects it timed; prints one JSON line."""
-    _stub_missing_modules()
-    sys.path.insert(0, args.kb_src)
-    import kernelbench.eval as kbe
-    import torch
-    from kernelbench import timing as kbt
-
-    tol = float(args.tolerance)
-    kbe.get_tolerance_for_precision = lambda precision: tol  # the kernel's own rules (see the docstring)
+def _capture_timings(kbt: Any) -> list[tuple[Any, list[Any], list[float]]]:
+    """Wrap KernelBench's timing function so that each call's (model, inputs, times) is kept, in the
+    order it timed them (the kernel first, then the reference); returns the list it fills."""
     captured: list[tuple[Any, list[Any], list[float]]] = []
     original = kbt.get_timing_function
 
@@ -191,12 +185,41 @@ def child(args: argparse.Namespace) -> None:
         return timed
 
     kbt.get_timing_function = capturing
-    with open(args.problem, encoding="utf-8") as fh:
-        ref_src = fh.read()
-    with open(args.kernel, encoding="utf-8") as fh:
-        ker_src = fh.read()
-    out: dict[str, Any] = {}
-    t0 = time.monotonic()
+    return captured
+
+
+def _kb_figures(r: Any, captured: list[tuple[Any, list[Any], list[float]]]) -> dict[str, Any]:
+    """KernelBench's verdict and times, with the mean and median of the raw times it captured."""
+    meta = {k: str(v)[:300] for k, v in (getattr(r, "metadata", None) or {}).items()}
+    kb: dict[str, Any] = {
+        "compiled": r.compiled,
+        "correct": r.correctness,
+        "metadata": meta,
+        "kernel_mean_ms": r.runtime,
+        "ref_mean_ms": getattr(r, "ref_runtime", -1.0),
+    }
+    if len(captured) >= 2:
+        k_times, r_times = captured[0][2], captured[1][2]
+        kb.update(
+            kernel_raw_mean_ms=sum(k_times) / len(k_times),
+            ref_raw_mean_ms=sum(r_times) / len(r_times),
+            kernel_median_ms=_median(k_times),
+            ref_median_ms=_median(r_times),
+        )
+        kb["speedup"] = kb["ref_mean_ms"] / kb["kernel_mean_ms"] if kb["kernel_mean_ms"] > 0 else None
+        kb["speedup_median"] = kb["ref_median_ms"] / kb["kernel_median_ms"]
+    return kb
+
+
+def _run_kernelbench(
+    kbe: Any,
+    args: argparse.Namespace,
+    ref_src: str,
+    ker_src: str,
+    captured: list[tuple[Any, list[Any], list[float]]],
+    out: dict[str, Any],
+) -> None:
+    """KernelBench's ``eval_kernel_against_ref`` on the pair; sets ``out["kb"]``."""
     try:
         r = kbe.eval_kernel_against_ref(
             ref_src,
@@ -216,38 +239,47 @@ def child(args: argparse.Namespace) -> None:
     if r is None and "kb" not in out:
         out["kb"] = {"error": "eval_kernel_against_ref returned None (lock error)"}
     elif r is not None:
-        meta = {k: str(v)[:300] for k, v in (getattr(r, "metadata", None) or {}).items()}
-        kb: dict[str, Any] = {
-            "compiled": r.compiled,
-            "correct": r.correctness,
-            "metadata": meta,
-            "kernel_mean_ms": r.runtime,
-            "ref_mean_ms": getattr(r, "ref_runtime", -1.0),
-        }
-        if len(captured) >= 2:
-            k_times, r_times = captured[0][2], captured[1][2]
-            kb.update(
-                kernel_raw_mean_ms=sum(k_times) / len(k_times),
-                ref_raw_mean_ms=sum(r_times) / len(r_times),
-                kernel_median_ms=_median(k_times),
-                ref_median_ms=_median(r_times),
-            )
-            kb["speedup"] = kb["ref_mean_ms"] / kb["kernel_mean_ms"] if kb["kernel_mean_ms"] > 0 else None
-            kb["speedup_median"] = kb["ref_median_ms"] / kb["kernel_median_ms"]
-        out["kb"] = kb
+        out["kb"] = _kb_figures(r, captured)
+
+
+def _profile_both(
+    torch: Any, kbt: Any, captured: list[tuple[Any, list[Any], list[float]]], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The profiler on the kernel and the reference KernelBench timed, and the speedups it gives."""
+    ker = _profile_side(torch, kbt, captured[0][0], captured[0][1], args.profiler_calls, args.trace_dir, "ker")
+    ref = _profile_side(torch, kbt, captured[1][0], captured[1][1], args.profiler_calls, args.trace_dir, "ref")
+    return {
+        "kernel": ker,
+        "reference": ref,
+        "speedup_work": ref["work_ms"] / ker["work_ms"] if ker["work_ms"] > 0 else None,
+        "speedup_span": ref["span_ms"] / ker["span_ms"] if ker["span_ms"] > 0 else None,
+        "speedup_event_median": ref["event_median_ms"] / ker["event_median_ms"],
+    }
+
+
+def child(args: argparse.Namespace) -> None:
+    """KernelBench's harness, then the profiler on the objects it timed; prints one JSON line."""
+    _stub_missing_modules()
+    sys.path.insert(0, args.kb_src)
+    import kernelbench.eval as kbe
+    import torch
+    from kernelbench import timing as kbt
+
+    tol = float(args.tolerance)
+    kbe.get_tolerance_for_precision = lambda precision: tol  # the kernel's own rules (see the docstring)
+    captured = _capture_timings(kbt)
+    with open(args.problem, encoding="utf-8") as fh:
+        ref_src = fh.read()
+    with open(args.kernel, encoding="utf-8") as fh:
+        ker_src = fh.read()
+    out: dict[str, Any] = {}
+    t0 = time.monotonic()
+    _run_kernelbench(kbe, args, ref_src, ker_src, captured, out)
     out["kb_wall_s"] = round(time.monotonic() - t0, 2)
     if len(captured) >= 2:
         t1 = time.monotonic()
         try:
-            ker = _profile_side(torch, kbt, captured[0][0], captured[0][1], args.profiler_calls, args.trace_dir, "ker")
-            ref = _profile_side(torch, kbt, captured[1][0], captured[1][1], args.profiler_calls, args.trace_dir, "ref")
-            out["prof"] = {
-                "kernel": ker,
-                "reference": ref,
-                "speedup_work": ref["work_ms"] / ker["work_ms"] if ker["work_ms"] > 0 else None,
-                "speedup_span": ref["span_ms"] / ker["span_ms"] if ker["span_ms"] > 0 else None,
-                "speedup_event_median": ref["event_median_ms"] / ker["event_median_ms"],
-            }
+            out["prof"] = _profile_both(torch, kbt, captured, args)
         except Exception as exc:  # noqa: BLE001
             out["prof"] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
         out["prof_wall_s"] = round(time.monotonic() - t1, 2)
@@ -366,27 +398,13 @@ def host(args: argparse.Namespace) -> int:
     from kernel_corpus import load_manifest
 
     from evaluation import EvaluationConfig
-    from evaluation.build import needs_build
-    from evaluation.build_stage import BuildPool, target_arch
-    from evaluation.runner import evaluate_prepared, prepare
-    from evaluation.sweep import find_tasks
+    from evaluation.build_stage import target_arch
+    from evaluation.runner import prepare
 
     t_start = time.monotonic()
     manifest = {(int(m["level"]), str(m["problem"])): m for m in load_manifest()}
-    tasks = find_tasks(os.path.join(args.corpus, "problems"), [1, 2, 3], os.path.join(args.corpus, "kernels"))
-    if args.subset:
-        order = [ln.strip() for ln in open(args.subset, encoding="utf-8") if ln.strip() and not ln.startswith("#")]
-        by_name = {f"level{t.level}/{t.problem}": t for t in tasks}
-        tasks = [by_name[n] for n in order if n in by_name]
-    tasks = tasks[args.start :]
-    cores = sorted(os.sched_getaffinity(0))
-    # The last core times (every timed process, ours and KernelBench's, in turn); the three before it
-    # start the next evaluation's processes; builds get the rest but core 0, which is left to a
-    # sweep's timing core when one runs beside the builds (--gpu-after).
-    big = len(cores) >= 8
-    timing_core = cores[-1] if big else None
-    main_cores = cores[-4:-1] if big else cores
-    build_cores = cores[1:-4] if big else cores
+    tasks = _select_tasks(args)
+    timing_core, main_cores, build_cores = _split_cores()
     base = EvaluationConfig(device=args.device, seed=42, cpus=(timing_core,) if timing_core is not None else ())
     base = dataclasses.replace(base, cuda_arch=target_arch(base) or None)
     env = dict(os.environ, TORCH_CUDA_ARCH_LIST=base.cuda_arch or "", TORCH_USE_CUDA_DSA="1", MAX_JOBS="2")
@@ -398,6 +416,107 @@ def host(args: argparse.Namespace) -> int:
         return dataclasses.replace(base, atol=tol, rtol=tol), tol, str(m.get("backend", "cuda"))
 
     sources = {id(t): open(t.kernel_path, encoding="utf-8").read() for t in tasks}
+    ours_pool, kb_pool, ours_builds, kb_builds = _queue_builds(
+        args,
+        tasks=tasks,
+        sources=sources,
+        base=base,
+        build_cores=build_cores,
+        cfg_for=cfg_for,
+        env=env,
+        build_root=build_root,
+    )
+    _wait_for_gpu(args, main_cores, tasks, ours_builds, kb_builds, t_start)
+
+    def start(t: Any) -> Any:  # our evaluation's processes import torch while the GPU does other work
+        return prepare(open(t.problem_path, encoding="utf-8").read(), sources[id(t)], cfg_for(t)[0])
+
+    rows = _judge_all(
+        args,
+        tasks=tasks,
+        t_start=t_start,
+        start=start,
+        cfg_for=cfg_for,
+        ours_builds=ours_builds,
+        kb_builds=kb_builds,
+        manifest=manifest,
+        build_root=build_root,
+        timing_core=timing_core,
+        env=env,
+    )
+    print(format_figures(figures(rows)), flush=True)
+    ours_pool.close(wait=False)
+    kb_pool.shutdown(wait=False, cancel_futures=True)
+    # Builds still running for kernels never reached would hold the interpreter's exit (it joins the
+    # pools' threads): end now; their processes die with the machine or finish on their own.
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def _select_tasks(args: argparse.Namespace) -> list[Any]:
+    """The corpus's kernels: those of ``--subset`` in its order, if given, less the first ``--start``."""
+    # deferred, as host()'s own imports are: only a run of the judges uses it
+    from evaluation.sweep import find_tasks
+
+    tasks = find_tasks(os.path.join(args.corpus, "problems"), [1, 2, 3], os.path.join(args.corpus, "kernels"))
+    if args.subset:
+        order = [ln.strip() for ln in open(args.subset, encoding="utf-8") if ln.strip() and not ln.startswith("#")]
+        by_name = {f"level{t.level}/{t.problem}": t for t in tasks}
+        tasks = [by_name[n] for n in order if n in by_name]
+    tasks = tasks[args.start :]
+    return tasks
+
+
+def _wait_for_gpu(
+    args: argparse.Namespace,
+    main_cores: list[int],
+    tasks: list[Any],
+    ours_builds: dict[int, Future[Any]],
+    kb_builds: dict[int, Future[Any]],
+    t_start: float,
+) -> None:
+    """Leave the build cores to the builds, wait for ``--gpu-after``'s file if given, and say so."""
+    os.sched_setaffinity(0, main_cores)
+    if args.gpu_after:
+        while not os.path.exists(args.gpu_after):
+            time.sleep(1)
+    print(
+        f"judges: {len(tasks)} kernels; builds queued: {len(ours_builds)} ours, {len(kb_builds)} KernelBench's; "
+        f"GPU work starts at {time.monotonic() - t_start:.0f} s",
+        flush=True,
+    )
+
+
+def _split_cores() -> tuple[int | None, list[int], list[int]]:
+    """(the timing core or None, the cores that start evaluations, the build cores) of this process."""
+    cores = sorted(os.sched_getaffinity(0))
+    # The last core times (every timed process, ours and KernelBench's, in turn); the three before it
+    # start the next evaluation's processes; builds get the rest but core 0, which is left to a
+    # sweep's timing core when one runs beside the builds (--gpu-after).
+    big = len(cores) >= 8
+    timing_core = cores[-1] if big else None
+    main_cores = cores[-4:-1] if big else cores
+    build_cores = cores[1:-4] if big else cores
+    return timing_core, main_cores, build_cores
+
+
+def _queue_builds(
+    args: argparse.Namespace,
+    *,
+    tasks: list[Any],
+    sources: dict[int, str],
+    base: Any,
+    build_cores: list[int],
+    cfg_for: Callable[[Any], tuple[Any, float, str]],
+    env: dict[str, str],
+    build_root: str,
+) -> tuple[Any, ThreadPoolExecutor, dict[int, Future[Any]], dict[int, Future[Any]]]:
+    """Both builders' pools, each CUDA kernel that needs a build queued on both, on the build cores:
+    (our pool, KernelBench's pool, our builds, KernelBench's builds), builds by ``id`` of the task."""
+    # deferred, as host()'s own imports are: only a run of the judges uses them
+    from evaluation.build import needs_build
+    from evaluation.build_stage import BuildPool
+
     ours_pool = BuildPool(args.build_workers, base, build_cores)
     kb_pool = ThreadPoolExecutor(max_workers=args.build_workers)
     os.sched_setaffinity(0, build_cores)  # KernelBench's build processes inherit this
@@ -415,18 +534,35 @@ def host(args: argparse.Namespace) -> int:
                 os.path.join(build_root, f"level{t.level}_{t.problem}"),
                 env,
             )
-    os.sched_setaffinity(0, main_cores)
-    if args.gpu_after:
-        while not os.path.exists(args.gpu_after):
-            time.sleep(1)
-    print(
-        f"judges: {len(tasks)} kernels; builds queued: {len(ours_builds)} ours, {len(kb_builds)} KernelBench's; "
-        f"GPU work starts at {time.monotonic() - t_start:.0f} s",
-        flush=True,
-    )
+    return ours_pool, kb_pool, ours_builds, kb_builds
 
-    def start(t: Any) -> Any:  # our evaluation's processes import torch while the GPU does other work
-        return prepare(open(t.problem_path, encoding="utf-8").read(), sources[id(t)], cfg_for(t)[0])
+
+def _finished_builds(t: Any, ours_builds: dict[int, Future[Any]], kb_builds: dict[int, Future[Any]]) -> dict[str, Any]:
+    """Both builders' outcomes for the kernel, once they are done (None where it needs no build)."""
+    return {
+        "ours": ours_builds[id(t)].result().to_dict() if id(t) in ours_builds else None,
+        "kb": kb_builds[id(t)].result() if id(t) in kb_builds else None,
+    }
+
+
+def _judge_all(
+    args: argparse.Namespace,
+    *,
+    tasks: list[Any],
+    t_start: float,
+    start: Callable[[Any], Any],
+    cfg_for: Callable[[Any], tuple[Any, float, str]],
+    ours_builds: dict[int, Future[Any]],
+    kb_builds: dict[int, Future[Any]],
+    manifest: dict[tuple[int, str], Any],
+    build_root: str,
+    timing_core: int | None,
+    env: dict[str, str],
+) -> list[dict[str, Any]]:
+    """Each kernel in turn on the GPU (ours, then KernelBench's child), the next one's evaluation
+    started in between; one JSON line per kernel to ``args.out``. Returns the rows."""
+    # deferred, as host()'s own imports are: only a run of the judges uses it
+    from evaluation.runner import evaluate_prepared
 
     rows = []
     nxt = start(tasks[0]) if tasks else None
@@ -440,10 +576,7 @@ def host(args: argparse.Namespace) -> int:
             cfg, tol, backend = cfg_for(t)
             prep, nxt = nxt, None
             t0 = time.monotonic()
-            prebuild = {
-                "ours": ours_builds[id(t)].result().to_dict() if id(t) in ours_builds else None,
-                "kb": kb_builds[id(t)].result() if id(t) in kb_builds else None,
-            }
+            prebuild = _finished_builds(t, ours_builds, kb_builds)
             waited = time.monotonic() - t0
             t1 = time.monotonic()
             ours = ours_summary(evaluate_prepared(prep).to_dict())
@@ -468,13 +601,7 @@ def host(args: argparse.Namespace) -> int:
             fh.write(json.dumps(row, default=str) + "\n")
             fh.flush()
             print(one_line(row), flush=True)
-    print(format_figures(figures(rows)), flush=True)
-    ours_pool.close(wait=False)
-    kb_pool.shutdown(wait=False, cancel_futures=True)
-    # Builds still running for kernels never reached would hold the interpreter's exit (it joins the
-    # pools' threads): end now; their processes die with the machine or finish on their own.
-    sys.stdout.flush()
-    os._exit(0)
+    return rows
 
 
 # ------------------------------------------------------------------------------------- figures --

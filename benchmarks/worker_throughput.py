@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -115,20 +116,51 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+STAGE_NAMES = [
+    ("queue wait (submit -> claimed)", "queue_wait"),
+    ("evaluation: process start", "eval_process_start"),
+    ("evaluation: load", "eval_load"),
+    ("evaluation: build", "eval_build"),
+    ("evaluation: correctness", "eval_correctness"),
+    ("evaluation: timing", "eval_timing"),
+    ("evaluation: total in library", "eval_total"),
+    ("database: claim", "worker_db_claim"),
+    ("database: load rows", "worker_db_load"),
+    ("database: store result", "worker_db_store"),
+]
+
+
 def run(args: argparse.Namespace, tmp: str) -> int:
     import django
 
     django.setup()
     from django.core.management import call_command
-    from django.db import transaction
-
-    from leaderboard.evaluations.queue import request_evaluation
-    from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
-    from problems.models import Hardware, Problem, ProblemSet
 
     t0 = time.monotonic()
     call_command("migrate", verbosity=0)
     migrate_s = time.monotonic() - t0
+    hardware, kernels = create_kernels(args)
+    rounds = [
+        run_round("first evaluation", args, hardware, kernels),
+        run_round("second evaluation (same sources)", args, hardware, kernels),
+    ]
+
+    print(
+        f"# worker throughput: {args.kernels} kernels, {args.workers} worker(s), device {args.device}, scale {args.scale}"
+        f"{', FAKE scoring' if args.fake else ''}; host {socket.gethostname()}, {os.cpu_count()} CPUs"
+    )
+    print(f"(database migrate: {migrate_s:.1f} s, not counted)")
+    for r in rounds:
+        print_round(r, args)
+    return 0
+
+
+def create_kernels(args: argparse.Namespace) -> tuple[Any, list[Any]]:
+    """The problem, the hardware the worker will register, a run and its kernels: (hardware, kernels)."""
+    # deferred: the models import only once run() has set Django up
+    from leaderboard.models import Kernel, LanguageModel, Run
+    from problems.models import Hardware, Problem, ProblemSet
+
     slug = "cpu" if args.device == "cpu" else None
     problem_source = (REPO / "problems/catalogue/level1/1_Square_matrix_multiplication.py").read_text()
     problem_set = ProblemSet.objects.create(slug="bench", name="Benchmark")
@@ -148,98 +180,94 @@ def run(args: argparse.Namespace, tmp: str) -> int:
     if not args.no_cpp and args.kernels > 0:
         sources[-1] = CPP_KERNEL.format(i=args.kernels)
     kernels = [Kernel.objects.create(run=run, problem=problem, sample_index=i, source=s) for i, s in enumerate(sources)]
+    return hardware, kernels
 
-    def round_of(label: str) -> dict:
-        with transaction.atomic():
-            evaluations = [request_evaluation(k, hardware) for k in kernels]
-        started = time.monotonic()
-        worker = subprocess.run(
-            [
-                sys.executable,
-                "manage.py",
-                "evalworker",
-                "--burst",
-                "--device",
-                args.device,
-                "--queue",
-                hardware.queue_name,
-                "--workers",
-                str(args.workers),
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            env=os.environ,
-        )
-        wall = time.monotonic() - started
-        if worker.returncode != 0:
-            print(worker.stdout[-3000:], worker.stderr[-3000:])
-            raise SystemExit(f"worker failed ({label})")
-        rows = list(Evaluation.objects.filter(pk__in=[e.pk for e in evaluations]).order_by("pk"))
-        first_start = min(r.started_at for r in rows)
-        worker_start = (first_start - max(r.queued_at for r in rows)).total_seconds()
-        return {"label": label, "rows": rows, "wall": wall, "worker_start": worker_start, "log": worker.stderr}
 
-    rounds = [round_of("first evaluation"), round_of("second evaluation (same sources)")]
+def run_round(label: str, args: argparse.Namespace, hardware: Any, kernels: list[Any]) -> dict:
+    """Queue every kernel, run one `evalworker --burst` until the queue is empty, and read the rows back."""
+    # deferred: the models import only once run() has set Django up
+    from django.db import transaction
 
-    print(
-        f"# worker throughput: {args.kernels} kernels, {args.workers} worker(s), device {args.device}, scale {args.scale}"
-        f"{', FAKE scoring' if args.fake else ''}; host {socket.gethostname()}, {os.cpu_count()} CPUs"
+    from leaderboard.evaluations.queue import request_evaluation
+    from leaderboard.models import Evaluation
+
+    with transaction.atomic():
+        evaluations = [request_evaluation(k, hardware) for k in kernels]
+    started = time.monotonic()
+    worker = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "evalworker",
+            "--burst",
+            "--device",
+            args.device,
+            "--queue",
+            hardware.queue_name,
+            "--workers",
+            str(args.workers),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=os.environ,
     )
-    print(f"(database migrate: {migrate_s:.1f} s, not counted)")
-    stage_names = [
-        ("queue wait (submit -> claimed)", "queue_wait"),
-        ("evaluation: process start", "eval_process_start"),
-        ("evaluation: load", "eval_load"),
-        ("evaluation: build", "eval_build"),
-        ("evaluation: correctness", "eval_correctness"),
-        ("evaluation: timing", "eval_timing"),
-        ("evaluation: total in library", "eval_total"),
-        ("database: claim", "worker_db_claim"),
-        ("database: load rows", "worker_db_load"),
-        ("database: store result", "worker_db_store"),
-    ]
-    for r in rounds:
-        rows = r["rows"]
-        states = {s: sum(1 for x in rows if x.state == s) for s in {x.state for x in rows}}
-        busy = [(x.finished_at - x.started_at).total_seconds() for x in rows if x.finished_at and x.started_at]
+    wall = time.monotonic() - started
+    if worker.returncode != 0:
+        print(worker.stdout[-3000:], worker.stderr[-3000:])
+        raise SystemExit(f"worker failed ({label})")
+    rows = list(Evaluation.objects.filter(pk__in=[e.pk for e in evaluations]).order_by("pk"))
+    first_start = min(r.started_at for r in rows)
+    worker_start = (first_start - max(r.queued_at for r in rows)).total_seconds()
+    return {"label": label, "rows": rows, "wall": wall, "worker_start": worker_start, "log": worker.stderr}
+
+
+def print_round(r: dict, args: argparse.Namespace) -> None:
+    """One round's jobs per minute, its stage table and what its builds reused."""
+    rows = r["rows"]
+    states = {s: sum(1 for x in rows if x.state == s) for s in {x.state for x in rows}}
+    busy = [(x.finished_at - x.started_at).total_seconds() for x in rows if x.finished_at and x.started_at]
+    print(
+        f"\n## {r['label']}: {len(rows)} jobs in {r['wall']:.1f} s wall "
+        f"= {60 * len(rows) / r['wall']:.1f} jobs/min (worker start included); states {states}"
+    )
+    print(f"worker start (process, Django, hardware probe, Redis) until first claim: {r['worker_start']:.2f} s")
+    if busy:
         print(
-            f"\n## {r['label']}: {len(rows)} jobs in {r['wall']:.1f} s wall "
-            f"= {60 * len(rows) / r['wall']:.1f} jobs/min (worker start included); states {states}"
+            f"job time claimed -> stored: mean {statistics.mean(busy):.3f} s, "
+            f"{60 * len(busy) / sum(busy):.1f} jobs/min per worker excluding worker start"
         )
-        print(f"worker start (process, Django, hardware probe, Redis) until first claim: {r['worker_start']:.2f} s")
-        if busy:
-            print(
-                f"job time claimed -> stored: mean {statistics.mean(busy):.3f} s, "
-                f"{60 * len(busy) / sum(busy):.1f} jobs/min per worker excluding worker start"
-            )
-            span = (max(x.finished_at for x in rows) - min(x.started_at for x in rows)).total_seconds()
-            print(f"all workers, first claim -> last store: {span:.1f} s = {60 * len(rows) / span:.1f} jobs/min")
-        print("| stage | mean s | max s |")
-        print("| --- | --- | --- |")
-        for name, key in stage_names:
-            values = [x.stage_seconds.get(key) for x in rows if isinstance(x.stage_seconds.get(key), int | float)]
-            if values:
-                print(f"| {name} | {statistics.mean(values):.4f} | {max(values):.4f} |")
-        overhead = [
-            b - x.stage_seconds.get("worker_evaluate", 0)
-            for x, b in zip(rows, busy, strict=False)
-            if isinstance(x.stage_seconds.get("worker_evaluate"), int | float)
-        ]
-        if overhead:
-            print(
-                f"| worker overhead (fork, claim, heartbeat, store) | {statistics.mean(overhead):.4f} | "
-                f"{max(overhead):.4f} |"
-            )
-        cached = [x.stage_seconds.get("build_cached") for x in rows]
-        print(f"builds reused from cache: {sum(1 for c in cached if c)} of {len(rows)}")
-        if not args.no_cpp and not args.fake:
-            cpp = rows[-1]
-            print(
-                f"C++ extension kernel: status {cpp.status}, build {cpp.stage_seconds.get('eval_build')} s, "
-                f"cached {cpp.stage_seconds.get('build_cached')}"
-            )
-    return 0
+        span = (max(x.finished_at for x in rows) - min(x.started_at for x in rows)).total_seconds()
+        print(f"all workers, first claim -> last store: {span:.1f} s = {60 * len(rows) / span:.1f} jobs/min")
+    print_stages(rows, busy)
+    cached = [x.stage_seconds.get("build_cached") for x in rows]
+    print(f"builds reused from cache: {sum(1 for c in cached if c)} of {len(rows)}")
+    if not args.no_cpp and not args.fake:
+        cpp = rows[-1]
+        print(
+            f"C++ extension kernel: status {cpp.status}, build {cpp.stage_seconds.get('eval_build')} s, "
+            f"cached {cpp.stage_seconds.get('build_cached')}"
+        )
+
+
+def print_stages(rows: list[Any], busy: list[float]) -> None:
+    """Mean and max seconds of each stage, and the worker's own overhead around the library."""
+    print("| stage | mean s | max s |")
+    print("| --- | --- | --- |")
+    for name, key in STAGE_NAMES:
+        values = [x.stage_seconds.get(key) for x in rows if isinstance(x.stage_seconds.get(key), int | float)]
+        if values:
+            print(f"| {name} | {statistics.mean(values):.4f} | {max(values):.4f} |")
+    overhead = [
+        b - x.stage_seconds.get("worker_evaluate", 0)
+        for x, b in zip(rows, busy, strict=False)
+        if isinstance(x.stage_seconds.get("worker_evaluate"), int | float)
+    ]
+    if overhead:
+        print(
+            f"| worker overhead (fork, claim, heartbeat, store) | {statistics.mean(overhead):.4f} | "
+            f"{max(overhead):.4f} |"
+        )
 
 
 if __name__ == "__main__":

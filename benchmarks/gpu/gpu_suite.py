@@ -74,8 +74,8 @@ def cfg(scale: int, cache: str, **kw) -> EvaluationConfig:
     return EvaluationConfig(**base)
 
 
-def stage_a(out: str) -> None:
-    res: dict = {"started": time.time()}
+def record_gpu(res: dict) -> None:
+    """nvidia-smi's view of the GPU, the sandbox's isolation and the library's hardware probe."""
     res["nvidia_smi"] = subprocess.run(
         [
             "nvidia-smi",
@@ -88,8 +88,9 @@ def stage_a(out: str) -> None:
     res["isolation"] = {k: v for k, v in detect_isolation().items() if k != "prefix"}
     res["probe"] = probe_hardware("cuda")
     print("probe", res["probe"], flush=True)
-    cache = tempfile.mkdtemp(prefix="kbcache-")
-    os.chmod(cache, 0o755)
+
+
+def sanity_check(res: dict, cache: str) -> None:
     # Sanity first: does CUDA work for the sandbox's unprivileged uid?
     gelu = open(os.path.join(CAT, "level1/3_GELU.py")).read()
     r = evaluate(gelu, gelu + "\n\nclass ModelNew(Model):\n    pass\n", cfg(32, cache, timing_trials=5))
@@ -100,6 +101,10 @@ def stage_a(out: str) -> None:
         r = evaluate(gelu, gelu + "\n\nclass ModelNew(Model):\n    pass\n", cfg(32, cache, timing_trials=5))
         res["sanity_without_uid_switch"] = brief(r)
         print("sanity (no uid switch)", r.status, r.speedup, r.error, flush=True)
+
+
+def own_kernels(res: dict, cache: str) -> None:
+    """Each of OWN evaluated twice: a cold build, then a warm one from the build cache."""
     res["own_kernels"] = []
     for prob, kern, scale in OWN:
         psrc = open(os.path.join(CAT, prob)).read()
@@ -114,6 +119,9 @@ def stage_a(out: str) -> None:
             f"{warm.speedup} build {warm.timings_s.get('build')} cached={warm.build_cached} {cold.error or ''}",
             flush=True,
         )
+
+
+def speedup_spread(cache: str) -> list[dict]:
     # Run-to-run spread of one kernel's speedup (warm cache).
     psrc = open(os.path.join(CAT, "level1/8_RMSNorm.py")).read()
     ksrc = open(os.path.join(KER, "rmsnorm_cuda.py")).read()
@@ -130,10 +138,10 @@ def stage_a(out: str) -> None:
                 "status": r.status,
             }
         )
-    res["spread"] = spread
-    print("spread", [s["speedup"] for s in spread], flush=True)
-    with open(os.path.join(out, "stage_a.json"), "w") as fh:
-        json.dump(res, fh, indent=1, default=str)
+    return spread
+
+
+def gpu_exploit_tests(out: str) -> None:
     # GPU exploit tests (pytest without the Django conftest: the GPU host has no Django).
     t0 = time.time()
     p = subprocess.run(
@@ -159,7 +167,9 @@ def stage_a(out: str) -> None:
         fh.write(p.stdout + p.stderr)
     print(p.stdout[-3000:], flush=True)
     print(f"pytest gpu: rc={p.returncode} in {time.time() - t0:.0f}s", flush=True)
-    shutil.rmtree(cache, ignore_errors=True)
+
+
+def print_summary(res: dict, spread: list[dict]) -> None:
     print("\nSUMMARY")
     for k in res["own_kernels"]:
         c, w = k["cold"], k["warm"]
@@ -170,6 +180,23 @@ def stage_a(out: str) -> None:
             f"{c['timings_s'].get('total')}s warm {w['timings_s'].get('total')}s"
         )
     print("spread:", [round(s["speedup"], 4) if s["speedup"] else None for s in spread])
+
+
+def stage_a(out: str) -> None:
+    res: dict = {"started": time.time()}
+    record_gpu(res)
+    cache = tempfile.mkdtemp(prefix="kbcache-")
+    os.chmod(cache, 0o755)
+    sanity_check(res, cache)
+    own_kernels(res, cache)
+    spread = speedup_spread(cache)
+    res["spread"] = spread
+    print("spread", [s["speedup"] for s in spread], flush=True)
+    with open(os.path.join(out, "stage_a.json"), "w") as fh:
+        json.dump(res, fh, indent=1, default=str)
+    gpu_exploit_tests(out)
+    shutil.rmtree(cache, ignore_errors=True)
+    print_summary(res, spread)
 
 
 def stage_b(out: str, pattern: str, tag: str) -> None:
