@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import threading
 import time
+from typing import Protocol
 
 #: A CPU evaluation runs a reference and a kernel process (torch threads in each) and times them in
 #: turns on quiet cores: beside a second one on 2 cores, each evaluation ran 50% longer (docs/workers.md).
@@ -161,10 +164,10 @@ class FolderMeter:
         self.entries = 0
         self.next_measure_at = 0.0
 
-    def measure(self, pids: list[int]) -> tuple[int, int]:
-        """(kB kept, entries seen), measured again when due."""
+    def measure(self, pids: list[int], fresh: bool = False) -> tuple[int, int]:
+        """(kB kept, entries seen), measured again when due (``fresh``: now)."""
         started = time.monotonic()
-        if started < self.next_measure_at:
+        if started < self.next_measure_at and not fresh:
             return self.kb, self.entries
         try:
             device = os.lstat(self.folder).st_dev
@@ -288,16 +291,18 @@ class MemoryMeter:
         self.next_measure_at = 0.0
         self.measurements = 0
 
-    def over_limit(self, pids: list[int], extra_kb: int = 0) -> tuple[bool, float, float]:
+    def over_limit(self, pids: list[int], extra_kb: int = 0, fresh: bool = False) -> tuple[bool, float, float]:
         """(over the limit?, resident sum in MB, proportional sum in MB or -1 when not measured);
-        ``extra_kb``: memory held for the tree outside its processes, added to both sums."""
+        ``extra_kb``: memory held for the tree outside its processes, added to both sums; ``fresh``:
+        the proportional sum measured now where the resident sum is over, whenever it last was."""
         rss = sum(rss_kb(p) for p in pids) + extra_kb
         if rss <= self.limit_kb:
             self.pss_kb = None
             return False, rss / 1024, -1.0
         if self.pss_kb is not None:
             self.rss_floor_kb = min(self.rss_floor_kb, rss)
-            if self.pss_kb + (rss - self.rss_floor_kb) <= self.limit_kb or time.monotonic() < self.next_measure_at:
+            waiting = time.monotonic() < self.next_measure_at and not fresh
+            if self.pss_kb + (rss - self.rss_floor_kb) <= self.limit_kb or waiting:
                 return False, rss / 1024, -1.0
         started = time.monotonic()
         self.pss_kb = sum(pss_kb(p) for p in pids) + extra_kb
@@ -305,3 +310,43 @@ class MemoryMeter:
         self.rss_floor_kb = rss
         self.measurements += 1
         return self.pss_kb > self.limit_kb, rss / 1024, self.pss_kb / 1024
+
+
+class Watched(Protocol):
+    """What the watchdog watches of a sandboxed process (evaluation.sandbox.SandboxProcess)."""
+
+    proc: subprocess.Popen[bytes] | None
+    killed_reason: str | None
+
+    def limit_exceeded(self, children: dict[int, list[int]], threads: dict[int, int],
+                       fresh: bool = False) -> str | None: ...
+
+    def kill(self, reason: str | None = None) -> None: ...
+
+
+class Watchdog(threading.Thread):
+    """Polls each sandbox's whole process tree (one pass over /proc for all of them) and kills a tree
+    over its task or memory limit."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        super().__init__(daemon=True, name="kb-eval-watchdog")
+        self.interval = interval
+        self.procs: list[Watched] = []
+        self._stop_event = threading.Event()
+
+    def add(self, p: Watched) -> None:
+        self.procs.append(p)
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            live = [p for p in self.procs if p.proc is not None and p.proc.poll() is None and not p.killed_reason]
+            if not live:
+                continue
+            children, threads = process_table()
+            for p in live:
+                reason = p.limit_exceeded(children, threads)
+                if reason:
+                    p.kill(reason)
+
+    def stop(self) -> None:
+        self._stop_event.set()

@@ -44,6 +44,7 @@ from .limits import (
     TMP_MAX_INODES,
     FolderMeter,
     MemoryMeter,
+    Watchdog,
     default_tmp_limit_mb,
     process_table,
 )
@@ -355,6 +356,7 @@ class SandboxProcess:
         #: only by the file size limit); not the reference's: trusted code, and the kernel's outputs
         #: are handed over into its folder.
         self.folder = None if role.startswith("reference") else FolderMeter(spec["workdir"])
+        self._limits_lock = threading.Lock()  # the watchdog's thread and check_limits measure alike
         self.proc: subprocess.Popen[bytes] | None = None
         self.killed_reason: str | None = None
         self.peak_rss_mb = 0.0
@@ -498,9 +500,27 @@ class SandboxProcess:
                 pass
         return total / _CLK_TCK
 
-    def limit_exceeded(self, children: dict[int, list[int]], threads: dict[int, int]) -> str | None:
+    def check_limits(self) -> str | None:
+        """Measured now, not when the watchdog next looks: why this process tree must end, having
+        killed it, or None. Taken when a reply says the request failed, so that a tree that went over
+        its limit and then failed is judged by the limit, whatever the watchdog's pace (a loaded host
+        slows its thread; a kernel writes a gigabyte in a fraction of its interval)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.killed_reason
+        reason = self.limit_exceeded(*process_table(), fresh=True)
+        if reason:
+            self.kill(reason)
+        return reason
+
+    def limit_exceeded(self, children: dict[int, list[int]], threads: dict[int, int],
+                       fresh: bool = False) -> str | None:
         """Why this process tree must end (too many tasks, too much memory), or None. The task count
-        comes first: it is cheap, and a fork bomb would otherwise be read as a memory hog."""
+        comes first: it is cheap, and a fork bomb would otherwise be read as a memory hog. ``fresh``:
+        every meter measures now, whenever it last did."""
+        with self._limits_lock:
+            return self._limit_exceeded(children, threads, fresh)
+
+    def _limit_exceeded(self, children: dict[int, list[int]], threads: dict[int, int], fresh: bool) -> str | None:
         assert self.proc is not None
         _, extra_tasks, extra_kb = self.charged() if self.charged is not None else ([], 0, 0)
         pids = self.tree(children)
@@ -510,11 +530,11 @@ class SandboxProcess:
         if tasks > self.max_processes:
             return (f"the {self.role} process started too many processes ({tasks} processes and threads"
                     f"{with_charged} > {self.max_processes})")
-        folder_kb, entries = self.folder.measure(pids) if self.folder is not None else (0, 0)
+        folder_kb, entries = self.folder.measure(pids, fresh) if self.folder is not None else (0, 0)
         if self.folder is not None and entries > self.folder.max_entries:
             return (f"the {self.role} process kept too many files (more than {self.folder.max_entries} in its work "
                     "folder and open)")
-        over, rss_mb, pss_mb = self.memory.over_limit(pids, extra_kb + folder_kb)
+        over, rss_mb, pss_mb = self.memory.over_limit(pids, extra_kb + folder_kb, fresh)
         self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
         if over:
             files = f", {folder_kb / 1024:.0f} MB of it files in its work folder or memory files" if folder_kb >= 1024 else ""
@@ -573,34 +593,6 @@ class SandboxProcess:
                 return fh.read().decode(errors="replace")
         except OSError:
             return ""
-
-
-class Watchdog(threading.Thread):
-    """Polls each sandbox's whole process tree (one pass over /proc for all of them) and kills a tree
-    over its task or memory limit."""
-
-    def __init__(self, interval: float = 0.1) -> None:
-        super().__init__(daemon=True, name="kb-eval-watchdog")
-        self.interval = interval
-        self.procs: list[SandboxProcess] = []
-        self._stop_event = threading.Event()
-
-    def add(self, p: SandboxProcess) -> None:
-        self.procs.append(p)
-
-    def run(self) -> None:
-        while not self._stop_event.wait(self.interval):
-            live = [p for p in self.procs if p.proc is not None and p.proc.poll() is None and not p.killed_reason]
-            if not live:
-                continue
-            children, threads = process_table()
-            for p in live:
-                reason = p.limit_exceeded(children, threads)
-                if reason:
-                    p.kill(reason)
-
-    def stop(self) -> None:
-        self._stop_event.set()
 
 
 class Sandbox:

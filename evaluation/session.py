@@ -61,11 +61,16 @@ class Pair:
         prefix = "" if p is self.ker else "reference: "
         grace = 0.0 if p is self.ker else REFERENCE_GRACE_S
         try:
-            return parse(cls, p.recv(self.deadline + grace + extra_s))
+            reply = parse(cls, p.recv(self.deadline + grace + extra_s))
         except ChildError as exc:
             raise Abort(exc.kind, prefix + exc.message) from exc
         except MalformedReply as exc:
             raise Abort("crashed", f"{prefix}the {p.role} process sent a malformed reply: {exc}") from exc
+        # A failed request ends the evaluation: first, whether the tree was over a limit (measured now,
+        # not when the watchdog next looks), which is then the verdict. A good reply is not held up.
+        if not reply.ok and (over := p.check_limits()):
+            raise Abort("crashed", prefix + over)
+        return reply
 
     def request(self, p: SandboxProcess, msg: dict[str, Any], cls: type[R], extra_s: float = 0.0) -> R:
         try:

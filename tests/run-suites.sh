@@ -2,11 +2,11 @@
 # Run every suite: the suites that need no database (the evaluation library, the exploits, the units,
 # the load smoke tests), the database-backed ones on SQLite, and the database-backed ones again on a
 # throwaway PostgreSQL started here on a free port; each run ends with its 30 slowest tests.
-# One after another by default. KB_TEST_STREAMS=3 runs the three at once, each printed whole when it
-# ends: about 24 minutes instead of 41 on two cores (docs/performance.md), but the hostile tests of
-# the first (memory and process exhaustion, killed compilers) then slow the others' live sites, once
-# a board crawl on PostgreSQL from 18 s to 544 s, near its 600 s limit: not the default until that
-# interference is gone.
+# One after another by default (about 37 minutes on two cores). KB_TEST_STREAMS=3 runs the three at
+# once, each printed whole when it ends: 22-24 minutes (docs/performance.md). The first part's
+# compiles then starve the others' live sites (seeding on PostgreSQL 7 times slower, once a board
+# crawl from 18 s to 544 s, near its 600 s limit), so that part runs niced; not the default while
+# one part alone takes 22 minutes at once and a test of the others can come near its limit.
 set -uo pipefail
 PY=${PY:-.venv/bin/python}
 DB_SUITES=(tests/django tests/integration tests/browser tests/api)

@@ -249,6 +249,17 @@ def test_the_kernels_memory_files_count_against_its_memory():
     assert "exceeded the memory limit" in res.error and "memory files" in res.error, res.error
 
 
+def test_a_kernel_that_fails_over_its_limit_is_judged_by_the_limit_whatever_the_watchdogs_pace(monkeypatch):
+    # A loaded host slows the watchdog's thread; the kernel writes its 1.2 GB and fails before the
+    # watchdog looks (once seen on CI: "runtime_error: WROTE 1200 MB"). Here it never looks.
+    from evaluation import limits, sandbox
+
+    monkeypatch.setattr(sandbox, "Watchdog", lambda: limits.Watchdog(interval=3600))
+    res = run(ADD_ONE, FILL_MEMFD, memory_limit_mb=900, file_size_limit_mb=64, correctness_trials=1, timing_trials=0)
+    assert res.status == "crashed", (res.status, res.error, res.log[-1000:])
+    assert "exceeded the memory limit" in res.error and "memory files" in res.error, res.error
+
+
 def test_the_folder_meter_counts_files_below_and_unlinked_ones_held_open(tmp_path):
     from evaluation.limits import FolderMeter
 

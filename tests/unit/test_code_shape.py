@@ -27,7 +27,7 @@ MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 800
 #: Modules over MAX_MODULE_LINES still to be split, each at most its size when the bound came in:
 #: none may grow, and no other may join them.
-OVERSIZED = {"evaluation/_child.py": 1110, "evaluation/sandbox.py": 832}
+OVERSIZED = {"evaluation/_child.py": 1110, "evaluation/sandbox.py": 824}
 # Module prefix -> layer. A module may import modules of its own layer or lower ones, never higher.
 LAYERS = {
     "evaluation": 0,  # the scoring library: no Django
