@@ -66,8 +66,8 @@ class Pair:
             raise Abort(exc.kind, prefix + exc.message) from exc
         except MalformedReply as exc:
             raise Abort("crashed", f"{prefix}the {p.role} process sent a malformed reply: {exc}") from exc
-        # A failed request ends the evaluation: first, whether the tree was over a limit (measured now,
-        # not when the watchdog next looks), which is then the verdict. A good reply is not held up.
+        # A failed request: first, whether the tree was over a limit (measured now, not when the
+        # watchdog next looks), which then is what happened. A good reply is not held up.
         if not reply.ok and (over := p.check_limits()):
             raise Abort("crashed", prefix + over)
         return reply
