@@ -1,0 +1,190 @@
+"""Figures of the field's GPU runs, from what `benchmarks/gpu_field_verify.sh` brings back: what one
+pass holds, what each device call did, and how two measurements of the same kernels compare.
+
+    python3 benchmarks/field_runs.py pass RESULTS.jsonl
+    python3 benchmarks/field_runs.py calls [BEFORE.jsonl] CALL_DIR [CALL_DIR ...]   # in the order they ran
+    python3 benchmarks/field_runs.py compare RESULTS_A.jsonl RESULTS_B.jsonl
+
+A call's folder holds its `h200_results.jsonl` (everything measured so far), `evalworker.log` and
+`gpu_util.csv`; a call's kernels are those its results file has and the previous call's (or
+BEFORE.jsonl, what the first call started from) has not.
+Reads only figures (no code); prints Markdown for docs/field.md.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.gpu_check import (  # noqa: E402
+    EXPLOIT_FLAGS,
+    builds_from_log,
+    gpu_busy,
+    job_seconds_from_log,
+)
+from evaluation.stats import speedup_gap, speedups_agree  # noqa: E402
+
+Key = tuple[str, int, int]
+
+
+def load(path: Path) -> dict[Key, dict[str, Any]]:
+    """The evaluations of a results file (its first line is the header), by kernel."""
+    lines = path.read_text().splitlines()[1:]
+    out = {}
+    for line in lines:
+        r = json.loads(line)
+        k = r["kernel"]
+        out[(k["source_hash"], k["level"], k["problem"])] = r["evaluation"]
+    return out
+
+
+def codes(items: list[Any] | None) -> set[str]:
+    return {f.get("code", "") for f in items or [] if isinstance(f, dict)}
+
+
+def pass_figures(evals: dict[Key, dict[str, Any]]) -> dict[str, Any]:
+    """Verdicts, flags, the host-bound share and the code that measured them."""
+    flags: Counter[str] = Counter()
+    for e in evals.values():
+        flags.update(codes(e.get("flags")))
+    code = Counter(
+        f"{(e.get('environment') or {}).get('harness') or '-'} ({(e.get('environment') or {}).get('harness_commit') or '-'})"
+        for e in evals.values()
+    )
+    correct = [e for e in evals.values() if e.get("status") == "correct"]
+    return {
+        "evaluations": len(evals),
+        "verdicts": dict(Counter(e.get("status") for e in evals.values()).most_common()),
+        "flags": dict(flags.most_common()),
+        "exploit flags": {f: n for f, n in flags.items() if f in EXPLOIT_FLAGS},
+        "host-bound (of the correct)": f"{sum('host_bound' in codes(e.get('notes')) for e in correct)} of {len(correct)}",
+        "code (harness digest, commit)": dict(code),
+    }
+
+
+def _epoch(stamp: str | None) -> float | None:
+    return datetime.fromisoformat(stamp).timestamp() if stamp else None
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 2) if values else None
+
+
+def _p90(values: list[float]) -> float | None:
+    return round(statistics.quantiles(values, n=10)[-1], 1) if len(values) > 1 else None
+
+
+def call_figures(folder: Path, before: set[Key]) -> dict[str, Any]:
+    """One device call: its kernels, its pace, its builds, the GPU's busy share and the instruments'."""
+    evals = load(folder / "h200_results.jsonl")
+    new = [e for k, e in evals.items() if k not in before]
+    log = (folder / "evalworker.log").read_text()
+    jobs = job_seconds_from_log(log)
+    queued = [t for e in new if (t := _epoch(e.get("queued_at")))]
+    finished = [t for e in new if (t := _epoch(e.get("finished_at")))]
+    span = max(finished) - min(queued) if queued and finished else 0.0
+    builds = builds_from_log(log)
+    stages = [e.get("stage_seconds") or {} for e in new]
+    busy = gpu_busy(folder / "gpu_util.csv", min(queued), max(finished)) if span else None
+    return {
+        "kernels measured": len(new),
+        "first queued to last finished (s)": round(span),
+        "kernels a minute over that span": round(len(new) / span * 60, 1) if span else None,
+        "worker's evaluation jobs (s)": round(jobs["evaluation"], 1),
+        "kernels a minute of the worker's jobs": round(len(new) / jobs["evaluation"] * 60, 1)
+        if jobs["evaluation"]
+        else None,
+        "evaluation median: whole / process start / timing (s)": [
+            _median([s[k] for s in stages if isinstance(s.get(k), (int, float))])
+            for k in ("eval_total", "eval_process_start", "eval_timing")
+        ],
+        "waited for their build": sum((s.get("eval_build_wait") or 0) > 1 for s in stages),
+        "CUDA builds: n / median / p90 (s)": [
+            len(builds),
+            _median([b["seconds"] for b in builds]),
+            _p90([b["seconds"] for b in builds]),
+        ],
+        "builds with the shared headers": sum(bool(b.get("headers")) and b.get("headers") != "none" for b in builds),
+        "GPU busy over that span": round(busy, 3) if busy is not None else None,
+        "instruments' share of the worker's jobs": round(jobs["instruments"] / (sum(jobs.values()) or 1), 3),
+    }
+
+
+def compare(a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]]) -> dict[str, Any]:
+    """Two measurements of the kernels both files hold: verdicts, the speedups' gaps and whether they
+    agree by the site's rule (within 2 %, or a host-bound side's interval covers the other)."""
+    both = sorted(set(a) & set(b))
+    same = [k for k in both if a[k].get("status") == b[k].get("status")]
+    pairs = [(a[k], b[k]) for k in same if speedup_gap(a[k].get("speedup"), b[k].get("speedup")) is not None]
+    gaps = [speedup_gap(x["speedup"], y["speedup"]) or 0.0 for x, y in pairs]
+    agree = [speedups_agree(x["speedup"], y["speedup"], _hb(x), _hb(y)) for x, y in pairs]
+    device = [g for x, y in pairs if (g := speedup_gap(_device(x), _device(y))) is not None]
+    return {
+        "kernels in both": len(both),
+        "same verdict": len(same),
+        "verdicts that differ": [
+            f"L{k[1]} {k[2]}: {a[k].get('status')} / {b[k].get('status')}" for k in both if k not in same
+        ],
+        "speedup pairs": len(pairs),
+        "within 2 % / 5 %": [sum(g <= 0.02 + 1e-9 for g in gaps), sum(g <= 0.05 + 1e-9 for g in gaps)],
+        "agree (2 %, or a host-bound interval covers the other)": sum(agree),
+        "over 5 % and not covered": sum(g > 0.05 and not ok for g, ok in zip(gaps, agree, strict=True)),
+        "gap median / p90 / max": [_round(statistics.median(gaps)), _round(_p90_raw(gaps)), _round(max(gaps))]
+        if gaps
+        else None,
+        "device-time speedups within 2 % / 5 % (of n)": [
+            sum(g <= 0.02 for g in device),
+            sum(g <= 0.05 for g in device),
+            len(device),
+        ],
+    }
+
+
+def _hb(e: dict[str, Any]) -> list[Any] | None:
+    return [e.get("speedup_low"), e.get("speedup_high")] if "host_bound" in codes(e.get("notes")) else None
+
+
+def _device(e: dict[str, Any]) -> float | None:
+    return ((e.get("reference_timing") or {}).get("device") or {}).get("speedup")
+
+
+def _p90_raw(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10)[-1] if len(values) > 1 else values[0]
+
+
+def _round(x: float) -> float:
+    return round(x, 4)
+
+
+def _print(title: str, figures: dict[str, Any]) -> None:
+    print(f"\n### {title}\n\n| figure | value |\n| --- | --- |")
+    for name, value in figures.items():
+        print(f"| {name} | {value} |")
+
+
+def main(argv: list[str]) -> None:
+    command, paths = argv[0], [Path(p) for p in argv[1:]]
+    if command == "pass":
+        _print(str(paths[0]), pass_figures(load(paths[0])))
+    elif command == "calls":
+        before: set[Key] = set(load(paths.pop(0))) if paths[0].suffix == ".jsonl" else set()
+        for folder in paths:
+            _print(str(folder), call_figures(folder, before))
+            before = set(load(folder / "h200_results.jsonl"))
+    elif command == "compare":
+        _print(f"{paths[0]} against {paths[1]}", compare(load(paths[0]), load(paths[1])))
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,91 @@
+"""The field runs' figures (benchmarks/field_runs.py): which kernels a call measured, how two passes
+compare, what a pass holds. The runs themselves happen on a GPU host only."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from benchmarks.field_runs import call_figures, compare, load, pass_figures
+
+
+def _row(problem, status="correct", speedup=2.0, low=1.9, high=2.1, notes=(), flags=(), queued=0, finished=6):
+    return {
+        "kernel": {"source_hash": f"h{problem}", "level": 1, "problem": problem, "model": "m"},
+        "evaluation": {
+            "status": status,
+            "speedup": speedup,
+            "speedup_low": low,
+            "speedup_high": high,
+            "notes": [{"code": c} for c in notes],
+            "flags": [{"code": c} for c in flags],
+            "environment": {"harness": "abc", "harness_commit": "1234567"},
+            "queued_at": f"2026-12-04T12:00:{queued:02d}+00:00",
+            "finished_at": f"2026-12-04T12:00:{finished:02d}+00:00",
+            "stage_seconds": {"eval_total": 5.0, "eval_process_start": 2.0, "eval_timing": 1.0},
+        },
+    }
+
+
+def _write(path, rows):
+    path.write_text("\n".join(json.dumps(r) for r in [{"format": "kernelbench-results/1"}, *rows]) + "\n")
+    return path
+
+
+def test_a_pass_counts_verdicts_accusing_flags_and_host_bound_kernels(tmp_path):
+    rows = [_row(1, notes=["host_bound"], flags=["near_zero_reference"]), _row(2, flags=["input_mutation"])]
+    rows.append(_row(3, status="incorrect", speedup=None))
+    figures = pass_figures(load(_write(tmp_path / "r.jsonl", rows)))
+    assert figures["verdicts"] == {"correct": 2, "incorrect": 1}
+    assert figures["exploit flags"] == {"input_mutation": 1}
+    assert figures["host-bound (of the correct)"] == "1 of 2"
+    assert figures["code (harness digest, commit)"] == {"abc (1234567)": 3}
+
+
+def test_two_passes_agree_within_two_percent_or_by_a_host_bound_cover(tmp_path):
+    a = load(
+        _write(tmp_path / "a.jsonl", [_row(1), _row(2, speedup=1.1, low=0.5, high=9.0, notes=["host_bound"]), _row(3)])
+    )
+    b = load(_write(tmp_path / "b.jsonl", [_row(1, speedup=2.03), _row(2, speedup=8.0), _row(3, speedup=3.0)]))
+    figures = compare(a, b)
+    assert figures["speedup pairs"] == 3
+    assert figures["within 2 % / 5 %"] == [1, 1]
+    assert figures["agree (2 %, or a host-bound interval covers the other)"] == 2  # 1 within, 2 covered
+    assert figures["over 5 % and not covered"] == 1  # problem 3: 2.0x against 3.0x, not host-bound
+
+
+def test_different_verdicts_are_named_and_never_paired(tmp_path):
+    a = load(_write(tmp_path / "a.jsonl", [_row(1), _row(2)]))
+    b = load(_write(tmp_path / "b.jsonl", [_row(1), _row(2, status="compile_error", speedup=None)]))
+    figures = compare(a, b)
+    assert figures["same verdict"] == 1
+    assert figures["verdicts that differ"] == ["L1 2: correct / compile_error"]
+    assert figures["speedup pairs"] == 1
+
+
+@pytest.fixture
+def utc(monkeypatch):
+    """nvidia-smi writes the host's local time, the results UTC: the GPU hosts run in UTC."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_a_call_counts_only_the_kernels_its_results_add(tmp_path, utc):
+    call = tmp_path / "call"
+    call.mkdir()
+    _write(call / "h200_results.jsonl", [_row(1), _row(2, queued=0, finished=30), _row(3, queued=10, finished=60 - 1)])
+    (call / "evalworker.log").write_text(
+        "x rq.worker: Successfully completed evaluation 2 job in 0:00:05.0s\n"
+        "x rq.worker: Successfully completed instruments of evaluation 2 job in 0:00:01.0s\n"
+    )
+    (call / "gpu_util.csv").write_text("2026/12/04 12:00:05.000, 50, 10\n2026/12/04 12:00:20.000, 0, 10\n")
+    figures = call_figures(call, before={("h1", 1, 1)})
+    assert figures["kernels measured"] == 2
+    assert figures["first queued to last finished (s)"] == 59
+    assert figures["GPU busy over that span"] == 0.5
+    assert figures["instruments' share of the worker's jobs"] == round(1 / 6, 3)
