@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 from evaluation import EvaluationConfig, EvaluationResult, evaluate
+from evaluation.build_stage import BuildOutcome, build_dir_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EVAL_PROBLEMS = ROOT / "tests" / "evaluation" / "problems"
@@ -63,3 +66,100 @@ def naive(problem: Path | str, kernel: Path | str, *args: str, scale: int = 1) -
     )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+#: A C++ ``load_inline`` kernel (its wrapper includes ``torch/extension.h``, as most kernels do),
+#: under the module name ``"NAME"``: test_pch's and test_unit_cache's builds.
+WRAPPER_KERNEL = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SRC = """
+#include <torch/extension.h>
+torch::Tensor scale_shift(torch::Tensor x, double a) {
+    auto xc = x.contiguous();
+    auto out = torch::empty_like(xc);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] * (float)a + 0.25f;
+    return out;
+}
+"""
+
+ext = load_inline(name="NAME", cpp_sources=SRC, functions=["scale_shift"], verbose=False)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.scale_shift(x, 1.5)
+'''
+#: The module name of the wrapper that test_pch and test_unit_cache both compare with a plain build
+#: (the session's ``plain_wrapper``): one name, so one compile serves both.
+WRAPPER_NAME = "kb_wrapper"
+
+
+def wrapper_kernel(name: str) -> str:
+    """``WRAPPER_KERNEL`` under the module name ``name`` (another name: another source, another unit)."""
+    return WRAPPER_KERNEL.replace('"NAME"', repr(name))
+
+
+#: A build in its own interpreter: its environment (``BackgroundBuild``'s ``env``) is its own,
+#: whatever the test that started it has patched into this process's.
+_BUILD = """
+import pickle, sys
+from evaluation.build_stage import prebuild
+from evaluation.types import EvaluationConfig
+source, cache, result = sys.argv[1:4]
+outcome = prebuild(source, EvaluationConfig(build_cache_dir=cache, timeout_s=9000))
+with open(result, "wb") as fh:
+    pickle.dump(outcome, fh)
+"""
+
+
+class BackgroundBuild:
+    """``prebuild(source)`` into ``folder/cache``, in a process of its own with ``env`` over this
+    process's environment: ``start()`` starts it (once), ``result()`` waits for it and gives its
+    ``BuildOutcome``. Whoever starts it waits for it in the same setup, so that it never runs beside
+    another test."""
+
+    def __init__(self, folder: str, source: str, env: dict[str, str]) -> None:
+        self.source = source
+        self.env = env
+        self.cache = os.path.join(folder, "cache")
+        self._result = os.path.join(folder, "outcome.pickle")
+        self._log = os.path.join(folder, "build.log")
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._outcome: BuildOutcome | None = None
+
+    def start(self) -> None:
+        if self._proc is not None:
+            return
+        env = {**os.environ, **self.env}
+        args = [sys.executable, "-c", _BUILD, self.source, self.cache, self._result]
+        with open(self._log, "wb") as log:
+            self._proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def result(self) -> BuildOutcome:
+        if self._outcome is None:
+            self.start()
+            assert self._proc is not None
+            rc = self._proc.wait()
+            with open(self._log, encoding="utf-8", errors="replace") as fh:
+                assert rc == 0, fh.read()[-3000:]
+            with open(self._result, "rb") as fh:
+                self._outcome = pickle.load(fh)
+        return self._outcome
+
+    @property
+    def ext_dir(self) -> str:
+        """The built extension's folder (``main.o``, the module's ``.so``)."""
+        self.result()
+        entry = build_dir_for(self.source, EvaluationConfig(build_cache_dir=self.cache)).path or ""
+        (ext,) = glob.glob(os.path.join(entry, "torch_extensions", "*"))
+        return ext
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()

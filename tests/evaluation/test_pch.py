@@ -31,7 +31,8 @@ import pytest
 from evaluation.build_stage import build_dir_for, header_cache_for, prebuild
 from evaluation.pch import HEADER, MANIFEST, HeaderCache, lock_held, prove
 from evaluation.types import EvaluationConfig
-from tests.evaluation.helpers import ROOT, needs_cuda
+from tests.evaluation.helpers import ROOT, WRAPPER_NAME, BackgroundBuild, needs_cuda
+from tests.evaluation.helpers import wrapper_kernel as kernel
 
 pytestmark = [
     pytest.mark.slow,
@@ -41,35 +42,6 @@ pytestmark = [
         reason="needs a C++ compiler and ninja",
     ),
 ]
-
-KERNEL = r'''
-import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-SRC = """
-#include <torch/extension.h>
-torch::Tensor scale_shift(torch::Tensor x, double a) {
-    auto xc = x.contiguous();
-    auto out = torch::empty_like(xc);
-    const float* in = xc.data_ptr<float>();
-    float* o = out.data_ptr<float>();
-    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] * (float)a + 0.25f;
-    return out;
-}
-"""
-
-ext = load_inline(name="NAME", cpp_sources=SRC, functions=["scale_shift"], verbose=False)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return ext.scale_shift(x, 1.5)
-'''
-
-
-def kernel(name: str) -> str:
-    return KERNEL.replace('"NAME"', repr(name))
 
 
 @pytest.fixture(autouse=True)
@@ -109,23 +81,26 @@ def _uses_pch(cache: str, source: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def two_builds(tmp_path_factory):
-    """Two kernels through the build stage into one fresh cache (headers on), and the same second
-    kernel into another cache with the headers off (the old path)."""
+def two_builds(tmp_path_factory, plain_wrapper, broken_build):
+    """Two kernels through the build stage into one fresh cache (headers on), and the second
+    kernel's wrapper built with the headers off (the old path: the session's plain build). The
+    header build takes one core: the plain build and ``broken_build`` (each in its own cache and
+    process, never touching these headers) take the other meanwhile."""
     mp = pytest.MonkeyPatch()
     mp.setenv("KB_PCH", "1")
     mp.setenv("KB_PCH_VARIANTS", "default")
     mp.setenv("KB_PCH_WAIT_S", "3000")  # the first build waits for the headers, however slow the host
+    plain_wrapper.start()
+    broken_build.start()
     try:
         cache = str(tmp_path_factory.mktemp("kb-pch-cache"))
-        a, b = kernel("kb_pch_a"), kernel("kb_pch_b")
+        a, b = kernel("kb_pch_a"), plain_wrapper.source
         first, second = prebuild(a, _cfg(cache)), prebuild(b, _cfg(cache))
-        old_cache = str(tmp_path_factory.mktemp("kb-nopch-cache"))
-        mp.setenv("KB_PCH", "0")
-        old = prebuild(b, _cfg(old_cache))
     finally:
         mp.undo()
-    return cache, old_cache, (a, b), (first, second, old)
+        old = plain_wrapper.result()
+        broken_build.result()
+    return cache, plain_wrapper.cache, (a, b), (first, second, old)
 
 
 def test_the_second_kernel_reuses_the_headers_the_first_built(two_builds):
@@ -154,12 +129,12 @@ def test_the_same_kernel_built_both_ways_is_the_same(two_builds):
     new_ext, old_ext = _ext_dir(cache, b), _ext_dir(old_cache, b)
     with open(os.path.join(new_ext, "main.o"), "rb") as fh_new, open(os.path.join(old_ext, "main.o"), "rb") as fh_old:
         assert fh_new.read() == fh_old.read()
-    assert_same_module([os.path.join(d, "kb_pch_b.so") for d in (new_ext, old_ext)], "kb_pch_b")
+    assert_same_module([os.path.join(d, f"{WRAPPER_NAME}.so") for d in (new_ext, old_ext)], WRAPPER_NAME)
 
 
 def assert_same_module(libs: list[str], name: str, scale: float = 1.5) -> None:
-    """Two builds of ``KERNEL`` (module ``name``), loaded in a fresh process: the same exported
-    functions, bitwise the same outputs."""
+    """Two builds of ``helpers.WRAPPER_KERNEL`` (module ``name``), loaded in a fresh process: the
+    same exported functions, bitwise the same outputs."""
     probe = (
         "import importlib.util, sys, torch\n"
         "outs = []\n"
@@ -344,16 +319,30 @@ def test_the_proof_rejects_headers_that_fail_in_the_sandbox(tmp_path):
     assert error.startswith("the proof of default failed in the build sandbox") and "broken" in error, error
 
 
-def test_a_compile_error_naming_the_headers_is_built_again_without_them(tmp_path):
-    cache = str(tmp_path)
-    headers = _broken_headers(cache)
+@pytest.fixture(scope="module")
+def broken_build(tmp_path_factory):
+    """A kernel built (in a process of its own, headers on) into a cache whose published headers
+    break every compile through them; ``two_builds`` starts it to use the core its header build
+    leaves, and it runs alone where that fixture is not set up."""
+    folder = str(tmp_path_factory.mktemp("kb-pch-broken"))
+    env = {"KB_PCH": "1", "KB_PCH_VARIANTS": "default"}
+    build = BackgroundBuild(folder, kernel("kb_pch_broken"), env)
+    os.makedirs(build.cache)
+    with pytest.MonkeyPatch.context() as mp:  # the key of the headers the build will look for
+        for name, value in env.items():
+            mp.setenv(name, value)
+        headers = _broken_headers(build.cache)
     with open(os.path.join(headers.path, MANIFEST), "w") as fh:
         json.dump({"format": "test"}, fh)
     assert headers.ready
-    source = kernel("kb_pch_broken")
-    out = prebuild(source, _cfg(cache))
+    yield build
+    build.stop()
+
+
+def test_a_compile_error_naming_the_headers_is_built_again_without_them(broken_build):
+    out = broken_build.result()
     assert out.status == "built", (out.error, out.log[-2000:])
     assert out.headers == "none" and out.headers_why.startswith("a compile through them failed"), out.headers_why
-    assert headers.path in out.headers_why
-    build = build_dir_for(source, _cfg(cache))
+    assert header_cache_for(_cfg(broken_build.cache)).path in out.headers_why
+    build = build_dir_for(broken_build.source, _cfg(broken_build.cache))
     assert build.built and build.failure is None  # no verdict from the host's headers, none cached

@@ -5,8 +5,9 @@
   compiler runs for it), and the object it gets is the server's;
 - the first kernel tampers with its build folder (overwrites its own ``main.o``) and reaches for the
   unit cache: what the server serves the second is the server's compile all the same;
-- the second kernel built without the server (``KB_UNITS=0``): the same ``main.o`` byte for byte,
-  the same exported functions, bitwise the same outputs;
+- the second kernel's wrapper built without the server (``KB_UNITS=0``; the session's plain build,
+  tests/evaluation/conftest.py): the same ``main.o`` byte for byte, the same exported functions,
+  bitwise the same outputs;
 - a unit with a quoted include beside it, or a flag the server does not know, is compiled by the
   build itself (small units through the shim: milliseconds);
 - a server compile SIGKILLed midway (its server process killed) leaves no lock, nothing published,
@@ -34,9 +35,8 @@ from evaluation.pch import lock_held
 from evaluation.sandbox import Sandbox, detect_isolation
 from evaluation.types import EvaluationConfig
 from evaluation.unit_names import compiled_name
-from tests.evaluation.helpers import ROOT
+from tests.evaluation.helpers import ROOT, WRAPPER_NAME, wrapper_kernel
 from tests.evaluation.test_pch import assert_same_module
-from tests.evaluation.test_pch import kernel as pch_kernel
 from tests.integration.fault_report import record
 
 needs_cxx = pytest.mark.skipif(
@@ -63,12 +63,13 @@ except OSError as _exc:
     print(f"KB-TAMPER: the unit cache refused: {type(_exc).__name__}", flush=True)
 """
 
-#: Two kernels with the same wrapper (test_pch's kernel, one name) and another Python side.
-A = pch_kernel("kb_unit_wrapper").replace("\n\nclass ModelNew", TAMPER + "\n\nclass ModelNew")
-B = pch_kernel("kb_unit_wrapper").replace("scale_shift(x, 1.5)", "scale_shift(x, 2.0)")
+#: Two kernels with the same wrapper (test_pch's kernel, one name) and another Python side; the
+#: wrapper is also the session's plain build's (``plain_wrapper``), the one compiled without the server.
+A = wrapper_kernel(WRAPPER_NAME).replace("\n\nclass ModelNew", TAMPER + "\n\nclass ModelNew")
+B = wrapper_kernel(WRAPPER_NAME).replace("scale_shift(x, 1.5)", "scale_shift(x, 2.0)")
 assert A != B and "x, 2.0)" in B and "KB-TAMPER" in A
 #: B's wrapper under another module name (load_inline's ``name=``): the same unit but for the name.
-C = B.replace(repr("kb_unit_wrapper"), repr("kb_unit_renamed"))
+C = B.replace(repr(WRAPPER_NAME), repr("kb_unit_renamed"))
 assert C != B
 
 
@@ -87,10 +88,13 @@ def _read(path: str) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def builds(tmp_path_factory):
-    """A (tampering) then B into one cache with units on; B again into another with units off."""
+def builds(tmp_path_factory, plain_wrapper):
+    """A (tampering) then B into one cache with units on; B's wrapper without the server (the
+    session's plain build of the same wrapper: the same main.cpp and flags, another Python side),
+    compiled on the other core while the server compiles A's."""
     mp = pytest.MonkeyPatch()
     mp.setenv("KB_PCH", "0")
+    plain_wrapper.start()  # its own cache and environment: it never reaches this unit server
     try:
         mp.setenv("KB_UNITS", "1")
         cache = str(tmp_path_factory.mktemp("kb-units"))
@@ -102,12 +106,10 @@ def builds(tmp_path_factory):
             "renamed": prebuild(C, _cfg(cache)),
         }
         exts["C"] = _ext_dir(cache, C)
-        mp.setenv("KB_UNITS", "0")
-        old_cache = str(tmp_path_factory.mktemp("kb-nounits"))
-        old = prebuild(B, _cfg(old_cache))
-        exts["B_old"] = _ext_dir(old_cache, B)
     finally:
         mp.undo()
+        old = plain_wrapper.result()
+    exts["B_old"] = plain_wrapper.ext_dir
     return cache, exts, (first, second, old)
 
 
@@ -163,7 +165,7 @@ def test_the_kernel_built_both_ways_is_the_same(builds):
     _cache, exts, _outcomes = builds
     new_ext, old_ext = exts["B"], exts["B_old"]
     assert _read(os.path.join(new_ext, "main.o")) == _read(os.path.join(old_ext, "main.o"))  # byte for byte
-    assert_same_module([os.path.join(d, "kb_unit_wrapper.so") for d in (new_ext, old_ext)], "kb_unit_wrapper", 2.0)
+    assert_same_module([os.path.join(d, f"{WRAPPER_NAME}.so") for d in (new_ext, old_ext)], WRAPPER_NAME, 2.0)
 
 
 @needs_cxx
@@ -187,8 +189,8 @@ def test_a_kernel_that_differs_only_in_its_modules_name_is_served_the_same_unit(
         "print('same')\n"
     )
     libs = [
-        "kb_unit_wrapper",
-        os.path.join(exts["B"], "kb_unit_wrapper.so"),
+        WRAPPER_NAME,
+        os.path.join(exts["B"], f"{WRAPPER_NAME}.so"),
         "kb_unit_renamed",
         os.path.join(exts["C"], "kb_unit_renamed.so"),
     ]
