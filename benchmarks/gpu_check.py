@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script on the GPU host, from the checkout
     sys.path.insert(0, str(REPO))
 
-from evaluation.stats import interval_covers, speedups_agree  # noqa: E402
+from evaluation.stats import interval_covers, speedup_gap, speedups_agree  # noqa: E402
 
 #: (level, problem, model): launch-bound ones whose reference moved between runs on the H200, GPU-bound
 #: ones, the diag(A) @ B kernels (honest >10x), a small MLP, and one incorrect kernel.
@@ -168,8 +168,8 @@ def _within(a: dict[str, Any], b: dict[str, Any], rel: float, key: str = "speedu
     """Same verdict and, when both have the figure, within ``rel`` of each other."""
     if a["status"] != b["status"]:
         return False
-    sa, sb = _figure(a, key), _figure(b, key)
-    return not sa or not sb or abs(sa - sb) / min(sa, sb) <= rel
+    gap = speedup_gap(_figure(a, key), _figure(b, key))
+    return gap is None or gap <= rel
 
 
 def _figure(m: dict[str, Any], key: str) -> Any:
@@ -180,10 +180,7 @@ def device_agreement(twice: list[dict[str, Any]]) -> dict[str, Any]:
     """The device-time speedups of kernels measured twice: the share within 2 % and 5 % of each
     other, the share whose two intervals each cover the other's figure, and the largest gap."""
     pairs = [r["measurements"] for r in twice if all(_figure(m, "device") for m in r["measurements"])]
-    gaps = [
-        abs(_figure(a, "device") - _figure(b, "device")) / min(_figure(a, "device"), _figure(b, "device"))
-        for a, b in pairs
-    ]
+    gaps = [g for a, b in pairs if (g := speedup_gap(_figure(a, "device"), _figure(b, "device"))) is not None]
     cover = [
         all(
             interval_covers((x.get("device") or {}).get("speedup_interval"), _figure(y, "device"))
