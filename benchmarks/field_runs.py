@@ -4,11 +4,14 @@ pass holds, what each device call did, and how two measurements of the same kern
     python3 benchmarks/field_runs.py pass RESULTS.jsonl
     python3 benchmarks/field_runs.py calls [BEFORE.jsonl] CALL_DIR [CALL_DIR ...]   # in the order they ran
     python3 benchmarks/field_runs.py compare RESULTS_A.jsonl RESULTS_B.jsonl
+    python3 benchmarks/field_runs.py keep RESULTS.jsonl HARNESS > KEPT.jsonl   # only what that code measured
 
 A call's folder holds its `h200_results.jsonl` (everything measured so far), `evalworker.log` and
 `gpu_util.csv`; a call's kernels are those its results file has and the previous call's (or
 BEFORE.jsonl, what the first call started from) has not.
-Reads only figures (no code); prints Markdown for docs/field.md.
+Reads only figures (no code); prints Markdown for docs/field.md. `keep` writes a results file of
+the evaluations one code measured (`environment.harness`, evaluation.harness_id's digest): given to
+`gpu_field_verify.sh` as FIELD_RESULTS, it has the others measured again by the code of the rest.
 """
 
 from __future__ import annotations
@@ -165,6 +168,14 @@ def _round(x: float) -> float:
     return round(x, 4)
 
 
+def keep(path: Path, harness: str) -> list[str]:
+    """The results file's header and the lines whose evaluation that code measured."""
+    header, *lines = path.read_text().splitlines()
+    return [header] + [
+        line for line in lines if (json.loads(line)["evaluation"].get("environment") or {}).get("harness") == harness
+    ]
+
+
 def _print(title: str, figures: dict[str, Any]) -> None:
     print(f"\n### {title}\n\n| figure | value |\n| --- | --- |")
     for name, value in figures.items():
@@ -182,6 +193,8 @@ def main(argv: list[str]) -> None:
             before = set(load(folder / "h200_results.jsonl"))
     elif command == "compare":
         _print(f"{paths[0]} against {paths[1]}", compare(load(paths[0]), load(paths[1])))
+    elif command == "keep":
+        print("\n".join(keep(paths[0], argv[2])))
     else:
         raise SystemExit(__doc__)
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from benchmarks.field_runs import call_figures, compare, load, pass_figures
+from benchmarks.field_runs import call_figures, compare, keep, load, pass_figures
 
 
 def _row(problem, status="correct", speedup=2.0, low=1.9, high=2.1, notes=(), flags=(), queued=0, finished=6):
@@ -89,3 +89,13 @@ def test_a_call_counts_only_the_kernels_its_results_add(tmp_path, utc):
     assert figures["first queued to last finished (s)"] == 59
     assert figures["GPU busy over that span"] == 0.5
     assert figures["instruments' share of the worker's jobs"] == round(1 / 6, 3)
+
+
+def test_keep_leaves_only_what_one_code_measured(tmp_path):
+    old = _row(2)
+    old["evaluation"]["environment"] = {}
+    path = _write(tmp_path / "r.jsonl", [_row(1), old])
+    kept = keep(path, "abc")
+    assert len(kept) == 2 and json.loads(kept[0]) == {"format": "kernelbench-results/1"}
+    assert json.loads(kept[1])["kernel"]["problem"] == 1
+    assert keep(path, "other") == kept[:1]
