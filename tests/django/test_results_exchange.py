@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from leaderboard.ingest.results_exchange import read_jsonl
 from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
 from problems.models import Hardware, Problem, ProblemSet, ScoringRules
 from tests.sources import PROBLEM_SOURCE
@@ -318,3 +319,26 @@ def test_each_line_names_the_timing_method_of_the_hardware_that_measured_it(tmp_
         "h200": "cuda_event",
         "cpu": "cpu_clock",
     }
+
+
+FIELD = Path(__file__).resolve().parents[2] / "data" / "field"
+
+
+@pytest.mark.parametrize("name", ["h200_results.jsonl", "h200_results_v2.jsonl"])
+def test_the_committed_field_results_read_whole_one_record_a_kernel(name):
+    """A field results file copied back from a GPU host and committed is read as the site imports it
+    (every line checked), holds no kernel twice, and carries figures only."""
+    path = FIELD / name
+    records = read_jsonl(path.read_text().splitlines())
+    keys = [(r["kernel"]["source_hash"], r["kernel"]["level"], r["kernel"]["problem"]) for r in records]
+    assert records and len(keys) == len(set(keys))
+    assert not any("source" in r["kernel"] or "log" in r["evaluation"] for r in records)
+
+
+def test_the_field_measured_again_says_which_code_measured_each_result():
+    """Every result of the field's second measurement past its first 131 names its code (the digest
+    of evaluation/ and the commit), so that two passes can be told apart by code."""
+    records = read_jsonl((FIELD / "h200_results_v2.jsonl").read_text().splitlines())
+    named = [r for r in records if r["evaluation"]["environment"].get("harness")]
+    assert len(named) >= len(records) - 131
+    assert all(r["evaluation"]["environment"].get("harness_commit") for r in named)
