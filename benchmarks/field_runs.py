@@ -33,8 +33,9 @@ from benchmarks.gpu_check import (  # noqa: E402
     builds_from_log,
     gpu_busy,
     job_seconds_from_log,
+    p90,
 )
-from evaluation.stats import speedup_gap, speedups_agree  # noqa: E402
+from evaluation.stats import speedup_gap, speedups_agree, speedups_within  # noqa: E402
 
 Key = tuple[str, int, int]
 
@@ -82,10 +83,6 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 2) if values else None
 
 
-def _p90(values: list[float]) -> float | None:
-    return round(statistics.quantiles(values, n=10)[-1], 1) if len(values) > 1 else None
-
-
 def call_figures(folder: Path, before: set[Key]) -> dict[str, Any]:
     """One device call: its kernels, its pace, its builds, the GPU's busy share and the instruments'."""
     evals = load(folder / "h200_results.jsonl")
@@ -114,7 +111,7 @@ def call_figures(folder: Path, before: set[Key]) -> dict[str, Any]:
         "CUDA builds: n / median / p90 (s)": [
             len(builds),
             _median([b["seconds"] for b in builds]),
-            _p90([b["seconds"] for b in builds]),
+            round(p90([b["seconds"] for b in builds]), 1) if builds else None,
         ],
         "builds with the shared headers": sum(bool(b.get("headers")) and b.get("headers") != "none" for b in builds),
         "GPU busy over that span": round(busy, 3) if busy is not None else None,
@@ -138,10 +135,13 @@ def compare(a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]]) -> dict[
             f"L{k[1]} {k[2]}: {a[k].get('status')} / {b[k].get('status')}" for k in both if k not in same
         ],
         "speedup pairs": len(pairs),
-        "within 2 % / 5 %": [sum(g <= 0.02 + 1e-9 for g in gaps), sum(g <= 0.05 + 1e-9 for g in gaps)],
+        "within 2 % / 5 %": [
+            sum(speedups_within(x["speedup"], y["speedup"]) for x, y in pairs),
+            sum(g <= 0.05 for g in gaps),
+        ],
         "agree (2 %, or a host-bound interval covers the other)": sum(agree),
         "over 5 % and not covered": sum(g > 0.05 and not ok for g, ok in zip(gaps, agree, strict=True)),
-        "gap median / p90 / max": [_round(statistics.median(gaps)), _round(_p90_raw(gaps)), _round(max(gaps))]
+        "gap median / p90 / max": [round(x, 4) for x in (statistics.median(gaps), p90(gaps), max(gaps))]
         if gaps
         else None,
         "device-time speedups within 2 % / 5 % (of n)": [
@@ -158,14 +158,6 @@ def _hb(e: dict[str, Any]) -> list[Any] | None:
 
 def _device(e: dict[str, Any]) -> float | None:
     return ((e.get("reference_timing") or {}).get("device") or {}).get("speedup")
-
-
-def _p90_raw(values: list[float]) -> float:
-    return statistics.quantiles(values, n=10)[-1] if len(values) > 1 else values[0]
-
-
-def _round(x: float) -> float:
-    return round(x, 4)
 
 
 def keep(path: Path, harness: str) -> list[str]:

@@ -311,7 +311,7 @@ def summary(
         ],
         "cuda_builds": len(seconds),
         "cuda_build_median_s": round(statistics.median(seconds), 1) if seconds else None,
-        "cuda_build_p90_s": round(_p90(seconds), 1) if seconds else None,
+        "cuda_build_p90_s": round(p90(seconds), 1) if seconds else None,
         "shared_headers_share": _share(sum(h in ("shared", "built") for h in headers), len(headers)),
         "parent_clock_excess_ms": _excess(clean),
         "selfchecks": [{k: s.get(k) for k in ("problem", "speedup", "speedup_interval", "device")} for s in selfchecks],
@@ -332,7 +332,7 @@ def _excess(ms: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {
         "n": len(xs),
         "median": round(statistics.median(xs), 4),
-        "p90": round(_p90(xs), 4),
+        "p90": round(p90(xs), 4),
         "max": round(xs[-1], 4),
         "min": round(xs[0], 4),
     }
@@ -354,7 +354,8 @@ def _share(num: float, den: float) -> float | None:
     return round(num / den, 3) if den else None
 
 
-def _p90(values: list[float]) -> float:
+def p90(values: list[float]) -> float:
+    """The 90th percentile by nearest rank (a value the list holds)."""
     s = sorted(values)
     return s[min(len(s) - 1, math.ceil(0.9 * len(s)) - 1)]
 
