@@ -35,13 +35,13 @@ $(VENV)/bin/python:
 	$(VENV)/bin/pip install -q --upgrade pip
 
 # The project itself, editable and without dependencies: it installs the client's `kbl` command.
-$(VENV)/.requirements-installed: requirements.txt pyproject.toml | $(VENV)/bin/python
-	$(VENV)/bin/pip install -q -r requirements.txt
+$(VENV)/.requirements-installed: requirements.txt constraints.txt pyproject.toml | $(VENV)/bin/python
+	$(VENV)/bin/pip install -q -r requirements.txt -c constraints.txt
 	$(VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
-$(VENV)/.dev-requirements-installed: requirements.txt requirements-dev.txt pyproject.toml | $(VENV)/bin/python
-	$(VENV)/bin/pip install -q -r requirements-dev.txt
+$(VENV)/.dev-requirements-installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml | $(VENV)/bin/python
+	$(VENV)/bin/pip install -q -r requirements-dev.txt -c constraints.txt
 	$(VENV)/bin/pip install -q --no-deps -e .
 	touch $(VENV)/.requirements-installed $@
 

@@ -181,6 +181,21 @@ class EvalWorker(Worker):
         with self._noting_redis_loss():
             super().heartbeat(*args, **kwargs)
 
+    def unsubscribe(self) -> None:
+        """RQ's, with the wait for its listener thread bounded. RQ starts that thread with a 60 s
+        sleep: once it has read the UNSUBSCRIBE reply it waits up to 60 s to be subscribed again,
+        and redis-py 8's PubSubWorkerThread.stop() joins it without a limit, so a worker stopping
+        just then sat in teardown for up to a minute. The thread is a daemon and ends at its next
+        wake; clearing its flag first is what stop() does, without the join."""
+        thread = self.pubsub_thread
+        if thread is None:
+            return
+        log.info("worker %s: unsubscribing from channel %s", self.name, self.pubsub_channel_name)
+        thread._running.clear()
+        self.pubsub.unsubscribe()
+        thread.join(timeout=1)
+        self.pubsub.close()
+
     @property
     def stop_asked(self) -> bool:
         """SIGTERM or SIGINT reached RQ's handler (which may itself have failed on Redis)."""

@@ -91,3 +91,29 @@ def test_an_idle_worker_stops_on_one_sigterm_that_lands_in_its_checks(env, cpu, 
             signal.signal(sig, handler)
     assert send.sent and time.monotonic() - t0 < GUARD_S
     assert worker.stop_asked
+
+
+def test_the_worker_leaves_its_channel_at_once_while_its_listener_sleeps(env):
+    """RQ's listener thread waits up to 60 s in get_message for a subscription once it has read an
+    UNSUBSCRIBE reply, and redis-py 8's PubSubWorkerThread.stop() joins it without a limit: a SIGTERM
+    landing just then kept one CI run's worker in teardown past this file's 20 s guard."""
+    worker = rq_worker.EvalWorker([eval_queue("eval-cpu")], connection=worker_redis_connection(), name="stop-test.2")
+    worker.subscribe()
+    worker.pubsub.unsubscribe()  # the listener reads the reply, then sleeps until subscribed again
+    deadline = time.monotonic() + 5
+    while worker.pubsub.subscribed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not worker.pubsub.subscribed, "the listener never read the UNSUBSCRIBE reply in 5 s"
+
+    def still_waiting(_signum, _frame):
+        raise WorkerStillWaiting(f"unsubscribe() still waited for the listener thread after {GUARD_S} s")
+
+    previous = signal.signal(signal.SIGALRM, still_waiting)
+    signal.alarm(GUARD_S)
+    t0 = time.monotonic()
+    try:
+        worker.unsubscribe()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - t0 < 3
