@@ -136,7 +136,8 @@ def store_scores(run_ids: list[int], excluding: set[int]) -> None:
         params = {"runs": run_ids, "excluding": sorted(excluding & set(run_ids)), "measured": Origin.MEASURED}
         cursor.execute(_LEVELS_SQL, params)
         levels = cursor.fetchall()
-    rows = [_finish(row) for row in levels + _all_levels(run_ids, levels)]
+    finished = [_finish(row) for row in levels]
+    rows = finished + _with_level_pass_sums([_finish(row) for row in _all_levels(run_ids, levels)], finished)
     rows += _copies_with_excluded(rows)
     RunScore.objects.filter(run_id__in=run_ids).delete()
     _copy(rows)
@@ -242,6 +243,15 @@ def _all_levels(run_ids: list[int], levels: list[tuple]) -> list[tuple]:
         into[21] = max(into[21], row[21])
     # The all-levels rows store no entries: they are the fold of their levels' (board_rescoring._refolded).
     return [(*row[:22], "{}") for row in merged.values()]
+
+
+def _with_level_pass_sums(all_levels: list[tuple], levels: list[tuple]) -> list[tuple]:
+    """The all-levels rows with pass@1's sum as scoring.merge makes it: the fsum of their levels'."""
+    column = _COPY_COLUMNS.index("pass_at_1_sum")
+    sums: dict[tuple[int, bool], list[float]] = {}
+    for row in levels:
+        sums.setdefault((row[0], row[2]), []).append(row[column])
+    return [(*row[:column], math.fsum(sums.get((row[0], row[2]), ())), *row[column + 1 :]) for row in all_levels]
 
 
 def _empty(run_id: int, with_excluded: bool) -> list:

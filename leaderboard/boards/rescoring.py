@@ -18,8 +18,16 @@ from django.utils import timezone
 
 from evaluation.metrics import speedup_problem
 from leaderboard.boards import marked_here, scoring
-from leaderboard.boards.scoring import KernelFacts
-from leaderboard.boards.stored import ALL_LEVELS, STATE_FIELDS, KernelRow, kernel_rows, to_model, waiting_marks
+from leaderboard.boards.scoring import KernelFacts, LevelScore
+from leaderboard.boards.stored import (
+    ALL_LEVELS,
+    STATE_FIELDS,
+    KernelRow,
+    kernel_rows,
+    stored_level_scores,
+    to_model,
+    waiting_marks,
+)
 from leaderboard.evaluations.clock import db_now
 from leaderboard.models import (
     BoardVersion,
@@ -198,17 +206,23 @@ def _partial_runs(runs: dict[int, int], marks: list[tuple], places: list[tuple])
 
 def _fold_problems(partial: dict[int, set[int]]) -> set[int]:
     """Re-score the marked problems of runs ({run id: problem ids}): read only their kernels, store
-    their review state, replace their entries in the run's stored rows of their levels, and fold
-    those levels and all levels again (scoring.fold), exactly as a whole re-scoring would store them.
-    The runs it cannot fold (a stored row missing or in an older form, a problem deleted since) are
-    returned, untouched."""
+    their review state, replace their entries in the run's stored rows of their levels, fold those
+    levels again (scoring.fold) and merge all levels from them and the other levels' stored
+    aggregates (scoring.merge; the other levels' entries are not read), exactly as a whole
+    re-scoring would store them. The runs it cannot fold (a stored row missing or in an older form,
+    a problem deleted since) are returned, untouched."""
     levels = dict(Problem.objects.filter(pk__in={p for ps in partial.values() for p in ps}).values_list("pk", "level"))
+    partial = {run_id: pids for run_id, pids in partial.items() if pids <= levels.keys()}
+    read = Q()
+    for run_id, pids in partial.items():  # the marked problems' levels and all levels: the rows a fold rewrites
+        read |= Q(run_id=run_id, level__in=[ALL_LEVELS, *{levels[pid] for pid in pids}])
     stored_by_run: dict[int, list[RunScore]] = defaultdict(list)
-    for row in RunScore.objects.filter(run_id__in=list(partial)):
-        stored_by_run[row.run_id].append(row)
-    foldable = {
-        run_id for run_id, pids in partial.items() if pids <= levels.keys() and _foldable(stored_by_run[run_id])
-    }
+    others: dict[int, dict[tuple[int, bool], LevelScore]] = defaultdict(dict)
+    if partial:
+        for row in RunScore.objects.filter(read):
+            stored_by_run[row.run_id].append(row)
+        others.update(stored_level_scores(RunScore.objects.filter(run_id__in=list(partial)).exclude(read)))
+    foldable = {run_id for run_id in partial if _foldable(stored_by_run[run_id], others[run_id])}
     places = Q()
     for run_id in foldable:
         places |= Q(run_id=run_id, problem_id__in=partial[run_id])
@@ -219,10 +233,8 @@ def _fold_problems(partial: dict[int, set[int]]) -> set[int]:
     fresh, stored, old, new = [], [], {}, {}
     for run_id in foldable:
         changed = {pid: entries.get((run_id, pid)) for pid in partial[run_id]}
-        refolded = _refolded(run_id, stored_by_run[run_id], changed, levels)
-        fresh += refolded
-        touched = {row.level for row in refolded} | {levels[pid] for pid in changed}
-        stored += [row for row in stored_by_run[run_id] if row.level in touched]
+        fresh += _refolded(run_id, stored_by_run[run_id], others[run_id], changed, levels)
+        stored += stored_by_run[run_id]
         counted = _counts_by_run(stored_by_run[run_id])[run_id]
         old[run_id] = Counter({pid: n for pid, n in counted.items() if pid in changed})
         new[run_id] = Counter({pid: pair[0][scoring.KERNELS] for pid, pair in changed.items() if pair is not None})
@@ -231,10 +243,10 @@ def _fold_problems(partial: dict[int, set[int]]) -> set[int]:
     return set(partial) - foldable
 
 
-def _foldable(stored: list[RunScore]) -> bool:
+def _foldable(stored: list[RunScore], others: dict[tuple[int, bool], LevelScore]) -> bool:
     """Whether a run's stored rows can take a fold: both all-levels rows there (and without
-    entries), each level's two rows there, every entry whole (not an older form)."""
-    keys = {(row.level, row.with_excluded) for row in stored}
+    entries), each level's two rows there, every entry it rewrites whole (not an older form)."""
+    keys = {(row.level, row.with_excluded) for row in stored} | others.keys()
     return (
         all((level, not we) in keys for level, we in keys)
         and (ALL_LEVELS, False) in keys
@@ -244,20 +256,24 @@ def _foldable(stored: list[RunScore]) -> bool:
 
 
 def _refolded(
-    run_id: int, stored: list[RunScore], changed: dict[int, tuple | None], levels: dict[int, int]
+    run_id: int,
+    stored: list[RunScore],
+    others: dict[tuple[int, bool], LevelScore],
+    changed: dict[int, tuple | None],
+    levels: dict[int, int],
 ) -> list[RunScore]:
-    """The run's rows of the changed problems' levels and of all levels, with those problems'
-    entries replaced by `changed` ({problem id: (entry, entry counting excluded kernels), or None:
-    no kernel left}), folded again. Entries are stored in their level's rows only: the all-levels
-    rows are the fold of every level's entries (and store none). A level left without a problem
-    has no row (as a whole re-scoring)."""
+    """The run's rows of the changed problems' levels and of all levels: `stored` (its rows of those
+    levels) with those problems' entries replaced by `changed` ({problem id: (entry, entry counting
+    excluded kernels), or None: no kernel left}), folded again, and all levels merged from them and
+    `others` (the stored scores of its other levels: {(level, with_excluded): score}). Entries are
+    stored in their level's rows only. A level left without a problem has no row (as a whole
+    re-scoring)."""
     by_level: dict[int, list[dict]] = {}
     for row in stored:
         if row.level != ALL_LEVELS:
             by_level.setdefault(row.level, [{}, {}])[row.with_excluded] = {
                 int(pid): entry for pid, entry in row.problems.items()
             }
-    touched = sorted({levels[pid] for pid in changed})
     for pid, pair in changed.items():
         both = by_level.setdefault(levels[pid], [{}, {}])
         for with_excluded in (False, True):
@@ -265,23 +281,24 @@ def _refolded(
                 both[with_excluded].pop(pid, None)
             else:
                 both[with_excluded][pid] = pair[with_excluded]
+    scores = dict(others)
     fresh = []
-    for level in touched:
-        if by_level[level][0]:
-            fresh += _folded_rows(run_id, level, *by_level[level])
-    every = [{pid: e for both in by_level.values() for pid, e in both[we].items()} for we in (False, True)]
-    for row in _folded_rows(run_id, ALL_LEVELS, *every):
-        row.problems = {}
-        fresh.append(row)
+    for level, (entries, with_excluded) in sorted(by_level.items()):
+        if entries:
+            scores[(level, False)], scores[(level, True)] = _folded(entries, with_excluded)
+            fresh += [to_model(run_id, level, we, scores[(level, we)]) for we in (False, True)]
+    for we in (False, True):
+        merged = scoring.merge(score for (level, w), score in sorted(scores.items()) if w == we)
+        merged.problems = {}
+        fresh.append(to_model(run_id, ALL_LEVELS, we, merged))
     return fresh
 
 
-def _folded_rows(run_id: int, level: int, entries: dict[int, list], with_excluded: dict[int, list]) -> list[RunScore]:
-    """A level's two rows (without, with excluded kernels) folded from their entries; one fold when
-    no kernel of the level is excluded (the common case: the two are equal)."""
+def _folded(entries: dict[int, list], with_excluded: dict[int, list]) -> tuple[LevelScore, LevelScore]:
+    """A level's two scores (without, with excluded kernels) folded from their entries; one fold
+    when no kernel of the level is excluded (the common case: the two are equal)."""
     score = scoring.fold(entries)
-    score_with = score if with_excluded == entries else scoring.fold(with_excluded)
-    return [to_model(run_id, level, False, score), to_model(run_id, level, True, score_with)]
+    return score, score if with_excluded == entries else scoring.fold(with_excluded)
 
 
 def _clear_marks(marks: list[tuple[int, datetime | None]], read_at: datetime) -> None:
@@ -396,7 +413,7 @@ def _scores(rows: list[KernelRow], runs: dict[int, int]) -> list[RunScore]:
     per_run: dict[int, dict[int, tuple | None]] = {run_id: {} for run_id in runs}
     for (run_id, pid), pair in _entries(rows).items():
         per_run[run_id][pid] = pair
-    return [row for run_id, pairs in per_run.items() for row in _refolded(run_id, [], pairs, levels)]
+    return [row for run_id, pairs in per_run.items() for row in _refolded(run_id, [], {}, pairs, levels)]
 
 
 def _problem_kernel_counts(run_ids: list[int]) -> Counter:

@@ -79,7 +79,7 @@ class Tally:
 
     def finish(self, values: Iterable[float]) -> None:
         self.speedups = array("d", sorted(values))
-        self.log_sum = math.fsum(math.log(s) for s in self.speedups)
+        self.log_sum = math.fsum(map(math.log, self.speedups))
 
     def above(self, p: float) -> int:
         """How many scored problems have speedup strictly above p (a binary search)."""
@@ -194,7 +194,8 @@ def _pass_at_1(samples: int, correct: int) -> float:
 
 def fold(entries: dict[int, list[Any]]) -> LevelScore:
     """A level's aggregate from its problems' entries ({problem id: entry}): the same, to the bit,
-    whatever order the entries come in (sorted speedups, fsums, max for the published hardware)."""
+    whatever order the entries come in (sorted speedups, fsums, max for the published hardware).
+    All levels' is the `merge` of its levels', not a fold."""
     values = list(entries.values())
     published = [entry for entry in values if entry[PUBLISHED] is not None]
     score = LevelScore(
@@ -215,9 +216,47 @@ def fold(entries: dict[int, list[Any]]) -> LevelScore:
     return score
 
 
+def merge(levels: Iterable[LevelScore]) -> LevelScore:
+    """All levels' aggregate from its levels' (each problem is of one level), without their entries:
+    counts added, speedups merged and their logs summed again, so to the bit what `fold` gives over
+    every entry; pass@1's sum is the fsum of the levels' sums (which differs from the fsum of every
+    problem's by an ulp at most), so that a result re-folds its own level and merges the others'
+    stored aggregates, never their entries. The same in whatever order the levels come."""
+    levels = list(levels)
+    return LevelScore(
+        sample0=_merged([level.sample0 for level in levels]),
+        best=_merged([level.best for level in levels]),
+        pass_at_1_sum=math.fsum(level.pass_at_1_sum for level in levels),
+        kernels=sum(level.kernels for level in levels),
+        flagged=sum(level.flagged for level in levels),
+        unreviewed=sum(level.unreviewed for level in levels),
+        excluded=sum(level.excluded for level in levels),
+        measured=sum(level.measured for level in levels),
+        published=_merged([level.published for level in levels]),
+        published_on=max((level.published_on for level in levels), default=""),
+    )
+
+
+def _merged(tallies: list[Tally]) -> Tally:
+    tally = Tally(
+        attempted=sum(t.attempted for t in tallies),
+        compiled=sum(t.compiled for t in tallies),
+        correct=sum(t.correct for t in tallies),
+        unscored=sum(t.unscored for t in tallies),
+    )
+    tally.finish(s for t in tallies for s in t.speedups)
+    return tally
+
+
+def all_levels_score(kernels_by_level: dict[int, list[KernelFacts]], *, include_excluded: bool = False) -> LevelScore:
+    """All levels' aggregate of one run's kernels ({level: its kernels}), as the stored all-levels
+    rows hold it: the merge of each level's."""
+    return merge(level_score(kernels, include_excluded=include_excluded) for kernels in kernels_by_level.values())
+
+
 def level_score(kernels: Iterable[KernelFacts], *, include_excluded: bool = False) -> LevelScore:
-    """The aggregate of one run's kernels of one level (or of all levels together): the fold of
-    its problems' entries.
+    """The aggregate of one run's kernels of one level: the fold of its problems' entries (of all
+    levels: `all_levels_score`).
 
     Kernels excluded by a reviewer (reward hack, invalid) are left out as if never submitted,
     unless `include_excluded`; they are counted in `excluded` either way."""

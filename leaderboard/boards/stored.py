@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Subquery
+from django.db.models import QuerySet, Subquery
 
 from leaderboard.boards.scoring import KernelFacts, LevelScore, Tally
 from leaderboard.evaluations.clock import db_now
@@ -194,6 +194,17 @@ def scores_of_runs(run_ids: list[int], levels: list[int], include_excluded: bool
     rows = RunScore.objects.filter(run_id__in=run_ids, level__in=levels, with_excluded=include_excluded)
     # Plain values, not model instances: a board reads thousands of rows.
     return {(run_id, level): from_values(rest) for run_id, level, *rest in rows.values_list(*_SCORE_FIELDS)}
+
+
+def stored_level_scores(rows: QuerySet[RunScore]) -> dict[int, dict[tuple[int, bool], LevelScore]]:
+    """{run id: {(level, with_excluded): its stored score}} of these rows, their entries not read
+    (what scoring.merge needs of the levels a result leaves alone)."""
+    scores: dict[int, dict[tuple[int, bool], LevelScore]] = {}
+    for run_id, level, with_excluded, *rest in rows.values_list(
+        *_SCORE_FIELDS[:2], "with_excluded", *_SCORE_FIELDS[2:]
+    ):
+        scores.setdefault(run_id, {})[(level, with_excluded)] = from_values(tuple(rest))
+    return scores
 
 
 @dataclass(frozen=True)

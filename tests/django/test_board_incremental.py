@@ -142,3 +142,27 @@ def test_folded_rows_equal_a_whole_rescoring_through_any_writes(world, reviewer,
     assert read_model() == incremental
     assert rebuild.verify_runs(world.problem_set.runs.values_list("pk", flat=True)) == []
     assert rebuild.verify_problem_counts() == []
+
+
+def test_a_result_folds_its_own_level_and_never_reads_the_other_levels_entries(world):
+    """The all-levels rows are merged from the levels' stored aggregates (scoring.merge): a level-1
+    result folds level 1 again and leaves level 2's entries unread. Here level 2's are in an older
+    form, which a fold reading them would refuse (re-scoring the run whole, which mends them)."""
+    kernels = [world.kernel(problem) for problem in world.problems]
+    world.kernel(world.level2, speedup=4.0)
+    run_rescorer()
+    level2 = RunScore.objects.filter(run=world.run, level=world.level2.level)
+    for row in level2:
+        row.problems = {pid: entry[:4] for pid, entry in row.problems.items()}
+        row.save(update_fields=["problems"])
+    world.evaluate(kernels[0], correct=True, speedup=2.5)
+    spy, sizes = rows_read()
+    with spy:
+        run_rescorer()
+    assert sizes == [1]  # folded: the one problem's kernel, not the run's five
+    assert all(len(entry) == 4 for row in level2.all() for entry in row.problems.values())  # left as it was
+    differing = board_rescoring.verify_all()
+    assert differing == [
+        f"run {world.run.pk} level 2 with_excluded=False: stored differs",
+        f"run {world.run.pk} level 2 with_excluded=True: stored differs",
+    ]  # only level 2's older entries: level 1 and all levels equal a whole re-scoring

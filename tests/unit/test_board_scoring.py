@@ -59,3 +59,30 @@ def test_the_interval_is_bootstrap_interval_over_problems(n):
 
 def test_rows_whose_intervals_overlap_the_row_above_are_tied():
     assert mark_ties([(0.5, 0.7), (0.4, 0.6), (0.1, 0.3), (0.2, 0.35)]) == [False, True, False, True]
+
+
+def test_all_levels_merge_their_levels_as_a_fold_of_every_entry_would_but_for_pass_at_1():
+    """scoring.merge: what the re-scoring stores for all levels without reading the levels' entries.
+    Every count and speedup as a fold of all entries; pass@1's sum the fsum of the levels' sums."""
+    by_level = {
+        1: [facts(1, 0, speedup=0.5), facts(1, 1, speedup=3.0), facts(2, 0, correct=False), facts(3, 1, speedup=0.1)],
+        2: [facts(10, 0, speedup=7.0), facts(10, 1, correct=False), facts(11, 0, speedup=None)],
+        3: [facts(20, 0, speedup=1.1, excluded=True), facts(20, 2, speedup=1.3)],
+    }
+    everything = level_score([k for kernels in by_level.values() for k in kernels])
+    merged = scoring.all_levels_score(by_level)
+    for rule in ("sample0", "best", "published"):
+        got, want = getattr(merged, rule), getattr(everything, rule)
+        assert (got.attempted, got.compiled, got.correct, got.unscored) == (
+            want.attempted,
+            want.compiled,
+            want.correct,
+            want.unscored,
+        )
+        assert got.speedups.tobytes() == want.speedups.tobytes() and got.log_sum == want.log_sum
+    assert (merged.kernels, merged.excluded, merged.measured) == (everything.kernels, everything.excluded, 0)
+    levels = [level_score(kernels) for kernels in by_level.values()]
+    assert merged.pass_at_1_sum == math.fsum(level.pass_at_1_sum for level in levels)
+    assert merged.pass_at_1_sum == pytest.approx(everything.pass_at_1_sum, rel=1e-15)
+    assert scoring.merge(reversed(levels)).pass_at_1_sum == merged.pass_at_1_sum
+    assert merged.problems == {}

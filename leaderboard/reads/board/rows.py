@@ -327,14 +327,19 @@ def live_level_standings(
     kernels = Kernel.objects.filter(run__in=runs)
     if level is not None:
         kernels = kernels.filter(problem__level=level)
-    facts: dict[int, list[KernelFacts]] = defaultdict(list)
+    facts: dict[int, dict[int, list[KernelFacts]]] = defaultdict(lambda: defaultdict(list))
     for row in board_stored.kernel_rows(kernels) if runs else ():
-        facts[row.run_id].append(row.facts)
+        facts[row.run_id][row.level].append(row.facts)
     rows = [
-        make_row(run, level, scoring.level_score(facts[run.pk], include_excluded=include_excluded), n_problems, p, rule)
-        for run in runs
+        make_row(run, level, _live_score(facts[run.pk], level, include_excluded), n_problems, p, rule) for run in runs
     ]
     return rank_rows(rows, p)
+
+
+def _live_score(by_level: dict[int, list[KernelFacts]], level: int | None, include_excluded: bool) -> LevelScore:
+    if level is None:
+        return scoring.all_levels_score(by_level, include_excluded=include_excluded)
+    return scoring.level_score(by_level[level], include_excluded=include_excluded)
 
 
 def fast_p_curves(rows: list[StandingRow]) -> dict[int, list[tuple[float, float]]]:
