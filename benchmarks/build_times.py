@@ -43,40 +43,15 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from benchmarks.wrapper_kernel import wrapper_kernel  # noqa: E402
 from evaluation.build import needs_build  # noqa: E402
 from evaluation.build_stage import BuildPool, header_cache_for, prebuild, target_arch  # noqa: E402
 from evaluation.types import EvaluationConfig  # noqa: E402
 
-CPP_KERNEL = r'''
-import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-SRC = """
-torch::Tensor scale_shift(torch::Tensor x, double a) {
-    auto xc = x.contiguous();
-    auto out = torch::empty_like(xc);
-    const float* in = xc.data_ptr<float>();
-    float* o = out.data_ptr<float>();
-    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] * (float)a + 0.25f;
-    return out;
-}
-"""
-
-ext = load_inline(name="NAME", cpp_sources=SRC, functions=["scale_shift"], verbose=False)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return ext.scale_shift(x, 1.5)
-'''
-
 
 def kernel_sources(paths: list[str], limit: int) -> list[tuple[str, str]]:
     if not paths:
-        return [(f"cpp_{n}", CPP_KERNEL.replace('"NAME"', repr(f"kb_bench_{n}"))) for n in ("a", "b", "c")][
-            : max(2, limit)
-        ]
+        return [(f"cpp_{n}", wrapper_kernel(f"kb_bench_{n}")) for n in ("a", "b", "c")][: max(2, limit)]
     files: list[str] = []
     for p in paths:
         files += sorted(glob.glob(os.path.join(p, "**", "*.py"), recursive=True)) if os.path.isdir(p) else [p]

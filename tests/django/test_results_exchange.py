@@ -336,9 +336,12 @@ def test_the_committed_field_results_read_whole_one_record_a_kernel(name):
 
 
 def test_the_field_measured_again_says_which_code_measured_each_result():
-    """Every result of the field's second measurement past its first 131 names its code (the digest
-    of evaluation/ and the commit), so that two passes can be told apart by code."""
+    """Every result of the field's second measurement names its code (the digest of evaluation/ and
+    the commit), so that two passes can be told apart by code, but those measured before the code
+    named itself: each of those finished before the first result that names it."""
     records = read_jsonl((FIELD / "h200_results_v2.jsonl").read_text().splitlines())
     named = [r for r in records if r["evaluation"]["environment"].get("harness")]
-    assert len(named) >= len(records) - 131
-    assert all(r["evaluation"]["environment"].get("harness_commit") for r in named)
+    unnamed = [r for r in records if not r["evaluation"]["environment"].get("harness")]
+    assert named and all(r["evaluation"]["environment"].get("harness_commit") for r in named)
+    first_named = min(r["evaluation"]["finished_at"] for r in named)
+    assert all(r["evaluation"]["finished_at"] < first_named for r in unnamed)

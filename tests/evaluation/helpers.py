@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.wrapper_kernel import WRAPPER_KERNEL, wrapper_kernel  # noqa: F401  (the tests' kernel)
 from evaluation import EvaluationConfig, EvaluationResult, evaluate
 from evaluation.build_stage import BuildOutcome, build_dir_for
 
@@ -68,40 +71,9 @@ def naive(problem: Path | str, kernel: Path | str, *args: str, scale: int = 1) -
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-#: A C++ ``load_inline`` kernel (its wrapper includes ``torch/extension.h``, as most kernels do),
-#: under the module name ``"NAME"``: test_pch's and test_unit_cache's builds.
-WRAPPER_KERNEL = r'''
-import torch
-import torch.nn as nn
-from torch.utils.cpp_extension import load_inline
-
-SRC = """
-#include <torch/extension.h>
-torch::Tensor scale_shift(torch::Tensor x, double a) {
-    auto xc = x.contiguous();
-    auto out = torch::empty_like(xc);
-    const float* in = xc.data_ptr<float>();
-    float* o = out.data_ptr<float>();
-    for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] * (float)a + 0.25f;
-    return out;
-}
-"""
-
-ext = load_inline(name="NAME", cpp_sources=SRC, functions=["scale_shift"], verbose=False)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return ext.scale_shift(x, 1.5)
-'''
 #: The module name of the wrapper that test_pch and test_unit_cache both compare with a plain build
 #: (the session's ``plain_wrapper``): one name, so one compile serves both.
 WRAPPER_NAME = "kb_wrapper"
-
-
-def wrapper_kernel(name: str) -> str:
-    """``WRAPPER_KERNEL`` under the module name ``name`` (another name: another source, another unit)."""
-    return WRAPPER_KERNEL.replace('"NAME"', repr(name))
 
 
 #: A build in its own interpreter: its environment (``BackgroundBuild``'s ``env``) is its own,
@@ -138,7 +110,10 @@ class BackgroundBuild:
         env = {**os.environ, **self.env}
         args = [sys.executable, "-c", _BUILD, self.source, self.cache, self._result]
         with open(self._log, "wb") as log:
-            self._proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            # A session of its own: stop() ends the compilers under it too, not only the Python above them.
+            self._proc = subprocess.Popen(
+                args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def result(self) -> BuildOutcome:
         if self._outcome is None:
@@ -160,6 +135,8 @@ class BackgroundBuild:
         return ext
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
+        if self._proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)  # the group outlives a leader that already ended
+        self._proc.wait()
