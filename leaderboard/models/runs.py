@@ -83,6 +83,10 @@ class Run(models.Model):
         indexes = [
             # Leaderboard: runs of one problem set, optionally on one hardware.
             models.Index(fields=["problem_set", "hardware"], name="run_leaderboard_idx"),
+            # Newest first (the API's list), and of one set (a run page's "compare with" list): at
+            # 50,000 runs a sort of every run took 44-76 ms a request.
+            models.Index(fields=["-created_at", "-id"], name="run_newest_idx"),
+            models.Index(fields=["problem_set", "-created_at", "-id"], name="run_set_newest_idx"),
         ]
 
     def __str__(self) -> str:

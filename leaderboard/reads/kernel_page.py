@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.utils.safestring import SafeString
+
 from leaderboard.evaluations import progress as lifecycle
 from leaderboard.models import Evaluation, Kernel, Origin
 from leaderboard.reads import disclosure
 from leaderboard.reads.diffs import Diff, compute_diff
 from leaderboard.reads.instruments import instrument_views
 from leaderboard.reads.measured import kernel_wording
+from leaderboard.reads.options import select_options
 from leaderboard.reads.queries import Sibling
 
 
@@ -22,6 +25,12 @@ def pick_against(requested: str | None, siblings: Sequence[Sibling]) -> Kernel |
         return None
     chosen = next((k for k in siblings if requested and str(k.pk) == requested), siblings[0])
     return Kernel.objects.only("pk", "source").get(pk=chosen.pk)
+
+
+def sibling_options(siblings: Sequence[Sibling], against: Kernel | None) -> SafeString:
+    """The "compare with" list: each sibling by its label, the first (fastest) said so."""
+    labels = ((other.pk, other.label + (" (fastest)" if index == 0 else "")) for index, other in enumerate(siblings))
+    return select_options(labels, against.pk if against else None)
 
 
 def reference_diff(kernel: Kernel) -> Diff | None:

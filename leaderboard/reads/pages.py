@@ -162,6 +162,7 @@ def kernel(kernel: Kernel, query: Any, raw_output: bool) -> Context:
         "source_html": highlight_python(kernel.source, anchor="k"),
         "reference_diff": kernel_page.reference_diff(kernel),
         "siblings": siblings,
+        "sibling_options": kernel_page.sibling_options(siblings, against),
         "against": against,
         "against_diff": kernel_page.against_diff(kernel, against),
         "view": "unified" if query.get("view") == "unified" else "split",

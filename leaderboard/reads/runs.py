@@ -19,11 +19,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.utils.safestring import SafeString
 
 from evaluation.metrics import DEFAULT_PS, fast_p_curve, fast_p_key
 from leaderboard.boards import scoring
 from leaderboard.boards.scoring import KernelFacts
 from leaderboard.models import Evaluation, Kernel, Origin, Run
+from leaderboard.reads.options import select_options
 
 RUN_PS: tuple[float, ...] = (0.0, *DEFAULT_PS)
 COMPARABLE_RUNS = 200  # runs offered in the "compare with" list
@@ -423,7 +425,10 @@ def compare_summary(lines: list[CompareLine]) -> dict[str, int]:
     }
 
 
-def comparable_runs(run: Run) -> list[Run]:
-    """Other runs of the same problem set, newest first, for the "compare with" list."""
-    others = Run.objects.filter(problem_set_id=run.problem_set_id).exclude(pk=run.pk)
-    return list(others.select_related("model", "hardware").order_by("-created_at", "-pk")[:COMPARABLE_RUNS])
+def comparable_runs(run: Run, other: Run | None) -> SafeString:
+    """The "compare with" list: other runs of the same problem set, newest first (run_set_newest_idx),
+    `other` marked; empty when there is none."""
+    others = Run.objects.filter(problem_set_id=run.problem_set_id).exclude(pk=run.pk).order_by("-created_at", "-pk")
+    rows = others.values_list("pk", "model__name", "setting", "hardware__slug")[:COMPARABLE_RUNS]
+    labels = ((pk, f"run {pk} · {model} · {setting} · {hardware}") for pk, model, setting, hardware in rows)
+    return select_options(labels, other.pk if other else None)

@@ -49,7 +49,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "scores": scores,
         "progress": progress,
         "several_samples": any(len(line.samples) > 1 for line in lines),
-        "comparable": reads.comparable_runs(run),
+        "comparable": reads.comparable_runs(run, other),
         "other": other,
         "comparison": comparison,
         "comparison_summary": reads.compare_summary(comparison) if comparison else None,

@@ -165,3 +165,14 @@ def test_the_compare_list_names_each_kernel_by_model_and_speedup_or_status(clien
     assert f">kernel {kernels[2].pk} · Worse · 0.50x</option>" in listed
     assert f">kernel {broken.pk} · Broken (demo data) · incorrect</option>" in listed
     assert f'value="{kernels[0].pk}"' not in listed  # not itself
+
+
+def test_the_compare_list_escapes_a_model_name_and_marks_the_kernel_compared_with(client, kernels):
+    problem_set = kernels[0].problem.problem_set
+    make_run(problem_set, [3.0], model=make_model('<b onclick="x">Bold</b>'))
+    bold = Kernel.objects.latest("pk")
+    html = client.get(f"{kernels[0].get_absolute_url()}?against={kernels[2].pk}").content.decode()
+    listed = html[html.index('id="against-select"') : html.index("</select>", html.index('id="against-select"'))]
+    assert f"kernel {bold.pk} · &lt;b onclick=&quot;x&quot;&gt;Bold&lt;/b&gt; · 3.00x (fastest)" in listed
+    assert "<b " not in listed
+    assert f'<option value="{kernels[2].pk}" selected>' in listed

@@ -198,3 +198,17 @@ def test_compare_calls_nothing_faster_within_noise(client):
     assert (summary["left_faster"], summary["right_faster"], summary["same_source"]) == (0, 1, 0)  # 1.05 vs 1.0: noise
     html = client.get(f"/runs/{left.pk}/?compare={same.pk}").content.decode()
     assert "faster here on 0, faster there on 0" in html and "2 with the same source" in html
+
+
+def test_the_compare_list_names_the_other_runs_newest_first_escaped_and_marks_the_one_compared(client):
+    problem_set = make_set(levels=(1,))
+    run = make_run(problem_set, [1.5], model=make_model("Here"))
+    older = make_run(problem_set, [1.0], model=make_model("Older"))
+    newer = make_run(problem_set, [2.0], model=make_model('<i onmouseover="x">Newer</i>'))
+    html = client.get(f"/runs/{run.pk}/?compare={older.pk}").content.decode()
+    start = html.index('id="compare-select"')
+    listed = html[start : html.index("</select>", start)]
+    assert listed.index(f"run {newer.pk} ·") < listed.index(f"run {older.pk} ·")
+    assert "&lt;i onmouseover=&quot;x&quot;&gt;Newer&lt;/i&gt;" in listed and "<i " not in listed
+    assert f'<option value="{older.pk}" selected>run {older.pk} · Older · ' in listed
+    assert f'value="{run.pk}"' not in listed
