@@ -2,6 +2,11 @@
 process through Django's test client (no HTTP server; the cache is the settings' own).
 
     DATABASE_URL=postgres://... .venv/bin/python -m benchmarks.web.page_bench /problems/1/ /kernels/1/
+    DATABASE_URL=postgres://... .venv/bin/python -m benchmarks.web.page_bench --cold /levels/1/
+
+`--cold`: instead, each URL asked three times with the cache cleared before each, so that every ask
+builds a kept board (and the boards' catalogue and featured set) from the stored rows: a board's
+build from nothing. Either way it only reads (a build writes nothing but the cache).
 
 The database comes from `python -m benchmarks.web.bench generate --scale 1.3M` (benchmarks/web/run.sh
 makes one and removes it; BENCH_DATABASE_URL keeps one)."""
@@ -16,7 +21,7 @@ import time
 REPEAT = 20
 
 
-def main(urls: list[str]) -> None:
+def main(urls: list[str], cold: bool = False) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django  # deferred: settings first
 
@@ -24,6 +29,9 @@ def main(urls: list[str]) -> None:
     from django.test import Client  # deferred: after setup
 
     client = Client(HTTP_HOST="localhost")
+    if cold:
+        built_from_nothing(client, urls)
+        return
     for url in urls:
         started = time.perf_counter()
         assert client.get(url).status_code == 200, url
@@ -38,5 +46,20 @@ def main(urls: list[str]) -> None:
         print(f"{url}: first {first:.1f} ms, then p50 {statistics.median(times):.1f} ms, p95 {p95:.1f} ms")
 
 
+def built_from_nothing(client, urls: list[str]) -> None:
+    from django.core.cache import cache  # deferred: after setup
+
+    for url in urls:
+        took = []
+        for _ in range(3):
+            cache.clear()
+            started = time.perf_counter()
+            assert client.get(url).status_code == 200, url
+            took.append(f"{(time.perf_counter() - started) * 1000:.0f}")
+        print(f"{url}: built from nothing in {', '.join(took)} ms")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["/problems/1/"])
+    args = sys.argv[1:]
+    cold = "--cold" in args
+    main([a for a in args if a != "--cold"] or ["/problems/1/"], cold)

@@ -2,7 +2,7 @@
 
 A compile of a ``load_inline`` wrapper (``torch/extension.h``) costs 20-40 s of one core on a small
 CI machine. test_pch.py and test_unit_cache.py each compare their new way of building the wrapper of
-``helpers.WRAPPER_KERNEL`` (through the precompiled headers; through the unit server) with the
+``benchmarks.wrapper_kernel.WRAPPER_KERNEL`` (through the precompiled headers; through the unit server) with the
 plain way, headers and unit server off. That plain build is the same compile for both (the same
 ``main.cpp``, the same flags, module name ``helpers.WRAPPER_NAME``), so it is made once here. It
 runs in a process of its own, started by whichever module first needs it, while that module's own

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.wrapper_kernel import WRAPPER_KERNEL, wrapper_kernel  # noqa: F401  (the tests' kernel)
+from benchmarks.wrapper_kernel import wrapper_kernel  # noqa: F401  (the tests' kernel, for their imports)
 from evaluation import EvaluationConfig, EvaluationResult, evaluate
 from evaluation.build_stage import BuildOutcome, build_dir_for
 

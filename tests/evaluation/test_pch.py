@@ -133,7 +133,7 @@ def test_the_same_kernel_built_both_ways_is_the_same(two_builds):
 
 
 def assert_same_module(libs: list[str], name: str, scale: float = 1.5) -> None:
-    """Two builds of ``helpers.WRAPPER_KERNEL`` (module ``name``), loaded in a fresh process: the
+    """Two builds of ``benchmarks.wrapper_kernel.WRAPPER_KERNEL`` (module ``name``), loaded in a fresh process: the
     same exported functions, bitwise the same outputs."""
     probe = (
         "import importlib.util, sys, torch\n"
