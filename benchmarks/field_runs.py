@@ -128,6 +128,8 @@ def compare(a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]]) -> dict[
     gaps = [speedup_gap(x["speedup"], y["speedup"]) or 0.0 for x, y in pairs]
     agree = [speedups_agree(x["speedup"], y["speedup"], _hb(x), _hb(y)) for x, y in pairs]
     device = [g for x, y in pairs if (g := speedup_gap(_device(x), _device(y))) is not None]
+    disagreeing = {k for k in same if speedup_gap(a[k].get("speedup"), b[k].get("speedup")) is not None}
+    disagreeing -= {k for k in disagreeing if speedups_agree(a[k]["speedup"], b[k]["speedup"], _hb(a[k]), _hb(b[k]))}
     return {
         "kernels in both": len(both),
         "same verdict": len(same),
@@ -144,12 +146,23 @@ def compare(a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]]) -> dict[
         "gap median / p90 / max": [round(x, 4) for x in (statistics.median(gaps), p90(gaps), max(gaps))]
         if gaps
         else None,
+        "pairs that do not agree: L level problem, speedups (device-time speedups)": [
+            _pair_line(k, a[k], b[k]) for k in same if k in disagreeing
+        ],
         "device-time speedups within 2 % / 5 % (of n)": [
             sum(g <= 0.02 for g in device),
             sum(g <= 0.05 for g in device),
             len(device),
         ],
     }
+
+
+def _pair_line(k: Key, x: dict[str, Any], y: dict[str, Any]) -> str:
+    def figure(e: dict[str, Any]) -> str:
+        device = _device(e)
+        return f"{e['speedup']:.2f}x" + (f" ({device:.2f}x)" if device else "")
+
+    return f"L{k[1]} {k[2]} {k[0][:8]}: {figure(x)} / {figure(y)}"
 
 
 def _hb(e: dict[str, Any]) -> list[Any] | None:

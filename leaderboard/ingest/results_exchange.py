@@ -366,15 +366,17 @@ def import_records(records: list[dict]) -> ResultsImport:
     """Store every record on the kernels it belongs to (see the module's docstring)."""
     result = ResultsImport()
     hardware: dict[str, Hardware] = {}
+    found: dict[str, dict[tuple, list[Kernel]]] = {}
     for item in records:
         slug = str(item["hardware"].get("slug", ""))
         if slug not in hardware:
             hardware[slug] = _hardware(item["hardware"])
+            found[slug] = _kernels_of(records, hardware[slug])
         rules = _rules(item.get("rules"))
         if rules is False:
             result.counts["skipped: rules unknown here"] += 1
             continue
-        kernels = _kernels(item["kernel"], hardware[slug])
+        kernels = _matching(found[slug], item["kernel"])
         if not kernels:
             result.counts["skipped: no kernel with that source hash and problem here"] += 1
             continue
@@ -411,14 +413,27 @@ def _rules(fields) -> ScoringRules | None | bool:
     return ScoringRules.objects.filter(slug=slug).first() or False
 
 
-def _kernels(key: dict, hardware: Hardware) -> list[Kernel]:
-    kernels = Kernel.objects.filter(
-        source_hash=str(key.get("source_hash", "")),
-        problem__problem_set__slug=str(key.get("problem_set", "")),
-        problem__level=key.get("level"),
-        problem__number=key.get("problem"),
-        run__hardware=hardware,
-    ).select_related("problem")
+def _key(source_hash, problem_set, level, number) -> tuple:
+    return (str(source_hash or ""), str(problem_set or ""), str(level), str(number))
+
+
+def _kernels_of(records: list[dict], hardware: Hardware) -> dict[tuple, list[Kernel]]:
+    """The kernels on `hardware` whose code any record names, by (source hash, set, level, number):
+    one query for a whole file instead of one per line."""
+    hashes = {str(item["kernel"].get("source_hash", "")) for item in records}
+    kernels = Kernel.objects.filter(source_hash__in=hashes, run__hardware=hardware).select_related(
+        "problem__problem_set"
+    )
+    by_key: dict[tuple, list[Kernel]] = {}
+    for kernel in kernels.order_by("pk"):
+        problem = kernel.problem
+        key = _key(kernel.source_hash, problem.problem_set.slug, problem.level, problem.number)
+        by_key.setdefault(key, []).append(kernel)
+    return by_key
+
+
+def _matching(by_key: dict[tuple, list[Kernel]], key: dict) -> list[Kernel]:
+    kernels = by_key.get(_key(key.get("source_hash"), key.get("problem_set"), key.get("level"), key.get("problem")), [])
     wanted = key.get("problem_hash")
     return [kernel for kernel in kernels if not wanted or kernel.problem.source_hash == wanted]
 

@@ -146,9 +146,9 @@ def test_seed_demo_loads_the_results_file_when_there_is_one(tmp_path, settings, 
     export(path)
     Evaluation.objects.all().delete()
     monkeypatch.setattr(demo, "FIELD_FIGURES", tmp_path / "no-figures.json")
-    monkeypatch.setattr(demo, "FIELD_RESULTS", path)
+    monkeypatch.setattr(demo, "FIELD_RESULTS", (path, tmp_path / "no-second-pass.jsonl"))
     assert demo.seed_field(hardware) == {"field_kernels": 0, "field_results": 1}
-    monkeypatch.setattr(demo, "FIELD_RESULTS", tmp_path / "absent.jsonl")
+    monkeypatch.setattr(demo, "FIELD_RESULTS", (tmp_path / "absent.jsonl",))
     assert demo.seed_field(hardware) == {"field_kernels": 0, "field_results": 0}
 
 
@@ -324,7 +324,7 @@ def test_each_line_names_the_timing_method_of_the_hardware_that_measured_it(tmp_
 FIELD = Path(__file__).resolve().parents[2] / "data" / "field"
 
 
-@pytest.mark.parametrize("name", ["h200_results.jsonl", "h200_results_v2.jsonl"])
+@pytest.mark.parametrize("name", ["h200_results.jsonl", "h200_results_pass2.jsonl"])
 def test_the_committed_field_results_read_whole_one_record_a_kernel(name):
     """A field results file copied back from a GPU host and committed is read as the site imports it
     (every line checked), holds no kernel twice, and carries figures only."""
@@ -335,13 +335,13 @@ def test_the_committed_field_results_read_whole_one_record_a_kernel(name):
     assert not any("source" in r["kernel"] or "log" in r["evaluation"] for r in records)
 
 
-def test_the_field_measured_again_says_which_code_measured_each_result():
-    """Every result of the field's second measurement names its code (the digest of evaluation/ and
-    the commit), so that two passes can be told apart by code, but those measured before the code
-    named itself: each of those finished before the first result that names it."""
-    records = read_jsonl((FIELD / "h200_results_v2.jsonl").read_text().splitlines())
-    named = [r for r in records if r["evaluation"]["environment"].get("harness")]
-    unnamed = [r for r in records if not r["evaluation"]["environment"].get("harness")]
-    assert named and all(r["evaluation"]["environment"].get("harness_commit") for r in named)
-    first_named = min(r["evaluation"]["finished_at"] for r in named)
-    assert all(r["evaluation"]["finished_at"] < first_named for r in unnamed)
+@pytest.mark.parametrize("name", ["h200_results.jsonl", "h200_results_pass2.jsonl"])
+def test_each_committed_field_pass_was_measured_by_one_code(name):
+    """Every result of a committed pass names the code that measured it (the digest of evaluation/
+    and the commit), and one pass holds one code: two passes compare the host, not two harnesses."""
+    records = read_jsonl((FIELD / name).read_text().splitlines())
+    codes = {
+        (r["evaluation"]["environment"].get("harness"), r["evaluation"]["environment"].get("harness_commit"))
+        for r in records
+    }
+    assert len(codes) == 1 and all(next(iter(codes)))

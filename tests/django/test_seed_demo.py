@@ -40,7 +40,7 @@ def test_synthetic_rows_are_marked_as_demo():
     seed()
     assert all(run.is_demo and run.origin == "demo" for run in Run.objects.filter(published_source=""))
     assert all(e.environment.get("demo") and e.origin == "demo" for e in Evaluation.objects.filter(origin="demo"))
-    # Besides the demo rows, only the field's H200 re-measurement (data/field/h200_results.jsonl).
+    # Besides the demo rows, only the field's H200 re-measurements (data/field/h200_results*.jsonl).
     assert set(Evaluation.objects.exclude(origin="demo").values_list("hardware__slug", flat=True)) <= {"h200"}
     demo_models = LanguageModel.objects.filter(runs__is_demo=True).distinct()
     assert demo_models.exists() and all(m.is_demo for m in demo_models)

@@ -54,6 +54,9 @@ def test_two_passes_agree_within_two_percent_or_by_a_host_bound_cover(tmp_path):
     assert figures["within 2 % / 5 %"] == [1, 1]
     assert figures["agree (2 %, or a host-bound interval covers the other)"] == 2  # 1 within, 2 covered
     assert figures["over 5 % and not covered"] == 1  # problem 3: 2.0x against 3.0x, not host-bound
+    assert figures["pairs that do not agree: L level problem, speedups (device-time speedups)"] == [
+        "L1 3 h3: 2.00x / 3.00x"
+    ]
 
 
 def test_different_verdicts_are_named_and_never_paired(tmp_path):
