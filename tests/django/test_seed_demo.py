@@ -2,6 +2,8 @@ import io
 
 import pytest
 from django.core.management import call_command
+from django.db import transaction
+from django.db.models import Count
 
 from leaderboard.models import Evaluation, Kernel, LanguageModel, LaunchPost, PublishedFigure, ReportedScore, Run
 from problems.models import Problem
@@ -15,8 +17,17 @@ def seed() -> str:
     return out.getvalue()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def seeded(django_db_setup, django_db_blocker):
+    """One seeding for the module (it takes 10-20 s), in a transaction rolled back at its end: each
+    test runs in a savepoint inside it, so what a test writes is still undone after it."""
+    with django_db_blocker.unblock(), transaction.atomic():
+        seed()
+        yield
+        transaction.set_rollback(True)
+
+
 def test_it_loads_catalogue_scores_and_demo_runs():
-    seed()
     assert set(Problem.objects.values_list("level", flat=True)) == {1, 2, 3, 4}
     assert ReportedScore.objects.count() > 50
     assert Run.objects.filter(is_demo=True).count() == 3
@@ -26,7 +37,6 @@ def test_it_loads_catalogue_scores_and_demo_runs():
 
 
 def test_it_loads_the_field_without_its_code():
-    seed()
     field = Kernel.objects.exclude(run__published_source="")
     assert field.count() == 413 and Run.objects.exclude(published_source="").count() == 7
     assert not field.exclude(source="").exists() and not field.filter(source_url="").exists()
@@ -37,7 +47,6 @@ def test_it_loads_the_field_without_its_code():
 
 
 def test_synthetic_rows_are_marked_as_demo():
-    seed()
     assert all(run.is_demo and run.origin == "demo" for run in Run.objects.filter(published_source=""))
     assert all(e.environment.get("demo") and e.origin == "demo" for e in Evaluation.objects.filter(origin="demo"))
     # Besides the demo rows, only the field's H200 re-measurements (data/field/h200_results*.jsonl).
@@ -49,7 +58,15 @@ def test_synthetic_rows_are_marked_as_demo():
 
 
 def test_seeding_twice_changes_nothing():
-    seed()
     counts = [m.objects.count() for m in (Problem, ReportedScore, Run, Kernel, Evaluation, LaunchPost)]
     seed()
     assert [m.objects.count() for m in (Problem, ReportedScore, Run, Kernel, Evaluation, LaunchPost)] == counts
+
+
+def test_every_field_kernel_is_measured_here_and_the_second_pass_beside_the_first():
+    """Both committed passes load: every field kernel points at a result measured on the H200, and a
+    kernel of pass 2 keeps both results, so its page can say whether they agree."""
+    field = Kernel.objects.exclude(run__published_source="")
+    assert not field.filter(latest_evaluation__isnull=True).exists()
+    twice = field.annotate(n=Count("evaluations")).filter(n=2)
+    assert twice.exists() and not field.annotate(n=Count("evaluations")).filter(n__gt=2).exists()
