@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.cache import cache
 from django.core.paginator import Page, Paginator
+from django.db.models import QuerySet
 from django.utils.functional import cached_property
 
 COUNT_SECONDS = 60
@@ -21,7 +22,17 @@ class CachedCountPaginator(Paginator):
     def page(self, number: Any) -> Page:
         number = self.validate_number(number)
         bottom = (number - 1) * self.per_page
-        return self._get_page(self.object_list[bottom : bottom + self.per_page], number, self)
+        return self._get_page(self._rows(bottom, bottom + self.per_page), number, self)
+
+    def _rows(self, bottom: int, top: int) -> Any:
+        """The rows from `bottom` to `top`. Past the first page of a query, the page's keys are found
+        first and only its rows joined: an OFFSET over the joined query makes the database join
+        every row it skips (page 100 of the kernels: 5,000 rows joined to show 50)."""
+        rows = self.object_list
+        if not bottom or not isinstance(rows, QuerySet) or rows.query.is_sliced or rows.query.combinator:
+            return rows[bottom:top]
+        keys = list(rows.values_list("pk", flat=True)[bottom:top])
+        return rows.filter(pk__in=keys)
 
     @cached_property
     def count(self) -> int:
