@@ -27,6 +27,7 @@ from leaderboard.models import (
     alias_key,
 )
 from leaderboard.reviews.services import record_verdict
+from problems import admin as problems_admin
 from problems.text import PLAIN_TEXT_FIELDS, multi_line_text
 
 
@@ -47,6 +48,19 @@ class RecordedAdmin(admin.ModelAdmin):
         for obj in queryset:  # called before the rows go: their ids and names are still there
             WriteRecord.objects.note(request.user, "admin_delete", obj, summary=str(obj))
         return super().log_deletions(request, queryset)
+
+
+def _record_problems_edits() -> None:
+    """problems/ lies below the record of writes (its layer cannot import WriteRecord), so its admins
+    (problem sets, rules, problems, hardware, baselines), registered by problems.admin, are
+    registered again here with RecordedAdmin before them: their edits are recorded like the rest."""
+    for model in problems_admin.RECORDED_MODELS:
+        original = type(admin.site.get_model_admin(model))
+        admin.site.unregister(model)
+        admin.site.register(model, type(original.__name__, (RecordedAdmin, original), {}))
+
+
+_record_problems_edits()
 
 
 @admin.register(WriteRecord)

@@ -19,16 +19,13 @@ def author_name(by: Author) -> str:
     return by if isinstance(by, str) else by.get_username()
 
 
-def acting_user(by: Author):
+def acting_user(by: Author) -> AbstractBaseUser | None:
     """The user behind a write, or None for a command an operator ran without one (which the
     permission checks treat as the server itself, e.g. Run.writable_by)."""
     return None if isinstance(by, str) else by
 
 
 class WriteRecordQuerySet(models.QuerySet):
-    def by_user(self, user) -> WriteRecordQuerySet:
-        return self.filter(user=user)
-
     def of(self, target: models.Model) -> WriteRecordQuerySet:
         """The writes recorded on one object, newest first."""
         return self.filter(target_type=target._meta.label_lower, target_id=str(target.pk)).order_by("-created_at")

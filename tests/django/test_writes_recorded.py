@@ -146,8 +146,11 @@ def test_the_admins_edit_forms_are_recorded_with_their_user(db, client, admin_us
     change = {"name": "Lab R", "slug": "lab-q", "website": ""}
     assert client.post(f"/admin/leaderboard/lab/{lab.pk}/change/", change).status_code == 302
     assert client.post(f"/admin/leaderboard/lab/{lab.pk}/delete/", {"post": "yes"}).status_code == 302
-    history = WriteRecord.objects.filter(target_type="leaderboard.lab", target_id=str(lab.pk), user=admin_user)
+    history = WriteRecord.objects.of(lab).filter(user=admin_user)
     assert sorted(history.values_list("action", flat=True)) == ["admin_add", "admin_change", "admin_delete"]
+    # problems' admins too (registered again above them, in leaderboard/admin.py)
+    assert client.post("/admin/problems/hardware/add/", {"slug": "h1", "name": "H1", "kind": "gpu"}).status_code == 302
+    assert WriteRecord.objects.filter(user=admin_user, action="admin_add", target_type="problems.hardware").exists()
 
 
 def test_every_admin_that_edits_records_its_edits(admin_user):
@@ -158,7 +161,7 @@ def test_every_admin_that_edits_records_its_edits(admin_user):
     unrecorded = [
         model.__name__
         for model, model_admin in admin.site._registry.items()
-        if model._meta.app_label == "leaderboard"
+        if model._meta.app_label in ("leaderboard", "problems")
         and not isinstance(model_admin, RecordedAdmin)
         and model.__name__ != "Review"
         and any(
