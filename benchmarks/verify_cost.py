@@ -44,10 +44,14 @@ def main() -> None:
     )
     hardware = Hardware.objects.create(slug="cpu", name="CPU", kind="cpu")
     files = [KernelFile(f"k{p}", 1, p, 0, f"class ModelNew:\n    pass\n# {p}\n") for p in range(1, n + 1)]
-    run = store_run(RunSpec(model="M", hardware=hardware, problem_set=problem_set, name="r"), Bundle(files)).run
+    run = store_run(
+        RunSpec(model="M", hardware=hardware, problem_set=problem_set, name="r"),
+        Bundle(files),
+        by="benchmarks/verify_cost.py",
+    ).run
     start = time.perf_counter()
     with CaptureQueriesContext(connection) as queries:
-        queued, _ = verify_run(run)
+        queued, _ = verify_run(run, by="benchmarks/verify_cost.py")
     print(
         f"verify_run of {n} kernels: {time.perf_counter() - start:.2f} s, {len(queries)} queries, {len(queued)} queued"
     )

@@ -23,14 +23,67 @@ from leaderboard.models import (
     Review,
     Run,
     RunScore,
+    WriteRecord,
     alias_key,
 )
 from leaderboard.reviews.services import record_verdict
+from problems import admin as problems_admin
 from problems.text import PLAIN_TEXT_FIELDS, multi_line_text
 
 
+class RecordedAdmin(admin.ModelAdmin):
+    """An admin whose edit forms (add, change, delete) are Django's own write of one row: each edit
+    is recorded with its user in WriteRecord, beside Django's LogEntry, so that every write a person
+    makes is found in one place. Custom pages and actions call the services, which record their own."""
+
+    def log_addition(self, request, obj, message):
+        WriteRecord.objects.note(request.user, "admin_add", obj, summary=str(message))
+        return super().log_addition(request, obj, message)
+
+    def log_change(self, request, obj, message):
+        WriteRecord.objects.note(request.user, "admin_change", obj, summary=str(message))
+        return super().log_change(request, obj, message)
+
+    def log_deletions(self, request, queryset):
+        for obj in queryset:  # called before the rows go: their ids and names are still there
+            WriteRecord.objects.note(request.user, "admin_delete", obj, summary=str(obj))
+        return super().log_deletions(request, queryset)
+
+
+def _record_problems_edits() -> None:
+    """problems/ lies below the record of writes (its layer cannot import WriteRecord), so its admins
+    (problem sets, rules, problems, hardware, baselines), registered by problems.admin, are
+    registered again here with RecordedAdmin before them: their edits are recorded like the rest."""
+    for model in problems_admin.RECORDED_MODELS:
+        original = type(admin.site.get_model_admin(model))
+        admin.site.unregister(model)
+        admin.site.register(model, type(original.__name__, (RecordedAdmin, original), {}))
+
+
+_record_problems_edits()
+
+
+@admin.register(WriteRecord)
+class WriteRecordAdmin(admin.ModelAdmin):
+    """Who wrote what, recorded by the writes themselves: read only."""
+
+    list_display = ["created_at", "by_name", "action", "target_type", "target_id", "target_label", "summary"]
+    list_filter = ["action", "target_type"]
+    search_fields = ["by_name", "target_label", "summary"]
+    date_hierarchy = "created_at"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(Lab)
-class LabAdmin(admin.ModelAdmin):
+class LabAdmin(RecordedAdmin):
     formfield_overrides = PLAIN_TEXT_FIELDS  # no control characters in names and settings
     list_display = ["name", "slug", "website", "is_demo"]
     list_filter = ["is_demo"]
@@ -63,7 +116,7 @@ class ModelAliasInline(admin.TabularInline):
 
 
 @admin.register(LanguageModel)
-class LanguageModelAdmin(MergeModelsMixin, admin.ModelAdmin):
+class LanguageModelAdmin(MergeModelsMixin, RecordedAdmin):
     formfield_overrides = PLAIN_TEXT_FIELDS  # no control characters in names and settings
     list_display = ["name", "lab", "release_date", "open_weights", "is_demo", "added_at"]
     list_filter = ["lab", "open_weights", "is_demo"]
@@ -74,7 +127,7 @@ class LanguageModelAdmin(MergeModelsMixin, admin.ModelAdmin):
 
 
 @admin.register(ModelAlias)
-class ModelAliasAdmin(admin.ModelAdmin):
+class ModelAliasAdmin(RecordedAdmin):
     formfield_overrides = PLAIN_TEXT_FIELDS
     list_display = ["alias", "model", "source", "created_at"]
     search_fields = ["key", "model__name", "source"]
@@ -101,7 +154,7 @@ class ModelMergeAdmin(admin.ModelAdmin):
 
 
 @admin.register(PublishedFigure)
-class PublishedFigureAdmin(admin.ModelAdmin):
+class PublishedFigureAdmin(RecordedAdmin):
     formfield_overrides = PLAIN_TEXT_FIELDS
     list_display = [
         "kernel",
@@ -120,7 +173,7 @@ class PublishedFigureAdmin(admin.ModelAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(VerifyRunsMixin, admin.ModelAdmin):
+class RunAdmin(VerifyRunsMixin, RecordedAdmin):
     formfield_overrides = PLAIN_TEXT_FIELDS  # no control characters in names and settings
     list_display = ["__str__", "model", "problem_set", "hardware", "setting", "origin", "is_demo", "created_at"]
     list_filter = ["origin", "hardware", "problem_set", "setting", "is_demo", "published_source"]
@@ -139,7 +192,7 @@ class EvaluationInline(admin.TabularInline):
 
 
 @admin.register(Kernel)
-class KernelAdmin(admin.ModelAdmin):
+class KernelAdmin(RecordedAdmin):
     list_display = ["id", "problem", "run", "sample_index", "backend", "latest_status", "latest_speedup", "created_at"]
     list_filter = ["backend", "problem__level", "run__hardware", "run__origin"]
     search_fields = ["problem__name", "run__model__name", "source_hash"]
@@ -164,7 +217,7 @@ class KernelAdmin(admin.ModelAdmin):
 
 
 @admin.register(Evaluation)
-class EvaluationAdmin(admin.ModelAdmin):
+class EvaluationAdmin(RecordedAdmin):
     list_display = [
         "id",
         "kernel",
@@ -185,10 +238,10 @@ class EvaluationAdmin(admin.ModelAdmin):
 
 
 @admin.register(ReportedScore)
-class ReportedScoreAdmin(CsvUploadMixin, admin.ModelAdmin):
+class ReportedScoreAdmin(CsvUploadMixin, RecordedAdmin):
     csv_columns = reported_scores.COLUMNS
     csv_read = staticmethod(reported_scores.read_csv)
-    csv_store = staticmethod(lambda rows, user: reported_scores.store_rows(rows, entered_by=user))
+    csv_store = staticmethod(lambda rows, user: reported_scores.store_rows(rows, by=user))
     list_display = [
         "model",
         "variant",
@@ -206,10 +259,10 @@ class ReportedScoreAdmin(CsvUploadMixin, admin.ModelAdmin):
 
 
 @admin.register(LaunchPost)
-class LaunchPostAdmin(CsvUploadMixin, admin.ModelAdmin):
+class LaunchPostAdmin(CsvUploadMixin, RecordedAdmin):
     csv_columns = launch_posts.COLUMNS
     csv_read = staticmethod(launch_posts.read_csv)
-    csv_store = staticmethod(lambda rows, user: launch_posts.store_rows(rows))
+    csv_store = staticmethod(lambda rows, user: launch_posts.store_rows(rows, by=user))
     list_display = ["title", "lab", "model", "published_on", "lists_kernelbench", "kernelbench_score", "is_demo"]
     list_filter = ["lists_kernelbench", "lab", "is_demo"]
     search_fields = ["title", "url", "model__name", "lab__name"]
@@ -237,13 +290,13 @@ class ReviewAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj: Review, form, change: bool) -> None:
-        review = record_verdict(obj.kernel, request.user, obj.verdict, obj.note).review
+        review = record_verdict(obj.kernel, obj.verdict, obj.note, by=request.user).review
         obj.pk, obj.reviewer, obj.created_at = review.pk, review.reviewer, review.created_at
         obj._state.adding, obj._state.db = False, review._state.db
 
 
 @admin.register(KernelReport)
-class KernelReportAdmin(admin.ModelAdmin):
+class KernelReportAdmin(RecordedAdmin):
     """Visitors' reports, read-only here: a reviewer answers one by recording a verdict."""
 
     list_display = ["kernel", "reporter", "created_at"]

@@ -21,7 +21,7 @@ from leaderboard.ingest.kernelbench_leaderboard import store_leaderboard
 from leaderboard.ingest.model_names import find_model
 from leaderboard.ingest.reported_scores import read_csv, store_rows
 from leaderboard.ingest.results_exchange import import_records, read_jsonl
-from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, Origin, Run
+from leaderboard.models import Evaluation, Kernel, Lab, LanguageModel, LaunchPost, Origin, Run, WriteRecord
 from problems.catalogue import CATALOGUE_DIR
 from problems.importing import upsert
 from problems.kernelbench_files import scan_checkout
@@ -40,6 +40,7 @@ DEMO_LAB = "Demo Lab (synthetic)"
 # name, skill: the chance that a kernel is correct, and the centre of its speedups.
 DEMO_MODELS = (("Demo Alpha", 0.85, 1.4), ("Demo Beta", 0.65, 1.0), ("Demo Gamma", 0.45, 0.8))
 DEMO_NOTE = "Synthetic demo data made by seed_demo: not a measurement."
+DEMO_AUTHOR = "manage.py seed_demo"  # who the records of its writes name: an operator runs it, with no user
 REAL_LAUNCH_POSTS = (
     # lab, model, title, url, date, lists KernelBench, score as stated
     (
@@ -191,12 +192,12 @@ def seed_field(hardware: Hardware) -> dict[str, int]:
     measured on `hardware`, and the committed re-measurements, where those files exist."""
     counts = {"field_kernels": 0, "field_results": 0}
     if FIELD_FIGURES.is_file():
-        result = store_leaderboard(read_figures(FIELD_FIGURES), hardware, None, lambda _: None)
+        result = store_leaderboard(read_figures(FIELD_FIGURES), hardware, None, lambda _: None, by=DEMO_AUTHOR)
         counts["field_kernels"] = sum(run_import.run.kernels.count() for run_import in result.runs)
     for path in FIELD_RESULTS:
         if path.is_file():  # made on the GPU host later: absent is fine
             with open(path, encoding="utf-8") as handle:
-                counts["field_results"] += import_records(read_jsonl(handle)).counts["created"]
+                counts["field_results"] += import_records(read_jsonl(handle), by=DEMO_AUTHOR).counts["created"]
     return counts
 
 
@@ -204,10 +205,13 @@ def seed_field(hardware: Hardware) -> dict[str, int]:
 def seed_demo() -> dict[str, int]:
     problem_set = seed_starter_catalogue()
     hardware = seed_hardware()
-    report = store_rows(read_csv(REPORTED_SCORES_CSV.read_text(encoding="utf-8"), str(REPORTED_SCORES_CSV)))
+    report = store_rows(
+        read_csv(REPORTED_SCORES_CSV.read_text(encoding="utf-8"), str(REPORTED_SCORES_CSV)), by=DEMO_AUTHOR
+    )
     field = seed_field(hardware["h200"])
     models = seed_demo_runs(problem_set, hardware["h200"])
     seed_launch_posts(models, Lab.objects.get(name=DEMO_LAB))
+    WriteRecord.objects.note(DEMO_AUTHOR, "seed_demo", problem_set, summary="demo runs, kernels and launch posts")
     return {
         "problems": problem_set.problems.count(),
         "reported_scores_created": report.counts["created"],

@@ -120,7 +120,7 @@ def problem_submit(request: HttpRequest, pk: int) -> HttpResponse:
                 hardware=data["hardware"],
                 model=data.get("model"),
                 run=data.get("run"),
-                user=request.user,
+                by=request.user,
             )
         except QuotaExceeded as exc:
             form.add_error(None, str(exc))

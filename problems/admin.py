@@ -65,3 +65,7 @@ class BaselineAdmin(admin.ModelAdmin):
     search_fields = ["problem__name", "source_file", "device_name"]
     list_select_related = ["problem", "hardware"]
     raw_id_fields = ["problem"]
+
+
+#: The models edited here: leaderboard/admin.py (above the record of writes) has their edits recorded.
+RECORDED_MODELS = (ProblemSet, ScoringRules, Problem, Hardware, Baseline)

@@ -102,4 +102,4 @@ class LaunchPostViewSet(TableIngestMixin, mixins.CreateModelMixin, ReadOnly):
         return launch_posts.read_csv(text, name)
 
     def store(self, rows, user):
-        return launch_posts.store_rows(rows)
+        return launch_posts.store_rows(rows, by=user)

@@ -108,4 +108,4 @@ class ReportedScoreViewSet(TableIngestMixin, mixins.CreateModelMixin, ReadOnly):
         return reported_scores.read_csv(text, name)
 
     def store(self, rows, user):
-        return reported_scores.store_rows(rows, entered_by=user)
+        return reported_scores.store_rows(rows, by=user)

@@ -168,7 +168,7 @@ def post_verdict(request, kernel: Kernel | None = None) -> reviews.VerdictResult
     data = VerdictInSerializer(data=request.data, kernel_in_body=kernel is None)
     data.is_valid(raise_exception=True)
     verdict = data.validated_data
-    return reviews.record_verdict(kernel or verdict["kernel"], request.user, verdict["verdict"], verdict["note"])
+    return reviews.record_verdict(kernel or verdict["kernel"], verdict["verdict"], verdict["note"], by=request.user)
 
 
 class KernelReviewsView(APIView):
@@ -209,7 +209,7 @@ class KernelReportsView(APIView):
         kernel = get_object_or_404(Kernel, pk=pk)
         data = ReportInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        result = reviews.report_kernel(kernel, request.user, data.validated_data["reason"])
+        result = reviews.report_kernel(kernel, data.validated_data["reason"], by=request.user)
         body = {
             "id": result.report.pk,
             "kernel": kernel.pk,

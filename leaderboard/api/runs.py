@@ -259,7 +259,7 @@ class RunViewSet(ReadOnly):
         spec = RunImportSerializer(data=fields)
         spec.is_valid(raise_exception=True)
         try:
-            result = store_run(run_spec(spec.validated_data, bundle), bundle, user=request.user)
+            result = store_run(run_spec(spec.validated_data, bundle), bundle, by=request.user)
         except RowErrors as exc:
             return Response(row_errors_reply(exc.errors, "upload"), status=status.HTTP_400_BAD_REQUEST)
         except REFUSALS as exc:
@@ -286,7 +286,7 @@ class RunViewSet(ReadOnly):
     def verify(self, request, pk=None):
         run = get_object_or_404(Run.objects.select_related("hardware"), pk=pk)
         try:
-            queued, skipped = verify_run(run, request.user)  # PermissionDenied (403) unless the run is theirs
+            queued, skipped = verify_run(run, by=request.user)  # PermissionDenied (403) unless the run is theirs
         except REFUSALS as exc:
             return refusal(exc)
         return Response(

@@ -98,7 +98,7 @@ class SubmissionView(APIView):
                 model=data.get("model"),
                 run=data.get("run"),
                 setting=data["setting"],
-                user=request.user,
+                by=request.user,
             )
         except REFUSALS as exc:
             return refusal(exc)

@@ -73,7 +73,7 @@ def verify_runs(modeladmin, request, queryset) -> None:
     total = waiting = 0
     for run in queryset.select_related("hardware"):
         try:
-            queued, skipped = verify_run(run, request.user)
+            queued, skipped = verify_run(run, by=request.user)
         except (PermissionDenied, QuotaExceeded) as exc:  # this run is left as it was; the others go on
             modeladmin.message_user(request, f"Run {run.pk}: {exc}", messages.ERROR)
             continue
@@ -110,7 +110,7 @@ def rescore_runs(modeladmin, request, queryset):
     total = waiting = 0
     for run in queryset.select_related("hardware"):
         try:
-            queued, skipped = rescore_run(run, rules, request.user)
+            queued, skipped = rescore_run(run, rules, by=request.user)
         except (PermissionDenied, QuotaExceeded) as exc:  # this run is left as it was; the others go on
             modeladmin.message_user(request, f"Run {run.pk}: {exc}", messages.ERROR)
             continue
@@ -171,7 +171,7 @@ def merge_selected_models(modeladmin, request, queryset):
     keep = form.cleaned_data["keep"]
     for model in queryset.exclude(pk=keep.pk):
         try:
-            merge = merge_models(model, keep, request.user)
+            merge = merge_models(model, keep, by=request.user)
         except MergeConflict as exc:  # this one is left as it was; the others go on
             modeladmin.message_user(request, str(exc), messages.ERROR)
             continue

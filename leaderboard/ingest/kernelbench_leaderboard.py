@@ -58,7 +58,7 @@ from leaderboard.boards import marks as board_marks
 from leaderboard.evaluations.queue import Requested, request_evaluations
 from leaderboard.ingest.archives import Bundle, KernelFile
 from leaderboard.ingest.run_import import RunImport, RunSpec, store_run
-from leaderboard.models import Evaluation, Kernel, PublishedFigure, Run
+from leaderboard.models import Author, Evaluation, Kernel, PublishedFigure, Run, WriteRecord
 from problems.importing import ImportReport, upsert
 from problems.kernelbench_files import MalformedInput, guess_tags, missing_definitions, read_source
 from problems.models import Hardware, Problem, ProblemSet, ScoringRules, source_sha256
@@ -385,9 +385,9 @@ def published_hardware() -> Hardware:
 
 
 def store_leaderboard(
-    board: Leaderboard, hardware: Hardware, compare_with: ProblemSet | None, write: Callable[[str], None]
+    board: Leaderboard, hardware: Hardware, compare_with: ProblemSet | None, write: Callable[[str], None], *, by: Author
 ) -> LeaderboardImport:
-    """Phases, in one transaction: _store_set (the leaderboard's problem set, its rules and the
+    """`by` imports the leaderboard. Phases, in one transaction: _store_set (the leaderboard's problem set, its rules and the
     comparison), _store_problems (its texts), then per model store_run (its run and kernels, on
     `hardware`, which measures them here) and _store_published (each kernel's published figures,
     on the l40s hardware)."""
@@ -399,11 +399,12 @@ def store_leaderboard(
         timed_on = published_hardware()
         for model in board.models:
             listed = [kernel for kernel in board.kernels if kernel.model == model]
-            run_import = store_run(_spec(listed[0], hardware, problem_set, comparison), _bundle(listed))
+            run_import = store_run(_spec(listed[0], hardware, problem_set, comparison), _bundle(listed), by=by)
             _mark_published(run_import.run)
             result.published += _store_published(run_import.run, listed, timed_on)
             result.runs.append(run_import)
             result.counts[run_import.run.model.name] = Counter(kernel.level for kernel in listed)
+        WriteRecord.objects.note(by, "store_leaderboard", problem_set, summary=f"{len(result.runs)} runs")
     return result
 
 
@@ -510,9 +511,14 @@ def _store_published(run: Run, listed: list[ListedKernel], timed_on: Hardware) -
 
 
 def verify_field(
-    problem_set: ProblemSet, hardware: Hardware, levels: list[int] | None = None, limit: int | None = None
+    problem_set: ProblemSet,
+    hardware: Hardware,
+    levels: list[int] | None = None,
+    limit: int | None = None,
+    *,
+    by: Author,
 ) -> tuple[Requested, int]:
-    """Queue the set's kernels for evaluation on `hardware` through the normal queue, highest
+    """`by` queues the set's kernels for evaluation on `hardware` through the normal queue, highest
     published speedup first (so a GPU host lent for part of the field settles the claims that decide
     fast_p first: a kernel left unmeasured claims less than every measured one), then level, problem
     and model, skipping kernels without stored source, those waiting for an evaluation
@@ -539,4 +545,8 @@ def verify_field(
         if (kernel.pk, kernel.run.rules_id) not in done_keys and kernel.pk not in waiting
     ]
     chosen = todo if limit is None else todo[:limit]
-    return request_evaluations(chosen, hardware, None), len(todo) - len(chosen)
+    requested = request_evaluations(chosen, hardware, None)
+    WriteRecord.objects.note(
+        by, "verify_field", problem_set, summary=f"{len(requested.queued)} queued on {hardware.slug}"
+    )
+    return requested, len(todo) - len(chosen)

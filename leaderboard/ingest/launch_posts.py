@@ -11,11 +11,12 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+from django.db import transaction
 from django.utils import timezone
 
 from leaderboard.ingest.model_names import match_lab, match_model
 from leaderboard.ingest.tables import RowErrors, check_texts, read_csv_rows, validate_rows
-from leaderboard.models import LaunchPost
+from leaderboard.models import Author, LaunchPost, WriteRecord
 from problems.importing import ImportReport, upsert
 
 COLUMNS = ("date", "lab", "model", "title", "url", "lists_kernelbench", "kernelbench_score")
@@ -107,8 +108,9 @@ def read_csv(text: str, name: str = "input") -> list[PostRow]:
     )
 
 
-def store_rows(rows: list[PostRow]) -> ImportReport:
-    """Upsert every post by URL in one transaction."""
+@transaction.atomic
+def store_rows(rows: list[PostRow], *, by: Author) -> ImportReport:
+    """`by` upserts every post by URL in one transaction."""
     report = ImportReport()
     for row in rows:
         lab = match_lab(row.lab)
@@ -126,4 +128,5 @@ def store_rows(rows: list[PostRow]) -> ImportReport:
             },
         )
         report.add(outcome)
+    WriteRecord.objects.note(by, "store_launch_posts", LaunchPost, summary=report.summary("launch posts"))
     return report

@@ -32,7 +32,20 @@ from django.conf import settings
 from django.db import transaction
 
 from leaderboard.boards import marks as board_marks
-from leaderboard.models import Lab, LanguageModel, LaunchPost, ModelAlias, ModelMerge, ReportedScore, Run, alias_key
+from leaderboard.models import (
+    Author,
+    Lab,
+    LanguageModel,
+    LaunchPost,
+    ModelAlias,
+    ModelMerge,
+    ReportedScore,
+    Run,
+    WriteRecord,
+    acting_user,
+    alias_key,
+    author_name,
+)
 from problems.importing import find_or_create
 from problems.text import name_problem, normalise_name
 
@@ -156,8 +169,8 @@ class MergeConflict(ValueError):
 
 
 @transaction.atomic
-def merge_models(merged: LanguageModel, into: LanguageModel, user=None) -> ModelMerge:
-    """Move every run, reported score, launch post and alias of `merged` onto `into`, keep
+def merge_models(merged: LanguageModel, into: LanguageModel, *, by: Author) -> ModelMerge:
+    """`by` merges two models: move every run, reported score, launch post and alias of `merged` onto `into`, keep
     `merged`'s name and slug as aliases of `into`, record the merge, delete `merged`."""
     if merged.pk == into.pk:
         raise MergeConflict("a model cannot be merged into itself")
@@ -173,9 +186,10 @@ def merge_models(merged: LanguageModel, into: LanguageModel, user=None) -> Model
     _keep_details(merged, into)
     name, slug = merged.name, merged.slug
     record = ModelMerge.objects.create(
-        merged_name=name, merged_slug=slug, into=into, moved=moved, merged_by=user,
-        merged_by_name=getattr(user, "username", "") or "command line",
+        merged_name=name, merged_slug=slug, into=into, moved=moved, merged_by=acting_user(by),
+        merged_by_name=author_name(by),
     )  # fmt: skip
+    WriteRecord.objects.note(by, "merge_models", into, summary=f"{name} merged into {into.name}")
     merged.delete()
     for alias in (name, slug):
         if ModelAlias.objects.filter(key=alias_key(alias)).exists() is False:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from leaderboard.ingest.model_names import match_lab, match_model
 from leaderboard.ingest.tables import RowErrors, check_texts, read_csv_rows, validate_rows
-from leaderboard.models import ReportedScore
+from leaderboard.models import Author, ReportedScore, WriteRecord, acting_user
 from problems.importing import ImportReport, upsert
 
 COLUMNS = ("model", "organization", "variant", "metric", "value", "unit", "setting", "hardware", "date", "source_url")
@@ -163,8 +163,10 @@ def parse_json_rows(items) -> list[ScoreRow]:
 
 
 @transaction.atomic
-def store_rows(rows: list[ScoreRow], entered_by=None) -> ImportReport:
-    """Upsert every row in one transaction: a second import of the same rows changes nothing."""
+def store_rows(rows: list[ScoreRow], *, by: Author) -> ImportReport:
+    """`by` upserts every row in one transaction: a second import of the same rows changes nothing.
+    The scores it creates say who entered them (a command run without a user: nobody)."""
+    entered_by = acting_user(by)
     report = ImportReport()
     for row in rows:
         model = match_model(row.model, match_lab(row.organization))
@@ -189,4 +191,5 @@ def store_rows(rows: list[ScoreRow], entered_by=None) -> ImportReport:
         if outcome == "created" and entered_by is not None:
             ReportedScore.objects.filter(pk=score.pk).update(entered_by=entered_by)
         report.add(outcome)
+    WriteRecord.objects.note(by, "store_reported_scores", ReportedScore, summary=report.summary("reported scores"))
     return report

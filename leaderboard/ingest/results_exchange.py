@@ -45,7 +45,7 @@ from django.utils.dateparse import parse_datetime
 from evaluation.metrics import MIN_RUNTIME_MS, speedup_problem
 from leaderboard.evaluations.attempts import refresh_latest_evaluation
 from leaderboard.ingest.uploads import strict_json
-from leaderboard.models import Evaluation, Kernel, Origin
+from leaderboard.models import Author, Evaluation, Kernel, Origin, WriteRecord
 from leaderboard.reads.disclosure import public_environment
 from problems.models import DB_INT_MAX, RULE_PRESETS, Hardware, ScoringRules
 from problems.text import control_character_problem
@@ -362,8 +362,8 @@ def _check_lists(figures: dict) -> None:
 
 
 @transaction.atomic
-def import_records(records: list[dict]) -> ResultsImport:
-    """Store every record on the kernels it belongs to (see the module's docstring)."""
+def import_records(records: list[dict], *, by: Author) -> ResultsImport:
+    """`by` stores every record on the kernels it belongs to (see the module's docstring)."""
     result = ResultsImport()
     hardware: dict[str, Hardware] = {}
     found: dict[str, dict[tuple, list[Kernel]]] = {}
@@ -387,6 +387,7 @@ def import_records(records: list[dict]) -> ResultsImport:
                 result.kernels.add(kernel.pk)
     for kernel_id in sorted(result.kernels):
         refresh_latest_evaluation(kernel_id)
+    WriteRecord.objects.note(by, "import_results", Evaluation, summary=result.summary())
     return result
 
 

@@ -58,7 +58,19 @@ from leaderboard.ingest.archives import (
 from leaderboard.ingest.model_names import match_lab, match_model, model_name_problem
 from leaderboard.ingest.submissions import MODEL_NEW
 from leaderboard.ingest.uploads import RowErrors
-from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, Origin, Precision, Run, guess_backend, utf8_size
+from leaderboard.models import (
+    WRITE_ANY_RUN,
+    Author,
+    Evaluation,
+    Kernel,
+    Origin,
+    Precision,
+    Run,
+    WriteRecord,
+    acting_user,
+    guess_backend,
+    utf8_size,
+)
 from leaderboard.reviews.services import inherit_exclusions
 from problems.importing import CREATED, DIGITS, UNCHANGED, UPDATED, ImportReport, checked_int, whole_number
 from problems.models import Baseline, Hardware, Problem, ProblemSet, ScoringRules, source_sha256
@@ -303,8 +315,8 @@ class _Plan:
     created: list[Kernel] = field(default_factory=list)  # the kernels this import made
 
 
-def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], None] | None = None) -> RunImport:
-    """Check the bundle against the problem set, then write the run, its kernels and the imported
+def store_run(spec: RunSpec, bundle: Bundle, *, by: Author, write: Callable[[str], None] | None = None) -> RunImport:
+    """`by` imports a run. Check the bundle against the problem set, then write the run, its kernels and the imported
     evaluations in one transaction. Raises RowErrors (writing nothing) when anything is wrong.
 
     Phases: _check_kernels (every kernel names a problem of the set, once), parse_results,
@@ -320,7 +332,7 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
     results = parse_results(bundle.results, {kernel.level for kernel in bundle.kernels}, spec.level)
     problems, seen = _check_kernels(spec, bundle.kernels)
     warnings = _result_warnings(results, seen, bundle.results is not None) + _kernel_warnings(bundle.kernels)
-    plan = _Plan(spec, bundle.kernels, problems, results, _eager_baselines(spec), user)
+    plan = _Plan(spec, bundle.kernels, problems, results, _eager_baselines(spec), acting_user(by))
     _check_speedups(plan)
     plan.hashes = {(k.level, k.problem, k.sample): k.source_hash or source_sha256(k.source) for k in bundle.kernels}
     kernel_report, evaluation_report = ImportReport(), ImportReport()
@@ -341,6 +353,8 @@ def store_run(spec: RunSpec, bundle: Bundle, user=None, write: Callable[[str], N
             board_rescoring.refresh_kernel_states(relinked)
         if kernel_report.changed or evaluation_report.changed or linked:
             board_marks.mark_runs([run.pk])
+        summary = f"{kernel_report.summary('kernels')}; {evaluation_report.summary('evaluations')}"
+        WriteRecord.objects.note(by, "store_run", run, summary=summary)
     warnings.extend(plan.notes)
     if plan.unscored:
         warnings.append(
@@ -647,14 +661,15 @@ def _link_latest(
 
 
 @transaction.atomic
-def verify_run(run: Run, user=None) -> tuple[list[Evaluation], int]:
-    """Queue every kernel of `run` for evaluation here on the run's hardware, for `user` (None: the
-    server's command line). Kernels that already have an evaluation queued or running there are
+def verify_run(run: Run, *, by: Author) -> tuple[list[Evaluation], int]:
+    """Queue every kernel of `run` for evaluation here on the run's hardware, for `by` (a user, or
+    the command an operator ran). Kernels that already have an evaluation queued or running there are
     skipped. Returns (queued, skipped count).
 
     PermissionDenied unless the user may write into the run (Run.writable_by); QuotaExceeded, with
     nothing queued, past the user's quota of pending evaluations. The run's row is locked first, so
     two concurrent verifies of one run take turns and the second finds the first's evaluations."""
+    user = acting_user(by)
     if not run.writable_by(user):
         raise PermissionDenied(
             f"run {run.pk} is not yours: only its creator or a user with the {WRITE_ANY_RUN} permission can verify it"
@@ -662,16 +677,19 @@ def verify_run(run: Run, user=None) -> tuple[list[Evaluation], int]:
     list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk"))
     kernels = list(run.kernels.order_by("problem__level", "problem__number", "sample_index"))
     requested = request_evaluations(kernels, run.hardware, user)
+    summary = f"{len(requested.queued)} queued, {len(requested.skipped)} already waiting"
+    WriteRecord.objects.note(by, "verify_run", run, summary=summary)
     return requested.queued, len(requested.skipped)
 
 
 @transaction.atomic
-def rescore_run(run: Run, rules: ScoringRules, user=None) -> tuple[list[Evaluation], int]:
+def rescore_run(run: Run, rules: ScoringRules, *, by: Author) -> tuple[list[Evaluation], int]:
     """Score `run` again under `rules`: the run records them and every kernel is queued for a new
     evaluation under them (verify_run's skips apply). Earlier evaluations and their verdicts stay as
     history; each kernel's place on the boards moves to the new rules as its evaluation finishes.
-    As verify_run: the run must be `user`'s to write into, and the user's quota applies (the
+    As verify_run: the run must be `by`'s to write into, and the user's quota applies (the
     transaction then rolls the rules back too)."""
     Run.objects.filter(pk=run.pk).update(rules=rules)
     run.rules = rules
-    return verify_run(run, user)
+    WriteRecord.objects.note(by, "rescore_run", run, summary=f"under {rules.name}")
+    return verify_run(run, by=by)

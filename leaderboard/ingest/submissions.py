@@ -15,7 +15,18 @@ from django.db.models import Max
 
 from leaderboard.evaluations.queue import request_evaluation
 from leaderboard.evaluations.quotas import check_source_bytes
-from leaderboard.models import WRITE_ANY_RUN, Evaluation, Kernel, LanguageModel, Origin, Run, utf8_size
+from leaderboard.models import (
+    WRITE_ANY_RUN,
+    Author,
+    Evaluation,
+    Kernel,
+    LanguageModel,
+    Origin,
+    Run,
+    WriteRecord,
+    acting_user,
+    utf8_size,
+)
 from problems.models import Hardware, Problem
 
 MODEL_NEW = re.compile(r"^\s*class\s+ModelNew\b", re.MULTILINE)
@@ -80,8 +91,8 @@ def check_target(
     return hardware
 
 
-def submissions_run(model: LanguageModel, problem: Problem, hardware: Hardware, setting: str, user=None) -> Run:
-    """`user`'s run of submissions of the model for the problem's set on `hardware`, made on first
+def submissions_run(model: LanguageModel, problem: Problem, hardware: Hardware, setting: str, user) -> Run:
+    """A step of submit_kernel (which records the write): `user`'s run of submissions of the model for the problem's set on `hardware`, made on first
     use (each user writes into runs of their own)."""
     model.lock()  # concurrent first submissions agree on one run
     run = (
@@ -137,11 +148,12 @@ def submit_kernel(
     model: LanguageModel | None = None,
     run: Run | None = None,
     setting: str = "submitted",
-    user=None,
+    by: Author,
 ) -> Evaluation:
-    """Save the kernel and queue its evaluation (enqueued when the transaction commits). Raises
+    """`by` submits a kernel: save it and queue its evaluation (enqueued when the transaction commits). Raises
     SubmissionError for a bad source or target, QuotaExceeded past one of the user's quotas
     (nothing is written then)."""
+    user = acting_user(by)
     check_source(source)
     hardware = check_target(problem, hardware, model, run, user)
     check_source_bytes(user, utf8_size(source))
@@ -149,4 +161,5 @@ def submit_kernel(
         assert model is not None  # check_target insists on one of the two
         run = submissions_run(model, problem, hardware, setting or "submitted", user)
     kernel = _new_kernel(run, problem, source, user)
+    WriteRecord.objects.note(by, "submit_kernel", kernel, summary=f"run {run.pk}, problem {problem.pk}")
     return request_evaluation(kernel, hardware, user)

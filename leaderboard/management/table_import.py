@@ -9,6 +9,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from leaderboard.ingest.uploads import RowErrors, decode_upload
+from leaderboard.management.authors import command_author
 from problems.importing import ImportReport, read_input_file
 
 
@@ -18,7 +19,7 @@ class TableImportCommand(BaseCommand):
     def read_rows(self, text: str, name: str) -> list:
         raise NotImplementedError
 
-    store_rows: Callable[[list], ImportReport]
+    store_rows: Callable[..., ImportReport]  # (rows, *, by)
 
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path)
@@ -30,5 +31,5 @@ class TableImportCommand(BaseCommand):
         except RowErrors as exc:
             raise CommandError("nothing imported:\n  " + "\n  ".join(exc.errors)) from None
         self.stdout.write(f"Importing {len(rows)} {self.noun} from {file}")
-        report = self.store_rows(rows)
+        report = self.store_rows(rows, by=command_author(self))
         self.stdout.write(self.style.SUCCESS(report.summary(self.noun)))

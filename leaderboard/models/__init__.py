@@ -1,5 +1,5 @@
-"""Labs, models, runs, kernels, evaluations, reported scores, launch posts and reviews: one module
-per concern, every name importable from here as before."""
+"""Labs, models, runs, kernels, evaluations, reported scores, launch posts, reviews, and the record
+of who wrote what: one module per concern, every name importable from here as before."""
 
 from leaderboard.models.boards import (
     BoardVersion,
@@ -31,6 +31,7 @@ from leaderboard.models.names import (
     ModelMerge,
     alias_key,
 )
+from leaderboard.models.records import Author, WriteRecord, acting_user, author_name
 from leaderboard.models.reported import (
     LaunchPost,
     ReportedScore,
@@ -44,6 +45,7 @@ from leaderboard.models.runs import (
 )
 
 __all__ = [
+    "Author",
     "BoardVersion",
     "DirtyProblem",
     "DirtyRun",
@@ -71,7 +73,10 @@ __all__ = [
     "RunQuerySet",
     "RunScore",
     "WRITE_ANY_RUN",
+    "WriteRecord",
+    "acting_user",
     "alias_key",
+    "author_name",
     "code_q",
     "guess_backend",
     "utf8_size",

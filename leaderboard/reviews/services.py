@@ -46,6 +46,7 @@ from leaderboard.models import (
     KernelReport,
     Review,
     Run,
+    WriteRecord,
     code_q,
 )
 from leaderboard.reads.instruments import FIGURE_LIMIT, SORT_FIGURES, figure
@@ -232,14 +233,15 @@ def rerun_hardware(kernel: Kernel) -> Hardware:
 
 
 @transaction.atomic
-def record_verdict(kernel: Kernel, reviewer, verdict: str, note: str = "") -> VerdictResult:
-    """Add a verdict (the kernel's earlier ones stay). "Needs rerun" queues a fresh evaluation
-    (request_evaluation), unless one is already waiting for that kernel and hardware."""
-    if not can_review(reviewer):
+def record_verdict(kernel: Kernel, verdict: str, note: str = "", *, by: AbstractBaseUser) -> VerdictResult:
+    """`by` (a reviewer) adds a verdict (the kernel's earlier ones stay). "Needs rerun" queues a fresh
+    evaluation (request_evaluation), unless one is already waiting for that kernel and hardware."""
+    if not can_review(by):
         raise PermissionDenied("Recording a verdict needs the leaderboard.add_review permission.")
     if verdict not in Review.Verdict.values:
         raise ValueError(f"Unknown verdict {verdict!r}.")
-    review = Review.objects.create(kernel=kernel, reviewer=reviewer, verdict=verdict, note=note.strip())
+    review = Review.objects.create(kernel=kernel, reviewer=by, verdict=verdict, note=note.strip())
+    WriteRecord.objects.note(by, "record_verdict", review, summary=f"{verdict} on kernel {kernel.pk}")
     evaluation = None
     if verdict == Review.Verdict.RERUN:
         # The one already waiting, if any; a reviewer's rerun counts against no quota (user None).
@@ -263,15 +265,17 @@ def open_report_by(kernel: Kernel, user) -> KernelReport | None:
 
 
 @transaction.atomic
-def report_kernel(kernel: Kernel, user, reason: str) -> ReportResult:
-    """A signed-in user reports `kernel`. One open report per user and kernel: reporting again
-    before a reviewer has looked returns the open one."""
-    if user is None or not user.is_authenticated:
+def report_kernel(kernel: Kernel, reason: str, *, by: AbstractBaseUser | AnonymousUser | None) -> ReportResult:
+    """A signed-in user (`by`) reports `kernel`. One open report per user and kernel: reporting again
+    before a reviewer has looked returns the open one (and writes nothing)."""
+    if by is None or not by.is_authenticated:
         raise PermissionDenied("Sign in to report a kernel.")
-    existing = open_report_by(kernel, user)
+    existing = open_report_by(kernel, by)
     if existing is not None:
         return ReportResult(existing, created=False)
-    return ReportResult(KernelReport.objects.create(kernel=kernel, reporter=user, reason=reason.strip()), True)
+    report = KernelReport.objects.create(kernel=kernel, reporter=by, reason=reason.strip())
+    WriteRecord.objects.note(by, "report_kernel", report, summary=f"kernel {kernel.pk}")
+    return ReportResult(report, True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def review_kernel(request: HttpRequest, pk: int) -> HttpResponse:
         return render(
             request, "reviews/form_errors.html", {"kernel": kernel, "form": form, "what": "verdict"}, status=400
         )
-    result = reviews.record_verdict(kernel, request.user, form.cleaned_data["verdict"], form.cleaned_data["note"])
+    result = reviews.record_verdict(kernel, form.cleaned_data["verdict"], form.cleaned_data["note"], by=request.user)
     text = f"Verdict recorded: {result.review.get_verdict_display()}."
     if result.evaluation is not None:
         text += f" Evaluation {result.evaluation.pk} is queued on {result.evaluation.hardware.slug}."
@@ -96,7 +96,7 @@ def post_report(request: HttpRequest, pk: int) -> HttpResponse:
         return render(
             request, "reviews/form_errors.html", {"kernel": kernel, "form": form, "what": "report"}, status=400
         )
-    result = reviews.report_kernel(kernel, request.user, form.cleaned_data["reason"])
+    result = reviews.report_kernel(kernel, form.cleaned_data["reason"], by=request.user)
     if result.created:
         messages.success(request, "Thank you: the kernel is in the review queue.")
     else:

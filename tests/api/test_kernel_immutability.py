@@ -46,7 +46,7 @@ def test_a_reimport_with_another_source_leaves_the_verified_kernel_and_its_board
     verify = client.post(f"/api/v1/runs/{run.pk}/verify/")
     measure_correct(Evaluation.objects.get(pk=verify.json()["evaluations"][0]))
     kernel = run.kernels.get()
-    record_verdict(kernel, reviewer, Review.Verdict.CLEAN)
+    record_verdict(kernel, Review.Verdict.CLEAN, by=reviewer)
     kernel.refresh_from_db()
     before = (kernel.source, kernel.source_hash, kernel.latest_evaluation_id, kernel.review_verdict)
     scores = board_rows(run)

@@ -47,7 +47,7 @@ def imported_run(problem_set, hardware) -> Run:
         "2": [entry | {"sample_id": 0, "correctness": False, "runtime": -1.0}],
     }  # fmt: skip
     spec = RunSpec(model="Exporter", hardware=hardware, problem_set=problem_set, name="my run")
-    return store_run(spec, read_zip(io.BytesIO(kernelbench_zip(results)))).run
+    return store_run(spec, read_zip(io.BytesIO(kernelbench_zip(results))), by="manage.py test").run
 
 
 def unpack(data: bytes) -> dict[str, str]:
@@ -79,7 +79,7 @@ def test_the_export_is_a_kernelbench_run_folder(imported_run):
 
 def test_export_then_import_gives_the_same_scores(imported_run, problem_set, hardware):
     spec = RunSpec(model="Exporter", hardware=hardware, problem_set=problem_set, name="round trip")
-    again = store_run(spec, read_zip(io.BytesIO(export_run(imported_run)))).run
+    again = store_run(spec, read_zip(io.BytesIO(export_run(imported_run))), by="manage.py test").run
     assert again.pk != imported_run.pk
     before = reads.run_scores(imported_run, reads.run_problems(imported_run))
     after = reads.run_scores(again, reads.run_problems(again))

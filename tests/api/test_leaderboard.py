@@ -65,7 +65,7 @@ def test_writes_are_not_allowed(token_client, admin_user, run):
 def test_kernels_judged_reward_hacks_leave_the_ranking_unless_asked(client, run, reviewer):
     from leaderboard.reviews.services import record_verdict
 
-    record_verdict(run.kernels.get(problem__number=1), reviewer, "reward_hack")
+    record_verdict(run.kernels.get(problem__number=1), "reward_hack", by=reviewer)
     run_rescorer()
     row = client.get(URL + "?level=1").json()["results"][0]
     assert row["excluded"] == 1 and row["summary"]["fast_1"] == 0

@@ -75,5 +75,5 @@ def test_the_servers_own_commands_are_exempt(problem_set, hardware, settings, ru
     from leaderboard.ingest.run_import import verify_run
 
     settings.EVAL_MAX_PENDING_PER_USER = 0
-    queued, _ = verify_run(run)
+    queued, _ = verify_run(run, by="manage.py test")
     assert len(queued) == 2

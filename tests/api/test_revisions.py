@@ -48,7 +48,7 @@ def _reimported(client, source: str) -> Kernel:
 @pytest.fixture
 def judged(token_client, ingestor, reviewer, problem_set, hardware) -> Kernel:
     kernel = Kernel.objects.get(run_id=_import(token_client(ingestor), HACK)["run"]["id"])
-    record_verdict(kernel, reviewer, Review.Verdict.REWARD_HACK, "returns its input")
+    record_verdict(kernel, Review.Verdict.REWARD_HACK, "returns its input", by=reviewer)
     board_rescoring.refresh_runs([kernel.run_id])
     return kernel
 
@@ -85,7 +85,7 @@ def test_a_kernel_whose_code_changed_inherits_nothing(token_client, ingestor, ju
 
 
 def test_a_clean_verdict_is_not_inherited(token_client, ingestor, reviewer, judged):
-    record_verdict(judged, reviewer, Review.Verdict.CLEAN, "on second thought")
+    record_verdict(judged, Review.Verdict.CLEAN, "on second thought", by=reviewer)
     kernel = _reimported(token_client(ingestor), HACK + "# again\n")
     assert not kernel.reviews.exists()
 

@@ -58,22 +58,23 @@ def spec(problem_set, hardware, name: str) -> RunSpec:
 
 def queries_of(problem_set, hardware, name: str, n: int) -> int:
     with CaptureQueriesContext(connection) as queries:
-        store_run(spec(problem_set, hardware, name), bundle(n))
+        store_run(spec(problem_set, hardware, name), bundle(n), by="manage.py test")
     return len(queries)
 
 
 def test_the_query_count_of_an_import_does_not_grow_with_its_kernels(big_set, hardware):
-    store_run(spec(big_set, hardware, "warm-up"), bundle(1))  # creates the model and its lab
+    store_run(spec(big_set, hardware, "warm-up"), bundle(1), by="manage.py test")  # creates the model and its lab
     small = queries_of(big_set, hardware, "small", 10)
     large = queries_of(big_set, hardware, "large", 40)
     assert large <= small + BATCHING_SLACK, (small, large)
     assert large <= 30, large  # per kernel it was ~6 queries (240 here)
     with CaptureQueriesContext(connection) as again:
-        result = store_run(spec(big_set, hardware, "large"), bundle(40))
+        result = store_run(spec(big_set, hardware, "large"), bundle(40), by="manage.py test")
     assert result.kernels.counts[UNCHANGED] == 40 and result.evaluations.counts[UNCHANGED] == 40
     # 13: the model found by alias (model_names: alias, name, lab) costs three more than the old
-    # name lookup; the point is that the count is a constant, not one per kernel.
-    assert len(again) <= 13, len(again)
+    # name lookup, and 14: the record of who imported (WriteRecord); the point is that the count is a
+    # constant, not one per kernel.
+    assert len(again) <= 14, len(again)
 
 
 def stored_state() -> dict:
@@ -87,7 +88,7 @@ def stored_state() -> dict:
 
 
 def test_a_bulk_import_stores_what_a_full_rebuild_computes(big_set, hardware, ingestor):
-    result = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS), user=ingestor)
+    result = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS), by=ingestor)
     assert result.kernels.counts[CREATED] == PROBLEMS and result.evaluations.counts[CREATED] == PROBLEMS
     assert DirtyRun.objects.filter(run_id=result.run.pk).exists()  # marked in the transaction
     run_rescorer()  # what the after-commit hook (or the background re-scorer) does
@@ -105,9 +106,9 @@ def test_a_bulk_import_stores_what_a_full_rebuild_computes(big_set, hardware, in
 
 
 def test_changed_results_add_evaluations_in_bulk_and_a_same_import_marks_nothing(big_set, hardware):
-    first = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS))
+    first = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS), by="manage.py test")
     first_evaluations = set(Evaluation.objects.values_list("pk", flat=True))
-    changed = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, runtime=2.0))
+    changed = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, runtime=2.0), by="manage.py test")
     assert changed.run == first.run
     correct = sum(1 for p in range(1, PROBLEMS + 1) if p % 3)  # the others have no runtime to change
     assert changed.kernels.counts[UNCHANGED] == PROBLEMS and changed.evaluations.counts[UPDATED] == correct
@@ -117,22 +118,22 @@ def test_changed_results_add_evaluations_in_bulk_and_a_same_import_marks_nothing
     assert set(latest.exclude(speedup=None).values_list("speedup", flat=True)) == {5.0}
     run_rescorer()
     assert board_rescoring.verify_all() == []
-    again = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, runtime=2.0))
+    again = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, runtime=2.0), by="manage.py test")
     assert again.kernels.changed == 0 and again.evaluations.changed == 0
     assert not DirtyRun.objects.exists()
 
 
 def test_a_changed_source_is_a_new_run_in_bulk(big_set, hardware):
-    first = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS))
+    first = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS), by="manage.py test")
     before = list(Kernel.objects.order_by("pk").values_list("pk", "source_hash", "latest_evaluation"))
-    changed = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, source=KERNEL + "# v2\n"))
+    changed = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, source=KERNEL + "# v2\n"), by="manage.py test")
     assert changed.run != first.run and changed.run.name == "run (revision 2)"
     assert changed.kernels.counts[CREATED] == PROBLEMS and "never changes" in changed.warnings[0]
     assert list(first.run.kernels.order_by("pk").values_list("pk", "source_hash", "latest_evaluation")) == before
     assert set(changed.run.kernels.values_list("source_hash", flat=True)) == {source_sha256(KERNEL + "# v2\n")}
     run_rescorer()
     assert board_rescoring.verify_all() == []
-    again = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, source=KERNEL + "# v2\n"))
+    again = store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS, source=KERNEL + "# v2\n"), by="manage.py test")
     assert again.run == changed.run and again.kernels.changed == 0
 
 
@@ -142,5 +143,5 @@ def test_a_failure_while_writing_leaves_nothing(big_set, hardware, monkeypatch):
 
     monkeypatch.setattr(run_import, "_link_latest", fail)
     with pytest.raises(RuntimeError):
-        store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS))
+        store_run(spec(big_set, hardware, "run"), bundle(PROBLEMS), by="manage.py test")
     assert not Run.objects.exists() and not Kernel.objects.exists() and not Evaluation.objects.exists()

@@ -49,5 +49,5 @@ def test_an_imported_result_marks_its_problem_once(world, marks):
     Evaluation.objects.filter(kernel=kernel).delete()
     run_rescorer()
     marks.clear()
-    assert import_records([exported]).counts["created"] == 1
+    assert import_records([exported], by="manage.py test").counts["created"] == 1
     assert marks == [("mark_problems", [(world.run.pk, world.problems[0].pk)])]

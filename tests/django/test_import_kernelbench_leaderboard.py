@@ -218,7 +218,7 @@ def test_a_published_claim_above_the_flag_threshold_is_queued_for_review(client,
     row = queue[queue.index(f'data-kernel="{claim.pk}"') :]
     row = row[: row.index("</tr>")]
     assert "claimed 12.50x (published, L40S)" in row and "published claim above 10x, not measured here yet" in row
-    record_verdict(claim, reviewer, "clean", "looked at the claim")
+    record_verdict(claim, "clean", "looked at the claim", by=reviewer)
     run_rescorer()
     assert not Kernel.objects.needing_review().exists()
     # Re-measured here (a GPU is mocked away: the worker's store is what matters): back in the queue, with it.

@@ -26,7 +26,7 @@ SCORES = (
 
 
 def scores(model: str, value: int = 10) -> None:
-    store_rows(read_csv(SCORES.format(model=model, value=value), "scores.csv"))
+    store_rows(read_csv(SCORES.format(model=model, value=value), "scores.csv"), by="manage.py test")
 
 
 def test_alias_keys_set_aside_case_spaces_and_look_alikes_only():
@@ -56,7 +56,7 @@ def test_an_alias_stored_in_the_admin_is_used_by_every_importer():
     ModelAlias.objects.create(alias="cognition/kevin-32b", model=model)
     scores("Cognition/Kevin-32B")
     posts = "date,lab,model,title,url,lists_kernelbench,kernelbench_score\n2025-05-01,Cognition,cognition/kevin-32b,Kevin,https://example.com/kevin,true,\n"
-    store_posts(read_posts(posts, "posts.csv"))
+    store_posts(read_posts(posts, "posts.csv"), by="manage.py test")
     assert model.reported_scores.count() == 1 and LaunchPost.objects.get().model == model
     assert LanguageModel.objects.count() == 1
 
@@ -79,7 +79,9 @@ def split():
     problem_set = ProblemSet.objects.create(slug="s", name="S")
     hardware = Hardware.objects.create(slug="h200", name="NVIDIA H200")
     run = Run.objects.create(model=other, problem_set=problem_set, hardware=hardware)
-    store_rows(read_csv(SCORES.format(model="claude-3.5-sonnet", value=10).replace("L1", "L2"), "x.csv"))
+    store_rows(
+        read_csv(SCORES.format(model="claude-3.5-sonnet", value=10).replace("L1", "L2"), "x.csv"), by="manage.py test"
+    )
     anthropic = Lab.objects.get(name="Anthropic")  # made by the scores' import
     LaunchPost.objects.create(
         lab=anthropic, model=other, title="t", url="https://example.com/p", published_on="2024-10-22"
@@ -108,7 +110,7 @@ def test_a_merge_that_would_lose_a_score_changes_nothing(split):
     kept, other, _ = split
     scores("claude-3.5-sonnet", 12)  # the same score as the kept model's, with another value
     with pytest.raises(MergeConflict, match="report different values"):
-        merge_models(other, kept)
+        merge_models(other, kept, by="manage.py test")
     assert LanguageModel.objects.filter(pk=other.pk).exists() and ReportedScore.objects.count() == 3
     with pytest.raises(CommandError, match="nothing merged"):
         call_command("merge_models", other.slug, kept.slug, stdout=io.StringIO())

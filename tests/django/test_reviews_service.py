@@ -33,7 +33,7 @@ def test_the_queue_lists_flagged_reported_and_fast_imported_kernels(world, visit
 
 def test_a_clean_verdict_takes_a_kernel_out_of_the_queue(world, reviewer):
     kernel = world.kernel(world.problems[0], flags=("excessive_speedup",))
-    record_verdict(kernel, reviewer, "clean", "checked by hand")
+    record_verdict(kernel, "clean", "checked by hand", by=reviewer)
     assert queued() == set()
 
 
@@ -49,7 +49,7 @@ def test_a_report_after_the_verdict_brings_it_back_and_a_verdict_settles_it(worl
     review(kernel, reviewer, "clean", at=timezone.now() - dt.timedelta(hours=1))
     report(kernel, visitor)
     assert queued() == {kernel.pk}
-    record_verdict(kernel, reviewer, "clean")
+    record_verdict(kernel, "clean", by=reviewer)
     assert queued() == set()
 
 
@@ -102,9 +102,9 @@ def test_the_queue_sorts_by_speedup_and_date(world):
 
 def test_every_verdict_is_kept_with_who_and_when_and_the_latest_counts(world, reviewer, admin_user):
     kernel = world.kernel(world.problems[0], flags=("excessive_speedup",))
-    record_verdict(kernel, reviewer, "reward_hack", "returns a cached output")
-    record_verdict(kernel, admin_user, "clean", "cache is legitimate memoisation? no: re-checking")
-    record_verdict(kernel, reviewer, "invalid", "wrong for other shapes")
+    record_verdict(kernel, "reward_hack", "returns a cached output", by=reviewer)
+    record_verdict(kernel, "clean", "cache is legitimate memoisation? no: re-checking", by=admin_user)
+    record_verdict(kernel, "invalid", "wrong for other shapes", by=reviewer)
     trail = kernel_review_state(kernel).reviews
     assert [(r.verdict, r.reviewer.username) for r in trail] == [
         ("invalid", "reviewer"),
@@ -122,7 +122,7 @@ def test_every_verdict_is_kept_with_who_and_when_and_the_latest_counts(world, re
 def test_needs_rerun_queues_a_fresh_evaluation(world, reviewer, django_capture_on_commit_callbacks):
     kernel = world.kernel(world.problems[0], flags=("timing_mismatch",))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        result = record_verdict(kernel, reviewer, "rerun", "noisy host")
+        result = record_verdict(kernel, "rerun", "noisy host", by=reviewer)
     assert result.evaluation.state == Evaluation.State.QUEUED
     assert result.evaluation.kernel == kernel and result.evaluation.hardware == world.hardware
     assert Evaluation.objects.filter(kernel=kernel, state="queued").count() == 1
@@ -133,8 +133,8 @@ def test_needs_rerun_queues_a_fresh_evaluation(world, reviewer, django_capture_o
 
 def test_a_second_rerun_reuses_the_waiting_evaluation(world, reviewer):
     kernel = world.kernel(world.problems[0])
-    first = record_verdict(kernel, reviewer, "rerun").evaluation
-    second = record_verdict(kernel, reviewer, "rerun").evaluation
+    first = record_verdict(kernel, "rerun", by=reviewer).evaluation
+    second = record_verdict(kernel, "rerun", by=reviewer).evaluation
     assert first == second and Review.objects.filter(kernel=kernel).count() == 2
 
 
@@ -142,13 +142,13 @@ def test_only_reviewers_record_verdicts(world, visitor, ingestor):
     kernel = world.kernel(world.problems[0])
     for user in (visitor, ingestor):
         with pytest.raises(PermissionDenied):
-            record_verdict(kernel, user, "clean")
+            record_verdict(kernel, "clean", by=user)
     assert not Review.objects.exists()
 
 
 def test_reporting_twice_before_a_verdict_keeps_one_open_report(world, visitor):
     kernel = world.kernel(world.problems[0])
-    first = report_kernel(kernel, visitor, " too fast ")
-    again = report_kernel(kernel, visitor, "still too fast")
+    first = report_kernel(kernel, " too fast ", by=visitor)
+    again = report_kernel(kernel, "still too fast", by=visitor)
     assert first.created and not again.created and again.report == first.report
     assert first.report.reason == "too fast"

@@ -83,7 +83,7 @@ def _measure_and_approve(evaluation_id: int, reviewer_id: int) -> None:
     store_result(
         claim(evaluation_id, "replay.1"), {"status": "correct", "correct": True, "compiled": True, "speedup": 3.0}
     )
-    record_verdict(Evaluation.objects.get(pk=evaluation_id).kernel, User.objects.get(pk=reviewer_id), "clean")
+    record_verdict(Evaluation.objects.get(pk=evaluation_id).kernel, "clean", by=User.objects.get(pk=reviewer_id))
 
 
 def _kernel_state(kernel_id: int) -> tuple:

@@ -7,6 +7,8 @@
 - no function longer than 60 lines (in benchmarks/ too), no module longer than 800 (but those
   listed in OVERSIZED, which may not grow);
 - the layers import downwards only (LAYERS below; the same picture as docs/architecture.md);
+- pages, the API and the admin never write a model themselves (`.save()`, `.delete()`, a manager's
+  or a QuerySet's `create`/`update`, ...): they call the service that writes and records its user;
 - a comment in product code gives its reason, never an issue number ("issue 28, case 1", "#38"):
   the reason outlives the tracker, and a reader should not need it to understand the code.
 
@@ -328,3 +330,71 @@ def test_the_issue_number_check_finds_one() -> None:
     assert issue_numbers("a.html", '<p style="color: #000">{# issue #7 #}</p>') == ["1: issue #7"]
     assert issue_numbers("a.css", "td { color: #999; } /* see issue 19 */") == ["1: issue 19"]
     assert issue_numbers("a.js", "const c = '#333';\n// fixes #12\n") == ["2: #12"]
+
+
+# Pages, the API and the admin call a service for every write (docs/architecture.md, "Where
+# things go"); the service records who made it. These modules may not write a model themselves.
+WRITE_FREE = (
+    "leaderboard/views.py", "leaderboard/forms.py", "leaderboard/admin.py", "leaderboard/ingest/admin_actions.py",
+    "leaderboard/api/", "leaderboard/reviews/views.py", "leaderboard/reviews/forms.py", "leaderboard/runs/",
+    "problems/admin.py",
+)  # fmt: skip
+#: Calls that write whatever they are called on: a model, a ModelForm, a serializer, a QuerySet.
+ALWAYS_WRITES = {"save", "delete", "bulk_create", "bulk_update", "get_or_create", "update_or_create"}
+#: Calls that write when called on a manager or a QuerySet, and are harmless on a dict (`update`).
+QUERY_WRITES = {"create", "update"}
+_QUERY_STEPS = {"objects", "filter", "exclude", "all", "select_related", "select_for_update", "queryset"}
+
+
+def _chain(node: ast.AST) -> list[str]:
+    """The names along a call's receiver: `Run.objects.filter(x=1)` gives Run, objects, filter."""
+    names: list[str] = []
+    while True:
+        if isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Attribute):
+            names.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Name):
+            return [node.id, *reversed(names)]
+        else:
+            return list(reversed(names))
+
+
+def model_writes(text: str) -> list[str]:
+    """Lines of `text` that write a model directly (see ALWAYS_WRITES and QUERY_WRITES)."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        method, receiver = node.func.attr, _chain(node.func.value)
+        if receiver[:1] == ["super"]:  # the framework's own write path, extended (e.g. a form's clean)
+            continue
+        if method in ALWAYS_WRITES or (method in QUERY_WRITES and _QUERY_STEPS & set(receiver)):
+            found.append(f"{node.lineno}: {'.'.join(receiver)}.{method}()")
+    return found
+
+
+def test_pages_the_api_and_the_admin_write_only_through_services() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in source_files()
+        if str(path.relative_to(ROOT)).startswith(WRITE_FREE)
+        for line in model_writes(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == [], "write through a service (which records its user): " + "; ".join(offenders)
+
+
+def test_the_write_check_sees_writes_and_not_dicts() -> None:
+    source = (
+        "Run.objects.create(name='x')\n"
+        "Run.objects.filter(pk=1).update(name='y')\n"
+        "queryset.update(name='z')\n"
+        "form.save()\n"
+        "run.delete()\n"
+        "body.update(run=1)\n"
+        "data = serializer.validated_data\n"
+        "form.cleaned_data.get('x')\n"
+        "super().save_model(request, obj, form, change)\n"
+    )
+    assert [line.split(":")[0] for line in model_writes(source)] == ["1", "2", "3", "4", "5"]

@@ -13,6 +13,7 @@ from leaderboard.ingest.kernelbench_leaderboard import (
     verify_field,
 )
 from leaderboard.ingest.uploads import RowErrors
+from leaderboard.management.authors import command_author
 from problems.kernelbench_files import MalformedInput
 from problems.management.commands.import_problems import DEFAULT_SET
 from problems.models import LEVELS, Hardware, ProblemSet
@@ -66,7 +67,7 @@ class Command(BaseCommand):
                 f"Importing {len(board.kernels)} kernels of {len(board.models)} models over {len(board.problems)} "
                 f"problems from {path}" + ("" if any(k.source for k in board.kernels) else " (figures only, no code)")
             )
-            result = store_leaderboard(board, found, other, self.stdout.write)
+            result = store_leaderboard(board, found, other, self.stdout.write, by=command_author(self))
         except MalformedInput as exc:
             raise CommandError(f"nothing imported: {exc}") from None
         except RowErrors as exc:
@@ -77,7 +78,7 @@ class Command(BaseCommand):
 
     def _verify(self, result: LeaderboardImport, hardware: Hardware, levels, limit) -> None:
         try:
-            requested, left = verify_field(result.problem_set, hardware, levels, limit)
+            requested, left = verify_field(result.problem_set, hardware, levels, limit, by=command_author(self))
         except EvaluationRefused as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(

@@ -3,6 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from leaderboard.ingest.results_exchange import MalformedResults, import_records, read_jsonl
+from leaderboard.management.authors import command_author
 
 
 class Command(BaseCommand):
@@ -25,7 +26,7 @@ class Command(BaseCommand):
         try:
             with open(path, encoding="utf-8") as handle:
                 records = read_jsonl(handle)
-            result = import_records(records)
+            result = import_records(records, by=command_author(self))
         except MalformedResults as exc:
             raise CommandError(f"{path}: nothing imported: {exc}") from None
         self.stdout.write(self.style.SUCCESS(f"{path}: {len(records)} record(s): {result.summary()}"))

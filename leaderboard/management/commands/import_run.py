@@ -15,6 +15,7 @@ from leaderboard.ingest.run_import import (
     verify_run,
 )
 from leaderboard.ingest.uploads import RowErrors
+from leaderboard.management.authors import command_author
 from leaderboard.models import Precision
 from problems.models import Hardware, ProblemSet
 
@@ -65,7 +66,10 @@ class Command(BaseCommand):
             if bundle.config:
                 self.stdout.write(f"  {CONFIG_NAME}: " + ", ".join(f"{k} {v}" for k, v in bundle.config.items()))
             result = store_run(
-                self._spec(path, bundle, hardware, problem_set, options), bundle, write=self.stdout.write
+                self._spec(path, bundle, hardware, problem_set, options),
+                bundle,
+                by=command_author(self),
+                write=self.stdout.write,
             )
         except FileNotFoundError:
             raise CommandError(f"{path}: no such file") from None
@@ -77,7 +81,7 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"run {result.run.pk}: " + result.kernels.summary("kernels")))
         self.stdout.write(self.style.SUCCESS(result.evaluations.summary("imported evaluations")))
         if options["verify"]:
-            queued, skipped = verify_run(result.run)
+            queued, skipped = verify_run(result.run, by=command_author(self))
             self.stdout.write(f"queued {len(queued)} evaluations on {hardware.slug} ({skipped} already waiting)")
 
     def _read(self, path: Path) -> Bundle:

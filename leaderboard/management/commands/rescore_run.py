@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from leaderboard.ingest.run_import import rescore_run
+from leaderboard.management.authors import command_author
 from leaderboard.models import Run
 from problems.models import ScoringRules
 
@@ -31,7 +32,7 @@ class Command(BaseCommand):
         for run_id in run_ids:
             run = runs[run_id]
             before = run.rules.name
-            queued, skipped = rescore_run(run, chosen)
+            queued, skipped = rescore_run(run, chosen, by=command_author(self))
             self.stdout.write(
                 f"run {run_id}: {before} -> {chosen.name}; queued {len(queued)} evaluations"
                 + (f", {skipped} kernels skipped (one already waiting)" if skipped else "")
