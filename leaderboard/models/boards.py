@@ -51,6 +51,25 @@ class RunScore(models.Model):
     # {problem id: its entry}: sample-0 status code, sample-0 speedup, best speedup, kernels, and the
     # rest the row is folded from (scoring.problem_entry, scoring.STATUS_CODES)
     problems = models.JSONField(default=dict)
+    # fast_p's count at each standard p (scoring.STANDARD_PS), of each rule and of the published
+    # figures: what a board ranks by and names its leaders by, as plain columns, so that the database
+    # ranks a board's rows and only the shown page's are read and made (leaderboard/reads/board/ranked.py).
+    # Derived from the sorted speedups above when the row is written (stored.above_counts).
+    s0_above_0_5 = models.PositiveIntegerField(default=0)
+    s0_above_0_8 = models.PositiveIntegerField(default=0)
+    s0_above_1 = models.PositiveIntegerField(default=0)
+    s0_above_1_5 = models.PositiveIntegerField(default=0)
+    s0_above_2 = models.PositiveIntegerField(default=0)
+    best_above_0_5 = models.PositiveIntegerField(default=0)
+    best_above_0_8 = models.PositiveIntegerField(default=0)
+    best_above_1 = models.PositiveIntegerField(default=0)
+    best_above_1_5 = models.PositiveIntegerField(default=0)
+    best_above_2 = models.PositiveIntegerField(default=0)
+    pub_above_0_5 = models.PositiveIntegerField(default=0)
+    pub_above_0_8 = models.PositiveIntegerField(default=0)
+    pub_above_1 = models.PositiveIntegerField(default=0)
+    pub_above_1_5 = models.PositiveIntegerField(default=0)
+    pub_above_2 = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
