@@ -24,7 +24,7 @@ from leaderboard.models import (
     Run,
     code_q,
 )
-from leaderboard.reads.board.ranked import MEASURED_RANKED, SCORE, RankedRows, ranked_standings
+from leaderboard.reads.board.ranked import RankedRows, ranked_standings
 from leaderboard.reads.board.rows import (
     MEASURED,
     PUBLISHED,
@@ -144,7 +144,7 @@ def launch_posts() -> list[LaunchPost]:
 
 def overview_standings(problem_set: ProblemSet | None) -> tuple[Leaders, list[StandingRow]]:
     """The overview's leaders over all levels, by each source (measured here; published), and the
-    rows measured here (best first) for its chart. On a site that has measured nothing yet, the
+    rows measured here (best first; the first CHART_POINTS, all the chart draws) for its chart. On a site that has measured nothing yet, the
     synthetic demo runs stand in for the measured ones, carrying their demo label wherever shown."""
     if problem_set is None:
         return Leaders(None, None), []
@@ -153,8 +153,7 @@ def overview_standings(problem_set: ProblemSet | None) -> tuple[Leaders, list[St
     if not isinstance(real, RankedRows):  # a set without problems: nothing to rank
         return listed_overview_standings(problem_set)
     best = real.leaders(1.0)
-    measured_ranked = real.only(MEASURED_RANKED & Q(**{f"{SCORE}__measured__gt": 0}))
-    measured = measured_ranked[:CHART_POINTS]
+    measured = real.measured_rows()[:CHART_POINTS]
     if not measured:
         measured = list(level_standings(problem_set, None, origin=Origin.DEMO))
         best = replace(best, measured=measured[0] if measured else None)

@@ -152,6 +152,10 @@ class RankedRows:
             self._any_published = self.scored.filter(**{f"{SCORE}__pub_count__gt": 0}).exists()
         return self._any_published
 
+    def measured_rows(self) -> RankedRows:
+        """The rows ranked by what was measured here, with kernels measured here (`leaders`' own)."""
+        return self.only(MEASURED_RANKED & Q(**{f"{SCORE}__measured__gt": 0}))
+
     def only(self, condition: Q) -> RankedRows:
         """The same ranking over the rows that meet `condition` (on SCORE's columns)."""
         subset = RankedRows.__new__(RankedRows)
