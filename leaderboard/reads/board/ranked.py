@@ -3,8 +3,9 @@
 A board in its own order (fast_p at a standard p, best first: every standard board, the API's
 leaderboard, the overview) ranks by counts each RunScore row stores (`stored.ABOVE_COLUMNS`: fast_p's
 count at each standard p, of each rule and of the published figures) and by its correct count, so
-the database orders the runs and pages them, and only a page's rows (and the leaders') are read,
-decoded and made into `StandingRow`s. The rows, their order, their intervals and their ties are
+the database orders the runs and pages them (over `runscore_rank_idx`, which holds every column
+these queries read), and only a page's rows (and the leaders') are read, decoded and made into
+`StandingRow`s. The rows, their order, their intervals and their ties are
 those of `rows.level_standings` (`tests/django/test_board_ranked.py` holds them equal); a board
 in any other order (another column, ascending, a p no column stores) is ranked in Python as before.
 
