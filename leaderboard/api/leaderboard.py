@@ -24,7 +24,8 @@ from leaderboard.reads.board import params as board_params
 from leaderboard.reads.board import served
 from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.page import attach_repeats
-from leaderboard.reads.board.rows import count_rows, level_standings
+from leaderboard.reads.board.ranked import ranked_standings
+from leaderboard.reads.board.rows import count_rows
 from problems.models import Hardware, ProblemSet
 
 PAGE_SIZE = 50
@@ -234,7 +235,7 @@ class LeaderboardView(APIView):
 
     def _page(self, request, problem_set: ProblemSet, filters: dict, page: int, page_size: int, as_of) -> dict:
         level, hardware, p = filters["level"], filters["hardware"], filters["p"]
-        rows = level_standings(problem_set, **filters)
+        rows = ranked_standings(problem_set, **filters)  # one page made, where the database can rank it
         shown_p = 1.0 if p is None else p
         first = (page - 1) * page_size
         shown = rows[first : first + page_size]

@@ -140,7 +140,7 @@ def store_scores(run_ids: list[int], excluding: set[int]) -> None:
     rows = finished + _with_level_pass_sums([_finish(row) for row in _all_levels(run_ids, levels)], finished)
     rows += _copies_with_excluded(rows)
     RunScore.objects.filter(run_id__in=run_ids).delete()
-    _copy(rows)
+    _copy(_with_above_counts(rows))
 
 
 def runs_with_excluded_kernels() -> set[int]:
@@ -294,11 +294,18 @@ def _copies_with_excluded(rows: list[tuple]) -> list[tuple]:
     return [(row[0], row[1], True, *row[3:]) for row in rows if not row[2] and (row[0], row[1]) not in present]
 
 
+def _with_above_counts(rows: list[tuple]) -> list[tuple]:
+    """Each row with the counts a board ranks by (board_stored.ABOVE_COLUMNS), from its speedups."""
+    packed = [_COPY_COLUMNS.index(column) for column in ("s0_speedups", "best_speedups", "pub_speedups")]
+    return [(*row, *board_stored.above_counts_packed(*(row[at] for at in packed))) for row in rows]
+
+
 def _copy(rows: list[tuple]) -> None:
     table = RunScore._meta.db_table
+    columns = ", ".join((*_COPY_COLUMNS, *board_stored.ABOVE_COLUMNS))
     with (
         connection.cursor() as cursor,
-        cursor.cursor.copy(f"COPY {table} ({', '.join(_COPY_COLUMNS)}) FROM STDIN") as copy,
+        cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
     ):
         for row in rows:
             copy.write_row(row)

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from django.db.models import QuerySet, Subquery
 
-from leaderboard.boards.scoring import KernelFacts, LevelScore, Tally
+from leaderboard.boards.scoring import STANDARD_PS, KernelFacts, LevelScore, Tally
 from leaderboard.evaluations.clock import db_now
 from leaderboard.models import (
     BoardVersion,
@@ -127,7 +127,29 @@ def to_model(run_id: int, level: int, with_excluded: bool, score: LevelScore) ->
         pass_at_1_sum=score.pass_at_1_sum, problems=score.problems, measured=score.measured,
         pub_count=score.published.correct, pub_log_sum=score.published.log_sum,
         pub_speedups=score.published.speedups.tobytes(), pub_hardware=score.published_on,
+        **dict(zip(ABOVE_COLUMNS, above_counts(score), strict=True)),
     )  # fmt: skip
+
+
+def above_column(source: str, p: float) -> str:
+    """The RunScore column of fast_p's count at a standard p: `s0_above_1_5` (source s0, best, pub)."""
+    return f"{source}_above_{p:g}".replace(".", "_")
+
+
+ABOVE_SOURCES = ("s0", "best", "pub")
+ABOVE_COLUMNS = tuple(above_column(source, p) for source in ABOVE_SOURCES for p in STANDARD_PS)
+
+
+def above_counts(score: LevelScore) -> list[int]:
+    """The values of ABOVE_COLUMNS for a score: each source's problems above each standard p."""
+    return [tally.above(p) for tally in (score.sample0, score.best, score.published) for p in STANDARD_PS]
+
+
+def above_counts_packed(*packed: bytes) -> list[int]:
+    """above_counts from the packed sorted speedups of sample 0, best-of-n and published (the set-based
+    rebuild's rows)."""
+    tallies = [Tally(speedups=array("d", bytes(values))) for values in packed]
+    return [tally.above(p) for tally in tallies for p in STANDARD_PS]
 
 
 _SCORE_FIELDS = (

@@ -24,7 +24,17 @@ from leaderboard.models import (
     Run,
     code_q,
 )
-from leaderboard.reads.board.rows import MEASURED, PUBLISHED, Leaders, StandingRow, leaders, level_standings, make_row
+from leaderboard.reads.board.ranked import RankedRows, ranked_standings
+from leaderboard.reads.board.rows import (
+    MEASURED,
+    PUBLISHED,
+    Leaders,
+    StandingRow,
+    board_runs,
+    leaders,
+    level_standings,
+    make_row,
+)
 from problems.models import LEVELS, Baseline, Problem, ProblemSet
 
 # Reported scores: the overview is compact: the best few models of each of the
@@ -134,10 +144,24 @@ def launch_posts() -> list[LaunchPost]:
 
 def overview_standings(problem_set: ProblemSet | None) -> tuple[Leaders, list[StandingRow]]:
     """The overview's leaders over all levels, by each source (measured here; published), and the
-    rows measured here (best first) for its chart. On a site that has measured nothing yet, the
+    rows measured here (best first; the first CHART_POINTS, all the chart draws) for its chart. On a site that has measured nothing yet, the
     synthetic demo runs stand in for the measured ones, carrying their demo label wherever shown."""
     if problem_set is None:
         return Leaders(None, None), []
+    # Ranked by the database: the leaders and the chart's rows are read, not every run of the set.
+    real = ranked_standings(problem_set, None, runs=board_runs(problem_set).exclude(origin=Origin.DEMO))
+    if not isinstance(real, RankedRows):  # a set without problems: nothing to rank
+        return listed_overview_standings(problem_set)
+    best = real.leaders(1.0)
+    measured = real.measured_rows()[:CHART_POINTS]
+    if not measured:
+        measured = list(level_standings(problem_set, None, origin=Origin.DEMO))
+        best = replace(best, measured=measured[0] if measured else None)
+    return best, measured
+
+
+def listed_overview_standings(problem_set: ProblemSet) -> tuple[Leaders, list[StandingRow]]:
+    """overview_standings from every row of the set, ranked in Python (`level_standings`)."""
     real = [row for row in level_standings(problem_set, None) if row.run.origin != Origin.DEMO]
     best = leaders(real, 1.0)
     measured = [row for row in real if row.measured_kernels and row.ranked_by == MEASURED]

@@ -6,9 +6,11 @@ through this package (docs/architecture.md, "How a board is assembled").
 1. `params.read_level_board` reads the visitor's choices; the query string is replaced by its one
    spelling (`params.level_board_query`), the key the build is kept under.
 2. `served.cached_board` serves the last complete build of that key, or builds it (`_build`).
-3. A build reads the rows once (`rows.board_rows`: the stored read model, ranked by each row's
-   figure: measured here, or published while not yet measured), then the columns make the table
-   (`columns.table_rows`), and the result is the page, or its CSV or JSON download.
+3. A build reads the rows (`ranked.board_rows_ranked`: the stored read model, ranked by each row's
+   figure: measured here, or published while not yet measured; in the board's own order the
+   database ranks the rows and only the shown page's are read, else `rows.board_rows` ranks every
+   row in Python), then the columns make the table (`columns.table_rows`), and the result is the
+   page, or its CSV or JSON download.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from leaderboard.boards.scoring import RULE_BEST, RULES
 from leaderboard.models import Origin, Precision
 from leaderboard.reads import charts, repeats
 from leaderboard.reads.board import columns as board_columns
-from leaderboard.reads.board import grid, params, rows, served
+from leaderboard.reads.board import grid, params, ranked, rows, served
 from problems.models import LEVELS
 
 
@@ -38,8 +40,8 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
 
 
 def _build(request: HttpRequest, board: params.LevelBoard, as_of: datetime) -> HttpResponse:
-    ranked = rows.board_rows(board)
-    page = Paginator(ranked, params.PER_PAGE).get_page(request.GET.get("page"))
+    ranked_rows = ranked.board_rows_ranked(board)  # the database ranks it where it can: one page made
+    page = Paginator(ranked_rows, params.PER_PAGE).get_page(request.GET.get("page"))
     shown = list(page.object_list)
     attach_repeats(shown, board.level_number)
     columns = board_columns.columns_for(board.p)
@@ -60,8 +62,8 @@ def _build(request: HttpRequest, board: params.LevelBoard, as_of: datetime) -> H
         "columns": columns,
         "table": table,
         "page": page,
-        "leaders": rows.leaders(ranked, board.p or params.DEFAULT_PICKED_P),
-        "any_published": any(row.has_published for row in ranked),
+        "leaders": ranked.board_leaders(ranked_rows, board.p or params.DEFAULT_PICKED_P),
+        "any_published": ranked.any_published(ranked_rows),
         "charts": {"fast_p": charts.fast_p_chart(shown, board.p)},
     }
     return render(request, "leaderboard/level_board.html", context)

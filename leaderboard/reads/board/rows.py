@@ -186,11 +186,11 @@ def standard_ps(p: float | None) -> tuple[float, ...]:
     return STANDARD_PS if p is None or p in STANDARD_PS else (*STANDARD_PS, p)
 
 
-def _runs(
+def board_runs(
     problem_set: ProblemSet,
-    hardware: Hardware | None,
-    setting: str | None,
-    origin: str | None,
+    hardware: Hardware | None = None,
+    setting: str | None = None,
+    origin: str | None = None,
     precision: str | None = None,
 ) -> RunQuerySet:
     runs = Run.objects.for_leaderboard(problem_set, hardware)
@@ -246,7 +246,7 @@ def level_standings(
 ) -> list[StandingRow]:
     """One row per run of `problem_set` (filtered), scored on `level` (None = all levels), read
     from the stored read model. The denominator is every problem of the level in the set."""
-    runs = _runs(problem_set, hardware, setting, origin, precision)
+    runs = board_runs(problem_set, hardware, setting, origin, precision)
     n_problems = level_denominator(problem_set, level)
     if n_problems == 0:
         return []
@@ -300,7 +300,7 @@ def count_rows(
     """How many rows level_standings gives (one per run that passes the filters), in one count query."""
     if problem_set is None or level_denominator(problem_set, level) == 0:
         return 0
-    return _runs(problem_set, hardware, setting, origin, precision).count()
+    return board_runs(problem_set, hardware, setting, origin, precision).count()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +320,7 @@ def live_level_standings(
     precision: str | None = None,
 ) -> list[StandingRow]:
     """`level_standings`, computed from kernels and reviews on every call (the reference)."""
-    runs = list(_runs(problem_set, hardware, setting, origin, precision))
+    runs = list(board_runs(problem_set, hardware, setting, origin, precision))
     n_problems = level_denominator(problem_set, level)
     if n_problems == 0:
         return []
