@@ -31,6 +31,20 @@ from problems import admin as problems_admin
 from problems.text import PLAIN_TEXT_FIELDS, multi_line_text
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows shown to look at, never added, edited or deleted by hand: records the writes keep
+    (who wrote what, merges) and the boards' derived read model."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 class RecordedAdmin(admin.ModelAdmin):
     """An admin whose edit forms (add, change, delete) are Django's own write of one row: each edit
     is recorded with its user in WriteRecord, beside Django's LogEntry, so that every write a person
@@ -64,22 +78,13 @@ _record_problems_edits()
 
 
 @admin.register(WriteRecord)
-class WriteRecordAdmin(admin.ModelAdmin):
+class WriteRecordAdmin(ReadOnlyAdmin):
     """Who wrote what, recorded by the writes themselves: read only."""
 
     list_display = ["created_at", "by_name", "action", "target_type", "target_id", "target_label", "summary"]
     list_filter = ["action", "target_type"]
     search_fields = ["by_name", "target_label", "summary"]
     date_hierarchy = "created_at"
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(Lab)
@@ -136,21 +141,12 @@ class ModelAliasAdmin(RecordedAdmin):
 
 
 @admin.register(ModelMerge)
-class ModelMergeAdmin(admin.ModelAdmin):
+class ModelMergeAdmin(ReadOnlyAdmin):
     """The audit trail of merges: recorded by the merge, never edited."""
 
     list_display = ["merged_name", "into", "merged_by_name", "merged_at"]
     search_fields = ["merged_name", "merged_slug", "into__name"]
     readonly_fields = ["merged_name", "merged_slug", "into", "moved", "merged_by", "merged_by_name", "merged_at"]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(PublishedFigure)
@@ -312,19 +308,10 @@ class KernelReportAdmin(RecordedAdmin):
         return False
 
 
-class DerivedAdmin(admin.ModelAdmin):
+class DerivedAdmin(ReadOnlyAdmin):
     """The boards' read model: derived from kernels, evaluations and reviews, kept current by the
     writes that change them and rebuilt by `manage.py rebuild_boards`. Shown to look at, never edited
     by hand (an edit would make the boards disagree with their inputs)."""
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(RunScore)
