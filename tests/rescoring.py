@@ -6,7 +6,9 @@ runs the re-scorer in between, as the site's background process (`manage.py refr
 from __future__ import annotations
 
 from leaderboard.boards import rescorer
+from leaderboard.reads.board.choices import BoardFilters
 from leaderboard.reads.board.rows import StandingRow, level_standings
+from problems.models import ProblemSet
 
 
 def run_rescorer() -> int:
@@ -18,7 +20,7 @@ def run_rescorer() -> int:
     return total
 
 
-def rescored_standings(*args, **kwargs) -> list[StandingRow]:
-    """`level_standings` once the re-scorer has taken the marks of the writes before it."""
+def rescored_standings(problem_set: ProblemSet, level: int | None, **filters) -> list[StandingRow]:
+    """`level_standings` of these filters once the re-scorer has taken the marks of the writes before it."""
     run_rescorer()
-    return level_standings(*args, **kwargs)
+    return level_standings(BoardFilters(problem_set, level, **filters))

@@ -22,10 +22,10 @@ from leaderboard.boards.scoring import RULE_SAMPLE0, RULES
 from leaderboard.models import Origin, Precision, Run
 from leaderboard.reads.board import params as board_params
 from leaderboard.reads.board import served
+from leaderboard.reads.board.choices import BoardFilters
 from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.page import attach_repeats
 from leaderboard.reads.board.ranked import ranked_standings
-from leaderboard.reads.board.rows import count_rows
 from problems.models import Hardware, ProblemSet
 
 PAGE_SIZE = 50
@@ -122,29 +122,44 @@ def _setting(request) -> str | None:
     return setting
 
 
-def _page_number(request, problem_set: ProblemSet, filters: dict, page_size: int) -> int:
+def _filters(request) -> BoardFilters:
+    """The board's filters from the query string; a 400 naming a value it does not know."""
+    problem_set = _problem_set(request)  # checked in this order: the first bad value is the one answered
+    p = query_float(request, "p", low=0.0, high=1000.0)
+    return BoardFilters(
+        problem_set=problem_set,
+        level=query_int(request, "level", low=1, high=4),
+        p=None if p is None else board_params.rounded_p(p),
+        hardware=_hardware(request),
+        setting=_setting(request),
+        origin=query_choice(request, "origin", Origin.choices),
+        precision=query_choice(request, "precision", Precision.choices),
+        include_excluded=bool(query_bool(request, "include_excluded")),
+        rule=query_choice(request, "rule", list(RULES.items())) or RULE_SAMPLE0,
+    )
+
+
+def _page_number(request, filters: BoardFilters, page_size: int) -> int:
     """The page asked for, one past the last answered as the last (counted only when past the first)."""
     asked = query_int(request, "page", low=1) or 1
-    chosen = {name: filters[name] for name in ("hardware", "setting", "origin", "precision")}
-    n_rows = functools.partial(count_rows, problem_set, filters["level"], **chosen)
-    return int(board_params.canonical_page(str(asked), page_size, n_rows) or 1)
+    return int(board_params.canonical_page(str(asked), page_size, filters) or 1)
 
 
-def _canonical(request, problem_set: ProblemSet, filters: dict, page: int, page_size: int) -> QueryDict:
+def _canonical(request, filters: BoardFilters, page: int, page_size: int) -> QueryDict:
     """The query string of what get() read, each value in one spelling and defaults left out: the
     board's cache key, so that `?level=01`, `?set=KERNELBENCH` or `?page_size=050` make no entry of
     their own. A page past the last was answered as the last, and is spelled so."""
-    hardware = filters["hardware"]
+    hardware = filters.hardware
     chosen = {
-        "set": problem_set.slug if query_text(request, "set") else None,
-        "level": filters["level"],
-        "p": None if filters["p"] is None else format(filters["p"], "g"),
+        "set": filters.problem_set.slug if query_text(request, "set") else None,
+        "level": filters.level,
+        "p": None if filters.p is None else format(filters.p, "g"),
         "hardware": hardware.slug if hardware else None,
-        "setting": filters["setting"],
-        "origin": filters["origin"],
-        "precision": filters["precision"],
-        "include_excluded": "true" if filters["include_excluded"] else None,
-        "rule": None if filters["rule"] == RULE_SAMPLE0 else filters["rule"],
+        "setting": filters.setting,
+        "origin": filters.origin,
+        "precision": filters.precision,
+        "include_excluded": "true" if filters.include_excluded else None,
+        "rule": None if filters.rule == RULE_SAMPLE0 else filters.rule,
         "page": page if page > 1 else None,
         "page_size": page_size if page_size != PAGE_SIZE else None,
     }
@@ -209,43 +224,29 @@ class LeaderboardView(APIView):
     )
     def get(self, request):
         board_params.keep_only(request._request, BOARD_PARAMETERS)
-        problem_set = _problem_set(request)
-        p = query_float(request, "p", low=0.0, high=1000.0)
-        filters = {
-            "level": query_int(request, "level", low=1, high=4),
-            "p": None if p is None else board_params.rounded_p(p),
-            "hardware": _hardware(request),
-            "setting": _setting(request),
-            "origin": query_choice(request, "origin", Origin.choices),
-            "precision": query_choice(request, "precision", Precision.choices),
-            "include_excluded": bool(query_bool(request, "include_excluded")),
-            "rule": query_choice(request, "rule", list(RULES.items())) or RULE_SAMPLE0,
-        }
+        filters = _filters(request)
         page_size = query_int(request, "page_size", low=1, high=MAX_PAGE_SIZE) or PAGE_SIZE
-        page = _page_number(request, problem_set, filters, page_size)
+        page = _page_number(request, filters, page_size)
         # The cache key: what was read, each value spelled one way.
-        board_params.use_query(request._request, _canonical(request, problem_set, filters, page, page_size))
+        board_params.use_query(request._request, _canonical(request, filters, page, page_size))
         build = served.serve(
-            request,
-            problem_set,
-            "data",
-            lambda as_of: self._page(request, problem_set, filters, page, page_size, as_of),
+            request, filters.problem_set, "data", functools.partial(self._page, request, filters, page, page_size)
         )
         return build.not_modified(request) or build.stamp(Response(build.body, status=build.status))
 
-    def _page(self, request, problem_set: ProblemSet, filters: dict, page: int, page_size: int, as_of) -> dict:
-        level, hardware, p = filters["level"], filters["hardware"], filters["p"]
-        rows = ranked_standings(problem_set, **filters)  # one page made, where the database can rank it
-        shown_p = 1.0 if p is None else p
+    def _page(self, request, filters: BoardFilters, page: int, page_size: int, as_of) -> dict:
+        """One page of the board's rows, as the API answers it, "as of" the time its build read."""
+        rows = ranked_standings(filters)  # one page made, where the database can rank it
+        shown_p = 1.0 if filters.p is None else filters.p
         first = (page - 1) * page_size
         shown = rows[first : first + page_size]
-        attach_repeats(shown, level)  # one query for the shown rows
+        attach_repeats(shown, filters.level)  # one query for the shown rows
         url = request.build_absolute_uri()
         return {
-            "problem_set": problem_set.slug,
-            "level": level,
+            "problem_set": filters.problem_set.slug,
+            "level": filters.level,
             "p": shown_p,
-            "hardware": hardware.slug if hardware else None,
+            "hardware": filters.hardware.slug if filters.hardware else None,
             "count": len(rows),
             "next": replace_query_param(url, "page", page + 1) if first + page_size < len(rows) else None,
             "previous": replace_query_param(url, "page", page - 1) if page > 1 else None,

@@ -24,14 +24,15 @@ from leaderboard.models import (
     Run,
     code_q,
 )
-from leaderboard.reads.board.ranked import RankedRows, ranked_standings
+from leaderboard.reads.board.choices import BoardFilters
+from leaderboard.reads.board.ranked import ranked_standings
 from leaderboard.reads.board.rows import (
-    MEASURED,
     PUBLISHED,
     Leaders,
+    ListedRows,
     StandingRow,
+    Standings,
     board_runs,
-    leaders,
     level_standings,
     make_row,
 )
@@ -149,24 +150,24 @@ def overview_standings(problem_set: ProblemSet | None) -> tuple[Leaders, list[St
     if problem_set is None:
         return Leaders(None, None), []
     # Ranked by the database: the leaders and the chart's rows are read, not every run of the set.
-    real = ranked_standings(problem_set, None, runs=board_runs(problem_set).exclude(origin=Origin.DEMO))
-    if not isinstance(real, RankedRows):  # a set without problems: nothing to rank
-        return listed_overview_standings(problem_set)
-    best = real.leaders(1.0)
-    measured = real.measured_rows()[:CHART_POINTS]
-    if not measured:
-        measured = list(level_standings(problem_set, None, origin=Origin.DEMO))
-        best = replace(best, measured=measured[0] if measured else None)
-    return best, measured
+    filters = BoardFilters(problem_set)
+    real = board_runs(filters).exclude(origin=Origin.DEMO)
+    return _overview(problem_set, ranked_standings(filters, runs=real))
 
 
 def listed_overview_standings(problem_set: ProblemSet) -> tuple[Leaders, list[StandingRow]]:
     """overview_standings from every row of the set, ranked in Python (`level_standings`)."""
-    real = [row for row in level_standings(problem_set, None) if row.run.origin != Origin.DEMO]
-    best = leaders(real, 1.0)
-    measured = [row for row in real if row.measured_kernels and row.ranked_by == MEASURED]
+    real = [row for row in level_standings(BoardFilters(problem_set)) if row.run.origin != Origin.DEMO]
+    return _overview(problem_set, ListedRows(real))
+
+
+def _overview(problem_set: ProblemSet, real: Standings) -> tuple[Leaders, list[StandingRow]]:
+    """The leaders of the set's real runs and their rows measured here; the demo runs' rows where
+    none is measured here (a site that has measured nothing yet)."""
+    best = real.leaders(1.0)
+    measured = real.measured_rows()[:CHART_POINTS]
     if not measured:
-        measured = level_standings(problem_set, None, origin=Origin.DEMO)
+        measured = level_standings(BoardFilters(problem_set, origin=Origin.DEMO))
         best = replace(best, measured=measured[0] if measured else None)
     return best, measured
 

@@ -12,6 +12,7 @@ import pytest
 
 from leaderboard.boards import stored as board_stored
 from leaderboard.models import Kernel, Origin, Run
+from leaderboard.reads.board.choices import BoardFilters
 from leaderboard.reads.board.rows import PUBLISHED, level_standings
 from tests.pagekit import REFERENCE, evaluate, make_hardware, make_model, make_run, make_set, plain_static  # noqa: F401
 from tests.rescoring import run_rescorer
@@ -53,7 +54,7 @@ def board_rows(html: str) -> list[str]:
 
 def test_a_published_only_row_ranks_by_its_published_figure_labelled_so(client, field):
     problem_set, listed, measured = field
-    rows = level_standings(problem_set, 1)
+    rows = level_standings(BoardFilters(problem_set, 1))
     assert [row.run.pk for row in rows] == [listed.pk, measured.pk]  # 66.7% published above 33.3% measured
     assert rows[0].ranked_by == PUBLISHED and rows[0].ranked_label == "published, L40S"
     assert rows[0].rank_value(1.0) == pytest.approx(2 / 3) and rows[0].fast_p(1.0) == 0.0
@@ -72,7 +73,7 @@ def test_once_measured_a_row_ranks_by_the_measured_figure_with_the_published_bes
     for kernel, speedup in zip(listed.kernels.order_by("problem__number"), [1.2, None, None], strict=True):
         evaluate(kernel, speedup)  # measured here: 1 of 3 correct and faster, two fail
     run_rescorer()
-    rows = level_standings(problem_set, 1)
+    rows = level_standings(BoardFilters(problem_set, 1))
     first = next(row for row in rows if row.run.pk == listed.pk)
     assert first.ranked_by == "measured" and first.verified
     assert first.rank_value(1.0) == pytest.approx(1 / 3) and first.published_fast_p(1.0) == pytest.approx(2 / 3)

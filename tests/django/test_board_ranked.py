@@ -17,6 +17,7 @@ from leaderboard.boards.scoring import RULE_BEST, RULE_SAMPLE0, STANDARD_PS, Lev
 from leaderboard.models import BoardVersion, LanguageModel, Run, RunScore
 from leaderboard.reads import queries
 from leaderboard.reads.board import ranked, rows
+from leaderboard.reads.board.choices import BoardFilters
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
@@ -92,8 +93,9 @@ def test_the_database_ranks_as_python_does(world, level, rule, include_excluded)
     for p in (None, *STANDARD_PS):
         for origin in (None, "imported"):
             asked = {"p": p, "rule": rule, "include_excluded": include_excluded, "origin": origin}
-            listed = rows.level_standings(world.problem_set, level, **asked)
-            by_db = ranked.ranked_standings(world.problem_set, level, **asked)
+            filters = BoardFilters(world.problem_set, level, **asked)
+            listed = rows.level_standings(filters)
+            by_db = ranked.ranked_standings(filters)
             assert isinstance(by_db, ranked.RankedRows)
             assert len(by_db) == len(listed)
             for start, stop in ((0, 7), (5, 12), (1, 2), (30, 80), (0, len(listed))):
@@ -105,7 +107,7 @@ def test_the_database_ranks_as_python_does(world, level, rule, include_excluded)
 
 def test_a_p_no_column_holds_is_ranked_in_python(world):
     seed_runs(world, 5)
-    assert isinstance(ranked.ranked_standings(world.problem_set, 1, p=1.3), list)
+    assert isinstance(ranked.ranked_standings(BoardFilters(world.problem_set, 1, p=1.3)), rows.ListedRows)
 
 
 def test_the_overview_ranked_by_the_database_is_the_listed_one(world):

@@ -16,6 +16,7 @@ from leaderboard.boards import marks as board_marks
 from leaderboard.boards import rescoring as board_rescoring
 from leaderboard.boards.scoring import RULE_BEST, RULE_SAMPLE0
 from leaderboard.models import DirtyRun, Kernel, LanguageModel, ProblemStats, Review, Run, RunScore
+from leaderboard.reads.board.choices import BoardFilters
 from leaderboard.reads.board.rows import level_standings, live_level_standings
 from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
 from tests.rescoring import run_rescorer
@@ -72,7 +73,7 @@ def boards(problem_set, reader) -> list:
         for include_excluded in (False, True):
             for rule in (RULE_SAMPLE0, RULE_BEST):
                 for p in (None, 1.3):
-                    rows = reader(problem_set, level, p=p, include_excluded=include_excluded, rule=rule)
+                    rows = reader(BoardFilters(problem_set, level, p=p, include_excluded=include_excluded, rule=rule))
                     result.append([_comparable(row) for row in rows])
     return result
 

@@ -29,6 +29,7 @@ from leaderboard.boards import stored as board_stored
 from leaderboard.evaluations import attempts
 from leaderboard.models import DirtyRun, Evaluation, Kernel, LanguageModel, Run, RunScore
 from leaderboard.reads.board import served
+from leaderboard.reads.board.choices import BoardFilters
 from leaderboard.reads.board.rows import level_standings, live_level_standings
 from tests.django.reviews_factories import world_fixture  # noqa: F401  (fixtures)
 from tests.django.test_board_read_model import boards, random_world
@@ -96,11 +97,11 @@ def test_the_rescorer_loop_stops_when_told(world):
 @pytest.mark.django_db(transaction=True)
 def test_a_board_read_leaves_fresh_and_lost_marks_alike_to_the_rescorer(world):
     world.kernel(world.problems[0], speedup=2.0)  # committed: its run is marked
-    level_standings(world.problem_set, 1)
+    level_standings(BoardFilters(world.problem_set, 1))
     assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
     lost = timezone.now() - timedelta(seconds=settings.BOARD_FRESHNESS_SECONDS + 1)
     DirtyRun.objects.update(marked_at=lost)  # the re-scorer died with it, or is stuck
-    level_standings(world.problem_set, 1)
+    level_standings(BoardFilters(world.problem_set, 1))
     assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
     assert rescorer.rescore_pass().runs == 1
     assert RunScore.objects.get(run=world.run, level=1, with_excluded=False).s0_correct == 1
@@ -117,7 +118,7 @@ def test_without_a_rescorer_a_write_rescores_its_run_after_commit(world, setting
 def test_a_read_inside_a_transaction_leaves_its_own_marks(world):
     with transaction.atomic():
         world.kernel(world.problems[0], speedup=2.0)
-        level_standings(world.problem_set, 1)
+        level_standings(BoardFilters(world.problem_set, 1))
         assert DirtyRun.objects.filter(run_id=world.run.pk).exists()
         assert not RunScore.objects.filter(run=world.run).exists()
 

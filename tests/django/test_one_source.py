@@ -9,6 +9,7 @@ import json
 import pytest
 
 from leaderboard.reads import charts
+from leaderboard.reads.board.choices import BoardFilters
 from leaderboard.reads.board.rows import PUBLISHED, level_standings
 from leaderboard.reads.measured import measured_wording
 from tests.django.test_board_published import field, published_run  # noqa: F401 (the fixture)
@@ -29,7 +30,7 @@ def partly(field):  # noqa: F811 (the fixture imported above)
 
 
 def listed_row(problem_set, listed):
-    return next(row for row in level_standings(problem_set, 1) if row.run.pk == listed.pk)
+    return next(row for row in level_standings(BoardFilters(problem_set, 1)) if row.run.pk == listed.pk)
 
 
 def test_a_partly_measured_row_shows_published_figures_in_every_column(partly):
@@ -111,7 +112,7 @@ def test_a_board_without_published_figures_keeps_its_measured_columns(client):
     problem_set = make_set("Plain", levels=(1, 1))
     run = make_run(problem_set, [1.8, None])
     run_rescorer()
-    row = level_standings(problem_set, 1)[0]
+    row = level_standings(BoardFilters(problem_set, 1))[0]
     assert row.run.pk == run.pk and row.summary["correct_rate"] == pytest.approx(0.5)
     assert row.difference(1.0) is None and row.summary["pass_at_1"] == pytest.approx(0.5)
 

@@ -161,12 +161,13 @@ def test_the_api_leaderboard_filters_by_precision(client):
 
 
 def test_the_run_page_and_the_board_agree():
+    from leaderboard.reads.board.choices import BoardFilters  # deferred: only this test compares
     from leaderboard.reads.board.rows import live_level_standings  # deferred: only this test compares
 
     problem_set = make_set(levels=(1, 1, 1))
     run = make_run(problem_set, [2.0, None, 0.7])
     add_sample(run, problem_set.problems.get(number=2), 1, 1.4)
-    (row,) = live_level_standings(problem_set, 1)
+    (row,) = live_level_standings(BoardFilters(problem_set, 1))
     (score,) = reads.run_scores(run, reads.run_problems(run))
     assert score.fast_p["fast_1"] == row.summary["fast_1"] and score.correct_rate == row.summary["correct_rate"]
     assert score.best_of_n["fast_1"] == row.summary["best_fast_1"]

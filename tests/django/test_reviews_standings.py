@@ -3,6 +3,7 @@
 import pytest
 
 from leaderboard.models import LanguageModel
+from leaderboard.reads.board.choices import BoardFilters
 from leaderboard.reads.board.rows import fast_p_curves, level_standings
 from tests.django.reviews_factories import report, review, world_fixture  # noqa: F401  (fixtures)
 from tests.rescoring import rescored_standings, run_rescorer
@@ -107,6 +108,6 @@ def test_queries_stay_fixed_with_reviews(world, reviewer, django_assert_max_num_
             review(kernel, reviewer, "reward_hack" if n else "clean")
     run_rescorer()  # the re-scorer takes the runs written above
     with django_assert_max_num_queries(5):  # runs, their models and hardware, problem counts, scores
-        rows = level_standings(world.problem_set, 1)
+        rows = level_standings(BoardFilters(world.problem_set, 1))
         fast_p_curves(rows)
     assert sorted(row.excluded for row in rows) == [0, 0, 4, 4]

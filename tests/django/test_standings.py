@@ -1,6 +1,7 @@
 import pytest
 
 from leaderboard.models import Evaluation, Kernel, LanguageModel, Run
+from leaderboard.reads.board.choices import BoardFilters
 from leaderboard.reads.board.rows import fast_p_curves, level_standings
 from problems.models import Hardware, Problem, ProblemSet
 from tests.rescoring import rescored_standings, run_rescorer
@@ -104,6 +105,6 @@ def test_queries_do_not_grow_with_rows(setup, django_assert_max_num_queries):
             add_kernel(extra, problem, speedup=1.5)
     run_rescorer()  # the re-scorer takes the runs written above
     with django_assert_max_num_queries(5):  # runs, their models and hardware, problem counts, scores
-        rows = level_standings(problem_set, 1)
+        rows = level_standings(BoardFilters(problem_set, 1))
         curves = fast_p_curves(rows)
     assert len(rows) == 4 and len(curves) == 4

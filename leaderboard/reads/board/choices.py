@@ -1,45 +1,59 @@
-"""One level page's choices (`LevelBoard`): what params.py reads from a request and rows.py ranks
-by. A module of its own, so that neither of those two needs the other's types."""
+"""A board's choices: its filters (`BoardFilters`: which runs, scored how), and one level page's
+choices around them (`LevelBoard`: the sort, and what the filters are chosen from). What params.py
+reads from a request and rows.py and ranked.py rank by: a module of its own, so that neither of
+those needs the other's types."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from leaderboard.boards.scoring import RULE_SAMPLE0
 from problems.models import Hardware, ProblemSet
 
 
-@dataclass
-class LevelBoard:
-    """One level page's choices: the level, the picked p, the filters and the sort."""
+@dataclass(frozen=True)
+class BoardFilters:
+    """What selects a board's rows and scores them, the same for the level page, its downloads, the
+    API's leaderboard and the overview: passed whole from the request to the rows, so that each
+    layer reads the filters it needs and none spells them out again."""
 
-    level: str  # one of LEVEL_SLUGS
-    p: float | None
+    problem_set: ProblemSet | None  # None: no set exists yet (the board has no rows)
+    level: int | None = None  # None: all levels together
+    p: float | None = None  # the p the rows rank by; None: 1.0, KernelBench's headline
+    hardware: Hardware | None = None
+    setting: str | None = None
+    origin: str | None = None
+    precision: str | None = None  # fp32, fp16, bf16: part of a run's setting
+    include_excluded: bool = False  # the scores before reviewers' exclusions
+    rule: str = RULE_SAMPLE0  # best-of-n or KernelBench's sample-0 rule (scoring.RULES)
+
+
+@dataclass(frozen=True)
+class LevelBoard:
+    """One level page's choices: its filters, the sort, and what the filters are chosen from."""
+
+    filters: BoardFilters
     p_error: str
     problem_sets: list[ProblemSet]  # each with .level_counts and .total
-    problem_set: ProblemSet | None
     hardware_list: list[Hardware]
-    hardware: Hardware | None
-    setting: str | None
-    origin: str | None
-    precision: str | None  # fp32, fp16, bf16: part of a run's setting
-    include_excluded: bool  # ?exclusions=include: the scores before reviewers' exclusions
-    rule: str  # ?rule=best: best-of-n; KernelBench's sample-0 rule otherwise (scoring.RULES)
     sort: str
     descending: bool
 
     @property
-    def level_number(self) -> int | None:
-        return None if self.level == "all" else int(self.level)
+    def level(self) -> str:
+        """The level as its URL names it (one of params.LEVEL_SLUGS)."""
+        return "all" if self.filters.level is None else str(self.filters.level)
 
     @property
     def label(self) -> str:
-        return "all levels" if self.level_number is None else f"level {self.level_number}"
+        return "all levels" if self.filters.level is None else f"level {self.filters.level}"
 
     @property
     def n_problems(self) -> int:
         """The denominator of fast_p: the problems of the level in the set."""
-        if self.problem_set is None:
+        problem_set = self.filters.problem_set
+        if problem_set is None:
             return 0
-        if self.level_number is None:
-            return self.problem_set.total
-        return self.problem_set.level_counts[self.level_number]
+        if self.filters.level is None:
+            return problem_set.total
+        return problem_set.level_counts[self.filters.level]

@@ -15,6 +15,7 @@ through this package (docs/architecture.md, "How a board is assembled").
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 
 from django.conf import settings
@@ -36,17 +37,20 @@ def level_board(request: HttpRequest, level: str) -> HttpResponse:
     board = params.read_level_board(level, request.GET)
     if params.use_query(request, params.level_board_query(request, board)):
         board = params.read_level_board(level, request.GET)  # as the cache key has it
-    return served.cached_board(request, board.problem_set, lambda nobody, as_of: _build(nobody, board, as_of))
+    return served.cached_board(request, board.filters.problem_set, functools.partial(_build, board))
 
 
-def _build(request: HttpRequest, board: params.LevelBoard, as_of: datetime) -> HttpResponse:
-    ranked_rows = ranked.board_rows_ranked(board)  # the database ranks it where it can: one page made
-    page = Paginator(ranked_rows, params.PER_PAGE).get_page(request.GET.get("page"))
+def _build(board: params.LevelBoard, request: HttpRequest, as_of: datetime) -> HttpResponse:
+    """The board's page or download, built for `request` (served builds it for nobody, and again
+    off the request path when it goes stale: so it is handed the build, bound to its board)."""
+    filters = board.filters
+    standings = ranked.board_rows_ranked(board)  # the database ranks it where it can: one page made
+    page = Paginator(standings, params.PER_PAGE).get_page(request.GET.get("page"))
     shown = list(page.object_list)
-    attach_repeats(shown, board.level_number)
-    columns = board_columns.columns_for(board.p)
+    attach_repeats(shown, filters.level)
+    columns = board_columns.columns_for(filters.p)
     table = board_columns.table_rows(shown, columns, first_rank=page.start_index() or 1)
-    set_name = board.problem_set.name if board.problem_set else ""
+    set_name = filters.problem_set.name if filters.problem_set else ""
     export = request.GET.get("export")
     if export == "csv":
         response = HttpResponse(
@@ -55,16 +59,16 @@ def _build(request: HttpRequest, board: params.LevelBoard, as_of: datetime) -> H
         response["Content-Disposition"] = f'attachment; filename="kernelbench-level-{board.level}.csv"'
         return response
     if export == "json":
-        body = board_columns.to_json(table, columns, board.label, set_name, board.p)
-        extra = {"include_excluded": board.include_excluded, "rule": board.rule, "as_of": as_of.isoformat()}
+        body = board_columns.to_json(table, columns, board.label, set_name, filters.p)
+        extra = {"include_excluded": filters.include_excluded, "rule": filters.rule, "as_of": as_of.isoformat()}
         return JsonResponse(body | extra)
     context = _context(request, board, as_of) | {
         "columns": columns,
         "table": table,
         "page": page,
-        "leaders": ranked.board_leaders(ranked_rows, board.p or params.DEFAULT_PICKED_P),
-        "any_published": ranked.any_published(ranked_rows),
-        "charts": {"fast_p": charts.fast_p_chart(shown, board.p)},
+        "leaders": standings.leaders(filters.p or params.DEFAULT_PICKED_P),
+        "any_published": standings.any_published,
+        "charts": {"fast_p": charts.fast_p_chart(shown, filters.p)},
     }
     return render(request, "leaderboard/level_board.html", context)
 
@@ -79,31 +83,32 @@ def attach_repeats(shown: list[rows.StandingRow], level: int | None) -> None:
 
 def _context(request: HttpRequest, board: params.LevelBoard, as_of: datetime) -> dict:
     """The page's choices, as its form and links show them."""
+    filters = board.filters
     return {
         "level": board.level,
-        "level_number": board.level_number,
+        "level_number": filters.level,
         "level_label": board.label,
         "levels": LEVELS,
-        "p": board.p,
-        "p_key": fast_p_key(board.p or params.DEFAULT_PICKED_P),
+        "p": filters.p,
+        "p_key": fast_p_key(filters.p or params.DEFAULT_PICKED_P),
         "p_text": request.GET.get("p", "") if not board.p_error else "",
         "p_error": board.p_error,
         "problem_sets": board.problem_sets,
-        "problem_set": board.problem_set,
+        "problem_set": filters.problem_set,
         "hardware_list": board.hardware_list,
-        "hardware": board.hardware,
+        "hardware": filters.hardware,
         "settings": params.run_settings(),
-        "setting": board.setting or "",
+        "setting": filters.setting or "",
         "origins": Origin.choices,
-        "origin": board.origin or "",
+        "origin": filters.origin or "",
         "precisions": Precision.values,
-        "precision": board.precision or "",
+        "precision": filters.precision or "",
         "sort": board.sort,
         "descending": board.descending,
         "n_problems": board.n_problems,
-        "include_excluded": board.include_excluded,
-        "rule": board.rule,
-        "rule_label": RULES[board.rule],
+        "include_excluded": filters.include_excluded,
+        "rule": filters.rule,
+        "rule_label": RULES[filters.rule],
         "rule_best": RULE_BEST,
         "as_of": as_of,
         "board_freshness": settings.BOARD_FRESHNESS_SECONDS,
@@ -114,17 +119,17 @@ def level_grid(request: HttpRequest, level: int) -> HttpResponse:
     """The level's grid of problems x best kernels (leaderboard.reads.board.grid), for ?set=."""
     board = params.read_level_board(str(level), request.GET)
     params.use_query(request, params.grid_query(request, board))
-    return served.cached_board(request, board.problem_set, lambda nobody, as_of: _grid(nobody, board, level, as_of))
+    return served.cached_board(request, board.filters.problem_set, functools.partial(_grid, board, level))
 
 
-def _grid(request: HttpRequest, board: params.LevelBoard, level: int, as_of: datetime) -> HttpResponse:
-    cells = grid.level_grid(board.problem_set, level)
+def _grid(board: params.LevelBoard, level: int, request: HttpRequest, as_of: datetime) -> HttpResponse:
+    cells = grid.level_grid(board.filters.problem_set, level)
     context = {
         "level": str(level),
         "level_number": level,
         "levels": LEVELS,
         "problem_sets": board.problem_sets,
-        "problem_set": board.problem_set,
+        "problem_set": board.filters.problem_set,
         "grid": cells,
         "repeats": repeats.repeats_of([cell.kernel_id for row in cells for cell in row.cells]),
         "grid_kernels": grid.GRID_KERNELS,

@@ -1,5 +1,5 @@
-"""A board request's parameters: the visitor's choices read from the query string (`LevelBoard`,
-leaderboard/reads/board/choices.py),
+"""A board request's parameters: the visitor's choices read from the query string (`LevelBoard`
+around its filters, `BoardFilters`: leaderboard/reads/board/choices.py),
 and the one spelling of them the board is cached under.
 
 Boards are cached per URL (leaderboard.reads.board.served keys by the request's full path), so a
@@ -16,7 +16,7 @@ leaderboard/reads/board/featured.py, hardware, settings), read once per request.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from django.http import HttpRequest, QueryDict
 
@@ -24,7 +24,7 @@ from evaluation.metrics import fast_p_key
 from leaderboard.boards.scoring import RULE_SAMPLE0, RULES
 from leaderboard.models import Origin, Precision, Run
 from leaderboard.reads.board import catalogue
-from leaderboard.reads.board.choices import LevelBoard
+from leaderboard.reads.board.choices import BoardFilters, LevelBoard
 from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.rows import SORT_KEYS, count_rows, standard_ps
 from problems.models import LEVELS, Hardware, ProblemSet, named_by
@@ -58,19 +58,22 @@ def read_level_board(level: str, params: QueryDict) -> LevelBoard:
     if problem_set is None:
         featured = featured_problem_set()
         problem_set = next((s for s in problem_sets if featured and s.pk == featured.pk), None)
-    return LevelBoard(
-        level=level,
-        p=p,
-        p_error=p_error,
-        problem_sets=problem_sets,
+    filters = BoardFilters(
         problem_set=problem_set,
-        hardware_list=hardware_choices,
+        level=None if level == "all" else int(level),
+        p=p,
         hardware=named_by(hardware_choices, params.get("hardware", ""), Hardware.SLUG_LENGTH),
         setting=params.get("setting") or None,
         origin=params.get("origin") if params.get("origin") in Origin.values else None,
         precision=params.get("precision") if params.get("precision") in Precision.values else None,
         include_excluded=params.get("exclusions") == "include",
         rule=params.get("rule") if params.get("rule") in RULES else RULE_SAMPLE0,
+    )
+    return LevelBoard(
+        filters=filters,
+        p_error=p_error,
+        problem_sets=problem_sets,
+        hardware_list=hardware_choices,
         # Ranked by the picked p's fast_p (the headline column) unless the visitor sorts by another.
         sort=params.get("sort") or fast_p_key(DEFAULT_PICKED_P if p is None else p),
         descending=params.get("dir", "desc") != "asc",
@@ -154,24 +157,20 @@ def canonical_sort(sort: str, p: float | None) -> str | None:
     return sort if sort in SORT_KEYS or sort in fast_p else UNSORTED
 
 
-def canonical_page(text: str | None, per_page: int, n_rows: Callable[[], int]) -> str | None:
-    """A page number the board has (one past its last is its last), spelled as an integer; nothing
-    for the first page or a text that is no whole number. `n_rows` (a count query) is asked only
-    for a page past the first. So `?page=01`, `?page=99999` and a new number each time make no new
-    cache entry: a stream of new keys would take the one rebuild slot from the boards people read."""
+def canonical_page(text: str | None, per_page: int, filters: BoardFilters) -> str | None:
+    """A page number the board of `filters` has (one past its last is its last), spelled as an
+    integer; nothing for the first page or a text that is no whole number. The board's rows are
+    counted (one query) only for a page past the first. So `?page=01`, `?page=99999` and a new
+    number each time make no new cache entry: a stream of new keys would take the one rebuild slot
+    from the boards people read."""
     try:
         page = int((text or "").strip())
     except ValueError:
         return None
     if page <= 1:
         return None
-    page = min(page, max(1, math.ceil(n_rows() / per_page)))
+    page = min(page, max(1, math.ceil(count_rows(filters) / per_page)))
     return None if page == 1 else str(page)
-
-
-def _count_rows(board: LevelBoard) -> int:
-    filters = {"hardware": board.hardware, "setting": board.setting, "origin": board.origin}
-    return count_rows(board.problem_set, board.level_number, precision=board.precision, **filters)
 
 
 def level_board_query(request: HttpRequest, board: LevelBoard) -> QueryDict:
@@ -181,18 +180,19 @@ def level_board_query(request: HttpRequest, board: LevelBoard) -> QueryDict:
     raw = read_only(request, ("set", "setting", "sort", "page", "export"))
     named_set = named_by(board.problem_sets, raw.get("set", ""), ProblemSet.SLUG_LENGTH)
     setting = raw.get("setting")
+    filters = board.filters
     chosen = {
         "set": named_set.slug if named_set else None,
-        "hardware": board.hardware.slug if board.hardware else None,
+        "hardware": filters.hardware.slug if filters.hardware else None,
         "setting": setting if setting is None or setting in run_settings() else NO_SUCH_SETTING,
-        "origin": board.origin,
-        "precision": board.precision,
-        "exclusions": "include" if board.include_excluded else None,
-        "rule": None if board.rule == RULE_SAMPLE0 else board.rule,
-        "sort": canonical_sort(raw.get("sort", ""), board.p),
+        "origin": filters.origin,
+        "precision": filters.precision,
+        "exclusions": "include" if filters.include_excluded else None,
+        "rule": None if filters.rule == RULE_SAMPLE0 else filters.rule,
+        "sort": canonical_sort(raw.get("sort", ""), filters.p),
         "dir": None if board.descending else "asc",
         "p": canonical_p(request.GET.get("p")),
-        "page": canonical_page(raw.get("page"), PER_PAGE, lambda: _count_rows(board)),
+        "page": canonical_page(raw.get("page"), PER_PAGE, filters),
         "export": raw.get("export") if raw.get("export") in ("csv", "json") else None,
     }
     query = QueryDict(mutable=True)

@@ -17,7 +17,6 @@ empty score, as `level_standings` gives it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from django.db.models import Case, Count, F, FilteredRelation, Q, Sum, When
 from django.db.models.functions import Coalesce
@@ -25,14 +24,11 @@ from django.db.models.functions import Coalesce
 from evaluation.metrics import fast_p_key
 from leaderboard.boards import scoring
 from leaderboard.boards import stored as board_stored
-from leaderboard.boards.scoring import RULE_BEST, RULE_SAMPLE0, STANDARD_PS
+from leaderboard.boards.scoring import RULE_BEST, STANDARD_PS
 from leaderboard.models import RunQuerySet
 from leaderboard.reads.board import rows as board_rows
-from leaderboard.reads.board.rows import Leaders, StandingRow
-from problems.models import Hardware, ProblemSet
-
-if TYPE_CHECKING:
-    from leaderboard.reads.board.choices import LevelBoard
+from leaderboard.reads.board.choices import BoardFilters, LevelBoard
+from leaderboard.reads.board.rows import Leaders, ListedRows, StandingRow, Standings
 
 SCORE = "level_score"  # the alias of the run's stored row on the board's level
 # A row ranked by its published figures: it has some, and not every kernel is measured here.
@@ -53,25 +49,24 @@ def _ranked(published: str, measured: str) -> Coalesce:
     return Coalesce(Case(When(PUBLISHED_RANKED, then=F(f"{SCORE}__{published}")), default=F(f"{SCORE}__{measured}")), 0)
 
 
-class RankedRows:
+class RankedRows(Standings):
     """The rows of a board in rank order, as a sequence whose slices are read from the database
     (a Paginator's object list; the API slices it): `len` is one count, a slice one ranked query of
     its rows (and the row above it, for its tie) and the reads that make them."""
 
-    def __init__(
-        self, problem_set: ProblemSet, level: int | None, runs: RunQuerySet, n_problems: int, p: float, *,
-        rule: str, include_excluded: bool,
-    ) -> None:  # fmt: skip
-        self.problem_set, self.level, self.runs, self.n_problems, self.p = problem_set, level, runs, n_problems, p
-        self.rule, self.include_excluded = rule, include_excluded
-        self.tally = "best" if rule == RULE_BEST else "s0"
+    def __init__(self, filters: BoardFilters, runs: RunQuerySet, n_problems: int) -> None:
+        self.filters, self.runs, self.n_problems = filters, runs, n_problems
+        self.p = 1.0 if filters.p is None else filters.p
+        self.tally = "best" if filters.rule == RULE_BEST else "s0"
+        level = filters.level
         on_level = Q(scores__level=board_stored.ALL_LEVELS if level is None else level)
+        with_excluded = Q(scores__with_excluded=filters.include_excluded)
         self.scored = runs.select_related(None).annotate(
-            **{SCORE: FilteredRelation("scores", condition=on_level & Q(scores__with_excluded=include_excluded))}
+            **{SCORE: FilteredRelation("scores", condition=on_level & with_excluded)}
         )
         above = board_stored.above_column
         self.ranking = self.scored.annotate(
-            rank_count=_ranked(above("pub", p), above(self.tally, p)),
+            rank_count=_ranked(above("pub", self.p), above(self.tally, self.p)),
             rank_correct=_ranked("pub_count", f"{self.tally}_correct"),
         ).order_by("-rank_count", "-rank_correct", "pk")
         self._count: int | None = None
@@ -108,15 +103,15 @@ class RankedRows:
         """The rows of these runs, in this order, made as `level_standings` makes them."""
         if not run_ids:
             return []
-        scores = board_stored.stored_scores(
-            self.problem_set, self.runs.filter(pk__in=run_ids), self.level, self.include_excluded
-        )
+        level, include_excluded = self.filters.level, self.filters.include_excluded
+        runs = self.runs.filter(pk__in=run_ids)
+        scores = board_stored.stored_scores(self.filters.problem_set, runs, level, include_excluded)
         by_run = {
-            run.pk: board_rows.make_row(run, self.level, score, self.n_problems, self.p, self.rule)
+            run.pk: board_rows.make_row(run, level, score, self.n_problems, self.p, self.filters.rule)
             for run, score in scores
         }
         made = [by_run[pk] for pk in run_ids if pk in by_run]
-        board_rows.attach_compared_entries(made, self.level, self.include_excluded)
+        board_rows.attach_compared_entries(made, level, include_excluded)
         return made
 
     def leaders(self, p: float) -> Leaders:
@@ -168,57 +163,22 @@ class RankedRows:
         return subset
 
 
-def ranked_standings(
-    problem_set: ProblemSet,
-    level: int | None,
-    *,
-    p: float | None = None,
-    hardware: Hardware | None = None,
-    setting: str | None = None,
-    origin: str | None = None,
-    include_excluded: bool = False,
-    rule: str = RULE_SAMPLE0,
-    precision: str | None = None,
-    runs: RunQuerySet | None = None,
-) -> RankedRows | list[StandingRow]:
+def ranked_standings(filters: BoardFilters, *, runs: RunQuerySet | None = None) -> Standings:
     """`rows.level_standings`, ranked by the database where a stored column holds the figure it
     ranks by (a standard p), else in Python (`level_standings` itself). `runs`: the runs to rank,
     when not those the filters name."""
-    rank_p = 1.0 if p is None else p
-    n_problems = board_rows.level_denominator(problem_set, level)
-    filters = {"hardware": hardware, "setting": setting, "origin": origin, "precision": precision}
+    rank_p = 1.0 if filters.p is None else filters.p
+    n_problems = board_rows.level_denominator(filters.problem_set, filters.level)
     if rank_p not in STANDARD_PS or n_problems == 0:
-        listed = {"p": p, "include_excluded": include_excluded, "rule": rule, **filters}
-        return board_rows.level_standings(problem_set, level, **listed)
-    if runs is None:
-        runs = board_rows.board_runs(problem_set, **filters)
-    return RankedRows(problem_set, level, runs, n_problems, rank_p, rule=rule, include_excluded=include_excluded)
+        return ListedRows(board_rows.level_standings(filters, runs=runs))
+    return RankedRows(filters, board_rows.board_runs(filters) if runs is None else runs, n_problems)
 
 
-def board_rows_ranked(board: LevelBoard) -> RankedRows | list[StandingRow]:
+def board_rows_ranked(board: LevelBoard) -> Standings:
     """A level page's rows (`rows.board_rows`): ranked by the database when the board is in its own
     order (sorted by the picked p's fast_p, best first), else sorted in Python."""
-    own_order = board.sort == fast_p_key(board.p if board.p is not None else 1.0) and board.descending
-    if board.problem_set is None or not own_order or board.p not in STANDARD_PS:
-        return board_rows.board_rows(board)
-    return ranked_standings(
-        board.problem_set,
-        board.level_number,
-        p=board.p,
-        hardware=board.hardware,
-        setting=board.setting,
-        origin=board.origin,
-        include_excluded=board.include_excluded,
-        precision=board.precision,
-        rule=board.rule,
-    )
-
-
-def board_leaders(ranked: RankedRows | list[StandingRow], p: float) -> Leaders:
-    return ranked.leaders(p) if isinstance(ranked, RankedRows) else board_rows.leaders(ranked, p)
-
-
-def any_published(ranked: RankedRows | list[StandingRow]) -> bool:
-    if isinstance(ranked, RankedRows):
-        return ranked.any_published
-    return any(row.has_published for row in ranked)
+    p = board.filters.p
+    own_order = board.sort == fast_p_key(p if p is not None else 1.0) and board.descending
+    if not own_order or p not in STANDARD_PS:
+        return ListedRows(board_rows.board_rows(board))
+    return ranked_standings(board.filters)

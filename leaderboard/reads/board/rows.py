@@ -10,6 +10,10 @@ Two sources give the same rows (the equivalence test holds them to it):
 - `live_level_standings` computes the same rows on the fly from kernels, their latest evaluations
   and their reviews: the reference implementation, used by tests and `rebuild_boards --verify`.
 
+Both take the board's filters whole (`choices.BoardFilters`). A board's rows, made here or ranked
+by the database (leaderboard.reads.board.ranked), are a `Standings`: a sequence of rows in rank
+order with the board's leaders, read the same way whichever ranked them.
+
 Which figure a row ranks by (`StandingRow.ranked_by`): a row with published figures (a run from a
 published leaderboard) whose kernels are not all measured here yet ranks by its published fast_p,
 labelled "published, <its GPU>": its measured 0% would only mean "not measured yet". Once every
@@ -26,23 +30,31 @@ its flagged, unreviewed (in the review queue) and excluded kernels.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from evaluation.metrics import fast_p_curve
 from leaderboard.boards import scoring
 from leaderboard.boards import stored as board_stored
 from leaderboard.boards.scoring import RULE_SAMPLE0, STANDARD_PS, KernelFacts, LevelScore
 from leaderboard.models import Kernel, Run, RunQuerySet, RunScore
+from leaderboard.reads.board.choices import BoardFilters, LevelBoard
 from leaderboard.reads.repeats import RowRepeats
-from problems.models import Hardware, ProblemSet
+from problems.models import ProblemSet
 
-if TYPE_CHECKING:
-    from leaderboard.reads.board.choices import LevelBoard
-
-__all__ = ["STANDARD_PS", "StandingRow", "fast_p_curves", "level_standings", "live_level_standings", "standard_ps"]
+__all__ = [
+    "STANDARD_PS",
+    "ListedRows",
+    "StandingRow",
+    "Standings",
+    "fast_p_curves",
+    "level_standings",
+    "live_level_standings",
+    "standard_ps",
+]
 
 MEASURED = "measured"
 PUBLISHED = "published"
@@ -147,6 +159,12 @@ class StandingRow:
         return PUBLISHED if self.has_published and not self.verified else MEASURED
 
     @property
+    def measured_ranked(self) -> bool:
+        """Ranked by what was measured here, with kernels measured here: a row that may lead the
+        measured source (`leaders`) and that the overview's chart draws."""
+        return self.ranked_by == MEASURED and self.measured_kernels > 0
+
+    @property
     def ranked_tally(self) -> scoring.Tally:
         return self.score.published if self.ranked_by == PUBLISHED else self.tally
 
@@ -186,24 +204,22 @@ def standard_ps(p: float | None) -> tuple[float, ...]:
     return STANDARD_PS if p is None or p in STANDARD_PS else (*STANDARD_PS, p)
 
 
-def board_runs(
-    problem_set: ProblemSet,
-    hardware: Hardware | None = None,
-    setting: str | None = None,
-    origin: str | None = None,
-    precision: str | None = None,
-) -> RunQuerySet:
-    runs = Run.objects.for_leaderboard(problem_set, hardware)
-    if setting:
-        runs = runs.filter(setting=setting)
-    if precision:  # part of a run's setting: fp32, fp16, bf16
-        runs = runs.filter(precision=precision)
-    if origin:
-        runs = runs.filter(origin=origin)
+def board_runs(filters: BoardFilters) -> RunQuerySet:
+    """The runs the filters name: the board's rows, one per run."""
+    runs = Run.objects.for_leaderboard(filters.problem_set, filters.hardware)
+    if filters.setting:
+        runs = runs.filter(setting=filters.setting)
+    if filters.precision:  # part of a run's setting: fp32, fp16, bf16
+        runs = runs.filter(precision=filters.precision)
+    if filters.origin:
+        runs = runs.filter(origin=filters.origin)
     return runs
 
 
-def level_denominator(problem_set: ProblemSet, level: int | None) -> int:
+def level_denominator(problem_set: ProblemSet | None, level: int | None) -> int:
+    """The problems of the level in the set (0 without a set: a board with no rows)."""
+    if problem_set is None:
+        return 0
     counts = problem_set.problem_counts()
     return sum(counts.values()) if level is None else counts.get(level, 0)
 
@@ -232,28 +248,18 @@ def annotate_intervals(rows: list[StandingRow], p: float) -> None:
         row.tied = tied
 
 
-def level_standings(
-    problem_set: ProblemSet,
-    level: int | None,
-    *,
-    p: float | None = None,
-    hardware: Hardware | None = None,
-    setting: str | None = None,
-    origin: str | None = None,
-    include_excluded: bool = False,
-    rule: str = RULE_SAMPLE0,
-    precision: str | None = None,
-) -> list[StandingRow]:
-    """One row per run of `problem_set` (filtered), scored on `level` (None = all levels), read
-    from the stored read model. The denominator is every problem of the level in the set."""
-    runs = board_runs(problem_set, hardware, setting, origin, precision)
-    n_problems = level_denominator(problem_set, level)
+def level_standings(filters: BoardFilters, *, runs: RunQuerySet | None = None) -> list[StandingRow]:
+    """One row per run the filters name (`runs`: the runs to rank, when not those), scored on the
+    filters' level (None = all levels), read from the stored read model. The denominator is every
+    problem of the level in the set."""
+    n_problems = level_denominator(filters.problem_set, filters.level)
     if n_problems == 0:
         return []
-    scores = board_stored.stored_scores(problem_set, runs, level, include_excluded)
-    rows = [make_row(run, level, score, n_problems, p, rule) for run, score in scores]
-    attach_compared_entries(rows, level, include_excluded)
-    return rank_rows(rows, p)
+    runs = board_runs(filters) if runs is None else runs
+    scores = board_stored.stored_scores(filters.problem_set, runs, filters.level, filters.include_excluded)
+    rows = [make_row(run, filters.level, score, n_problems, filters.p, filters.rule) for run, score in scores]
+    attach_compared_entries(rows, filters.level, filters.include_excluded)
+    return rank_rows(rows, filters.p)
 
 
 def attach_compared_entries(rows: list[StandingRow], level: int | None, include_excluded: bool) -> None:
@@ -272,58 +278,27 @@ def attach_compared_entries(rows: list[StandingRow], level: int | None, include_
 def board_rows(board: LevelBoard) -> list[StandingRow]:
     """A level page's rows: the runs' standings with the board's filters, sorted (a stable sort:
     ties keep the standings' order)."""
-    rows: list[StandingRow] = []
-    if board.problem_set is not None:
-        rows = level_standings(
-            board.problem_set,
-            board.level_number,
-            p=board.p,
-            hardware=board.hardware,
-            setting=board.setting,
-            origin=board.origin,
-            include_excluded=board.include_excluded,
-            precision=board.precision,
-            rule=board.rule,
-        )
-    return sort_rows(rows, board.sort, board.descending, interval_p=board.p)
+    return sort_rows(level_standings(board.filters), board.sort, board.descending, interval_p=board.filters.p)
 
 
-def count_rows(
-    problem_set: ProblemSet | None,
-    level: int | None,
-    *,
-    hardware: Hardware | None = None,
-    setting: str | None = None,
-    origin: str | None = None,
-    precision: str | None = None,
-) -> int:
+def count_rows(filters: BoardFilters) -> int:
     """How many rows level_standings gives (one per run that passes the filters), in one count query."""
-    if problem_set is None or level_denominator(problem_set, level) == 0:
+    if level_denominator(filters.problem_set, filters.level) == 0:
         return 0
-    return board_runs(problem_set, hardware, setting, origin, precision).count()
+    return board_runs(filters).count()
 
 
 # ---------------------------------------------------------------------------------------------
 # the reference: computed on the fly from kernels, evaluations and reviews
 
 
-def live_level_standings(
-    problem_set: ProblemSet,
-    level: int | None,
-    *,
-    p: float | None = None,
-    hardware: Hardware | None = None,
-    setting: str | None = None,
-    origin: str | None = None,
-    include_excluded: bool = False,
-    rule: str = RULE_SAMPLE0,
-    precision: str | None = None,
-) -> list[StandingRow]:
+def live_level_standings(filters: BoardFilters) -> list[StandingRow]:
     """`level_standings`, computed from kernels and reviews on every call (the reference)."""
-    runs = list(board_runs(problem_set, hardware, setting, origin, precision))
-    n_problems = level_denominator(problem_set, level)
+    n_problems = level_denominator(filters.problem_set, filters.level)
     if n_problems == 0:
         return []
+    runs = list(board_runs(filters))
+    level, include_excluded = filters.level, filters.include_excluded
     kernels = Kernel.objects.filter(run__in=runs)
     if level is not None:
         kernels = kernels.filter(problem__level=level)
@@ -331,9 +306,10 @@ def live_level_standings(
     for row in board_stored.kernel_rows(kernels) if runs else ():
         facts[row.run_id][row.level].append(row.facts)
     rows = [
-        make_row(run, level, _live_score(facts[run.pk], level, include_excluded), n_problems, p, rule) for run in runs
+        make_row(run, level, _live_score(facts[run.pk], level, include_excluded), n_problems, filters.p, filters.rule)
+        for run in runs
     ]
-    return rank_rows(rows, p)
+    return rank_rows(rows, filters.p)
 
 
 def _live_score(by_level: dict[int, list[KernelFacts]], level: int | None, include_excluded: bool) -> LevelScore:
@@ -441,7 +417,7 @@ class Leaders:
 
 
 def leaders(rows: list[StandingRow], p: float) -> Leaders:
-    measured = [row for row in rows if row.ranked_by == MEASURED and row.measured_kernels]
+    measured = [row for row in rows if row.measured_ranked]
     published = [row for row in rows if row.has_published]
     partly = [row for row in rows if row.measured_kernels and not row.verified]
     return Leaders(
@@ -453,3 +429,52 @@ def leaders(rows: list[StandingRow], p: float) -> Leaders:
         sum(row.measured_kernels for row in partly),
         sum(row.score.kernels for row in partly),
     )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# a board's rows, however they are held
+
+
+class Standings(Sequence[StandingRow]):
+    """A board's rows in rank order, with its leaders: every row made and ranked in Python
+    (`ListedRows`), or ranked by the database and made a slice at a time (`ranked.RankedRows`).
+    Pages, downloads, the API and the overview read either the same way; a slice is a list."""
+
+    @abstractmethod
+    def leaders(self, p: float) -> Leaders:
+        """`leaders` over every row of the board."""
+
+    @property
+    @abstractmethod
+    def any_published(self) -> bool:
+        """Whether any row of the board has published figures."""
+
+    @abstractmethod
+    def measured_rows(self) -> Standings:
+        """The rows ranked by what was measured here, with kernels measured here (`leaders`' own)."""
+
+
+class ListedRows(Standings):
+    """A board's rows, every one made (`level_standings`, or `board_rows` in a column's order)."""
+
+    def __init__(self, rows: list[StandingRow]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[StandingRow]:
+        return iter(self.rows)
+
+    def __getitem__(self, index):
+        return self.rows[index]
+
+    def leaders(self, p: float) -> Leaders:
+        return leaders(self.rows, p)
+
+    @property
+    def any_published(self) -> bool:
+        return any(row.has_published for row in self.rows)
+
+    def measured_rows(self) -> ListedRows:
+        return ListedRows([row for row in self.rows if row.measured_ranked])
