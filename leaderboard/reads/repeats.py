@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, F, Window
+from django.db.models import Count, F, Q, Window
 from django.db.models.functions import RowNumber
 
 from evaluation.stats import AGREE_WITHIN, interval_covers, speedup_gap, speedups_agree, speedups_within
@@ -196,11 +196,15 @@ class RowRepeats:
 
 
 def repeats_of(kernels: Iterable[int] | Iterable[Kernel]) -> dict[int, list[Repeat]]:
-    """{kernel id: one Repeat per hardware it was measured on here}, for `kernels` (ids, kernels or
-    a Kernel queryset), in one query. Kernels never measured here are left out."""
+    """{kernel id: one Repeat per hardware it was measured on here}, for `kernels` (ids or kernels),
+    in one query. Kernels never measured here are left out."""
+    return _repeats(Q(kernel__in=kernels))
+
+
+def _repeats(which: Q) -> dict[int, list[Repeat]]:
     partition = [F("kernel_id"), F("hardware_id")]
     evaluations = (
-        Evaluation.objects.filter(kernel__in=kernels, origin=Origin.MEASURED, state=Evaluation.State.DONE)
+        Evaluation.objects.filter(which, origin=Origin.MEASURED, state=Evaluation.State.DONE)
         .annotate(
             place=Window(
                 RowNumber(), partition_by=partition, order_by=[F("finished_at").desc(nulls_last=True), F("pk").desc()]
@@ -234,12 +238,15 @@ def row_repeats(runs: Iterable[Run], level: int | None) -> dict[int, RowRepeats]
     hardware_of = {run.pk: run.hardware_id for run in runs}
     if not hardware_of:
         return {}
-    kernels = Kernel.objects.filter(run_id__in=list(hardware_of))
+    # A join, not `kernel IN (subquery)`: with the statistics out of date (rows just loaded into
+    # tables the planner still took for empty) the subquery was planned as nested full scans that
+    # ran for minutes on a few hundred rows; the join is looked up by index whatever the estimates.
+    which = Q(kernel__run_id__in=list(hardware_of))
     if level is not None:
-        kernels = kernels.filter(problem__level=level)
+        which &= Q(kernel__problem__level=level)
     twice: dict[int, int] = defaultdict(int)
     agree: dict[int, int] = defaultdict(int)
-    for repeats in repeats_of(kernels.values("pk")).values():
+    for repeats in _repeats(which).values():
         for repeat in repeats:
             if repeat.twice and repeat.hardware_id == hardware_of[repeat.run_id]:
                 twice[repeat.run_id] += 1

@@ -44,6 +44,12 @@ def browser(django_db_setup):
         browser.close()
 
 
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if "shared_site" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.django_db)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Playwright's sync API keeps an asyncio loop running in this thread, and Django's ORM refuses
@@ -64,14 +70,54 @@ def pytest_runtest_protocol(item, nextitem):
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
-@pytest.fixture
-def site(browser, transactional_db, live_server, settings):
-    """The live server's base URL, with the demo data in its database."""
+def seed_and_analyze() -> None:
+    """The demo data, with PostgreSQL's statistics brought up to date as autovacuum would on a live
+    site. Here the tables were emptied by TRUNCATE (a test's flush), which records them as empty, so
+    until an ANALYZE the planner nests loops over what it thinks are single rows: one board query then
+    ran for more than 17 minutes on the seeded few hundred rows, and the next flush waited for it."""
+    from django.db import connection
+
     from leaderboard.demo import seed_demo
 
-    settings.STORAGES = PLAIN_STORAGES
     seed_demo()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+
+
+@pytest.fixture
+def site(browser, transactional_db, live_server, settings):
+    """The live server's base URL, with the demo data in its database, for a test that writes: seeded
+    for it alone, and the database emptied after it."""
+    settings.STORAGES = PLAIN_STORAGES
+    seed_and_analyze()
     return live_server.url
+
+
+@pytest.fixture(scope="module")
+def shared_site(browser, django_db_setup, django_db_blocker):
+    """A live server's base URL with the demo data seeded once for a module whose tests only read
+    (seeding takes 5-10 s; most browser tests only look). It is its own server, not pytest-django's
+    `live_server`, whose every user is given a transactional database that is emptied after each
+    test; this one is emptied once, when the module ends, as `site`'s is after its test. A test that
+    writes uses `site`, in a module of its own: its emptying would take the shared data with it.
+    Its tests are marked `django_db` (pytest_collection_modifyitems): each runs in a transaction
+    rolled back after it, which also makes pytest-django create the test database for a module of
+    them alone."""
+    from django.core.management import call_command
+    from django.test.utils import override_settings
+    from pytest_django.live_server_helper import LiveServer
+
+    with django_db_blocker.unblock(), override_settings(STORAGES=PLAIN_STORAGES):
+        seed_and_analyze()
+        server = LiveServer("localhost")
+        server._live_server_modified_settings.enable()
+        try:
+            yield server.url
+        finally:
+            server._live_server_modified_settings.disable()
+            server.stop()
+            call_command("flush", interactive=False, verbosity=0)
 
 
 def _new_page(browser, *, charts: bool, **options):

@@ -16,7 +16,7 @@ document.addEventListener('securitypolicyviolation',
 """
 
 
-def test_every_page_draws_its_chart_under_the_production_policy(site, page, settings):
+def test_every_page_draws_its_chart_under_the_production_policy(shared_site, page, settings):
     settings.CONTENT_SECURITY_POLICY = PRODUCTION_POLICY
     page.add_init_script(RECORD_VIOLATIONS)
     console = []
@@ -25,18 +25,18 @@ def test_every_page_draws_its_chart_under_the_production_policy(site, page, sett
     )
     urls = demo_urls()
     for name, _table, chart in PAGE_TYPES:
-        response = page.goto(site + urls[name])
+        response = page.goto(shared_site + urls[name])
         assert response.headers["content-security-policy"] == PRODUCTION_POLICY, name
         assert chart_points(page, chart) >= 1, name
         assert page.evaluate("window.cspViolations") == [], name
     assert console == []
 
 
-def test_the_policy_blocks_an_inline_script(site, page, settings):
+def test_the_policy_blocks_an_inline_script(shared_site, page, settings):
     # The check above can fail: an inline script is what the policy forbids, and the browser reports it.
     settings.CONTENT_SECURITY_POLICY = PRODUCTION_POLICY
     page.add_init_script(RECORD_VIOLATIONS)
-    page.goto(site + "/")
+    page.goto(shared_site + "/")
     page.evaluate(
         "document.body.appendChild(Object.assign(document.createElement('script'), {textContent: 'window.ran = 1'}))"
     )

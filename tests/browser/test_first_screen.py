@@ -36,22 +36,22 @@ def assert_on_first_screen(page, selector: str) -> None:
     assert 0 <= box["y"] and box["y"] + min(box["height"], 120) <= HEIGHT, (selector, box)
 
 
-def test_the_overview_answer_cards_start_on_the_first_screen(site, screen):
-    screen.goto(site + "/")
+def test_the_overview_answer_cards_start_on_the_first_screen(shared_site, screen):
+    screen.goto(shared_site + "/")
     for card in ("#strongest-measured", "#strongest-published", "#overview-runs-measured"):
         assert_on_first_screen(screen, card)
     # the benchmark's description follows the answer
     assert top_of(screen, "#about") > top_of(screen, "#strongest-measured")
 
 
-def test_the_level_page_answer_cards_start_on_the_first_screen(site, screen):
-    screen.goto(site + "/levels/1/")
+def test_the_level_page_answer_cards_start_on_the_first_screen(shared_site, screen):
+    screen.goto(shared_site + "/levels/1/")
     for card in ("#leader-measured", "#leader-published"):
         assert_on_first_screen(screen, card)
 
 
-def test_the_grid_shows_five_kernels_a_problem_within_1400_px(site, screen):
-    screen.goto(site + "/levels/1/grid/")
+def test_the_grid_shows_five_kernels_a_problem_within_1400_px(shared_site, screen):
+    screen.goto(shared_site + "/levels/1/grid/")
     screen.wait_for_selector("#level-grid thead th:nth-child(6)", timeout=60_000)
     fifth = screen.locator("#level-grid thead th:nth-child(6)").bounding_box()
     assert fifth is not None and screen.locator("#level-grid thead th:nth-child(6)").inner_text() == "#5"

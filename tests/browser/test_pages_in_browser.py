@@ -1,3 +1,6 @@
+"""Every page type in Chromium, read by tests that only look: they share one seed of the demo data
+(`shared_site`); the tests that write first are in test_pages_written_in_browser.py."""
+
 import csv
 import re
 from pathlib import Path
@@ -9,10 +12,6 @@ from problems.models import Problem
 from tests.browser.conftest import save_screenshot
 
 pytestmark = pytest.mark.browser
-
-HOSTILE_SOURCE = (
-    'import torch\n# </textarea><script>alert("kernel")</script>\nclass ModelNew(torch.nn.Module):\n    pass\n'
-)
 
 
 def chart_points(page, selector: str) -> int:
@@ -54,20 +53,20 @@ PAGE_TYPES = [
 ]
 
 
-def test_it_draws_tables_and_charts_on_every_page_type(site, page):
+def test_it_draws_tables_and_charts_on_every_page_type(shared_site, page):
     # One test for all six page types: the demo data is seeded once instead of six times.
     urls = demo_urls()
     for name, table, chart in PAGE_TYPES:
-        page.goto(site + urls[name])
+        page.goto(shared_site + urls[name])
         assert page.locator(f"{table} tbody tr").count() >= 1, name
         assert chart_points(page, chart) >= 1, name
         assert page.locator(".badge.demo").first.is_visible(), name
         save_screenshot(page, name)
 
 
-def test_it_changes_the_numbers_with_p(site, light_page):
+def test_it_changes_the_numbers_with_p(shared_site, light_page):
     page = light_page
-    page.goto(site + "/levels/all/")
+    page.goto(shared_site + "/levels/all/")
     before = table_cells(page, "fast_1")
     page.fill("#p-input", "0.3")
     with page.expect_navigation():
@@ -78,9 +77,9 @@ def test_it_changes_the_numbers_with_p(site, light_page):
     assert page.locator("#level-table th[data-key='fast_0.3']").is_visible()
 
 
-def test_it_toggles_the_diff_layout(site, light_page):
+def test_it_toggles_the_diff_layout(shared_site, light_page):
     page = light_page
-    page.goto(site + demo_urls()["kernel"])
+    page.goto(shared_site + demo_urls()["kernel"])
     split, unified = (
         page.locator("#reference-diff [data-diff-view='split']"),
         page.locator("#reference-diff [data-diff-view='unified']"),
@@ -93,9 +92,9 @@ def test_it_toggles_the_diff_layout(site, light_page):
     assert split.is_visible() and not unified.is_visible()
 
 
-def test_it_downloads_the_table_as_csv(site, light_page, tmp_path: Path):
+def test_it_downloads_the_table_as_csv(shared_site, light_page, tmp_path: Path):
     page = light_page
-    page.goto(site + "/levels/1/?p=0.9")
+    page.goto(shared_site + "/levels/1/?p=0.9")
     with page.expect_download() as download_info:
         page.click("#download-csv")
     path = tmp_path / "board.csv"
@@ -112,24 +111,9 @@ def test_it_downloads_the_table_as_csv(site, light_page, tmp_path: Path):
     assert speedups == table_cells(page, "geomean")
 
 
-def test_it_shows_hostile_source_as_text(site, page):
-    first = Kernel.objects.order_by("pk").first()
-    # A stored source never changes: the hostile one is a kernel of its own.
-    kernel = Kernel.objects.create(run=first.run, problem=first.problem, sample_index=99, source=HOSTILE_SOURCE)
-    model = kernel.run.model
-    model.name = '<img src=x onerror=alert("name")>'
-    model.save()
-    page.goto(site + kernel.get_absolute_url())
-    assert '</textarea><script>alert("kernel")</script>' in page.inner_text("#kernel-source")
-    page.goto(site + "/levels/all/")
-    chart_points(page, "#chart-fast_p")
-    assert page.get_by_text('<img src=x onerror=alert("name")>').first.is_visible()
-    assert page.dialogs == []
-
-
-def test_it_fits_a_phone(site, phone_page):
+def test_it_fits_a_phone(shared_site, phone_page):
     page = phone_page
-    page.goto(site + "/levels/all/")
+    page.goto(shared_site + "/levels/all/")
     chart_points(page, "#chart-fast_p")
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     wide = page.eval_on_selector("#level-table", "t => t.scrollWidth > t.parentElement.clientWidth")
@@ -138,38 +122,21 @@ def test_it_fits_a_phone(site, phone_page):
     assert wide  # the table scrolls inside its own box, not the page
 
 
-def test_the_overview_is_compact(site, light_page):
-    light_page.goto(site + "/")
+def test_the_overview_is_compact(shared_site, light_page):
+    light_page.goto(shared_site + "/")
     height = light_page.evaluate("document.body.scrollHeight")
     print(f"overview height at 1280 px wide, demo data: {height} px")
     assert height < 4500, height
 
 
-def test_the_run_page_follows_its_verification_live(site, light_page):
-    from leaderboard.models import Evaluation  # deferred: the ORM runs beside the browser only inside tests
-
-    kernel = (
-        Kernel.objects.filter(latest_evaluation__correct=True).exclude(source="").order_by("pk").first()
-    )  # the field's have no code here
-    pending = Evaluation.objects.create(kernel=kernel, hardware=kernel.run.hardware, state="running")
-    light_page.goto(site + kernel.run.get_absolute_url())
-    label = light_page.locator("#run-progress-label")
-    assert "1 running" in label.text_content()
-    Evaluation.objects.filter(pk=pending.pk).update(state="failed", failure_reason="worker lost")
-    light_page.wait_for_function(
-        "() => document.querySelector('#run-progress-label').textContent.includes('1 failed')", timeout=20_000
-    )
-    assert "running" not in light_page.locator("#run-progress-label").text_content()
-
-
-def test_the_board_leads_with_its_answer_at_1280_wide(site, browser):
+def test_the_board_leads_with_its_answer_at_1280_wide(shared_site, browser):
     # issue 21.3: at 1280x800 the headline column (fast_p at the picked p) and its interval are
     # inside the viewport, header and first row, with no sideways scrolling.
     from tests.browser.conftest import _new_page
 
     context, page = _new_page(browser, charts=False, viewport={"width": 1280, "height": 800})
     try:
-        page.goto(site + "/levels/1/")
+        page.goto(shared_site + "/levels/1/")
         assert page.input_value("#p-input") == "1"
         cells = [
             "#level-table th.picked[data-key='fast_1']",
@@ -187,12 +154,12 @@ def test_the_board_leads_with_its_answer_at_1280_wide(site, browser):
         context.close()
 
 
-def test_the_launch_chart_draws_what_its_caption_says(site, page):
+def test_the_launch_chart_draws_what_its_caption_says(shared_site, page):
     # issue 21.4: the caption is read from the figure; here, plotly's drawn strokes are the
     # figure's marker colours, so the caption's colours are what the visitor sees.
     import json
 
-    page.goto(site + "/")
+    page.goto(shared_site + "/")
     page.wait_for_selector("#chart-launch_posts[data-drawn='true']", timeout=60_000)  # four charts on a busy box
     figure = json.loads(page.inner_text("#chart-data-launch_posts"))
 
@@ -206,48 +173,3 @@ def test_the_launch_chart_draws_what_its_caption_says(site, page):
     assert [set(strokes) for strokes in drawn] == [{rgb(t["marker"]["color"])} for t in figure["data"]]
     caption = page.inner_text("#launch-marks")
     assert caption.startswith("Tall red marks") and "short grey marks" in caption
-
-
-def test_the_field_board_shows_its_leader_by_each_source_at_1280_wide(site, browser):
-    # issue 26.3: with the field's shape of data (runs from a published leaderboard, timed on an
-    # L40S and not measured here, beside runs measured here), the level-1 board names its leader by
-    # published figures and by measured ones, both inside a 1280x800 viewport without scrolling.
-    from leaderboard.models import Origin, Run
-    from tests.browser.conftest import _new_page
-    from tests.pagekit import REFERENCE, make_hardware, make_model, make_run, make_set
-
-    field = make_set("Field board", levels=(1, 1, 1, 1))
-    h200 = make_hardware("h200")
-    for name, speedups in (("field-o1", [13.2, 2.0, 1.3, 0.5]), ("field-4o", [1.2, 0.8, None, None])):
-        run = Run.objects.create(
-            model=make_model(name), problem_set=field, hardware=h200, origin=Origin.IMPORTED,
-            published_source="KernelBench's original leaderboard", setting="best correct (published)",
-        )  # fmt: skip
-        for problem, speedup in zip(field.problems.order_by("number"), speedups, strict=True):
-            if speedup is not None:
-                Kernel.objects.create(
-                    run=run, problem=problem, source=REFERENCE.replace("class Model(", "class ModelNew(") + f"# {name}\n",
-                    published_speedup=speedup, published_hardware="L40S",
-                )  # fmt: skip
-    make_run(field, [1.6, 1.1, 0.7, None], model=make_model("measured-here-model"), hardware=h200)
-    context, page = _new_page(browser, charts=False, viewport={"width": 1280, "height": 800})
-    try:
-        page.goto(site + f"/levels/1/?set={field.slug}")
-        leaders = {
-            "#leader-published": ("field-o1", "75.0%"),
-            "#leader-measured": ("measured-here-model", "50.0%"),
-        }
-        for card, (model, value) in leaders.items():
-            for selector in (f"{card} a", f"{card} [data-leader-value]"):
-                box = page.locator(selector).bounding_box()
-                assert box and box["x"] >= 0 and box["x"] + box["width"] <= 1280, (selector, box)
-                assert box["y"] >= 0 and box["y"] + box["height"] <= 800, (selector, box)
-            assert page.locator(f"{card} a").inner_text() == model
-            assert page.locator(f"{card} [data-leader-value]").inner_text() == value
-        assert "published, L40S" in page.locator("#leader-published").inner_text()
-        first = page.locator("#level-table tbody tr:first-child td.picked[data-key='fast_1']")
-        assert first.get_attribute("data-ranked-by") == "published" and "published, L40S" in first.inner_text()
-        assert page.evaluate("[window.scrollX, window.scrollY]") == [0, 0]
-        save_screenshot(page, "level-board-field")
-    finally:
-        context.close()
