@@ -388,7 +388,8 @@ def sibling_kernels(kernel: Kernel) -> list[Sibling]:
     bumps that version after changing, and reading 500 kernels with their runs and models took 7 ms
     of a 37 ms page at 13 M."""
     state = board_stored.board_state(kernel.problem.problem_set)
-    key = f"siblings:{kernel.problem_id}:{state.key}"
+    version, at = state.key
+    key = f"siblings:{kernel.problem_id}:{version}:{at}"
     problem_kernels = cache.get(key)
     if problem_kernels is None:
         problem_kernels = _problem_kernels(kernel.problem_id)

@@ -22,6 +22,11 @@ request nor a build re-scores: the background re-scorer does) and then:
 - inside a transaction (a test's), rebuilds a stale board in the request: a background thread could
   not see its writes.
 
+A build is scoped to one problem set's boards, or, for a page that shows runs, models or problems
+of any set (a model's page, the lists of models, problems and reported scores, search), to every
+set's together (`EVERY_SET`: `board_stored.every_set_state`, the versions' sum), which any set's
+bump makes stale.
+
 The standard boards (each set's levels, rules, downloads, grids, the API's) are kept built by the
 background re-scorer (leaderboard/ops/kept_boards.py), so that a first visit to any of them is a
 cache read; a board outside them pays for its own first build. Every later request's cost is a
