@@ -15,12 +15,13 @@ REPEAT=${REPEAT:-20}
 export DATABASE_URL=$BENCH_DATABASE_URL DJANGO_SETTINGS_MODULE=config.settings_production SECRET_KEY=bench-only
 export SECURE_SSL_REDIRECT=0 LOG_LEVEL=WARNING BOARD_RESCORER=1
 work=$(mktemp -d /tmp/kb-pages-ab.XXXXXX)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"' EXIT
+touch "$work/pids"  # a file, not an array: `serve` runs in a command substitution's subshell
+# shellcheck disable=SC2046  # one process id a word
+trap 'kill $(cat "$work/pids") 2>/dev/null || true; sleep 1; rm -rf "$work"' EXIT
 free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no >"$work/redis.log" 2>&1 &
-pids+=($!)
+echo $! >>"$work/pids"
 serve() {  # checkout, name, Redis database: starts its gunicorn, prints its port
   local port
   port=$(free_port)
@@ -30,7 +31,7 @@ serve() {  # checkout, name, Redis database: starts its gunicorn, prints its por
     REDIS_URL="redis://127.0.0.1:$redis_port/$3" STATIC_ROOT="$work/$2/static" KB_VAR_DIR="$work/$2/var" \
     exec $PY -m gunicorn -c site/gunicorn.conf.py --workers 2 --threads 1 --access-logfile /dev/null \
       --bind "127.0.0.1:$port" config.wsgi) >"$work/$2.log" 2>&1 &
-  pids+=($!)
+  echo $! >>"$work/pids"
   for _ in $(seq 150); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.2; done
   echo "$port"
 }
