@@ -34,6 +34,24 @@ class ReadOnly(viewsets.ReadOnlyModelViewSet):
         return super().get_serializer_class()
 
 
+class IdentityUrl(serializers.HyperlinkedIdentityField):
+    """A row's own URL, as HyperlinkedIdentityField writes it, reversed once per list (with a
+    stand-in key, then each row's key put in its place): a reverse() and build_absolute_uri() per row
+    were a fifth of serializing a page of 50 rows."""
+
+    STAND_IN = 987654321987  # digits, as the detail routes' <pk> takes; in no real URL's host or path
+
+    def get_url(self, obj, view_name, request, format):
+        if getattr(obj, "pk", None) in (None, ""):
+            return None
+        made = self.context.setdefault("_identity_urls", {})  # one serializing: one request
+        key = (view_name, format, self.lookup_field)
+        if key not in made:
+            stand_in = type("StandIn", (), {self.lookup_field: self.STAND_IN, "pk": self.STAND_IN})()
+            made[key] = super().get_url(stand_in, view_name, request, format)
+        return made[key].replace(str(self.STAND_IN), str(getattr(obj, self.lookup_field)), 1)
+
+
 class PlainText(serializers.CharField):
     """Text that names or describes something (a model, a lab, a run's name or setting): no
     control characters (problems/text.py), a 400 naming the field and the character. `multiline`

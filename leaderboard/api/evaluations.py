@@ -8,7 +8,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 
-from leaderboard.api.base import ReadOnly, query_param
+from leaderboard.api.base import IdentityUrl, ReadOnly, query_param
 from leaderboard.api.common import query_choice, query_int, query_text
 from leaderboard.api.pagination import CachedCountPagination
 from leaderboard.evaluations import progress as lifecycle
@@ -26,7 +26,7 @@ class EvaluationBriefSerializer(serializers.ModelSerializer):
 
 
 class EvaluationSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="api:evaluation-detail")
+    url = IdentityUrl(view_name="api:evaluation-detail")
     withheld = serializers.SerializerMethodField(
         help_text="Fields left out (null) for this caller: the log and error text are shown to reviewers, admins "
         "and the kernel's submitter only."

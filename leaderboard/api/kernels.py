@@ -7,7 +7,7 @@ from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers
 
-from leaderboard.api.base import ReadOnly, query_param
+from leaderboard.api.base import IdentityUrl, ReadOnly, query_param
 from leaderboard.api.common import query_choice, query_int, query_text
 from leaderboard.api.evaluations import EvaluationBriefSerializer
 from leaderboard.api.pagination import CachedCountPagination
@@ -16,7 +16,7 @@ from problems.models import ProblemSet
 
 
 class KernelSerializer(serializers.ModelSerializer):
-    url = serializers.HyperlinkedIdentityField(view_name="api:kernel-detail")
+    url = IdentityUrl(view_name="api:kernel-detail")
     level = serializers.IntegerField(source="problem.level", read_only=True)
     problem_number = serializers.IntegerField(source="problem.number", read_only=True)
     problem_name = serializers.CharField(source="problem.name", read_only=True)

@@ -7,7 +7,7 @@ from django.http import Http404
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 
-from leaderboard.api.base import ReadOnly, query_param
+from leaderboard.api.base import IdentityUrl, ReadOnly, query_param
 from leaderboard.api.common import query_int, query_text
 from problems.models import Hardware, Problem, ProblemSet, ScoringRules
 
@@ -49,7 +49,7 @@ class ProblemSetDetailSerializer(ProblemSetSerializer):
 class ProblemSerializer(serializers.ModelSerializer):
     problem_set = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     tags = serializers.ListField(child=serializers.CharField(), source="tag_list", read_only=True)
-    url = serializers.HyperlinkedIdentityField(view_name="api:problem-detail")
+    url = IdentityUrl(view_name="api:problem-detail")
 
     class Meta:
         model = Problem

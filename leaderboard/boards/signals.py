@@ -82,6 +82,9 @@ def review_changed(sender, instance, **kwargs) -> None:
 @receiver(pre_delete, sender=Run, dispatch_uid="boards-run-deleted")
 def run_deleted(sender, instance: Run, **kwargs) -> None:
     board_rescoring.forget_run(instance.pk)
+    # Its row leaves its set's boards, and its count its model's page and the lists: what was kept
+    # of them is stale (a deleted run is re-scored by nobody, so no pass would move the version).
+    board_rescoring.bump_versions({instance.problem_set_id})
 
 
 @receiver(post_save, sender=Run, dispatch_uid="boards-run-saved")

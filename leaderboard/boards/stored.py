@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import QuerySet, Subquery
+from django.db.models import Max, Min, QuerySet, Subquery, Sum
 
 from leaderboard.boards.scoring import STANDARD_PS, KernelFacts, LevelScore, Tally
 from leaderboard.evaluations.clock import db_now
@@ -260,6 +260,18 @@ def board_state(problem_set: ProblemSet | None) -> BoardState:
     )
     # No row: nothing was ever scored in the set, and nothing of it is kept built.
     return BoardState(*row) if row else BoardState(0, None, None)
+
+
+def every_set_state() -> BoardState:
+    """The state of every problem set's boards at once, for the pages that show runs of any set (a
+    model's page, the lists of models, problems and reported scores): the versions' sum, which any
+    set's bump moves (so that one bump since a build is a sum one higher, as `served` reads it), the
+    last time one moved, and the oldest mark still waiting in any set. One query."""
+    oldest_mark = DirtyRun.objects.filter(failed_at__isnull=True).order_by("marked_at").values("marked_at")[:1]
+    row = BoardVersion.objects.aggregate(
+        version=Sum("version"), updated_at=Max("updated_at"), dirty_since=Min(Subquery(oldest_mark))
+    )
+    return BoardState(row["version"] or 0, row["updated_at"], row["dirty_since"])
 
 
 def measured_here(run_ids: Iterable[int]) -> dict[int, int]:

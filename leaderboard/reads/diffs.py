@@ -7,12 +7,22 @@ this costs a few milliseconds. Pygments' output is marked safe too, because Pygm
 character of the source it is given (`&`, `<`, `>`, `"`, `'`) and adds nothing but its own span
 tags; a source over HIGHLIGHT_MAX_BYTES is shown escaped and unhighlighted, since Pygments costs
 seconds a megabyte and kernel pages are public (anyone could make the host spend them).
+
+Both are kept in the shared cache, keyed by the SHA-256 of the text they were made from (and the
+labels and anchor they carry): a kernel page's highlighted source and its diff against the reference
+cost milliseconds to tens of them for a real kernel on every visit, and their result is a function
+of those texts alone, so a changed source (a new kernel, an edited reference) is a new key and never
+reads an old entry. What is kept is what these functions made, escaped as above.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
+from django.core.cache import cache
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from pygments import highlight
@@ -32,12 +42,32 @@ CONTEXT_LINES = 3
 # tens of kB).
 HIGHLIGHT_MAX_BYTES = 100_000
 UNIFIED_MARKS = {"delete": "-", "insert": "+", "equal": " ", "hunk": ""}
+KEPT_SECONDS = 24 * 3600  # a kept rendering is the same forever; the limit only bounds memory
+# Part of every key: a change to how sources are highlighted or diffs drawn is a new key.
+RENDERING = "1"
+
+T = TypeVar("T")
+
+
+def _kept(kind: str, parts: tuple[str, ...], make: Callable[[], T]) -> T:
+    """`make()`, kept in the cache under the SHA-256 of `parts` (the texts and labels it is made of)."""
+    digest = hashlib.sha256("\0".join((RENDERING, *parts)).encode("utf-8", "surrogatepass")).hexdigest()
+    key = f"{kind}:{digest}"
+    found = cache.get(key)
+    if found is None:
+        found = make()
+        cache.set(key, found, KEPT_SECONDS)
+    return found
 
 
 def highlight_python(source: str, anchor: str = "L") -> SafeString:
     """`source` as highlighted HTML with line numbers. Pygments escapes the source text itself,
     so the generated HTML is safe to mark as such even for untrusted kernels. Over
-    HIGHLIGHT_MAX_BYTES, the source escaped, without highlighting or line numbers."""
+    HIGHLIGHT_MAX_BYTES, the source escaped, without highlighting or line numbers. Kept (`_kept`)."""
+    return _kept("highlight", (anchor, source), lambda: _highlighted(source, anchor))
+
+
+def _highlighted(source: str, anchor: str) -> SafeString:
     if len(source) > HIGHLIGHT_MAX_BYTES:
         return mark_safe(  # noqa: S308 — escaped
             f'<p class="muted small">Too long to highlight here ({len(source)} characters).</p>'
@@ -116,7 +146,12 @@ def _unified_row(line: UnifiedLine) -> str:
 def compute_diff(left: str, right: str, left_label: str, right_label: str) -> Diff:
     """Line diff of `left` -> `right`, both as side-by-side rows and unified lines, with
     CONTEXT_LINES of context around each change. Costs at most MAX_DIFF_STEPS of line_diff's work
-    on top of the linear reading and rendering of at most MAX_DIFF_LINES lines a side."""
+    on top of the linear reading and rendering of at most MAX_DIFF_LINES lines a side. Kept
+    (`_kept`)."""
+    return _kept("diff", (left, right, left_label, right_label), lambda: _diff(left, right, left_label, right_label))
+
+
+def _diff(left: str, right: str, left_label: str, right_label: str) -> Diff:
     a, b = left.splitlines(), right.splitlines()
     if len(a) > MAX_DIFF_LINES or len(b) > MAX_DIFF_LINES:
         return Diff(left_label, right_label, [], [], 0, 0, too_large=True)

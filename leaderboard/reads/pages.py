@@ -89,9 +89,9 @@ def model_named(slug: str) -> tuple[LanguageModel | None, LanguageModel | None]:
     return None, alias.model if alias else None
 
 
-def model(model: LanguageModel, page: str | None) -> Context:
+def model(model: LanguageModel, page: str | None, as_of: datetime) -> Context:
     """A model's page: its runs (a page of them) with each level's scores, its reported scores and
-    the chart of both over time."""
+    the chart of both over time; its scores as of `as_of` (the page is kept as the boards are)."""
     runs_page = paged(queries.model_runs(model), page, MODEL_RUNS_PER_PAGE)
     runs = list(runs_page.object_list)
     scores = queries.model_level_scores(model, runs)
@@ -106,6 +106,8 @@ def model(model: LanguageModel, page: str | None) -> Context:
         "reported_groups": queries.best_reported_by_variant(reported_scores),
         "reported": reported_scores,
         "charts": {"history": charts.model_history(reported_scores, measured, published)},
+        "as_of": as_of,
+        "board_freshness": settings.BOARD_FRESHNESS_SECONDS,
     }
 
 

@@ -171,6 +171,12 @@ def review_queue(filters: QueueFilters | None = None) -> KernelQuerySet:
     return kernels.order_by(*order, "-pk")
 
 
+def queue_count_key(filters: QueueFilters) -> str:
+    """What names the rows `review_queue(filters)` lists, for their cached count: the filters (the
+    sort orders the rows, never changes which)."""
+    return f"review-queue:{filters.flag}:{filters.level}:{filters.model}:{filters.reason}"
+
+
 def _instrument_figure(name: str) -> JSONNumber:
     """The latest evaluation's figure for an instrument sort, as a number (NULL where not measured)."""
     return JSONNumber(F("latest_evaluation__instruments"), SORT_FIGURES[name])  # F: follows the relation

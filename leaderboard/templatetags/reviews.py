@@ -48,13 +48,17 @@ def _published_claim(kernel: Kernel) -> str:
 @register.simple_tag
 def review_panel(kernel: Kernel, user) -> ReviewPanel:
     state = reviews.kernel_review_state(kernel)
-    flags = (
-        Kernel.objects.with_review_state()
-        .filter(pk=kernel.pk)
-        .values("needs_review", "is_flagged", "is_reported", "is_high_imported", "is_high_published")
-        .first()
-        or {}
-    )
+    flags = {}
+    # Why it is queued: the rules read live, for a kernel the queue lists (its stored state, by
+    # which the queue selects) only: building and compiling them cost about 10 ms of every page.
+    if kernel.review_pending:
+        flags = (
+            Kernel.objects.with_review_state()
+            .filter(pk=kernel.pk)
+            .values("needs_review", "is_flagged", "is_reported", "is_high_imported", "is_high_published")
+            .first()
+            or {}
+        )
     why = []
     if flags.get("needs_review"):
         if flags.get("is_flagged"):

@@ -6,8 +6,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from leaderboard.models import Evaluation, KernelReport, Review
+from leaderboard.models import Evaluation, KernelReport, LanguageModel, Review
 from tests.django.reviews_factories import _plain_static_files, report, review, world_fixture  # noqa: F401  (fixtures)
+from tests.rescoring import run_rescorer
 
 pytestmark = pytest.mark.django_db
 QUEUE = "/review/"
@@ -196,3 +197,12 @@ def test_signing_in_without_next_lands_on_the_overview_and_signing_out_works(cli
     assert response.status_code == 302 and response["Location"] == reverse("overview")
     assert client.post(reverse("review-sign-out")).status_code == 302
     assert client.get(QUEUE).status_code == 302  # signed out: sent to sign in
+
+
+def test_the_queue_escapes_a_model_name_in_its_rows_and_its_filter(world, reviewer):
+    hostile = LanguageModel.objects.create(name='<b onclick="x">Bold</b>')
+    world.kernel(world.problems[0], run=world.new_run(hostile), flags=("timing_tamper",))
+    run_rescorer()  # the model filter lists models whose runs hold kernels (a stored count)
+    html = signed_in(reviewer).get(QUEUE).content.decode()
+    assert "<b onclick" not in html
+    assert html.count("&lt;b onclick=&quot;x&quot;&gt;Bold&lt;/b&gt;") == 2  # its row, the model filter

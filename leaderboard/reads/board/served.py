@@ -22,6 +22,11 @@ request nor a build re-scores: the background re-scorer does) and then:
 - inside a transaction (a test's), rebuilds a stale board in the request: a background thread could
   not see its writes.
 
+A build is scoped to one problem set's boards, or, for a page that shows runs, models or problems
+of any set (a model's page, the lists of models, problems and reported scores, search), to every
+set's together (`EVERY_SET`: `board_stored.every_set_state`, the versions' sum), which any set's
+bump makes stale.
+
 The standard boards (each set's levels, rules, downloads, grids, the API's) are kept built by the
 background re-scorer (leaderboard/ops/kept_boards.py), so that a first visit to any of them is a
 cache read; a board outside them pays for its own first build. Every later request's cost is a
@@ -83,6 +88,18 @@ BUILDING_DETAIL = "This leaderboard is being built (nobody asked for it recently
 
 _one_rebuild = threading.Lock()  # one background rebuild per process at a time
 
+
+class EverySet:
+    """The scope of a page that shows runs of any problem set (a model's page, the lists of models,
+    problems and reported scores): kept under the versions of every set together
+    (`board_stored.every_set_state`), so that a write that moves any set's boards makes it stale."""
+
+    pk = "every"
+
+
+EVERY_SET = EverySet()
+Scope = ProblemSet | EverySet | None  # a set's boards, every set's, or none (nothing scored: nothing kept)
+
 Build = Callable[[datetime], Any]  # makes the board's body, given its "as of" time
 PageBuild = Callable[[HttpRequest, datetime], HttpResponse]  # a page, for a request, "as of" a time
 # The <!--kb-visitor:NAME--> regions: base.html's, and the problem page's submit link.
@@ -129,7 +146,7 @@ class Served:
         return None if response is None else self.stamp(response)
 
 
-def cached_board(request: HttpRequest, problem_set: ProblemSet | None, render: PageBuild) -> HttpResponse:
+def cached_board(request: HttpRequest, problem_set: Scope, render: PageBuild) -> HttpResponse:
     """The board page `render` makes, built for nobody and kept (the last complete build), with the
     header's visitor parts rendered for this visitor; or a 304 when the visitor has it."""
     nobody = _anonymous(request)
@@ -137,7 +154,7 @@ def cached_board(request: HttpRequest, problem_set: ProblemSet | None, render: P
     return served.not_modified(request) or served.stamp(for_visitor(served.body, request))
 
 
-def serve(request: HttpRequest, problem_set: ProblemSet | None, kind: str, build: Build) -> Served:
+def serve(request: HttpRequest, problem_set: Scope, kind: str, build: Build) -> Served:
     """The build of this board that this request gets (see the module's docstring). Every build is
     the same for everyone; a signed-in visitor's validators name the user, and only their browser
     may keep the page (its header names them)."""
@@ -180,10 +197,10 @@ def for_visitor(body: Any, request: HttpRequest) -> Any:
     return response
 
 
-def _current_build(key: str, problem_set: ProblemSet | None, build: Build) -> tuple[Kept | None, int]:
+def _current_build(key: str, problem_set: Scope, build: Build) -> tuple[Kept | None, int]:
     """(the build to serve, seconds a shared cache may keep it); None while a cold board builds."""
     freshness = settings.BOARD_FRESHNESS_SECONDS
-    state = board_stored.board_state(problem_set)
+    state = _state(problem_set)
     kept = cache.get(key)
     since = None if kept is None else lacking_since(kept, state)
     if kept is not None and _keeping.active:
@@ -201,7 +218,7 @@ def _current_build(key: str, problem_set: ProblemSet | None, build: Build) -> tu
     return kept, max(0, int(freshness - (time.time() - since)))
 
 
-def _cold(key: str, problem_set: ProblemSet | None, build: Build) -> Kept | None:
+def _cold(key: str, problem_set: Scope, build: Build) -> Kept | None:
     """A board with no kept build: built in this request (whoever takes the board's lock first, or
     finds it only resting after a build), or, while another request builds it, that build waited
     for at most BOARD_BUILD_BUDGET_MS; None when it is not done by then."""
@@ -242,7 +259,7 @@ def keeping(rebuild_stale: bool = True) -> Iterator[None]:
         _keeping.active = False
 
 
-def _keep(key: str, kept: Kept, since: float | None, problem_set: ProblemSet | None, build: Build) -> Kept:
+def _keep(key: str, kept: Kept, since: float | None, problem_set: Scope, build: Build) -> Kept:
     if since is None or time.time() - since < _keeping.stale_after:
         cache.touch(key, CACHE_SECONDS)
         return kept
@@ -280,11 +297,11 @@ def lacking_since(kept: Kept, state: board_stored.BoardState) -> float | None:
     return min(since) if since else None
 
 
-def _build_and_keep(key: str, problem_set: ProblemSet | None, build: Build) -> Kept:
+def _build_and_keep(key: str, problem_set: Scope, build: Build) -> Kept:
     """Build from the stored rows as they are (a build re-scores nothing: reads never write) and
     keep the build, dated as of the oldest write it lacks."""
     as_of = time.time()
-    state = board_stored.board_state(problem_set)
+    state = _state(problem_set)
     if state.dirty_since is not None:  # writes the re-scorer is about to take are not in this build:
         as_of = min(as_of, state.dirty_since.timestamp())  # it is as of the oldest of them
     kept = Kept(build(datetime.fromtimestamp(as_of, UTC)), state.key, state.updated_at, as_of)
@@ -294,11 +311,17 @@ def _build_and_keep(key: str, problem_set: ProblemSet | None, build: Build) -> K
     return kept
 
 
+def _state(problem_set: Scope) -> board_stored.BoardState:
+    if isinstance(problem_set, EverySet):
+        return board_stored.every_set_state()
+    return board_stored.board_state(problem_set)
+
+
 def _keepable(body: Any) -> bool:
     return not isinstance(body, HttpResponse) or body.status_code == 200
 
 
-def _rebuild_later(key: str, problem_set: ProblemSet | None, build: Build) -> Future | None:
+def _rebuild_later(key: str, problem_set: Scope, build: Build) -> Future | None:
     """Build in a thread of this process when its one slot is free (a process rebuilding several
     boards at once would starve its own requests); the build's Future, or None when the slot is
     taken. The rebuild holds the board's lock BOARD_REBUILD_SECONDS after it (the debounce)."""
@@ -334,5 +357,5 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _etag(problem_set: ProblemSet | None, version: tuple[int, str], user: int, path: str) -> str:
+def _etag(problem_set: Scope, version: tuple[int, str], user: int, path: str) -> str:
     return '"' + _digest(f"{problem_set.pk if problem_set else 0}:{version}:{user}:{path}") + '"'
