@@ -205,16 +205,8 @@ class Kernel(models.Model):
             models.Index(
                 fields=["-review_queued_at", "-id"], condition=Q(review_pending=True), name="kernel_review_queue_idx"
             ),
-            # The queue by speedup, either way: its first page read off the index, not sorted from
-            # every waiting kernel (at 13 M, 196,480 of them: 3-5 s).
-            models.Index(
-                F("latest_speedup").desc(nulls_last=True), F("id").desc(),
-                condition=Q(review_pending=True), name="kernel_queue_fastest_idx",
-            ),  # fmt: skip
-            models.Index(
-                F("latest_speedup").asc(nulls_last=True), F("id").desc(),
-                condition=Q(review_pending=True), name="kernel_queue_slowest_idx",
-            ),  # fmt: skip
+            # The queue by speedup has two partial indexes on PostgreSQL alone (migration 0033):
+            # SQLite cannot put NULLS LAST in an index.
             # Problem page (kernels ranked, counted ones first) and kernel page (fastest siblings).
             models.Index(F("problem"), F("review_excluded"), FASTEST, name="kernel_problem_ranked_idx"),
             models.Index(F("problem"), FASTEST, name="kernel_fastest_idx"),
