@@ -12,7 +12,7 @@ import pytest
 from django.db import transaction
 
 from leaderboard.boards import marks as board_marks
-from leaderboard.boards import rebuild, scoring
+from leaderboard.boards import patches, rebuild, scoring
 from leaderboard.boards import rescoring as board_rescoring
 from leaderboard.boards import stored as board_stored
 from leaderboard.models import DirtyProblem, DirtyRun, Evaluation, Kernel, LanguageModel, RunScore
@@ -80,7 +80,9 @@ def test_rows_stored_in_the_older_form_are_rescored_whole(world):
     spy, sizes = rows_read()
     with spy:
         run_rescorer()
-    assert sizes == [4]  # nothing to fold into: the whole run instead
+    # the marked problem's kernel first (read before the stored rows), then, nothing to patch or
+    # fold into, the whole run
+    assert sizes == [1, 4]
     assert all(len(entry) == scoring.ENTRY_LENGTH for row in RunScore.objects.all() for entry in row.problems.values())
     assert board_rescoring.verify_all() == []
 
@@ -118,25 +120,42 @@ def random_write(world, rng: random.Random, reviewer, visitor, kernels: list[Ker
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_folded_rows_equal_a_whole_rescoring_through_any_writes(world, reviewer, visitor, seed):
+@pytest.mark.parametrize("path", ["patch", "fold"])
+def test_incremental_rows_equal_a_whole_rescoring_through_any_writes(world, reviewer, visitor, seed, path):
+    """Through random writes (results stored, replaced, turned incorrect or deleted; reviews,
+    reports, kernels added and deleted, published figures), the rows the re-scorer patches (or,
+    `fold`, folds: the path a run takes when its rows cannot take a patch) equal, to the bit, what
+    re-scoring every run whole stores."""
     rng = random.Random(seed)
     kernels = random_world(world, rng, reviewer, visitor)
     world.new_run(LanguageModel.objects.create(name="nothing yet"))
     board_rescoring.rebuild_all()
-    folds = []
-    real_fold = board_rescoring._fold_problems
+    patched, folded = [], []
+    real_patch, real_fold = patches.patch_runs, board_rescoring._fold_stored
 
-    def counted(partial):
-        folds.append(len(partial))
-        return real_fold(partial)
+    def patch(changed, levels):
+        done = real_patch(changed, levels) if path == "patch" else {}
+        patched.append(len(done))
+        return done
 
-    with mock.patch.object(board_rescoring, "_fold_problems", side_effect=counted):
+    def fold(changed, levels):
+        done = real_fold(changed, levels)
+        folded.append(len(done))
+        return done
+
+    with (
+        mock.patch.object(patches, "patch_runs", side_effect=patch),
+        mock.patch.object(board_rescoring, "_fold_stored", side_effect=fold),
+    ):
         for step in range(60):
             random_write(world, rng, reviewer, visitor, kernels)
             if step % 3 == 2:  # sometimes several writes wait for one re-scoring
                 run_rescorer()
         run_rescorer()
-    assert sum(folds) >= 15  # most writes were folded, not re-scored whole
+    if path == "patch":
+        assert sum(patched) >= 15 and sum(folded) <= sum(patched) // 4  # most writes were patched
+    else:
+        assert sum(folded) >= 15  # most writes were folded, not re-scored whole
     incremental = read_model()
     board_rescoring.rebuild_all()
     assert read_model() == incremental
