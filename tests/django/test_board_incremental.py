@@ -185,3 +185,28 @@ def test_a_result_folds_its_own_level_and_never_reads_the_other_levels_entries(w
         f"run {world.run.pk} level 2 with_excluded=False: stored differs",
         f"run {world.run.pk} level 2 with_excluded=True: stored differs",
     ]  # only level 2's older entries: level 1 and all levels equal a whole re-scoring
+
+
+def test_a_run_deleted_while_marked_by_problem_leaves_a_pass_sound(world):
+    kernels = [world.kernel(problem) for problem in world.problems]
+    other = world.new_run(LanguageModel.objects.create(name="other"))
+    kept = world.kernel(world.problems[0], run=other)
+    run_rescorer()
+    world.evaluate(kernels[0], correct=True, speedup=2.0)  # marks the run by problem
+    world.evaluate(kept, correct=True, speedup=1.5)
+    world.run.delete()
+    assert run_rescorer() == 1  # the other run; the deleted one's marks go with it
+    assert not DirtyRun.objects.exists() and not DirtyProblem.objects.exists()
+    assert board_rescoring.verify_all() == [] and rebuild.verify_problem_counts() == []
+
+
+def test_a_problem_that_loses_its_last_kernel_leaves_its_entry_and_an_emptied_level_its_rows(world):
+    kernels = [world.kernel(problem) for problem in world.problems]
+    alone = world.kernel(world.level2, speedup=4.0)
+    run_rescorer()
+    kernels[0].delete()  # a patch: the entry goes, the level stays
+    run_rescorer()
+    alone.delete()  # level 2 has no problem left: its rows go (the fold removes them)
+    run_rescorer()
+    assert not RunScore.objects.filter(run=world.run, level=world.level2.level).exists()
+    assert board_rescoring.verify_all() == [] and rebuild.verify_problem_counts() == []
