@@ -1,5 +1,6 @@
 """The one writer of the boards' stored rows (leaderboard/boards/stored.py): re-scoring marked runs,
-whole or by problem (`_fold_problems`: to the bit what a whole re-scoring stores), as the
+whole or by problem (`_fold_problems`, patched by difference through leaderboard/boards/patches.py
+or folded: to the bit what a whole re-scoring stores), as the
 background re-scorer takes them (`rescore_oldest`, leaderboard/boards/rescorer.py), as a writer
 does after its commit where no re-scorer runs (`refresh_runs`), and all at once (`rebuild_all`,
 `verify_all`: `manage.py rebuild_boards`). How the whole stays current: leaderboard/boards/marks.py."""
