@@ -9,7 +9,8 @@ the run, only its aggregate columns (counts, sorted speedups, sums), and of the 
 the old entries of the changed problems and what the level's other entries give the two parts of a
 fold that no difference can move (pass@1's fsum, the published hardware's max: `scoring.Rest`),
 aggregated by the database; it moves the counts by the difference, takes each old speedup out of the
-sorted speedups and puts the new one in (`scoring.patch`, `scoring.patch_merged`), and writes every
+sorted speedups and puts the new one in (`scoring.patch`), merges all levels again from the levels'
+aggregates (`scoring.merge`, as the fold does), and writes every
 patched row of a pass in one UPDATE that replaces only the changed entries in place. What it stores
 is, to the bit, what the fold stores (tests/django/test_board_incremental.py holds them equal).
 
@@ -105,8 +106,6 @@ def _patched_run(rows: list[Stored], pairs: dict[int, Pair], levels: dict[int, i
     if any(key not in by_key for key in needed) or any((level, not we) not in by_key for level, we in by_key):
         return None  # a level new to the run, or rows missing: the fold makes them
     scores = {key: row.score for key, row in by_key.items()}
-    old_all: dict[bool, list] = {False: [], True: []}
-    new_all: dict[bool, list] = {False: [], True: []}
     out = []
     for level in sorted(changed_levels):
         pids = sorted(pid for pid in pairs if levels[pid] == level)
@@ -126,12 +125,9 @@ def _patched_run(rows: list[Stored], pairs: dict[int, Pair], levels: dict[int, i
             scores[(level, we)] = scoring.patch(row.score, old, list(entries.values()), row.rest)
             gone = [pid for pid in pids if pairs[pid] is None and pid in row.old]
             out.append(Patched(row, scores[(level, we)], entries, gone))
-            old_all[we] += old
-            new_all[we] += entries.values()
-    for we in (False, True):
-        row = by_key[(ALL_LEVELS, we)]
-        of_levels = [score for (level, w), score in scores.items() if w == we and level != ALL_LEVELS]
-        out.append(Patched(row, scoring.patch_merged(row.score, old_all[we], new_all[we], of_levels), {}, []))
+    for we in (False, True):  # all levels: merged again from the levels' aggregates, as the fold does
+        of_levels = [score for (level, w), score in sorted(scores.items()) if w == we and level != ALL_LEVELS]
+        out.append(Patched(by_key[(ALL_LEVELS, we)], scoring.merge(of_levels), {}, []))
     return out
 
 

@@ -300,23 +300,6 @@ def patch(score: LevelScore, old: list[list[Any]], new: list[list[Any]], rest: R
     return patched
 
 
-def patch_merged(score: LevelScore, old: list[list[Any]], new: list[list[Any]], levels: list[LevelScore]) -> LevelScore:
-    """All levels' aggregate after `old` entries (of any levels) are replaced by `new`, from its
-    stored merge (`score`) and its levels' scores as they are now (`levels`): what `merge` gives."""
-    return LevelScore(
-        sample0=_patched_tally(score.sample0, old, new, S0_STATUS, S0_SPEEDUP),
-        best=_patched_tally(score.best, old, new, BEST_STATUS, BEST_SPEEDUP),
-        pass_at_1_sum=math.fsum(level.pass_at_1_sum for level in levels),
-        kernels=sum(level.kernels for level in levels),
-        flagged=sum(level.flagged for level in levels),
-        unreviewed=sum(level.unreviewed for level in levels),
-        excluded=sum(level.excluded for level in levels),
-        measured=sum(level.measured for level in levels),
-        published=_patched_published(score.published, old, new),
-        published_on=max((level.published_on for level in levels), default=""),
-    )
-
-
 def _patched_tally(tally: Tally, old: list[list[Any]], new: list[list[Any]], status: int, speedup: int) -> Tally:
     """One rule's tally with `old` entries taken out and `new` ones put in (as `_tally_of` counts)."""
     patched = Tally(tally.attempted, tally.compiled, tally.correct, tally.unscored)
