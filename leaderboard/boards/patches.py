@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from django.db import connection
 from django.utils import timezone
 
-from leaderboard.boards import scoring
+from leaderboard.boards import bulk, scoring
 from leaderboard.boards.scoring import LevelScore, Rest
 from leaderboard.boards.stored import ALL_LEVELS, SCORE_FIELDS, columns, from_values
 from leaderboard.models import RunScore
@@ -260,25 +260,16 @@ def _read_each(changed: dict[int, dict[int, Pair]], wanted: set[tuple[int, int, 
 
 
 def _write_postgres(writes: list[Patched]) -> None:
-    """Every patched row in one UPDATE: one array of values per column (so the statement's text
-    does not grow with the rows), the changed entries replaced in place."""
-    names = [field.column for field in _COLUMNS]
-    types = [field.cast_db_type(connection) for field in _COLUMNS]
-    values = [_values(write) for write in writes]
-    arrays = [[row[index] for row in values] for index in range(len(names))]
-    unnest = ", ".join(f"%s::{kind}[]" for kind in types)
-    assigned = ", ".join(f"{name} = v.{name}" for name in names)
-    sql = (
-        f"UPDATE leaderboard_runscore AS r SET {assigned}, updated_at = %s, "
-        "problems = (r.problems - ARRAY(SELECT jsonb_array_elements_text(v.gone))) || v.entries "
-        f"FROM unnest(%s::bigint[], {unnest}, %s::jsonb[], %s::jsonb[]) AS v(id, {', '.join(names)}, gone, entries) "
-        "WHERE r.id = v.id"
-    )
-    ids = [write.row.pk for write in writes]
+    """Every patched row in one UPDATE, the changed entries replaced in place."""
+    now = timezone.now()
+    names = [*(field.attname for field in _COLUMNS), "updated_at"]
     gone = [json.dumps([str(pid) for pid in write.gone]) for write in writes]
     entries = [json.dumps({str(pid): entry for pid, entry in write.entries.items()}) for write in writes]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [timezone.now(), ids, *arrays, gone, entries])
+    bulk.update_rows(
+        RunScore, names, [write.row.pk for write in writes], [[*_values(write), now] for write in writes],
+        also="problems = (r.problems - ARRAY(SELECT jsonb_array_elements_text(v.extra0))) || v.extra1",
+        extra=[("jsonb", gone), ("jsonb", entries)],
+    )  # fmt: skip
 
 
 def _write_each(writes: Iterable[Patched]) -> None:
