@@ -54,6 +54,7 @@ class Stored:
     old: dict[int, list] | None = None
     rest: Rest | None = None
     odd: int = 0  # entries of an older form among the rest
+    bare: bool = True  # an all-levels row without entries (they are its levels'; an older form had them)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,8 @@ def _patched_run(rows: list[Stored], pairs: dict[int, Pair], levels: dict[int, i
     needed = [(level, we) for level in (ALL_LEVELS, *changed_levels) for we in (False, True)]
     if any(key not in by_key for key in needed) or any((level, not we) not in by_key for level, we in by_key):
         return None  # a level new to the run, or rows missing: the fold makes them
+    if not all(row.bare for row in rows):
+        return None  # all levels' rows in an older form: the whole re-scoring mends them
     scores = {key: row.score for key, row in by_key.items()}
     out = []
     for level in sorted(changed_levels):
@@ -170,7 +173,8 @@ WITH wanted AS (
     FROM unnest(%s::integer[], %s::integer[], %s::text[]) AS w(run_id, level, pid)
     GROUP BY w.run_id, w.level
 )
-SELECT r.id, r.with_excluded, {fields}, a.old, a.n, a.odd, a.published_on, p.pairs
+SELECT r.id, r.with_excluded, {fields}, r.level <> 0 OR r.problems = '{{}}'::jsonb, a.old, a.n, a.odd,
+       a.published_on, p.pairs
 FROM leaderboard_runscore AS r
 LEFT JOIN wanted AS w ON w.run_id = r.run_id AND w.level = r.level
 LEFT JOIN LATERAL (
@@ -213,14 +217,14 @@ def _read_postgres(wanted: set[tuple[int, int, int]]) -> list[Stored]:
     width = len(SCORE_FIELDS)
     for pk, with_excluded, *values in rows:
         run_id, level, rest = values[0], values[1], values[2:width]
-        old, n, odd, published_on, pairs = values[width:]
-        stored = Stored(pk, run_id, level, with_excluded, from_values(tuple(rest)))
+        bare, old, n, odd, published_on, pairs = values[width:]
+        stored = Stored(pk, run_id, level, with_excluded, from_values(tuple(rest)), bare=bare)
         if n is not None:  # a row of a changed level
             old = _json(old) or {}
             counted = Counter({(s, c): k for s, c, k in _json(pairs) or []})
             stored = Stored(
                 pk, run_id, level, with_excluded, stored.score, {int(pid): entry for pid, entry in old.items()},
-                Rest(n, counted, published_on or ""), odd,
+                Rest(n, counted, published_on or ""), odd, bare,
             )  # fmt: skip
         result.append(stored)
     return result
@@ -245,7 +249,7 @@ def _read_each(changed: dict[int, dict[int, Pair]], wanted: set[tuple[int, int, 
         score = from_values(tuple(values))
         pids = pids_of.get((run_id, level))
         if pids is None:
-            result.append(Stored(pk, run_id, level, with_excluded, score))
+            result.append(Stored(pk, run_id, level, with_excluded, score, bare=level != ALL_LEVELS or not problems))
             continue
         entries = {int(pid): entry for pid, entry in problems.items()}
         others = [entry for pid, entry in entries.items() if pid not in pids]

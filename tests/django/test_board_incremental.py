@@ -210,3 +210,19 @@ def test_a_problem_that_loses_its_last_kernel_leaves_its_entry_and_an_emptied_le
     run_rescorer()
     assert not RunScore.objects.filter(run=world.run, level=world.level2.level).exists()
     assert board_rescoring.verify_all() == [] and rebuild.verify_problem_counts() == []
+
+
+def test_all_levels_rows_that_still_hold_entries_are_rescored_whole(world):
+    """All levels' rows store no entries (they are their levels'); rows of an older form that do are
+    neither patched nor folded (either would keep the entries), but re-scored whole."""
+    kernels = [world.kernel(problem) for problem in world.problems]
+    run_rescorer()
+    level1 = RunScore.objects.get(run=world.run, level=world.problems[0].level, with_excluded=False)
+    RunScore.objects.filter(run=world.run, level=board_stored.ALL_LEVELS).update(problems=level1.problems)
+    world.evaluate(kernels[0], correct=False)
+    spy, sizes = rows_read()
+    with spy:
+        run_rescorer()
+    assert sizes == [1, 4]  # the marked problem's kernel, then the whole run
+    assert not any(row.problems for row in RunScore.objects.filter(level=board_stored.ALL_LEVELS))
+    assert board_rescoring.verify_all() == []
