@@ -115,8 +115,9 @@ class Writer:
     per write a second, at most MAX_WRITERS (GPU workers are separate processes), together at
     `rate`. `stored`: (epoch seconds, database ms) of every result they stored."""
 
-    def __init__(self, manage: list[str], rate: float) -> None:
+    def __init__(self, manage: list[str], rate: float, nice: int = 0) -> None:
         self.processes_n = max(1, min(math.ceil(rate), MAX_WRITERS))
+        manage = ["nice", "-n", str(nice), *manage] if nice else manage
         each = rate / self.processes_n
         self.stop_file = os.path.join(tempfile.mkdtemp(prefix="kb-writer-"), "stop")
         self.commands = [
@@ -156,7 +157,7 @@ def phase(base: str, args, manage: list[str], rate: float) -> dict:
         pages = time_pages(base, args.repeat)
         return {"pages": pages, "clients": clients(base, CONCURRENT_URL, args.concurrent, args.concurrent_seconds)}
     cpu_before, started = cpu_seconds(args.rescorer_pid), time.time()
-    with Writer(manage, rate) as writer:
+    with Writer(manage, rate, args.writer_nice) as writer:
         # The marks waiting for the re-scorer, sampled while the writers write, then drained.
         backlog = subprocess.Popen(
             [*manage, "marks", "--stop-file", writer.stop_file, "--seconds", str(args.drain_seconds)],
@@ -272,6 +273,11 @@ def main() -> None:
     parser.add_argument("--drain-seconds", type=float, default=120.0, help="wait for the marks after a phase")
     parser.add_argument("--rescorer-log", default="", help="the output of `manage.py refresh_boards -v 2`")
     parser.add_argument("--rescorer-pid", type=int, default=0, help="its process id: the CPU it used")
+    parser.add_argument(
+        "--writer-nice", type=int, default=0,
+        help="run the writers' Python at this niceness (their database backends are not niced): on a "
+        "machine of few cores they stand for GPU hosts, whose work is not the site's",
+    )  # fmt: skip
     args = parser.parse_args()
     manage = [args.py, "-m", "benchmarks.web.bench"]
     results = {}

@@ -59,8 +59,10 @@ if [ -z "${CHURN_ONLY:-}" ]; then
 fi
 echo "== boards while results land: at rest, 1, 5 and 50 evaluations stored per second (attempts.claim + store_result)"
 # shellcheck disable=SC2086  # CHURN_RATES: the write rates, as separate words ("1 5 50" by default)
+# WRITER_NICE: the writers' Python niced (they stand for GPU hosts; their database work is not niced)
 $PY benchmarks/web/churn_bench.py --base "http://127.0.0.1:$web_port" --py "$PY" --repeat "$REPEAT" \
-  --rescorer-log "$work/rescorer.log" --rescorer-pid "$rescorer_pid" --rates ${CHURN_RATES:-1 5 50}
+  --rescorer-log "$work/rescorer.log" --rescorer-pid "$rescorer_pid" --rates ${CHURN_RATES:-1 5 50} \
+  --writer-nice "${WRITER_NICE:-0}"
 kill $gunicorn_pid
 if [ -z "${CHURN_ONLY:-}" ]; then
   echo "== writes"

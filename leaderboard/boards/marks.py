@@ -20,10 +20,12 @@ How it stays current:
    takes it again and again while it is held. A run marked by problem is re-scored incrementally
    (`_fold_problems`): one query reads only the marked problems' kernels with the reference review
    rules (KernelQuerySet.with_review_state) and their stored state; their entries (one per problem:
-   scoring.problem_entry) replace the stored ones in their level's rows, those levels are folded
-   again from their stored entries (scoring.fold), and the all-levels rows are merged from the
-   levels' aggregates (scoring.merge: the other levels' entries are not read), to the bit what a
-   whole re-scoring stores (tests/django/test_board_incremental.py). A run marked whole, or whose rows
+   scoring.problem_entry) replace the stored ones in their level's rows, whose aggregates move by
+   the difference between the old and the new entries (leaderboard/boards/patches.py: the level's
+   other entries stay in the database, and a pass's rows are written by one UPDATE), or, where a
+   patch cannot apply, those levels are folded again from their stored entries (scoring.fold); the
+   all-levels rows follow from the levels' aggregates (scoring.merge: the other levels' entries are
+   not read); to the bit what a whole re-scoring stores (tests/django/test_board_incremental.py). A run marked whole, or whose rows
    cannot take a fold, is re-scored from all its kernels. Writes store the kernels' review state
    that changed, the RunScore rows that changed, the runs' and problems' kernel counts and the
    board version. Many results in one run cost one re-scoring; results in many runs share one

@@ -1,5 +1,6 @@
 """The one writer of the boards' stored rows (leaderboard/boards/stored.py): re-scoring marked runs,
-whole or by problem (`_fold_problems`: to the bit what a whole re-scoring stores), as the
+whole or by problem (`_fold_problems`, patched by difference through leaderboard/boards/patches.py
+or folded: to the bit what a whole re-scoring stores), as the
 background re-scorer takes them (`rescore_oldest`, leaderboard/boards/rescorer.py), as a writer
 does after its commit where no re-scorer runs (`refresh_runs`), and all at once (`rebuild_all`,
 `verify_all`: `manage.py rebuild_boards`). How the whole stays current: leaderboard/boards/marks.py."""
@@ -11,13 +12,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
-from django.db import DatabaseError, OperationalError, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 from django.db.models import DateTimeField, Exists, F, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Least
 from django.utils import timezone
 
 from evaluation.metrics import speedup_problem
-from leaderboard.boards import marked_here, scoring
+from leaderboard.boards import bulk, marked_here, patches, scoring
 from leaderboard.boards.scoring import KernelFacts, LevelScore
 from leaderboard.boards.stored import (
     ALL_LEVELS,
@@ -206,41 +207,58 @@ def _partial_runs(runs: dict[int, int], marks: list[tuple], places: list[tuple])
 
 def _fold_problems(partial: dict[int, set[int]]) -> set[int]:
     """Re-score the marked problems of runs ({run id: problem ids}): read only their kernels, store
-    their review state, replace their entries in the run's stored rows of their levels, fold those
-    levels again (scoring.fold) and merge all levels from them and the other levels' stored
-    aggregates (scoring.merge; the other levels' entries are not read), exactly as a whole
-    re-scoring would store them. The runs it cannot fold (a stored row missing or in an older form,
-    a problem deleted since) are returned, untouched."""
+    their review state, and replace their entries in the run's stored rows, exactly as a whole
+    re-scoring would store them: patched by the difference between old and new entries
+    (patches.patch_runs: the level's other entries stay in the database), or, for a run whose rows
+    cannot take a patch, its levels folded again from their entries (`_fold_stored`). The runs
+    neither can take (a stored row missing or in an older form, a problem deleted since) are
+    returned, untouched."""
     levels = dict(Problem.objects.filter(pk__in={p for ps in partial.values() for p in ps}).values_list("pk", "level"))
     partial = {run_id: pids for run_id, pids in partial.items() if pids <= levels.keys()}
-    read = Q()
-    for run_id, pids in partial.items():  # the marked problems' levels and all levels: the rows a fold rewrites
-        read |= Q(run_id=run_id, level__in=[ALL_LEVELS, *{levels[pid] for pid in pids}])
-    stored_by_run: dict[int, list[RunScore]] = defaultdict(list)
-    others: dict[int, dict[tuple[int, bool], LevelScore]] = defaultdict(dict)
-    if partial:
-        for row in RunScore.objects.filter(read):
-            stored_by_run[row.run_id].append(row)
-        others.update(stored_level_scores(RunScore.objects.filter(run_id__in=list(partial)).exclude(read)))
-    foldable = {run_id for run_id in partial if _foldable(stored_by_run[run_id], others[run_id])}
     places = Q()
-    for run_id in foldable:
-        places |= Q(run_id=run_id, problem_id__in=partial[run_id])
-    rows = kernel_rows(Kernel.objects.filter(places), with_stored=True) if foldable else []
+    for run_id, pids in partial.items():
+        places |= Q(run_id=run_id, problem_id__in=pids)
+    rows = kernel_rows(Kernel.objects.filter(places), with_stored=True) if partial else []
     _check_speedups(rows)
     _store_kernel_states(rows)
     entries = _entries(rows)
+    changed = {run_id: {pid: entries.get((run_id, pid)) for pid in pids} for run_id, pids in partial.items()}
+    before = patches.patch_runs(changed, levels)
+    _move_counts(before, {run_id: _kernels(changed[run_id]) for run_id in before}, exact=False)
+    folded = _fold_stored({run_id: pairs for run_id, pairs in changed.items() if run_id not in before}, levels)
+    return set(partial) - set(before) - folded
+
+
+def _kernels(pairs: dict[int, tuple | None]) -> Counter:
+    """Kernels per problem of these new entries (a problem without kernels has none)."""
+    return Counter({pid: pair[0][scoring.KERNELS] for pid, pair in pairs.items() if pair is not None})
+
+
+def _fold_stored(changed: dict[int, dict[int, tuple | None]], levels: dict[int, int]) -> set[int]:
+    """The fold for the runs a patch cannot take ({run id: {problem id: new entries}}): their rows of
+    the changed levels and of all levels read, those levels folded again from their stored entries
+    with the changed ones replaced (scoring.fold), all levels merged from them and the other levels'
+    stored aggregates (scoring.merge; the other levels' entries are not read). The runs it folded."""
+    read = Q()
+    for run_id, pairs in changed.items():  # the changed problems' levels and all levels: the rows a fold rewrites
+        read |= Q(run_id=run_id, level__in=[ALL_LEVELS, *{levels[pid] for pid in pairs}])
+    stored_by_run: dict[int, list[RunScore]] = defaultdict(list)
+    others: dict[int, dict[tuple[int, bool], LevelScore]] = defaultdict(dict)
+    if changed:
+        for row in RunScore.objects.filter(read):
+            stored_by_run[row.run_id].append(row)
+        others.update(stored_level_scores(RunScore.objects.filter(run_id__in=list(changed)).exclude(read)))
+    foldable = {run_id for run_id in changed if _foldable(stored_by_run[run_id], others[run_id])}
     fresh, stored, old, new = [], [], {}, {}
     for run_id in foldable:
-        changed = {pid: entries.get((run_id, pid)) for pid in partial[run_id]}
-        fresh += _refolded(run_id, stored_by_run[run_id], others[run_id], changed, levels)
+        fresh += _refolded(run_id, stored_by_run[run_id], others[run_id], changed[run_id], levels)
         stored += stored_by_run[run_id]
         counted = _counts_by_run(stored_by_run[run_id])[run_id]
-        old[run_id] = Counter({pid: n for pid, n in counted.items() if pid in changed})
-        new[run_id] = Counter({pid: pair[0][scoring.KERNELS] for pid, pair in changed.items() if pair is not None})
+        old[run_id] = Counter({pid: n for pid, n in counted.items() if pid in changed[run_id]})
+        new[run_id] = _kernels(changed[run_id])
     _store_scores(fresh, stored)
     _move_counts(old, new, exact=False)  # old and new of the changed problems only
-    return set(partial) - foldable
+    return foldable
 
 
 def _foldable(stored: list[RunScore], others: dict[tuple[int, bool], LevelScore]) -> bool:
@@ -373,14 +391,20 @@ def _store_scores(fresh: list[RunScore], stored: list[RunScore]) -> None:
 
 
 def _store_kernel_states(rows: list[KernelRow]) -> None:
-    """Write the review state of the kernels whose state changed (rows read `with_stored`): one
-    UPDATE per distinct state (a pass of the re-scorer: about one kernel per run, each its own
-    speedup; a run after an import: many kernels sharing a few states). Django's bulk_update builds
-    a CASE per field and row, and took 0.6 s of Python for a hundred kernels."""
+    """Write the review state of the kernels whose state changed (rows read `with_stored`): on
+    PostgreSQL in one UPDATE (a pass of the re-scorer: about one kernel per run, each its own
+    speedup, which made a statement per kernel), elsewhere one UPDATE per distinct state (a run
+    after an import: many kernels sharing a few states). Django's bulk_update builds a CASE per
+    field and row, and took 0.6 s of Python for a hundred kernels."""
+    changed = [row for row in rows if row.stored != row.state]
+    if connection.vendor == "postgresql":
+        for start in range(0, len(changed), 5000):
+            part = changed[start : start + 5000]
+            bulk.update_rows(Kernel, STATE_FIELDS, [row.pk for row in part], [row.state for row in part])
+        return
     by_state: dict[tuple, list[int]] = defaultdict(list)
-    for row in rows:
-        if row.stored != row.state:
-            by_state[row.state].append(row.pk)
+    for row in changed:
+        by_state[row.state].append(row.pk)
     for state, pks in by_state.items():
         for start in range(0, len(pks), 500):
             Kernel.objects.filter(pk__in=pks[start : start + 500]).update(**dict(zip(STATE_FIELDS, state, strict=True)))

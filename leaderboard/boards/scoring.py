@@ -248,6 +248,88 @@ def _merged(tallies: list[Tally]) -> Tally:
     return tally
 
 
+@dataclass(frozen=True)
+class Rest:
+    """What a level's entries other than the ones being replaced contribute to the two parts of its
+    fold that are no sum of differences (pass@1's fsum, the published hardware's max): how many
+    entries there are, the (samples, correct samples) of each that has samples, counted, and the
+    last published hardware among those with a published figure."""
+
+    entries: int
+    pairs: Counter
+    published_on: str
+
+
+def rest_of(entries: Iterable[Sequence[Any]]) -> Rest:
+    """The Rest of these entries (the reference for the database's own aggregate of them)."""
+    entries = list(entries)
+    pairs = Counter((entry[SAMPLES], entry[CORRECT]) for entry in entries if entry[SAMPLES])
+    published_on = max((e[PUBLISHED_ON] for e in entries if e[PUBLISHED] is not None), default="")
+    return Rest(len(entries), pairs, published_on)
+
+
+# The level's sums of its entries' counts: LevelScore field, entry index.
+_SUMS = (
+    ("kernels", KERNELS),
+    ("flagged", FLAGGED),
+    ("unreviewed", UNREVIEWED),
+    ("excluded", EXCLUDED),
+    ("measured", MEASURED),
+)
+
+
+def patch(score: LevelScore, old: list[list[Any]], new: list[list[Any]], rest: Rest) -> LevelScore:
+    """The fold of a level's entries after `old` (entries it holds) are replaced by `new`, from its
+    stored fold (`score`, its entries not read) and the `rest` of its entries: counts moved by the
+    difference, each speedup taken out of and put into the sorted speedups (so the same multiset,
+    sorted and summed again, as `fold` gives), pass@1's fsum and the published hardware made again
+    from `rest` and `new`. To the bit what `fold` gives over the new entries (without `problems`).
+    Raises ValueError when a speedup of `old` is not among the stored ones (the row is not the fold
+    of those entries: fold it instead)."""
+    pairs = rest.pairs + Counter((entry[SAMPLES], entry[CORRECT]) for entry in new if entry[SAMPLES])
+    published = [entry[PUBLISHED_ON] for entry in new if entry[PUBLISHED] is not None]
+    patched = LevelScore(
+        sample0=_patched_tally(score.sample0, old, new, S0_STATUS, S0_SPEEDUP),
+        best=_patched_tally(score.best, old, new, BEST_STATUS, BEST_SPEEDUP),
+        pass_at_1_sum=math.fsum(_pass_at_1(*pair) for pair, count in pairs.items() for _ in range(count)),
+        published=_patched_published(score.published, old, new),
+        published_on=max([rest.published_on, *published]),
+    )
+    for name, index in _SUMS:
+        setattr(patched, name, getattr(score, name) + sum(e[index] for e in new) - sum(e[index] for e in old))
+    return patched
+
+
+def _patched_tally(tally: Tally, old: list[list[Any]], new: list[list[Any]], status: int, speedup: int) -> Tally:
+    """One rule's tally with `old` entries taken out and `new` ones put in (as `_tally_of` counts)."""
+    patched = Tally(tally.attempted, tally.compiled, tally.correct, tally.unscored)
+    values = list(tally.speedups)
+    for entries, sign in ((old, -1), (new, 1)):
+        for entry in entries:
+            code = entry[status]
+            patched.attempted += sign * (code != STATUS_CODES["missing"])
+            patched.compiled += sign * (code in _COMPILED_CODES)
+            patched.correct += sign * (code in _CORRECT_CODES)
+            patched.unscored += sign * (code == STATUS_CODES["unscored"])
+            if code == STATUS_CODES["correct"] and sign < 0:
+                values.remove(entry[speedup])
+            elif code == STATUS_CODES["correct"]:
+                values.append(entry[speedup])
+    patched.finish(values)
+    return patched
+
+
+def _patched_published(tally: Tally, old: list[list[Any]], new: list[list[Any]]) -> Tally:
+    values = list(tally.speedups)
+    for entry in old:
+        if entry[PUBLISHED] is not None:
+            values.remove(entry[PUBLISHED])
+    values += [entry[PUBLISHED] for entry in new if entry[PUBLISHED] is not None]
+    patched = Tally(attempted=len(values), compiled=len(values), correct=len(values))
+    patched.finish(values)
+    return patched
+
+
 def all_levels_score(kernels_by_level: dict[int, list[KernelFacts]], *, include_excluded: bool = False) -> LevelScore:
     """All levels' aggregate of one run's kernels ({level: its kernels}), as the stored all-levels
     rows hold it: the merge of each level's."""

@@ -10,6 +10,7 @@ from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Max, Min, QuerySet, Subquery, Sum
 
@@ -116,15 +117,20 @@ def set_aside_runs() -> list[DirtyRun]:
 
 
 def to_model(run_id: int, level: int, with_excluded: bool, score: LevelScore) -> RunScore:
+    return RunScore(run_id=run_id, level=level, with_excluded=with_excluded, problems=score.problems, **columns(score))
+
+
+def columns(score: LevelScore) -> dict[str, Any]:
+    """A score's stored columns but the row's key and entries ({attname: value}), as `to_model`
+    stores them: what the re-scorer's patches write without making model instances."""
     s0, best = score.sample0, score.best
-    return RunScore(
-        run_id=run_id, level=level, with_excluded=with_excluded,
+    return dict(
         kernels=score.kernels, flagged=score.flagged, unreviewed=score.unreviewed, excluded=score.excluded,
         s0_attempted=s0.attempted, s0_compiled=s0.compiled, s0_correct=s0.correct, s0_unscored=s0.unscored,
         s0_log_sum=s0.log_sum, s0_speedups=s0.speedups.tobytes(),
         best_attempted=best.attempted, best_compiled=best.compiled, best_correct=best.correct,
         best_unscored=best.unscored, best_log_sum=best.log_sum, best_speedups=best.speedups.tobytes(),
-        pass_at_1_sum=score.pass_at_1_sum, problems=score.problems, measured=score.measured,
+        pass_at_1_sum=score.pass_at_1_sum, measured=score.measured,
         pub_count=score.published.correct, pub_log_sum=score.published.log_sum,
         pub_speedups=score.published.speedups.tobytes(), pub_hardware=score.published_on,
         **dict(zip(ABOVE_COLUMNS, above_counts(score), strict=True)),
@@ -152,7 +158,7 @@ def above_counts_packed(*packed: bytes) -> list[int]:
     return [tally.above(p) for tally in tallies for p in STANDARD_PS]
 
 
-_SCORE_FIELDS = (
+SCORE_FIELDS = (
     "run_id", "level",
     "s0_attempted", "s0_compiled", "s0_correct", "s0_unscored", "s0_speedups", "s0_log_sum",
     "best_attempted", "best_compiled", "best_correct", "best_unscored", "best_speedups", "best_log_sum",
@@ -168,7 +174,7 @@ def _tally(attempted, compiled, correct, unscored, packed, log_sum) -> Tally:
 
 
 def from_values(values: tuple) -> LevelScore:
-    """A stored score (a row of _SCORE_FIELDS after run_id and level) as the LevelScore it stores."""
+    """A stored score (a row of SCORE_FIELDS after run_id and level) as the LevelScore it stores."""
     pub_count, pub_speedups, pub_log_sum, pub_hardware = values[18:22]
     published = _tally(pub_count, pub_count, pub_count, 0, pub_speedups, pub_log_sum)
     return LevelScore(
@@ -215,16 +221,14 @@ def scores_of_runs(run_ids: list[int], levels: list[int], include_excluded: bool
     """{(run id, level): stored score} of these runs on these levels (0: all), in one query."""
     rows = RunScore.objects.filter(run_id__in=run_ids, level__in=levels, with_excluded=include_excluded)
     # Plain values, not model instances: a board reads thousands of rows.
-    return {(run_id, level): from_values(rest) for run_id, level, *rest in rows.values_list(*_SCORE_FIELDS)}
+    return {(run_id, level): from_values(rest) for run_id, level, *rest in rows.values_list(*SCORE_FIELDS)}
 
 
 def stored_level_scores(rows: QuerySet[RunScore]) -> dict[int, dict[tuple[int, bool], LevelScore]]:
     """{run id: {(level, with_excluded): its stored score}} of these rows, their entries not read
     (what scoring.merge needs of the levels a result leaves alone)."""
     scores: dict[int, dict[tuple[int, bool], LevelScore]] = {}
-    for run_id, level, with_excluded, *rest in rows.values_list(
-        *_SCORE_FIELDS[:2], "with_excluded", *_SCORE_FIELDS[2:]
-    ):
+    for run_id, level, with_excluded, *rest in rows.values_list(*SCORE_FIELDS[:2], "with_excluded", *SCORE_FIELDS[2:]):
         scores.setdefault(run_id, {})[(level, with_excluded)] = from_values(tuple(rest))
     return scores
 

@@ -12,7 +12,7 @@ import pytest
 from django.db import transaction
 
 from leaderboard.boards import marks as board_marks
-from leaderboard.boards import rebuild, scoring
+from leaderboard.boards import patches, rebuild, scoring
 from leaderboard.boards import rescoring as board_rescoring
 from leaderboard.boards import stored as board_stored
 from leaderboard.models import DirtyProblem, DirtyRun, Evaluation, Kernel, LanguageModel, RunScore
@@ -80,7 +80,9 @@ def test_rows_stored_in_the_older_form_are_rescored_whole(world):
     spy, sizes = rows_read()
     with spy:
         run_rescorer()
-    assert sizes == [4]  # nothing to fold into: the whole run instead
+    # the marked problem's kernel first (read before the stored rows), then, nothing to patch or
+    # fold into, the whole run
+    assert sizes == [1, 4]
     assert all(len(entry) == scoring.ENTRY_LENGTH for row in RunScore.objects.all() for entry in row.problems.values())
     assert board_rescoring.verify_all() == []
 
@@ -118,25 +120,42 @@ def random_write(world, rng: random.Random, reviewer, visitor, kernels: list[Ker
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_folded_rows_equal_a_whole_rescoring_through_any_writes(world, reviewer, visitor, seed):
+@pytest.mark.parametrize("path", ["patch", "fold"])
+def test_incremental_rows_equal_a_whole_rescoring_through_any_writes(world, reviewer, visitor, seed, path):
+    """Through random writes (results stored, replaced, turned incorrect or deleted; reviews,
+    reports, kernels added and deleted, published figures), the rows the re-scorer patches (or,
+    `fold`, folds: the path a run takes when its rows cannot take a patch) equal, to the bit, what
+    re-scoring every run whole stores."""
     rng = random.Random(seed)
     kernels = random_world(world, rng, reviewer, visitor)
     world.new_run(LanguageModel.objects.create(name="nothing yet"))
     board_rescoring.rebuild_all()
-    folds = []
-    real_fold = board_rescoring._fold_problems
+    patched, folded = [], []
+    real_patch, real_fold = patches.patch_runs, board_rescoring._fold_stored
 
-    def counted(partial):
-        folds.append(len(partial))
-        return real_fold(partial)
+    def patch(changed, levels):
+        done = real_patch(changed, levels) if path == "patch" else {}
+        patched.append(len(done))
+        return done
 
-    with mock.patch.object(board_rescoring, "_fold_problems", side_effect=counted):
+    def fold(changed, levels):
+        done = real_fold(changed, levels)
+        folded.append(len(done))
+        return done
+
+    with (
+        mock.patch.object(patches, "patch_runs", side_effect=patch),
+        mock.patch.object(board_rescoring, "_fold_stored", side_effect=fold),
+    ):
         for step in range(60):
             random_write(world, rng, reviewer, visitor, kernels)
             if step % 3 == 2:  # sometimes several writes wait for one re-scoring
                 run_rescorer()
         run_rescorer()
-    assert sum(folds) >= 15  # most writes were folded, not re-scored whole
+    if path == "patch":
+        assert sum(patched) >= 15 and sum(folded) <= sum(patched) // 4  # most writes were patched
+    else:
+        assert sum(folded) >= 15  # most writes were folded, not re-scored whole
     incremental = read_model()
     board_rescoring.rebuild_all()
     assert read_model() == incremental
@@ -166,3 +185,44 @@ def test_a_result_folds_its_own_level_and_never_reads_the_other_levels_entries(w
         f"run {world.run.pk} level 2 with_excluded=False: stored differs",
         f"run {world.run.pk} level 2 with_excluded=True: stored differs",
     ]  # only level 2's older entries: level 1 and all levels equal a whole re-scoring
+
+
+def test_a_run_deleted_while_marked_by_problem_leaves_a_pass_sound(world):
+    kernels = [world.kernel(problem) for problem in world.problems]
+    other = world.new_run(LanguageModel.objects.create(name="other"))
+    kept = world.kernel(world.problems[0], run=other)
+    run_rescorer()
+    world.evaluate(kernels[0], correct=True, speedup=2.0)  # marks the run by problem
+    world.evaluate(kept, correct=True, speedup=1.5)
+    world.run.delete()
+    assert run_rescorer() == 1  # the other run; the deleted one's marks go with it
+    assert not DirtyRun.objects.exists() and not DirtyProblem.objects.exists()
+    assert board_rescoring.verify_all() == [] and rebuild.verify_problem_counts() == []
+
+
+def test_a_problem_that_loses_its_last_kernel_leaves_its_entry_and_an_emptied_level_its_rows(world):
+    kernels = [world.kernel(problem) for problem in world.problems]
+    alone = world.kernel(world.level2, speedup=4.0)
+    run_rescorer()
+    kernels[0].delete()  # a patch: the entry goes, the level stays
+    run_rescorer()
+    alone.delete()  # level 2 has no problem left: its rows go (the fold removes them)
+    run_rescorer()
+    assert not RunScore.objects.filter(run=world.run, level=world.level2.level).exists()
+    assert board_rescoring.verify_all() == [] and rebuild.verify_problem_counts() == []
+
+
+def test_all_levels_rows_that_still_hold_entries_are_rescored_whole(world):
+    """All levels' rows store no entries (they are their levels'); rows of an older form that do are
+    neither patched nor folded (either would keep the entries), but re-scored whole."""
+    kernels = [world.kernel(problem) for problem in world.problems]
+    run_rescorer()
+    level1 = RunScore.objects.get(run=world.run, level=world.problems[0].level, with_excluded=False)
+    RunScore.objects.filter(run=world.run, level=board_stored.ALL_LEVELS).update(problems=level1.problems)
+    world.evaluate(kernels[0], correct=False)
+    spy, sizes = rows_read()
+    with spy:
+        run_rescorer()
+    assert sizes == [1, 4]  # the marked problem's kernel, then the whole run
+    assert not any(row.problems for row in RunScore.objects.filter(level=board_stored.ALL_LEVELS))
+    assert board_rescoring.verify_all() == []

@@ -3,6 +3,9 @@ its sweep, a first visit to any of them is served from a kept build, reading no 
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 from django.core.cache import cache
 from django.db import connection
@@ -90,3 +93,24 @@ def test_the_rescorer_sweeps_with_what_its_command_hands_it(monkeypatch):
     idle = rescorer.Sweeps(every=1.0, sweep=None)
     idle.when_due(behind=False)
     assert idle.cursor == 0
+
+
+def test_the_rescorer_loop_sweeps_in_a_thread_of_its_own_and_never_waits_for_it():
+    """A sweep builds boards for seconds (7 s a board at 13 M once): the loop's next pass must not
+    wait for it, nor a second sweep start while one runs."""
+    release, started = threading.Event(), []
+
+    def slow_sweep(start: int, rebuild: bool) -> int:
+        started.append(start)
+        release.wait(5)
+        return start + 1
+
+    sweeps = rescorer.Sweeps(every=0.001, sweep=slow_sweep, in_thread=True)
+    began = time.monotonic()
+    sweeps.when_due(behind=False)
+    time.sleep(0.01)
+    sweeps.when_due(behind=False)  # due again, but the first still runs: not a second one
+    assert time.monotonic() - began < 1 and started == [0]
+    release.set()
+    sweeps.thread.join(5)
+    assert sweeps.cursor == 1

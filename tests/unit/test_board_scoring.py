@@ -4,6 +4,7 @@ fast_p intervals equal to evaluation.metrics.bootstrap_interval."""
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -86,3 +87,52 @@ def test_all_levels_merge_their_levels_as_a_fold_of_every_entry_would_but_for_pa
     assert merged.pass_at_1_sum == pytest.approx(everything.pass_at_1_sum, rel=1e-15)
     assert scoring.merge(reversed(levels)).pass_at_1_sum == merged.pass_at_1_sum
     assert merged.problems == {}
+
+
+def _random_entry(rng, problem: int) -> list:
+    """One problem's entry from 1-4 random kernels (failed, unscored, scored, published, flagged...)."""
+    kernels = []
+    for sample in rng.sample(range(4), rng.randint(1, 4)):
+        correct = rng.random() < 0.6
+        speedup = rng.choice([None, 0.7, 1.25, 2.0, round(rng.uniform(0.1, 9), 3)]) if correct else None
+        published = rng.choice([None, None, 1.37, 2.0, 0.8])
+        kernels.append(
+            KernelFacts(
+                problem, sample, rng.random() < 0.8, correct, speedup, rng.random() < 0.2, rng.random() < 0.2,
+                rng.random() < 0.1, rng.random() < 0.5, published, rng.choice(["", "L40S", "A100"]) if published else "",
+            )
+        )  # fmt: skip
+    return scoring.problem_entry(kernels, include_excluded=rng.random() < 0.5)
+
+
+def _stored(score: scoring.LevelScore) -> tuple:
+    """What the read model stores of a score (its entries aside), bit for bit."""
+    tallies = (score.sample0, score.best, score.published)
+    return (
+        [(t.attempted, t.compiled, t.correct, t.unscored, t.speedups.tobytes(), t.log_sum) for t in tallies],
+        score.pass_at_1_sum, score.kernels, score.flagged, score.unreviewed, score.excluded, score.measured,
+        score.published_on,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_patch_by_old_and_new_entries_equals_the_fold_to_the_bit(seed):
+    """The re-scorer's patch (leaderboard/boards/patches.py): a level's stored fold with some
+    problems' entries replaced, added or removed, from the old and new entries and the Rest of the
+    level, equals the fold of the new entries; and so does all levels' merge of it."""
+    rng = random.Random(seed)
+    levels = [{p: _random_entry(rng, p) for p in range(100 * n, 100 * n + rng.randint(1, 12))} for n in (1, 2)]
+    before = [scoring.fold(dict(entries)) for entries in levels]
+    entries = levels[0]
+    changed = rng.sample(sorted(entries), rng.randint(1, min(3, len(entries))))
+    old = [entries[p] for p in changed]
+    rest = scoring.rest_of(e for p, e in entries.items() if p not in changed)
+    new = {p: _random_entry(rng, p) for p in changed if rng.random() < 0.85}  # the others lose every kernel
+    new.update({999: _random_entry(rng, 999)} if rng.random() < 0.3 else {})  # a problem new to the level
+    after = {p: e for p, e in entries.items() if p not in changed} | new
+    if not after:
+        return
+    patched = scoring.patch(before[0], old, list(new.values()), rest)
+    assert _stored(patched) == _stored(scoring.fold(after))
+    remerged = scoring.merge([patched, before[1]])
+    assert _stored(remerged) == _stored(scoring.merge([scoring.fold(after), before[1]]))
