@@ -52,12 +52,7 @@ T = TypeVar("T")
 def _kept(kind: str, parts: tuple[str, ...], make: Callable[[], T]) -> T:
     """`make()`, kept in the cache under the SHA-256 of `parts` (the texts and labels it is made of)."""
     digest = hashlib.sha256("\0".join((RENDERING, *parts)).encode("utf-8", "surrogatepass")).hexdigest()
-    key = f"{kind}:{digest}"
-    found = cache.get(key)
-    if found is None:
-        found = make()
-        cache.set(key, found, KEPT_SECONDS)
-    return found
+    return cache.get_or_set(f"{kind}:{digest}", make, KEPT_SECONDS)
 
 
 def highlight_python(source: str, anchor: str = "L") -> SafeString:
