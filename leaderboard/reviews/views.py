@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 
 from leaderboard.models import Kernel
 from leaderboard.ops import sign_in_limit
+from leaderboard.reads import kept_pages, page_signatures
 from leaderboard.reads.counts import CachedCountPaginator
 from leaderboard.reviews import services as reviews
 from leaderboard.reviews.forms import QueueFilterForm, ReportForm, VerdictForm
@@ -51,6 +52,12 @@ def _kernel_anchor(kernel: Kernel) -> str:
 def queue_page(request: HttpRequest) -> HttpResponse:
     if not reviews.can_review(request.user):
         raise PermissionDenied("The review queue is for reviewers.")
+    # The same for every reviewer but the header's visitor parts: kept while no write reaches the
+    # stored review states and figures it lists (kept_pages.py); rendering took 35 ms at 13 M.
+    return kept_pages.kept_page(request, page_signatures.boards(), _queue_page)
+
+
+def _queue_page(request: HttpRequest) -> HttpResponse:
     form = QueueFilterForm(request.GET or None)
     filters = form.filters() if request.GET else reviews.QueueFilters()
     # The total is counted once a minute (the rows are live): 0.1 s at 200,000 kernels waiting.

@@ -149,7 +149,7 @@ class Served:
 def cached_board(request: HttpRequest, problem_set: Scope, render: PageBuild) -> HttpResponse:
     """The board page `render` makes, built for nobody and kept (the last complete build), with the
     header's visitor parts rendered for this visitor; or a 304 when the visitor has it."""
-    nobody = _anonymous(request)
+    nobody = anonymous_copy(request)
     served = serve(request, problem_set, "page", lambda as_of: render(nobody, as_of))
     return served.not_modified(request) or served.stamp(for_visitor(served.body, request))
 
@@ -170,7 +170,7 @@ def serve(request: HttpRequest, problem_set: Scope, kind: str, build: Build) -> 
     return Served(kept.body, etag, kept.modified, {"public": True, "max_age": 0, "s_maxage": remaining})
 
 
-def _anonymous(request: HttpRequest) -> HttpRequest:
+def anonymous_copy(request: HttpRequest) -> HttpRequest:
     """A copy of `request` as nobody signed in would send it: what a kept page is built for."""
     nobody = copy.copy(request)
     nobody.user = AnonymousUser()
