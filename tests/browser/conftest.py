@@ -70,27 +70,14 @@ def pytest_runtest_protocol(item, nextitem):
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
-def seed_and_analyze() -> None:
-    """The demo data, with PostgreSQL's statistics brought up to date as autovacuum would on a live
-    site. Here the tables were emptied by TRUNCATE (a test's flush), which records them as empty, so
-    until an ANALYZE the planner nests loops over what it thinks are single rows: one board query then
-    ran for more than 17 minutes on the seeded few hundred rows, and the next flush waited for it."""
-    from django.db import connection
-
-    from leaderboard.demo import seed_demo
-
-    seed_demo()
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
-
-
 @pytest.fixture
 def site(browser, transactional_db, live_server, settings):
     """The live server's base URL, with the demo data in its database, for a test that writes: seeded
     for it alone, and the database emptied after it."""
+    from leaderboard.demo import seed_demo  # deferred: Django is set up once the fixtures run
+
     settings.STORAGES = PLAIN_STORAGES
-    seed_and_analyze()
+    seed_demo()
     return live_server.url
 
 
@@ -108,8 +95,10 @@ def shared_site(browser, django_db_setup, django_db_blocker):
     from django.test.utils import override_settings
     from pytest_django.live_server_helper import LiveServer
 
+    from leaderboard.demo import seed_demo
+
     with django_db_blocker.unblock(), override_settings(STORAGES=PLAIN_STORAGES):
-        seed_and_analyze()
+        seed_demo()
         server = LiveServer("localhost")
         server._live_server_modified_settings.enable()
         try:
