@@ -51,6 +51,8 @@ def varied(run, ingestor, hardware) -> None:
                                         bf16_tolerance=0.015625, correctness_trials=7)  # fmt: skip
     Run.objects.create(model=run.model, problem_set=run.problem_set, hardware=gpu, is_demo=True, rules=rules)
     when = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
+    for number, evaluation in enumerate(Evaluation.objects.filter(kernel__run=run)):  # finished, a second apart
+        Evaluation.objects.filter(pk=evaluation.pk).update(finished_at=when - timedelta(seconds=number))
     for index, problem in enumerate(run.problem_set.problems.order_by("pk")):
         kernel = Kernel.objects.create(run=imported, problem=problem, source=KERNEL, submitted_by=ingestor,
                                        sample_index=index, backend="triton" if index else "cuda",
