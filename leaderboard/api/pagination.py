@@ -3,8 +3,13 @@ the maximum), PAGE_SIZE by default, on every list (CachedCountPagination too).""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.conf import settings
+from django.db.models import QuerySet
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.views import APIView
 
 from leaderboard.reads.counts import CachedCountPaginator
 
@@ -20,4 +25,17 @@ class BoundedPageNumberPagination(PageNumberPagination):
 class CachedCountPagination(BoundedPageNumberPagination):
     """The same pages over CachedCountPaginator (for tables of a million rows: the total is cached)."""
 
-    django_paginator_class = CachedCountPaginator
+    values: tuple[str, ...] = ()  # set by paginate_rows for the paginator it makes
+
+    def django_paginator_class(self, object_list: QuerySet, per_page: int) -> CachedCountPaginator:
+        # DRF makes its paginator by calling this with the query and the page size; a method, so
+        # that the paginator can be told to hand back values() rows.
+        return CachedCountPaginator(object_list, per_page, values=self.values)
+
+    def paginate_rows(
+        self, queryset: QuerySet, request: Request, view: APIView, values: Sequence[str]
+    ) -> list[dict] | None:
+        """paginate_queryset, the page's rows as dicts of `values` (QuerySet.values) rather than model
+        instances: the same page, count and errors (ReadOnly.list says why)."""
+        self.values = tuple(values)
+        return self.paginate_queryset(queryset, request, view)

@@ -272,8 +272,12 @@ class Kernel(models.Model):
 
     @property
     def published_label(self) -> str:
-        """How a published figure is labelled wherever it is shown: "published, L40S"."""
-        return f"published, {self.published_hardware}" if self.published_hardware else "published"
+        return published_label(self.published_hardware)
+
+
+def published_label(hardware: str) -> str:
+    """How a published figure is labelled wherever it is shown: "published, L40S"."""
+    return f"published, {hardware}" if hardware else "published"
 
 
 def utf8_size(source: str) -> int:

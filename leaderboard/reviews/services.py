@@ -79,20 +79,31 @@ def run_maker(user: AbstractBaseUser | AnonymousUser | None, run: Run) -> str | 
     to anyone else; None when the server made it."""
     if run.created_by_id is None:
         return None
-    if can_see_makers(user) or (user is not None and user.is_authenticated and user.pk == run.created_by_id):
-        return run.created_by.get_username()
-    return A_MAKER
+    return run.created_by.get_username() if sees_maker(user, run.created_by_id) else A_MAKER
+
+
+def sees_maker(user: AbstractBaseUser | AnonymousUser | None, maker_id: int) -> bool:
+    """Whether `user` sees the username of the maker (user id `maker_id`) of a run (run_maker)."""
+    return can_see_makers(user) or (user is not None and user.is_authenticated and user.pk == maker_id)
 
 
 def can_read_raw_output(user: AbstractBaseUser | AnonymousUser | None, kernel: Kernel) -> bool:
     """Whether `user` may read a kernel's evaluation logs, error text and worker details
     (leaderboard/reads/disclosure.py says why they are not public): reviewers, admins, and whoever
     submitted the kernel or created its run."""
+    return reads_raw_output(user, kernel.submitted_by_id, kernel.run.created_by_id)
+
+
+def reads_raw_output(
+    user: AbstractBaseUser | AnonymousUser | None, submitter_id: int | None, run_maker_id: int | None
+) -> bool:
+    """can_read_raw_output from the ids of the kernel's submitter and of its run's maker (for lists
+    read as rows, with no kernel to hand)."""
     if user is None or not user.is_authenticated:
         return False
     if user.is_superuser or can_review(user):
         return True
-    return user.pk in (kernel.submitted_by_id, kernel.run.created_by_id)
+    return user.pk in (submitter_id, run_maker_id)
 
 
 def flag_choices() -> list[tuple[str, str]]:
