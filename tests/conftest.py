@@ -25,7 +25,7 @@ def pytest_configure(config) -> None:
 
 def pytest_runtest_logstart(nodeid, location) -> None:
     # KB_TEST_TIMELINE=FOLDER: each test's start time, one file per pytest process, to line up what
-    # several suites running at once did at the same moment (tests/run-suites.sh, KB_TEST_STREAMS).
+    # several pytest processes running at once did at the same moment (tests/run-suites.sh runs two a part).
     folder = os.environ.get("KB_TEST_TIMELINE")
     if folder:
         with open(os.path.join(folder, f"{os.getpid()}.txt"), "a") as fh:

@@ -1,57 +1,52 @@
 #!/usr/bin/env bash
 # Run every suite: the suites that need no database (the evaluation library, the exploits, the units,
 # the load smoke tests), the database-backed ones on SQLite, and the database-backed ones again on a
-# throwaway PostgreSQL started here on a free port; each run ends with its 30 slowest tests.
-# One after another by default (about 37 minutes on two cores). KB_TEST_STREAMS=3 runs the three at
-# once, each printed whole when it ends: 22-24 minutes (docs/performance.md). The first part's
-# compiles then starve the others' live sites (seeding on PostgreSQL 7 times slower, once a board
-# crawl from 18 s to 544 s, near its 600 s limit), so that part runs niced; not the default while
-# one part alone takes 22 minutes at once and a test of the others can come near its limit.
+# throwaway PostgreSQL started here on a free port; each part ends with its 30 slowest tests.
+# The parts run one after another, each spread over KB_TEST_WORKERS pytest-xdist processes (2 by
+# default, one a core here; 1 runs each part in one process), a test file to a process: most tests
+# wait (on subprocesses, servers, sandboxes, timeouts) more than they compute, so two processes
+# overlap one's waits with the other's work (docs/performance.md, "The suite in two processes a part").
+# Every test makes its own ports, folders, Redis and (per process) test database; the tests that stop
+# or restart the PostgreSQL server all the others share (marked stops_database_server) run after the
+# rest, alone.
 set -uo pipefail
 PY=${PY:-.venv/bin/python}
+WORKERS=${KB_TEST_WORKERS:-2}
 DB_SUITES=(tests/django tests/integration tests/browser tests/api)
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
-unset DATABASE_URL REDIS_URL
+unset REDIS_URL
 
+pytest_args=(-q -ra --durations=30 -p no:cacheprovider)
+[ "$WORKERS" -gt 1 ] && pytest_args+=(-n "$WORKERS" --dist loadfile)
 existing() { for suite in "$@"; do [ -d "$suite" ] && printf '%s\n' "$suite"; done; }
 mapfile -t db_suites < <(existing "${DB_SUITES[@]}")
-mapfile -t other_suites < <(for d in tests/*/; do d=${d%/}; [[ " ${DB_SUITES[*]} " == *" $d "* ]] || echo "$d"; done)
-pytest_args=(-q -ra --durations=30 -p no:cacheprovider)
 
-logs=$(mktemp -d /tmp/kb-suites.XXXXXX)
-trap 'rm -rf "$logs"' EXIT
-names=() pids=()
-stream() {  # stream NAME COMMAND...: run it; at once, its output into its log (named by its number)
-  local n=${#names[@]}; names+=("$1"); shift
-  if [ "${KB_TEST_STREAMS:-1}" = "1" ]; then
-    echo "== ${names[$n]} =="
-    local t0=$(date +%s)
-    "$@"; echo $? > "$logs/$n.rc"
-    echo $(( $(date +%s) - t0 )) > "$logs/$n.s"
-    : > "$logs/$n.log"
-    pids+=("")
-  else
-    ( t0=$(date +%s); "$@" > "$logs/$n.log" 2>&1; echo $? > "$logs/$n.rc"; echo $(( $(date +%s) - t0 )) > "$logs/$n.s" ) &
-    pids+=($!)
-  fi
+if [ "${1:-}" = "--postgresql-part" ]; then  # (inside tests/with-postgres.sh: DATABASE_URL is set)
+  "$PY" -m pytest "${db_suites[@]}" "${pytest_args[@]}" -m "not stops_database_server"; rest=$?
+  echo "== the tests that stop the PostgreSQL server, alone =="
+  "$PY" -m pytest "${db_suites[@]}" -q -ra -p no:cacheprovider -m stops_database_server; alone=$?
+  # 5 means the selection held no test, which is no failure of the code.
+  for rc in $rest $alone; do [ "$rc" = 0 ] || [ "$rc" = 5 ] || exit 1; done
+  exit 0
+fi
+
+unset DATABASE_URL  # the parts before PostgreSQL's run on SQLite
+mapfile -t other_suites < <(for d in tests/*/; do d=${d%/}; [[ " ${DB_SUITES[*]} " == *" $d "* ]] || echo "$d"; done)
+status=0
+part() {  # part NAME COMMAND...: run it, say how it ended and how long it took
+  echo "== $1 =="
+  local name=$1 t0=$SECONDS
+  shift
+  "$@"
+  local rc=$?
+  echo "== $name: exit $rc in $((SECONDS - t0)) s =="
+  [ "$rc" = 0 ] || [ "$rc" = 5 ] || status=1
 }
 
-start=$(date +%s)
-# At once, the compiles of the suites without a database yield to the live sites of the others
-# (measured: seeding on PostgreSQL took 7 times as long beside a killed-build test's compiles).
-yield_cpu=(); [ "${KB_TEST_STREAMS:-1}" = "1" ] || yield_cpu=(nice -n 10)
-stream "suites without a database (${other_suites[*]})" "${yield_cpu[@]}" "$PY" -m pytest "${other_suites[@]}" "${pytest_args[@]}"
-stream "database suites on SQLite (${db_suites[*]})" "$PY" -m pytest "${db_suites[@]}" "${pytest_args[@]}"
-stream "database suites on PostgreSQL (${db_suites[*]})" env PY="$PY" bash tests/with-postgres.sh "$PY" -m pytest "${db_suites[@]}" "${pytest_args[@]}"
-
-status=0
-for i in "${!names[@]}"; do
-  [ -n "${pids[$i]}" ] && wait "${pids[$i]}"
-  rc=$(cat "$logs/$i.rc" 2>/dev/null || echo 1)
-  echo "== ${names[$i]}: exit $rc in $(cat "$logs/$i.s" 2>/dev/null || echo "?") s =="
-  cat "$logs/$i.log"
-  # 5 means the selection held no test, which is no failure of the code.
-  [ "$rc" = 0 ] || [ "$rc" = 5 ] || status=1
-done
-echo "== every suite: $(( $(date +%s) - start )) s =="
+start=$SECONDS
+part "suites without a database (${other_suites[*]})" "$PY" -m pytest "${other_suites[@]}" "${pytest_args[@]}"
+part "database suites on SQLite (${db_suites[*]})" "$PY" -m pytest "${db_suites[@]}" "${pytest_args[@]}"
+part "database suites on PostgreSQL (${db_suites[*]})" env PY="$PY" KB_TEST_WORKERS="$WORKERS" \
+  bash tests/with-postgres.sh bash "$0" --postgresql-part
+echo "== every suite: $((SECONDS - start)) s =="
 exit $status

@@ -32,6 +32,7 @@ from tests.sources import PROBLEM_SOURCE
 
 REPO = Path(__file__).resolve().parents[2]
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+SUBPROCESS_SESSIONS = "kb-test-subprocess"  # the application_name of the subprocesses' database sessions
 
 # A file-based SQLite test database (workers are other processes). Set here, at collection, before
 # pytest-django creates the test database; harmless for the other suites of the same session.
@@ -133,7 +134,9 @@ def database_url() -> str:
     password = f":{quote(s['PASSWORD'])}" if s.get("PASSWORD") else ""
     host = s.get("HOST") or "127.0.0.1"
     port = f":{s['PORT']}" if s.get("PORT") else ""
-    return f"postgres://{user}{password}@{host}{port}/{s['NAME']}"
+    # Named, so that the sessions a killed subprocess leaves are told from this process's others
+    # (end_other_sessions).
+    return f"postgres://{user}{password}@{host}{port}/{s['NAME']}?application_name={SUBPROCESS_SESSIONS}"
 
 
 # The knobs workers and the in-process sweep share in these tests: fast heartbeats, a short stale
@@ -226,13 +229,16 @@ def end_other_sessions() -> None:
     """End the database sessions the killed workers leave. PostgreSQL ends a session whose client
     died only when it next reads from it: one in the middle of a statement (a worker's re-scoring
     after its commit, waiting for a lock) keeps its locks, and the test database's flush then
-    deadlocked with it (CI, stop 37: the flush failed and the next test found the old rows)."""
+    deadlocked with it (the flush failed and the next test found the old rows). Only the sessions
+    of subprocesses (named by database_url): this process's own, a live server thread's among them,
+    stay."""
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         return
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            "AND pid <> pg_backend_pid() AND application_name = %s",
+            [SUBPROCESS_SESSIONS],
         )
 
 

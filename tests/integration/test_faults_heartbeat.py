@@ -74,6 +74,7 @@ def restart_postgres() -> float:
     return pg_ctl("restart")
 
 
+@pytest.mark.stops_database_server
 def test_a_heartbeat_reconnects_after_a_postgresql_restart(env, make_kernels, cpu, settings):
     if connection.vendor != "postgresql":
         pytest.skip("needs a database server to restart: run under tests/with-postgres.sh")

@@ -36,6 +36,7 @@ pytestmark = pytest.mark.timeout(120)
 VERDICT = {"status": "correct", "compiled": True, "correct": True, "speedup": 1.5}
 
 
+@pytest.mark.stops_database_server
 def test_a_verdict_survives_a_20_s_database_outage(env, make_kernels, cpu, settings):
     if connection.vendor != "postgresql":
         pytest.skip("needs a database server to stop: run under tests/with-postgres.sh")
