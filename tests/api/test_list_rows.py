@@ -128,3 +128,15 @@ def test_a_list_reads_its_rows_in_one_query(varied, client, django_assert_num_qu
         client.get(url)
         with django_assert_num_queries(1):
             assert client.get(url).status_code == 200
+
+
+def test_each_filter_is_counted_apart_and_its_pages_share_the_count(varied, client, django_assert_num_queries):
+    # The total is cached under the list's path and parameters (not the compiled query): a key that
+    # left out a filter would hand one filter's total to another.
+    for backend in ("triton", "cuda", "cpp"):
+        expected = Kernel.objects.filter(backend=backend).count()
+        assert client.get(f"/api/v1/kernels/?backend={backend}").json()["count"] == expected, backend
+    assert client.get("/api/v1/kernels/").json()["count"] == Kernel.objects.count()
+    with django_assert_num_queries(1):  # the same filter, another page size: its count is the one kept
+        page = client.get("/api/v1/kernels/?page_size=1&backend=triton").json()
+    assert page["count"] == Kernel.objects.filter(backend="triton").count() > 1
