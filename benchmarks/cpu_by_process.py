@@ -74,12 +74,16 @@ def main() -> None:
         seen = now
     elapsed = time.monotonic() - started
     cores = os.cpu_count() or 1
-    print(f"CPU by process over {elapsed:.0f} s on {cores} cores (a process started and ended between samples is missed)")
+    print(
+        f"CPU by process over {elapsed:.0f} s on {cores} cores (a process started and ended between samples is missed)"
+    )
     for name, ticks in sorted(totals.items(), key=lambda item: -item[1]):
         seconds = ticks / TICKS
         if seconds >= 0.1:
             print(f"  {seconds:8.1f} s  {seconds / elapsed / cores:6.1%} of the machine  {name}")
-    print(f"  {sum(totals.values()) / TICKS:8.1f} s  in all; idle {1 - sum(totals.values()) / TICKS / elapsed / cores:.1%}")
+    print(
+        f"  {sum(totals.values()) / TICKS:8.1f} s  in all; idle {1 - sum(totals.values()) / TICKS / elapsed / cores:.1%}"
+    )
 
 
 if __name__ == "__main__":
