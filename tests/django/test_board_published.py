@@ -9,11 +9,13 @@ import csv
 import io
 
 import pytest
+from django.contrib.auth.models import User
 
 from leaderboard.boards import stored as board_stored
 from leaderboard.models import Kernel, Origin, Run
 from leaderboard.reads.board.choices import BoardFilters
 from leaderboard.reads.board.rows import PUBLISHED, level_standings
+from tests.django.reviews_factories import review
 from tests.pagekit import REFERENCE, evaluate, make_hardware, make_model, make_run, make_set, plain_static  # noqa: F401
 from tests.rescoring import run_rescorer
 
@@ -225,3 +227,24 @@ def test_a_partly_measured_row_says_so_on_the_board_and_the_overview(client, fie
     assert "partly verified here (1 of 3)" in row and 'data-ranked-by="published"' in row
     overview = client.get("/").content.decode()
     assert 'id="strongest-partly"' in overview and "No run fully measured here yet: 1 partly" in overview
+
+
+def test_the_grid_keeps_each_problems_best_five_in_rank_order_without_excluded_ones(client):
+    # Seven kernels on one problem: two tie (the older first), one has no figure (ranks as 0), one
+    # was excluded by a reviewer; the grid shows the first five by the figure they rank by. The
+    # cells' kernels are read per problem down an index on PostgreSQL, by a window elsewhere.
+    problem_set = make_set("Seven", levels=(1,))
+    run = published_run(problem_set, [1.0], name="model-a")
+    problem = problem_set.problems.get()
+    figures = [4.0, 9.0, 2.5, 9.0, None, 30.0, 6.0]
+    made = [
+        Kernel.objects.create(run=run, problem=problem, source=KERNEL + f"# seven {n}\n", sample_index=n + 1,
+                              published_speedup=figure, published_hardware="L40S")
+        for n, figure in enumerate(figures)
+    ]  # fmt: skip
+    review(made[5], User.objects.create_user("judge"), "reward_hack")  # the 30x, excluded
+    run_rescorer()
+    html = client.get(f"/levels/1/grid/?set={problem_set.slug}").content.decode()
+    row = html[html.index('data-problem="1"') :].split("</tr>")[0]
+    cells = [int(chunk.split('"', 1)[0]) for chunk in row.split('data-kernel="')[1:]]
+    assert cells == [made[1].pk, made[3].pk, made[6].pk, made[0].pk, made[2].pk]
