@@ -11,7 +11,8 @@ The kept featured set follows run and problem-set writes through its own signals
 
 from __future__ import annotations
 
-from django.db.models.signals import post_delete, post_save, pre_delete
+from django.contrib.auth.models import User
+from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
 from leaderboard.boards import marks as board_marks
@@ -77,6 +78,25 @@ def evaluation_changed(sender, instance: Evaluation, **kwargs) -> None:
 def review_changed(sender, instance, **kwargs) -> None:
     board_rescoring.refresh_kernel_states([instance.kernel_id])
     board_marks.mark_problems(_place_of_kernel(instance.kernel_id, _cached_kernel(instance)))
+
+
+@receiver(pre_save, sender=User, dispatch_uid="boards-user-renaming")
+def user_renaming(sender, instance: User, update_fields=None, **kwargs) -> None:
+    """Note a reviewer's or reporter's old name: the kernel pages kept for visitors show it."""
+    instance._kb_renamed = False
+    if instance.pk is None or (update_fields is not None and "username" not in update_fields):
+        return  # a new user, or a save of other fields (a sign-in's last_login)
+    old = User.objects.filter(pk=instance.pk).values_list("username", flat=True).first()
+    instance._kb_renamed = old is not None and old != instance.username
+
+
+@receiver(post_save, sender=User, dispatch_uid="boards-user-renamed")
+def user_renamed(sender, instance: User, **kwargs) -> None:
+    if not getattr(instance, "_kb_renamed", False):
+        return
+    named = {*Review.objects.filter(reviewer=instance).values_list("kernel_id", flat=True)}
+    named |= {*KernelReport.objects.filter(reporter=instance).values_list("kernel_id", flat=True)}
+    board_marks.mark_problems(Kernel.objects.filter(pk__in=named).values_list("run_id", "problem_id"))
 
 
 @receiver(pre_delete, sender=Run, dispatch_uid="boards-run-deleted")

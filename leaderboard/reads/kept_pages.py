@@ -35,6 +35,7 @@ from leaderboard.reads.board.params import read_only
 CACHE_SECONDS = 600  # bounds memory; a kept rendering is replaced as soon as its signature moves
 
 Render = Callable[[HttpRequest], HttpResponse]  # the page, for a request
+Signature = Callable[[], Hashable | None]  # read only when the page may be kept (page_signatures.py)
 
 
 @dataclass(frozen=True)
@@ -44,15 +45,18 @@ class KeptPage:
 
 
 def kept_page(
-    request: HttpRequest, signature: Hashable | None, render: Render, params: Iterable[str] | None = None
+    request: HttpRequest, signature_of: Signature | None, render: Render, params: Iterable[str] | None = None
 ) -> HttpResponse:
-    """The page `render` makes, or its kept rendering when that was made under `signature`. None
-    for `signature`: not to be kept (something on it is pending, or nothing was ever scored), and
-    rendered for this visitor. A kept rendering is made for nobody (an anonymous copy of the
-    request) and served with the header's visitor parts rendered for each visitor.
+    """The page `render` makes, or its kept rendering when that was made under the signature
+    `signature_of()` reads. None for `signature_of` (a visitor this page is never kept for) or for
+    the signature (something on it is pending, or nothing was ever scored): rendered for this
+    visitor. A kept rendering is made for nobody (an anonymous copy of the request) and served with
+    the header's visitor parts rendered for each visitor.
     `params`: the query's parameters the page reads (one kept rendering for each of their values,
     whatever else the query holds); None: the whole query."""
-    if signature is None or not _may_share(request) or transaction.get_connection().in_atomic_block:
+    if signature_of is None or not _may_share(request) or transaction.get_connection().in_atomic_block:
+        return render(request)
+    if (signature := signature_of()) is None:
         return render(request)
     query = request.GET.urlencode() if params is None else read_only(request, params).urlencode()
     key = "kept-page:" + hashlib.sha256(f"{request.path}?{query}".encode()).hexdigest()[:24]

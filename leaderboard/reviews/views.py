@@ -54,7 +54,7 @@ def queue_page(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("The review queue is for reviewers.")
     # The same for every reviewer but the header's visitor parts: kept while no write reaches the
     # stored review states and figures it lists (kept_pages.py); rendering took 35 ms at 13 M.
-    return kept_pages.kept_page(request, page_signatures.boards(), _queue_page)
+    return kept_pages.kept_page(request, page_signatures.boards, _queue_page)
 
 
 def _queue_page(request: HttpRequest) -> HttpResponse:

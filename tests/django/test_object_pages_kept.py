@@ -126,3 +126,19 @@ def test_the_queue_drops_a_kernel_once_judged(kernels, reviewer):
     assert f"/kernels/{kernels[0].pk}/" in queue.get(QUEUE).content.decode()
     reviews.record_verdict(kernels[0], "clean", "", by=reviewer)
     assert f"/kernels/{kernels[0].pk}/" not in queue.get(QUEUE).content.decode()
+
+
+def test_a_reviewer_renamed_shows_under_the_new_name_on_a_kept_kernel_page(client, kernels):
+    kernel, other = kernels[0], kernels[2]
+    judge = User.objects.create_user("judge-before")
+    review(kernel, judge, "clean", note="fine")
+    run_rescorer()
+    assert "judge-before" in client.get(kernel.get_absolute_url()).content.decode()
+    client.get(other.get_absolute_url())
+    judge.last_login = judge.date_joined
+    judge.save(update_fields=["last_login"])  # a sign-in: no name changed, nothing marked
+    assert count_queries(client, other.get_absolute_url()) == 1  # still kept
+    judge.username = "judge-after"
+    judge.save()
+    page = client.get(kernel.get_absolute_url()).content.decode()
+    assert "judge-after" in page and "judge-before" not in page
