@@ -167,8 +167,10 @@ def problem_submit(request: HttpRequest, pk: int) -> HttpResponse:
 def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """Kept for anonymous visitors while nothing on it changes (kept_pages.py): rendering it took
     20-30 ms at 13 M kernels, most of it Python."""
-    signature = None if request.user.is_authenticated else lambda: page_signatures.kernel(pk)
-    return kept_pages.kept_page(request, signature, lambda visitor: _kernel(visitor, pk), ("against", "view", "page"))
+    signature_of = None if request.user.is_authenticated else lambda: page_signatures.kernel(pk)
+    return kept_pages.kept_page(
+        request, signature_of, lambda visitor: _kernel(visitor, pk), ("against", "view", "page")
+    )
 
 
 def _kernel(request: HttpRequest, pk: int) -> HttpResponse:

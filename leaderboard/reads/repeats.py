@@ -201,9 +201,9 @@ def repeats_of(kernels: Iterable[int] | Iterable[Kernel]) -> dict[int, list[Repe
     return _repeats(Q(kernel__in=kernels))
 
 
-def _repeats(which: Q, twice_only: bool = False) -> dict[int, list[Repeat]]:
-    """`twice_only`: only the kernels measured at least twice on a hardware (a board's counts): at
-    13 M a board's shown rows have thousands of kernels measured once, whose rows the counts skip."""
+def _repeats(which: Q, least_times: int = 1) -> dict[int, list[Repeat]]:
+    """`least_times`: only the kernels measured at least so often on a hardware (2 for a board's
+    counts: at 13 M a board's shown rows have thousands of kernels measured once, which they skip)."""
     partition = [F("kernel_id"), F("hardware_id")]
     evaluations = (
         Evaluation.objects.filter(which, origin=Origin.MEASURED, state=Evaluation.State.DONE)
@@ -213,7 +213,7 @@ def _repeats(which: Q, twice_only: bool = False) -> dict[int, list[Repeat]]:
             ),
             times=Window(Count("pk"), partition_by=partition),
         )
-        .filter(place__lte=2, **({"times__gte": 2} if twice_only else {}))
+        .filter(place__lte=2, times__gte=least_times)
         .order_by("kernel_id", "hardware_id", "-place")  # oldest of the two first
         .values_list(
             "kernel_id", "kernel__run_id", "hardware_id", "hardware__name", "times",
@@ -248,7 +248,7 @@ def row_repeats(runs: Iterable[Run], level: int | None) -> dict[int, RowRepeats]
         which &= Q(kernel__problem__level=level)
     twice: dict[int, int] = defaultdict(int)
     agree: dict[int, int] = defaultdict(int)
-    for repeats in _repeats(which, twice_only=True).values():
+    for repeats in _repeats(which, least_times=2).values():
         for repeat in repeats:
             if repeat.twice and repeat.hardware_id == hardware_of[repeat.run_id]:
                 twice[repeat.run_id] += 1

@@ -40,8 +40,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     250 kernels took 30-40 ms at 13 M kernels. Not while it is being verified: it shows progress."""
     compared = request.GET.get("compare", "")
     runs = [pk, int(compared)] if compared.isdigit() and int(compared) != pk else [pk]
-    signature = None if request.user.is_authenticated else lambda: page_signatures.runs(runs)
-    return kept_pages.kept_page(request, signature, lambda visitor: _run_detail(visitor, pk), ("compare",))
+    signature_of = None if request.user.is_authenticated else lambda: page_signatures.runs(runs)
+    return kept_pages.kept_page(request, signature_of, lambda visitor: _run_detail(visitor, pk), ("compare",))
 
 
 def _run_detail(request: HttpRequest, pk: int) -> HttpResponse:

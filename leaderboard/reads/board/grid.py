@@ -80,8 +80,9 @@ def level_grid(problem_set: ProblemSet | None, level: int) -> list[GridRow]:
         return []
     problems = list(problem_set.problems.filter(level=level).defer("source").order_by("number"))
     rows = {problem.pk: GridRow(problem) for problem in problems}
-    kernels = (
+    ranked = (
         Kernel.objects.filter(pk__in=_best_kernels([problem.pk for problem in problems]))
+        .order_by(RANKED, "pk")  # each problem's cells best first, as its kernels were picked
         .values_list(
             "pk", "problem_id", "run__model__name", "run__is_demo", "run__model__is_demo",
             "latest_evaluation__origin", "latest_evaluation__correct", "latest_evaluation__speedup",
@@ -89,8 +90,6 @@ def level_grid(problem_set: ProblemSet | None, level: int) -> list[GridRow]:
             "published_speedup", "published_hardware", "ranked_speedup",
         )
     )  # fmt: skip
-    # Each problem's kernels best first, as RANKED orders them (ties by key).
-    ranked = sorted(kernels, key=lambda kernel: (kernel[1], -(kernel[-1] or 0.0), kernel[0]))
     for pk, problem_id, model, demo, model_demo, origin, correct, speedup, low, high, pub, on, ranked_by in ranked:
         if ranked_by is None and pub is None and speedup is None:
             continue  # nothing to show: no speedup from any source
@@ -105,6 +104,7 @@ def level_grid(problem_set: ProblemSet | None, level: int) -> list[GridRow]:
     return list(rows.values())
 
 
+# RANKED and its tie-break, written out: the ORM has no LATERAL join.
 _BEST_BY_INDEX = """
     SELECT best.id FROM {problem} p CROSS JOIN LATERAL (
         SELECT k.id FROM {kernel} k WHERE k.problem_id = p.id AND NOT k.review_excluded
