@@ -3,7 +3,8 @@
 #   .whl/    cp312 wheels the GPU image lacks (Django, DRF, RQ, Redis client, plotly, ...);
 #   .redis/  Debian 12's redis-server unpacked (apt-get download + dpkg -x);
 #   .field/KernelBenchLeaderboard  the field's kernels (a checkout made with the `fetch` tool; its
-#            code is never committed), when FIELD_MIRROR names the fetched git directory.
+#            code is never committed), when FIELD_MIRROR names the fetched git directory;
+#   .field/tree-<commit>.tar.gz  the repository at FIELD_TREE_COMMIT, when set (benchmarks/gpu/in_tree.sh).
 # Run from the repository root. Idempotent: what exists is kept.
 set -euo pipefail
 # The venv's own versions (make setup), so the GPU host runs what the tests ran here.
@@ -27,5 +28,12 @@ if [ ! -x .redis/root/usr/bin/redis-server ]; then
 fi
 if [ -n "${FIELD_MIRROR:-}" ] && [ ! -d .field/KernelBenchLeaderboard ]; then
   mkdir -p .field && git clone -q "$FIELD_MIRROR" .field/KernelBenchLeaderboard
+fi
+# The tree of an earlier commit, for a measurement that must go on with the code it began with
+# (benchmarks/gpu/in_tree.sh runs a command in it on the GPU host).
+if [ -n "${FIELD_TREE_COMMIT:-}" ]; then
+  tree=.field/tree-$(git rev-parse --short "$FIELD_TREE_COMMIT").tar.gz
+  [ -f "$tree" ] || { mkdir -p .field && git archive --format=tar.gz -o "$tree" "$FIELD_TREE_COMMIT"; }
+  echo "carry: $tree"
 fi
 du -sh .whl .redis .field 2>/dev/null || true
