@@ -1,7 +1,7 @@
 """Build times of load_inline kernels before and after the host's precompiled torch headers (and, for
-CUDA, the ``.cu`` file's slim ``torch/extension.h``: evaluation/slim_headers.py; and the unit cache:
-evaluation/units.py), through
-the build stage itself (sandboxed build processes, ``evaluation.build_stage.prebuild``), per step
+CUDA, the ``.cu`` file's slim ``torch/extension.h``: evaluation/builds/slim_headers.py; and the unit cache:
+evaluation/builds/units.py), through
+the build stage itself (sandboxed build processes, ``evaluation.builds.stage.prebuild``), per step
 (ninja's own record: the C++ wrapper ``main.o``, the ``.cu`` file, the link), with each build's CPU
 seconds and peak memory.
 
@@ -44,9 +44,9 @@ from typing import Any
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from benchmarks.wrapper_kernel import wrapper_kernel  # noqa: E402
-from evaluation.build import needs_build  # noqa: E402
-from evaluation.build_stage import BuildPool, header_cache_for, prebuild, target_arch  # noqa: E402
-from evaluation.types import EvaluationConfig  # noqa: E402
+from evaluation.builds.entry import needs_build  # noqa: E402
+from evaluation.builds.stage import BuildPool, header_cache_for, prebuild, target_arch  # noqa: E402
+from evaluation.results.types import EvaluationConfig  # noqa: E402
 
 
 def kernel_sources(paths: list[str], limit: int) -> list[tuple[str, str]]:

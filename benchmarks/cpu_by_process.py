@@ -23,7 +23,7 @@ LABELS = (  # (text in the command line, label): the first that matches
     ("postgres:", "postgres"),
     ("redis-server", "redis"),
     ("pytest", "pytest"),
-    ("evaluation._child", "sandbox (evaluation._child)"),
+    ("evaluation.child.harness", "sandbox (evaluation.child.harness)"),
     ("cc1plus", "cc1plus"),
     ("chromium", "chromium"),
     ("http_bench", "http clients"),

@@ -10,7 +10,7 @@ A call's folder holds its `h200_results.jsonl` (everything measured so far), `ev
 `gpu_util.csv`; a call's kernels are those its results file has and the previous call's (or
 BEFORE.jsonl, what the first call started from) has not.
 Reads only figures (no code); prints Markdown for docs/field.md. `keep` writes a results file of
-the evaluations one code measured (`environment.harness`, evaluation.harness_id's digest): given to
+the evaluations one code measured (`environment.harness`, evaluation.results.harness_id's digest): given to
 `gpu_field_verify.sh` as FIELD_RESULTS, it has the others measured again by the code of the rest.
 """
 
@@ -35,7 +35,7 @@ from benchmarks.gpu_check import (  # noqa: E402
     job_seconds_from_log,
     p90,
 )
-from evaluation.stats import speedup_gap, speedups_agree, speedups_within  # noqa: E402
+from evaluation.results.stats import speedup_gap, speedups_agree, speedups_within  # noqa: E402
 
 Key = tuple[str, int, int]
 

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script on the GPU host, from the checkout
     sys.path.insert(0, str(REPO))
 
-from evaluation.stats import interval_covers, speedup_gap, speedups_agree  # noqa: E402
+from evaluation.results.stats import interval_covers, speedup_gap, speedups_agree  # noqa: E402
 
 #: (level, problem, model): launch-bound ones whose reference moved between runs on the H200, GPU-bound
 #: ones, the diag(A) @ B kernels (honest >10x), a small MLP, and one incorrect kernel.
@@ -154,7 +154,7 @@ def _measurement(e: Any) -> dict[str, Any]:
 
 def agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Two measurements of a kernel agree: same verdict and speedups that agree
-    (evaluation.stats.speedups_agree: within 2 %, or a host-bound side's interval covers the other)."""
+    (evaluation.results.stats.speedups_agree: within 2 %, or a host-bound side's interval covers the other)."""
     return a["status"] == b["status"] and speedups_agree(
         a.get("speedup"), b.get("speedup"), _host_bound_interval(a), _host_bound_interval(b)
     )

@@ -44,7 +44,7 @@ trap cleanup EXIT
 say "redis on $port"
 
 export KB_VAR_DIR=/tmp/kb-var DATABASE_URL=sqlite:////tmp/kb-field.sqlite3
-# Each result names the code that measured it (evaluation.harness_id): the digest always, this commit
+# Each result names the code that measured it (evaluation.results.harness_id): the digest always, this commit
 # where the caller names it (the device's copy of the checkout may have no git history).
 export KB_HARNESS_COMMIT=${FIELD_CODE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || true)}
 # 16 cores: builds use ~1.5 cores each (nvcc and the wrapper in parallel); 10 keep the GPU fed.

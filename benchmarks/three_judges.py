@@ -42,7 +42,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from evaluation.stats import median  # noqa: E402 - the repository root is put on the path first
+from evaluation.results.stats import median  # noqa: E402 - the repository root is put on the path first
 
 #: fp32 tolerance of the rules each problem source was published under (docs/evaluation.md,
 #: "Scoring rules per KernelBench version").
@@ -122,7 +122,7 @@ def _gpu_activities(trace_path: str, prefix: str) -> list[tuple[float, float, in
 
 
 def _median(xs: list[float]) -> float:
-    """evaluation.stats.median, NaN for no values (a forward the trace saw nothing of)."""
+    """evaluation.results.stats.median, NaN for no values (a forward the trace saw nothing of)."""
     return median(xs) if xs else math.nan
 
 
@@ -398,7 +398,7 @@ def host(args: argparse.Namespace) -> int:
     from kernel_corpus import load_manifest
 
     from evaluation import EvaluationConfig
-    from evaluation.build_stage import target_arch
+    from evaluation.builds.stage import target_arch
     from evaluation.runner import prepare
 
     t_start = time.monotonic()
@@ -514,8 +514,8 @@ def _queue_builds(
     """Both builders' pools, each CUDA kernel that needs a build queued on both, on the build cores:
     (our pool, KernelBench's pool, our builds, KernelBench's builds), builds by ``id`` of the task."""
     # deferred, as host()'s own imports are: only a run of the judges uses them
-    from evaluation.build import needs_build
-    from evaluation.build_stage import BuildPool
+    from evaluation.builds.entry import needs_build
+    from evaluation.builds.stage import BuildPool
 
     ours_pool = BuildPool(args.build_workers, base, build_cores)
     kb_pool = ThreadPoolExecutor(max_workers=args.build_workers)

@@ -173,10 +173,10 @@ EVAL_HOST_SICK_S = env_int("EVAL_HOST_SICK_S", 600)
 # The name a worker host reports its health under (/healthz, queue_status). Empty: its hostname.
 EVAL_HOST_NAME = env_str("EVAL_HOST_NAME", "")
 # Memory of each sandboxed process tree (proportional set size). Unset: the library's default, from the
-# host's memory and worker count (evaluation.limits.default_memory_limit_mb reads the same variable).
+# host's memory and worker count (evaluation.sandbox.limits.default_memory_limit_mb reads the same variable).
 EVAL_MEMORY_LIMIT_MB = env_optional_int("EVAL_MEMORY_LIMIT_MB")
 # Worker processes one `evalworker` runs. Unset: what the host runs well (one per GPU it may use, one
-# per 4 CPU cores: evaluation.limits.workers_for; docs/workers.md has the measurements).
+# per 4 CPU cores: evaluation.sandbox.limits.workers_for; docs/workers.md has the measurements).
 EVAL_WORKERS = env_optional_int("EVAL_WORKERS")
 # Look-ahead builds on a GPU host (docs/workers.md, "Builds ahead of the GPUs"): each GPU worker's
 # builder compiles the kernels of the next EVAL_BUILD_AHEAD queued evaluations in EVAL_BUILD_WORKERS
@@ -186,7 +186,7 @@ EVAL_BUILD_AHEAD = env_int("EVAL_BUILD_AHEAD", 8)
 # The build cache, which kernels write to and which would otherwise keep whatever they leave and
 # grow without bound: a build that leaves more than EVAL_BUILD_ENTRY_MAX_MB in its entry is not
 # published; each worker host's sweeper evicts entries unused for EVAL_BUILD_CACHE_MAX_AGE_DAYS,
-# then the least recently used until the cache holds EVAL_BUILD_CACHE_MAX_MB (evaluation.cache_evict).
+# then the least recently used until the cache holds EVAL_BUILD_CACHE_MAX_MB (evaluation.builds.cache_evict).
 EVAL_BUILD_ENTRY_MAX_MB = env_int("EVAL_BUILD_ENTRY_MAX_MB", 2048)
 EVAL_BUILD_CACHE_MAX_MB = env_int("EVAL_BUILD_CACHE_MAX_MB", 50_000)
 EVAL_BUILD_CACHE_MAX_AGE_DAYS = env_int("EVAL_BUILD_CACHE_MAX_AGE_DAYS", 30)
@@ -216,7 +216,7 @@ REQUEST_BODY_MAX_BYTES = env_int("REQUEST_BODY_MAX_BYTES", RUN_UPLOAD_MAX_BYTES 
 REVIEW_SPEEDUP_THRESHOLD = float(env_str("REVIEW_SPEEDUP_THRESHOLD", "3.0"))
 # Kernels whose published speedup (someone else's figure: PublishedFigure) is above this go to the
 # review queue, as a claim, and again once measured here: the scoring library's flag threshold
-# (evaluation.types.EvaluationConfig.speedup_flag_threshold, 10x) unless set otherwise.
+# (evaluation.results.types.EvaluationConfig.speedup_flag_threshold, 10x) unless set otherwise.
 REVIEW_PUBLISHED_SPEEDUP_THRESHOLD = float(env_str("REVIEW_PUBLISHED_SPEEDUP_THRESHOLD", "10.0"))
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 50_000_000)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000

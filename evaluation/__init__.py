@@ -10,11 +10,11 @@ never initialises CUDA in the calling process). It must never import Django.
 
 from __future__ import annotations
 
-from .hardware import probe_hardware
-from .host_errors import INFRASTRUCTURE_ERROR
-from .problem_check import check_problem
-from .runner import evaluate
-from .types import FLAG_CODES, NOTE_CODES, STATUSES, EarlierTiming, EvaluationConfig, EvaluationResult
+from evaluation.phases.problem_check import check_problem
+from evaluation.results.hardware import probe_hardware
+from evaluation.results.types import FLAG_CODES, NOTE_CODES, STATUSES, EarlierTiming, EvaluationConfig, EvaluationResult
+from evaluation.runner import evaluate
+from evaluation.sandbox.host_errors import INFRASTRUCTURE_ERROR
 
 __all__ = ["evaluate", "EvaluationConfig", "EvaluationResult", "check_problem", "probe_hardware", "STATUSES",
            "FLAG_CODES", "NOTE_CODES", "INFRASTRUCTURE_ERROR", "EarlierTiming"]

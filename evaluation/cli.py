@@ -8,14 +8,14 @@ import os
 import sys
 from typing import Any, NoReturn
 
-from .build_stage import default_build_workers
-from .hardware import probe_hardware
-from .host_errors import INFRASTRUCTURE_ERROR
-from .kernelbench_format import to_kernelbench
-from .problem_check import check_problem
-from .runner import evaluate
-from .sweep import find_tasks, format_summary, run_sweep, visible_gpus
-from .types import EvaluationConfig
+from evaluation.builds.stage import default_build_workers
+from evaluation.phases.problem_check import check_problem
+from evaluation.results.hardware import probe_hardware
+from evaluation.results.kernelbench_format import to_kernelbench
+from evaluation.results.types import EvaluationConfig
+from evaluation.runner import evaluate
+from evaluation.sandbox.host_errors import INFRASTRUCTURE_ERROR
+from evaluation.sweep import find_tasks, format_summary, run_sweep, visible_gpus
 
 
 class _Parser(argparse.ArgumentParser):
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(to_kernelbench(d), default=str))
     else:
         print(json.dumps(d, default=str) if (args.json or args.json_format) else _summary(d))
-    if result.status == INFRASTRUCTURE_ERROR:  # no verdict: the host failed (evaluation.host_errors)
+    if result.status == INFRASTRUCTURE_ERROR:  # no verdict: the host failed (evaluation.sandbox.host_errors)
         sys.stderr.write(f"infrastructure error, no verdict: {result.error}\n")
         return 3
     return 0

@@ -16,21 +16,22 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from .backends import kernel_backend, missing_library
-from .build import BuildDir, needs_build
-from .build_stage import build_dir_for, build_env, build_locked, host_busy, recorded_failure
-from .correctness import check_correctness, load_models
-from .hardware import hardware_slug
-from .harness_id import harness_identity
-from .host_errors import BUSY_EVALUATION, INFRASTRUCTURE_ERROR, confirm, host_error, killed_build
-from .instruments.phase import run_instruments
-from .protocol import EstimateReply, MalformedReply, ReadyReply, parse
-from .sandbox import ChildError, Sandbox, SandboxProcess
-from .seeds import derive_seed
-from .session import Abort, Pair
-from .static_checks import analyse, pretrained_models, required_modules
-from .timing import measure
-from .types import EvaluationConfig, EvaluationResult
+from evaluation.builds.entry import BuildDir, needs_build
+from evaluation.builds.stage import build_dir_for, build_env, build_locked, host_busy, recorded_failure
+from evaluation.instruments.phase import run_instruments
+from evaluation.phases.backends import kernel_backend, missing_library
+from evaluation.phases.correctness import check_correctness, load_models
+from evaluation.phases.seeds import derive_seed
+from evaluation.phases.session import Abort, Pair
+from evaluation.phases.static_checks import analyse, pretrained_models, required_modules
+from evaluation.phases.timing import measure
+from evaluation.results.hardware import hardware_slug
+from evaluation.results.harness_id import harness_identity
+from evaluation.results.types import EvaluationConfig, EvaluationResult
+from evaluation.sandbox.host_errors import BUSY_EVALUATION, INFRASTRUCTURE_ERROR, confirm, host_error, killed_build
+from evaluation.sandbox.process import ChildError, SandboxProcess
+from evaluation.sandbox.protocol import EstimateReply, MalformedReply, ReadyReply, parse
+from evaluation.sandbox.sandbox import Sandbox
 
 __all__ = ["evaluate", "prepare", "evaluate_prepared", "Prepared", "derive_seed", "hardware_slug"]
 
@@ -89,7 +90,7 @@ def evaluate_prepared(prep: Prepared) -> EvaluationResult:
 
     Phases:
     1. static checks on the kernel's source (``_static_checks``);
-    2. the build cache entry: per-source lock (``evaluation.build``);
+    2. the build cache entry: per-source lock (``evaluation.builds.entry``);
     3. pre-flight: modules the problem and the kernel need (``_preflight_modules``);
     4. the build stage, off the GPU, unless the entry is built (``_build_stage``), then the entry is
        handed to the kernel's uid; processes ready (``_start``), memory the inputs need;
@@ -182,7 +183,7 @@ def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: fl
 
 
 def _host_or_kernel(prep: Prepared, ab: Abort) -> Abort:
-    """A failure of the host (``evaluation.host_errors``) gives no verdict. The kernel's process
+    """A failure of the host (``evaluation.sandbox.host_errors``) gives no verdict. The kernel's process
     could raise one itself to dodge its verdict, so the host must confirm it: its scratch or build
     folder short of space or failing a write. Unconfirmed, it is the kernel's runtime error."""
     if not ab.kernel_side:

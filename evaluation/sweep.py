@@ -4,7 +4,7 @@ Every problem of the chosen levels is evaluated against itself (its ``Model`` re
 or against the kernels of a folder. One worker process per GPU (``CUDA_VISIBLE_DEVICES`` set per
 worker) takes problems from a shared queue, one evaluation at a time, and starts the sandboxes
 of its next evaluation while the current one runs (evaluation.runner.prepare). Meanwhile a pool of
-CPU build processes in the parent (evaluation.build_stage.BuildPool) compiles the kernels in queue
+CPU build processes in the parent (evaluation.builds.stage.BuildPool) compiles the kernels in queue
 order, ahead of the GPUs, so that a GPU worker finds its kernel built and only loads it. The parent
 shows progress, writes one JSON line per evaluation and ends with a summary.
 """
@@ -26,14 +26,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from . import limits
-from .build import needs_build
-from .build_pool import Placement, place
-from .build_stage import BuildOutcome, BuildPool, target_arch
-from .metrics import fast_p
-from .runner import Prepared, evaluate_prepared, prepare
-from .stats import median
-from .types import EvaluationConfig
+from evaluation.builds.entry import needs_build
+from evaluation.builds.pool import Placement, place
+from evaluation.builds.stage import BuildOutcome, BuildPool, target_arch
+from evaluation.results.metrics import fast_p
+from evaluation.results.stats import median
+from evaluation.results.types import EvaluationConfig
+from evaluation.runner import Prepared, evaluate_prepared, prepare
+from evaluation.sandbox import limits
 
 _NUMBERED = re.compile(r"^(\d+)_")
 #: Evaluations whose sandboxes a worker keeps started ahead (their processes import torch meanwhile).
@@ -118,7 +118,7 @@ def _worker(gpu: str, timing: list[int], others: list[int], cfg: EvaluationConfi
     if timing:
         # The sandboxed processes being timed share its timing core (cfg.cpus, the same for every
         # evaluation); this worker and the processes it starts ahead run on the rest of its slice,
-        # less the timing cores' SMT siblings (evaluation.build_pool.place).
+        # less the timing cores' SMT siblings (evaluation.builds.pool.place).
         if others:
             os.sched_setaffinity(0, others)
         cfg = dataclasses.replace(cfg, cpus=tuple(timing))
@@ -149,7 +149,7 @@ def _prepare(task: Task, cfg: EvaluationConfig) -> Prepared | None:
 
 
 def visible_gpus(spec: str) -> list[str]:
-    """``all`` or a count -> the first GPUs this process may use (``evaluation.limits.visible_gpus``)."""
+    """``all`` or a count -> the first GPUs this process may use (``evaluation.sandbox.limits.visible_gpus``)."""
     ids = limits.visible_gpus()
     return ids if spec == "all" else ids[:max(1, int(spec))]
 

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaluation.metrics import MIN_RUNTIME_MS
+from evaluation.results.metrics import MIN_RUNTIME_MS
 from problems.importing import checked_int
 from problems.kernelbench_files import PROBLEM_FILE, MalformedInput
 from problems.models import Baseline, Problem

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evaluation.static_checks import pretrained_models, required_modules
+from evaluation.phases.static_checks import pretrained_models, required_modules
 from problems.importing import checked_int
 from problems.models import LEVELS, Problem
 

@@ -111,7 +111,7 @@ def current_rules_pk() -> int:
     return ScoringRules.objects.preset(CURRENT_RULES).pk
 
 
-# How a CPU result was timed, whatever its rules name: time.perf_counter_ns (evaluation/_child.py).
+# How a CPU result was timed, whatever its rules name: time.perf_counter_ns (evaluation/child/harness.py).
 CPU_CLOCK = "cpu_clock"
 
 
@@ -153,7 +153,7 @@ class ScoringRules(models.Model):
 
     def summary_on(self, kind: str) -> str:
         """`summary` for runs on hardware of `kind`: a CPU has no CUDA events, and the harness times
-        it by the process's own clock (time.perf_counter_ns, evaluation/_child.py)."""
+        it by the process's own clock (time.perf_counter_ns, evaluation/child/harness.py)."""
         timing = self.get_timing_method_display() if kind == Hardware.Kind.GPU else "timed by the CPU clock"
         return (
             f"{self.name}: tolerance {self.fp32_tolerance:g} fp32, {self.fp16_tolerance:g} fp16, "

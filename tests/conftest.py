@@ -14,13 +14,22 @@ from tests.groups import ensure_staff_groups
 
 
 def pytest_configure(config) -> None:
-    # The host-wide precompiled torch headers (evaluation.pch) cost ~70 s of CPU per cache folder,
+    # The host-wide precompiled torch headers (evaluation.builds.pch) cost ~70 s of CPU per cache folder,
     # and nearly every test builds into a fresh one: off, except where tests/evaluation/test_pch.py
     # turns them on (KB_PCH=1 in the environment runs every suite with them).
     os.environ.setdefault("KB_PCH", "0")
-    # Likewise the unit server (evaluation.units): off, except in tests/evaluation/test_unit_cache.py
+    # Likewise the unit server (evaluation.builds.units): off, except in tests/evaluation/test_unit_cache.py
     # (KB_UNITS=1 in the environment runs every suite's builds through it).
     os.environ.setdefault("KB_UNITS", "0")
+    from django.conf import settings
+
+    # Two costs of production settings that no test here measures, in this process only (a live
+    # site a test starts runs its own settings): the password hasher, ~0.4 s of CPU a password
+    # (seeding the demo makes several); and WhiteNoise's scan of every static file each time a test
+    # client starts a handler (~50 ms a client, over a thousand clients a suite): with autorefresh
+    # it finds a file when it is asked for.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.WHITENOISE_AUTOREFRESH = True
 
 
 def pytest_runtest_logstart(nodeid, location) -> None:

@@ -42,10 +42,10 @@ os.environ.pop("KB_CU_HOST_OPT", None)  # the reference is the kernel's own leve
 
 from nvcc_cuts import ATEN_HEADER, CUTS, Cut, apply_cut, ninja_commands, output_of, parse_nvcc_time  # noqa: E402
 
-from evaluation import nvcc_steps, pch  # noqa: E402
-from evaluation.build_stage import build_env, header_cache_for, ninja_steps, target_arch  # noqa: E402
-from evaluation.slim_headers import include_dir as slim_include_dir  # noqa: E402
-from evaluation.types import EvaluationConfig  # noqa: E402
+from evaluation.builds import nvcc_steps, pch  # noqa: E402
+from evaluation.builds.slim_headers import include_dir as slim_include_dir  # noqa: E402
+from evaluation.builds.stage import build_env, header_cache_for, ninja_steps, target_arch  # noqa: E402
+from evaluation.results.types import EvaluationConfig  # noqa: E402
 
 FIELD = os.path.join(REPO, ".field", "KernelBenchLeaderboard", "docs", "assets")
 #: (level, problem, file): four field kernels of the acceptance check's set, all ``load_inline``

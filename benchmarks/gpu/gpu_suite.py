@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 from evaluation import EvaluationConfig, evaluate, probe_hardware  # noqa: E402
-from evaluation.sandbox import detect_isolation  # noqa: E402
+from evaluation.sandbox.isolation import detect_isolation  # noqa: E402
 
 CAT = os.path.join(ROOT, "problems", "catalogue")
 KER = os.path.join(ROOT, "benchmarks", "gpu", "kernels")

@@ -17,7 +17,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 from evaluation import EvaluationConfig, evaluate  # noqa: E402
-from evaluation.build_stage import build_dir_for  # noqa: E402
+from evaluation.builds.stage import build_dir_for  # noqa: E402
 
 PROBLEM = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "evaluation", "problems", "add_one.py"

@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-from evaluation.build_stage import ninja_steps  # noqa: E402
+from evaluation.builds.stage import ninja_steps  # noqa: E402
 
 
 def main() -> None:

@@ -124,7 +124,7 @@ class Cut:
     """One candidate cut of the ``.cu`` compile: flags dropped, an nvcc ``-O`` level for the host
     side, one ``-gencode`` for the target architecture, flags added, and which ``torch/extension.h``
     the ``.cu`` sees ("slim": the build's, "full": torch's, "aten": ATen and torch's dtype names only);
-    ``split``: run through the build's ``evaluation/nvcc_split`` (nvcc's ``--time`` does not see it)."""
+    ``split``: run through the build's ``evaluation/builds/nvcc_split`` (nvcc's ``--time`` does not see it)."""
 
     name: str
     drop_debug: bool = False
@@ -132,7 +132,7 @@ class Cut:
     arch_only: bool = False
     add: tuple[str, ...] = ()
     header: str = "slim"
-    split: bool = False  # through evaluation/nvcc_split: nvcc's steps, the two chains side by side
+    split: bool = False  # through evaluation/builds/nvcc_split: nvcc's steps, the two chains side by side
     why: str = ""
 
 

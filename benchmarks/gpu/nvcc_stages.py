@@ -19,7 +19,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", ".."))
 
-from evaluation.build_stage import ninja_steps  # noqa: E402
+from evaluation.builds.stage import ninja_steps  # noqa: E402
 
 
 def build(kernel: str, arch: str) -> dict[str, object]:

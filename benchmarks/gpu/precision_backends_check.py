@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from evaluation import EvaluationConfig, evaluate  # noqa: E402
-from evaluation.kernelbench_format import to_kernelbench  # noqa: E402
+from evaluation.results.kernelbench_format import to_kernelbench  # noqa: E402
 from tests.evaluation.test_backends import KERNELBENCH_EXAMPLES  # noqa: E402
 
 MATMUL = (ROOT / "tests/evaluation/problems/matmul_small.py").read_text()

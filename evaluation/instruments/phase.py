@@ -22,16 +22,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..correctness import compare_trial
-from ..hardware import hardware_slug
-from ..host_errors import INFRASTRUCTURE_ERROR
-from ..protocol import CorrectReply, InstrumentReply
-from ..sandbox import Sandbox
-from ..seeds import derive_seed
-from ..session import Abort, Pair
-from ..types import INSTRUMENTS
-from . import determinism, precision, profile, roofline, sanitize, shapes
-from .scope import surely_slower
+from evaluation.instruments import determinism, precision, profile, roofline, sanitize, shapes
+from evaluation.instruments.scope import surely_slower
+from evaluation.phases.correctness import compare_trial
+from evaluation.phases.seeds import derive_seed
+from evaluation.phases.session import Abort, Pair
+from evaluation.results.hardware import hardware_slug
+from evaluation.results.types import INSTRUMENTS
+from evaluation.sandbox.host_errors import INFRASTRUCTURE_ERROR
+from evaluation.sandbox.protocol import CorrectReply, InstrumentReply
+from evaluation.sandbox.sandbox import Sandbox
 
 #: On a GPU, the fp64 reference is skipped when its copies (inputs, parameters, outputs) pass this.
 FP64_GPU_BYTES = 16 * 2**30

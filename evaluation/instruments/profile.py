@@ -16,7 +16,7 @@ import json
 import os
 from typing import Any
 
-from .bounds import count, number, text
+from evaluation.instruments.bounds import count, number, text
 
 MAX_EVENTS = 60  # activities kept per side (the longest), the rest summed
 NAME_CHARS = 120

@@ -18,14 +18,14 @@ import re
 import sys
 from typing import Any
 
-from ..host_errors import INFRASTRUCTURE_ERROR
-from ..types import STATUSES
-from . import precision, profile
-from .bounds import count
+from evaluation.instruments import precision, profile
+from evaluation.instruments.bounds import count
+from evaluation.results.types import STATUSES
+from evaluation.sandbox.host_errors import INFRASTRUCTURE_ERROR
 
 #: The record's most serialized bytes; past it the profiles' events go, then whole instruments.
 MAX_RECORD_BYTES = 64 * 1024
-#: The kinds a reply's failure may have (evaluation._child); any other reads ``runtime_error``.
+#: The kinds a reply's failure may have (evaluation.child.harness); any other reads ``runtime_error``.
 KINDS = frozenset({*STATUSES, INFRASTRUCTURE_ERROR, "deferred", "ipc_failed"})
 
 

@@ -30,7 +30,7 @@ from django.db.models import Count, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from evaluation.metrics import pass_at_k
+from evaluation.results.metrics import pass_at_k
 from leaderboard.boards import rescoring as board_rescoring
 from leaderboard.boards import stored as board_stored
 from leaderboard.boards.scoring import Tally
@@ -129,7 +129,7 @@ def store_scores(run_ids: list[int], excluding: set[int]) -> None:
     """The RunScore rows of these runs (`excluding`: the runs with an excluded kernel): each level's
     aggregated by one query (_LEVELS_SQL), the all-levels rows merged from them, each finished where
     the reference's float arithmetic must be followed exactly (sorted speedups packed as it packs
-    them, the fsum of their logs, pass@1 by evaluation.metrics.pass_at_k), copied in.
+    them, the fsum of their logs, pass@1 by evaluation.results.metrics.pass_at_k), copied in.
     No run fails to score here: PostgreSQL's check constraints keep every stored speedup finite,
     positive and under the ceiling (what board_rescoring._scores checks, for rows older than those)."""
     with connection.cursor() as cursor:

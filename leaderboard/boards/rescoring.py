@@ -17,7 +17,7 @@ from django.db.models import DateTimeField, Exists, F, OuterRef, Q, Subquery, Va
 from django.db.models.functions import Least
 from django.utils import timezone
 
-from evaluation.metrics import speedup_problem
+from evaluation.results.metrics import speedup_problem
 from leaderboard.boards import bulk, marked_here, patches, scoring
 from leaderboard.boards.scoring import KernelFacts, LevelScore
 from leaderboard.boards.stored import (

@@ -15,7 +15,7 @@ The rules:
   and rows say how many there are. (KernelBench's analysis drops problems without a baseline from
   the fast_p denominator; here the denominator is always the level's problems, as in DESIGN.md.)
 - **Best-of-n** (the best correct sample per problem, an oracle) and **pass@1** (the unbiased
-  estimator of `evaluation.metrics.pass_at_k`, averaged over the level's problems) are extra,
+  estimator of `evaluation.results.metrics.pass_at_k`, averaged over the level's problems) are extra,
   labelled numbers (keys prefixed ``best_`` and ``pass_at_1``), never the default.
 - **Published figures** (a speedup someone else published for a kernel, on their GPU) are tallied
   apart (`LevelScore.published`: per problem the best published speedup of its counted kernels),
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from evaluation.metrics import DEFAULT_PS, fast_p_key, pass_at_k
+from evaluation.results.metrics import DEFAULT_PS, fast_p_key, pass_at_k
 
 STANDARD_PS: tuple[float, ...] = tuple(DEFAULT_PS)
 RULE_SAMPLE0 = "sample0"
@@ -440,7 +440,7 @@ def fast_p_count(tally: Tally, p: float) -> int:
 def fast_p_interval(count: int, n_problems: int) -> tuple[float, float]:
     """95% percentile-bootstrap interval over problems of a fast_p of count / n_problems.
 
-    Exactly `evaluation.metrics.bootstrap_interval([1] * count + [0] * (n - count), mean,
+    Exactly `evaluation.results.metrics.bootstrap_interval([1] * count + [0] * (n - count), mean,
     INTERVAL_RESAMPLES)` (a test holds them equal), computed without resampling each time:
     resampling problems only sees whether each passes at p, so with the passing ones first a
     resample's draw `floor(u * n)` passes exactly when `u * n < count`. The draws u of seed 0

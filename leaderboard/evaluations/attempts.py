@@ -40,7 +40,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Case, F, IntegerField, Q, Subquery, When
 from django.db.models.functions import Least
 
-from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS, speedup_problem
+from evaluation.results.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS, speedup_problem
 from leaderboard.evaluations.clock import db_now
 from leaderboard.evaluations.queue import enqueue_evaluation, job_id_for
 from leaderboard.models import Evaluation, Kernel, Origin
@@ -286,7 +286,7 @@ def _apply_verdict(ev: Evaluation, data: dict[str, Any]) -> None:
 
 
 def _apply_speedup(ev: Evaluation, speedup: Any, interval: Any) -> None:
-    """The speedup of a correct kernel, within the physical bounds (evaluation.metrics): a kernel
+    """The speedup of a correct kernel, within the physical bounds (evaluation.results.metrics): a kernel
     timed under MIN_RUNTIME_MS or faster than MAX_SPEEDUP times the reference (an infinite speedup
     from a zero time) gets no speedup and a flag, so that a reviewer looks (no board shows a made-up
     number)."""

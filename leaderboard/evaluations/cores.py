@@ -1,5 +1,5 @@
 """Which cores of a GPU host time and which build: the rule of ``python -m evaluation sweep``
-(``evaluation.build_pool.place``) applied to the site's GPU workers and look-ahead builder.
+(``evaluation.builds.pool.place``) applied to the site's GPU workers and look-ahead builder.
 
 The worker of GPU i (its first ``CUDA_VISIBLE_DEVICES`` entry) times on the host's i-th timing core,
 ``EVAL_CPUS`` when set (one core per GPU, in GPU order; a single core serves every worker), else
@@ -16,8 +16,8 @@ import os
 
 from django.conf import settings
 
-from evaluation.build_pool import Placement, place
-from evaluation.limits import host_gpu_count, visible_gpus
+from evaluation.builds.pool import Placement, place
+from evaluation.sandbox.limits import host_gpu_count, visible_gpus
 
 log = logging.getLogger(__name__)
 

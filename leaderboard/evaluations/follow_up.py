@@ -36,7 +36,7 @@ from django.db.models import F, Q
 
 from evaluation import EarlierTiming, EvaluationConfig
 from evaluation.instruments.scope import surely_slower
-from evaluation.types import INSTRUMENTS
+from evaluation.results.types import INSTRUMENTS
 from leaderboard.evaluations.attempts import finite_json
 from leaderboard.evaluations.queue import RESULT_TTL, eval_queue
 from leaderboard.models import Evaluation, Origin

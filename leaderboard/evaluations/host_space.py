@@ -2,11 +2,11 @@
 operators see why.
 
 A full scratch disk once turned correct kernels into `runtime_error` verdicts. The scoring library
-now tells such failures apart (evaluation.host_errors: status `infrastructure_error`, retried, never
+now tells such failures apart (evaluation.sandbox.host_errors: status `infrastructure_error`, retried, never
 a verdict); this module keeps a worker from starting one at all on a host short of space:
 
 * `shortage()`: the scratch folder (where each evaluation's sandbox lives: $KB_WORK_DIR, /dev/shm or
-  $TMPDIR, as evaluation.sandbox.work_root chooses) or the build cache ($KB_BUILD_CACHE) has less
+  $TMPDIR, as evaluation.sandbox.isolation.work_root chooses) or the build cache ($KB_BUILD_CACHE) has less
   than EVAL_MIN_FREE_MB free; the worker then takes no job off the queue (a job that gets here
   anyway, the space gone between the two checks, defers its evaluation without using an attempt);
 * `reap_sandbox_folders()`: the sandbox folders of dead process groups removed (each sweep);
@@ -18,7 +18,7 @@ A host can be broken with room to spare (scratch on a read-only file system
 failed every job in 0.1 s, "could not set up the sandbox: EROFS", and took 17 of 20 evaluations
 within a minute, burning everyone's attempts). So:
 
-* `shortage()` also writes a small file in each folder (`evaluation.host_errors.write_fails`);
+* `shortage()` also writes a small file in each folder (`evaluation.sandbox.host_errors.write_fails`);
 * `note_failure()` counts the evaluations in a row that ended in this host's infrastructure errors
   (a Redis hash per host, evaluation id -> attempts burned; `note_verdict()` clears it): at
   EVAL_HOST_FAILURE_LIMIT distinct ones the host is *sick* for EVAL_HOST_SICK_S (then it tries one
@@ -42,10 +42,11 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from evaluation.cache_evict import evict
-from evaluation.host_errors import free_mb, host_error, low_space, scratch_root, write_fails
-from evaluation.sandbox import remove_orphaned_trees, work_root
-from evaluation.types import default_build_cache_dir
+from evaluation.builds.cache_evict import evict
+from evaluation.results.types import default_build_cache_dir
+from evaluation.sandbox.host_errors import free_mb, host_error, low_space, scratch_root, write_fails
+from evaluation.sandbox.isolation import work_root
+from evaluation.sandbox.orphans import remove_orphaned_trees
 from leaderboard.evaluations.attempts import give_back_attempts
 from leaderboard.evaluations.clock import db_now
 from leaderboard.evaluations.queue import redis_connection

@@ -19,7 +19,7 @@ from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
 from evaluation import INFRASTRUCTURE_ERROR, EvaluationConfig
-from evaluation.host_errors import counts_against_host, host_error
+from evaluation.sandbox.host_errors import counts_against_host, host_error
 from leaderboard.evaluations import follow_up, host_space
 from leaderboard.evaluations.attempts import (
     Claim,
@@ -79,7 +79,7 @@ HOST_FAULT = "infrastructure error:"  # how failure_reason starts for a failure 
 
 
 class InfrastructureFailure(Exception):
-    """The scoring library met a failure of the host (evaluation.host_errors): no verdict."""
+    """The scoring library met a failure of the host (evaluation.sandbox.host_errors): no verdict."""
 
 
 def failure_reason(exc: Exception) -> str:

@@ -4,7 +4,7 @@ so that the GPU worker that takes one finds it built and only loads it.
 The builder (``prebuild_evaluations``, started by each GPU ``evalworker`` beside its sweeper) reads the
 first ``depth`` job ids of its queues (RQ's public ``Queue.get_job_ids``), loads those evaluations'
 kernels and options the way the job will (``jobs.load_inputs``), and hands them to a pool of
-sandboxed build processes (``evaluation.build_stage.BuildPool``) writing into the host's build cache.
+sandboxed build processes (``evaluation.builds.stage.BuildPool``) writing into the host's build cache.
 A source already built, or being built by another builder of the host (its cache entry is locked),
 costs nothing; a builder that dies leaves no half build behind (the cache publishes complete builds
 only). See docs/workers.md, "Builds ahead of the GPUs", for why the look-ahead sits with the worker.
@@ -21,8 +21,8 @@ from concurrent.futures import Future
 from django.db import close_old_connections
 from rq.job import Job
 
-from evaluation.build import needs_build
-from evaluation.build_stage import BuildOutcome, BuildPool
+from evaluation.builds.entry import needs_build
+from evaluation.builds.stage import BuildOutcome, BuildPool
 from leaderboard.evaluations.jobs import load_inputs
 from leaderboard.evaluations.queue import eval_queue, redis_connection
 

@@ -25,8 +25,8 @@ from rq.executions import Execution
 from rq.registry import StartedJobRegistry
 from rq.utils import now as rq_now
 
-from evaluation.harness_id import harness_digest
-from evaluation.sandbox import remove_group_trees
+from evaluation.results.harness_id import harness_digest
+from evaluation.sandbox.orphans import remove_group_trees
 from leaderboard.evaluations import host_space
 from leaderboard.evaluations.attempts import live_job_ids, release_running_on
 from leaderboard.evaluations.queue import redis_connection
@@ -143,7 +143,7 @@ class EvalWorker(Worker):
 
     def horse_died(self, pid: int | None, ret_val: Any) -> None:
         """Killed by a signal, the out-of-memory killer or the job time limit: remove the sandbox
-        folders it could not (named by its process group: evaluation.sandbox.remove_group_trees),
+        folders it could not (named by its process group: evaluation.sandbox.orphans.remove_group_trees),
         and retry (or fail) the evaluation now instead of waiting for the sweep to see its heartbeat
         go stale."""
         if pid:

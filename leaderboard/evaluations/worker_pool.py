@@ -1,6 +1,6 @@
 """Several evaluation workers from one `evalworker`: how many a host runs well, and the processes.
 
-`evalworker --workers N` (default `EVAL_WORKERS`, else `evaluation.limits.workers_for(device)`: one
+`evalworker --workers N` (default `EVAL_WORKERS`, else `evaluation.sandbox.limits.workers_for(device)`: one
 per GPU it may use, one per 4 cores on the CPU) with N > 1 starts N worker processes, each
 `evalworker --workers 1 --no-probe --no-sweep --no-prebuild` on the same queues (on a GPU host each with one GPU
 of its own in `CUDA_VISIBLE_DEVICES`), passes SIGTERM and SIGINT on to them, and waits for all.
@@ -19,7 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
-from evaluation.limits import visible_gpus, workers_for
+from evaluation.sandbox.limits import visible_gpus, workers_for
 
 
 def default_worker_count(device: str) -> int:

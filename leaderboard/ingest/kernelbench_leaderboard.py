@@ -53,7 +53,7 @@ from pathlib import Path
 from django.db import transaction
 from django.db.models import F
 
-from evaluation.metrics import MIN_RUNTIME_MS, speedup_problem
+from evaluation.results.metrics import MIN_RUNTIME_MS, speedup_problem
 from leaderboard.boards import marks as board_marks
 from leaderboard.evaluations.queue import Requested, request_evaluations
 from leaderboard.ingest.archives import Bundle, KernelFile

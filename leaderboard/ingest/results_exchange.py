@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
-from evaluation.metrics import MIN_RUNTIME_MS, speedup_problem
+from evaluation.results.metrics import MIN_RUNTIME_MS, speedup_problem
 from leaderboard.evaluations.attempts import refresh_latest_evaluation
 from leaderboard.ingest.uploads import strict_json
 from leaderboard.models import Author, Evaluation, Kernel, Origin, WriteRecord
@@ -78,7 +78,7 @@ SOURCE_HASH = re.compile(r"[0-9a-f]{64}")
 HARDWARE_SLUG = re.compile(rf"[-a-zA-Z0-9_]{{1,{Hardware.SLUG_LENGTH}}}")
 DB_BIGINT_MAX = 2**63 - 1
 TIMINGS = ("reference_timing", "kernel_timing")
-# A speedup is its times' ratio: the worker divides the interquartile means (evaluation.stats.central)
+# A speedup is its times' ratio: the worker divides the interquartile means (evaluation.results.stats.central)
 # of the rounds, and stores them in the timings, so only rounding separates them. Medians are not the
 # estimator: on rounds in two modes they differ from it by up to the modes' gap (docs/evaluation.md).
 SPEEDUP_TOLERANCE, MEDIAN_TOLERANCE = 0.01, 0.10

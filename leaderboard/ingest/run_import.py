@@ -41,7 +41,7 @@ from django.db.models import Q
 from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
-from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS, plausible_speedup
+from evaluation.results.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS, plausible_speedup
 from leaderboard.boards import marks as board_marks
 from leaderboard.boards import rescoring as board_rescoring
 from leaderboard.evaluations.queue import request_evaluations

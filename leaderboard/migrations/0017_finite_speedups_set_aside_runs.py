@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import migrations, models
 
 
-# evaluation.metrics.MAX_SPEEDUP when this was written (frozen here, as a migration must be).
+# evaluation.results.metrics.MAX_SPEEDUP when this was written (frozen here, as a migration must be).
 CEILING = 1e6
 
 

@@ -12,7 +12,7 @@ from django.db.models import BooleanField, Case, DateTimeField, F, FloatField, O
 from django.db.models.functions import Cast, Coalesce
 from django.urls import reverse
 
-from evaluation.metrics import MAX_SPEEDUP
+from evaluation.results.metrics import MAX_SPEEDUP
 from leaderboard.models.runs import Origin, Run
 from problems.models import DB_INT_MAX, Hardware, Problem, ScoringRules, source_sha256
 

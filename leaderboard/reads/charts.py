@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from evaluation.metrics import fast_p_curve
+from evaluation.results.metrics import fast_p_curve
 from leaderboard.models import Evaluation, LaunchPost, Origin, ReportedScore
 from leaderboard.reads.board.rows import StandingRow
 

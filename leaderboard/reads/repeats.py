@@ -5,10 +5,10 @@ a compact mark ("×2, 1.0%"), and a board row counts its kernels measured twice 
 
 Two measurements agree when their verdicts are the same and, where both have a speedup, the
 speedups lie within 2% of each other, or a host-bound one (the note the scoring library adds when
-the host's dispatch is a large part of a side's time: evaluation/host_bound.py) has a 95% interval
+the host's dispatch is a large part of a side's time: evaluation/phases/host_bound.py) has a 95% interval
 that covers the other's figure: a host-bound reading depends on the process and core that took it,
 and its interval is widened to cover what another process reads. One rule, the GPU acceptance
-check's too: evaluation.stats.speedups_agree.
+check's too: evaluation.results.stats.speedups_agree.
 One query for any number of kernels (a window over their evaluations, two rows per kernel and
 hardware at most)."""
 
@@ -22,7 +22,7 @@ from datetime import datetime
 from django.db.models import Count, F, Q, Window
 from django.db.models.functions import RowNumber
 
-from evaluation.stats import AGREE_WITHIN, interval_covers, speedup_gap, speedups_agree, speedups_within
+from evaluation.results.stats import AGREE_WITHIN, interval_covers, speedup_gap, speedups_agree, speedups_within
 from leaderboard.models import Evaluation, Kernel, Origin, Run
 
 HOST_BOUND = "host_bound"
@@ -114,7 +114,7 @@ class Repeat:
 
     @property
     def agree(self) -> bool:
-        """Same verdict and speedups that agree (evaluation.stats.speedups_agree)."""
+        """Same verdict and speedups that agree (evaluation.results.stats.speedups_agree)."""
         second = self.second
         if second is None or not self.verdicts_equal:
             return False

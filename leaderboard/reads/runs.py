@@ -21,7 +21,7 @@ from typing import Any
 from django.db.models import Count, F, OuterRef, QuerySet, Subquery
 from django.utils.safestring import SafeString
 
-from evaluation.metrics import DEFAULT_PS, fast_p_curve, fast_p_key
+from evaluation.results.metrics import DEFAULT_PS, fast_p_curve, fast_p_key
 from leaderboard.boards import scoring
 from leaderboard.boards.scoring import KernelFacts
 from leaderboard.models import Evaluation, Kernel, Origin, Run

@@ -36,7 +36,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import NotSupportedError, transaction
 from django.db.models import F, FloatField, Func
 
-from evaluation.types import FLAG_CODES, NOTE_CODES
+from evaluation.results.types import FLAG_CODES, NOTE_CODES
 from leaderboard.evaluations.queue import request_evaluation
 from leaderboard.models import (
     EXCLUDING_VERDICTS,

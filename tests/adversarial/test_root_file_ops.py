@@ -14,11 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from evaluation.build import BuildDir
-from evaluation.build_stage import build_dir_for
-from evaluation.cache_evict import evict
-from evaluation.sandbox import ChildError, Sandbox
-from evaluation.types import EvaluationConfig
+from evaluation.builds.cache_evict import evict
+from evaluation.builds.entry import BuildDir
+from evaluation.builds.stage import build_dir_for
+from evaluation.results.types import EvaluationConfig
+from evaluation.sandbox.process import ChildError
+from evaluation.sandbox.sandbox import Sandbox
 from tests.adversarial.round3_kernels import planter, snooper, swapper
 from tests.evaluation.helpers import EVAL_PROBLEMS, needs_root, run
 

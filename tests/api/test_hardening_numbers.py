@@ -15,7 +15,7 @@ from unittest import mock
 import pytest
 from django.db import IntegrityError, transaction
 
-from evaluation.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS
+from evaluation.results.metrics import MAX_SPEEDUP, MIN_RUNTIME_MS
 from leaderboard.boards import marks as board_marks
 from leaderboard.boards import rescoring as board_rescoring
 from leaderboard.boards import scoring

@@ -1,11 +1,11 @@
 """The sweeper's eviction of the host's build cache (issue 28 case 4): the settings reach
-evaluation.cache_evict, and the entry budget reaches the job's EvaluationConfig."""
+evaluation.builds.cache_evict, and the entry budget reaches the job's EvaluationConfig."""
 
 from __future__ import annotations
 
 import os
 
-from evaluation.build import BuildDir
+from evaluation.builds.entry import BuildDir
 from leaderboard.evaluations import host_space
 
 

@@ -5,8 +5,9 @@ from django_rq.settings import get_queues_list
 from django_rq.workers import get_worker_class
 from rq import Worker
 
-from evaluation import EvaluationConfig, build_pool
-from evaluation.harness_id import harness_digest
+from evaluation import EvaluationConfig
+from evaluation.builds import pool as build_pool
+from evaluation.results.harness_id import harness_digest
 from leaderboard.evaluations import cores
 from leaderboard.evaluations.jobs import load_inputs as _load
 from leaderboard.evaluations.queue import eval_queue, request_evaluation
@@ -116,7 +117,7 @@ def test_each_gpu_worker_of_an_evalworker_gets_a_gpu_of_its_own(monkeypatch):
 
 
 def test_the_worker_count_is_the_setting_or_what_the_host_runs_well(settings, monkeypatch):
-    monkeypatch.setattr("evaluation.limits.host_cpu_count", lambda: 8)
+    monkeypatch.setattr("evaluation.sandbox.limits.host_cpu_count", lambda: 8)
     settings.EVAL_WORKERS = None
     assert default_worker_count("cpu") == 2
     settings.EVAL_WORKERS = 3

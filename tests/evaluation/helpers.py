@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks.wrapper_kernel import wrapper_kernel  # noqa: F401  (the tests' kernel, for their imports)
 from evaluation import EvaluationConfig, EvaluationResult, evaluate
-from evaluation.build_stage import BuildOutcome, build_dir_for
+from evaluation.builds.stage import BuildOutcome, build_dir_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EVAL_PROBLEMS = ROOT / "tests" / "evaluation" / "problems"
@@ -80,8 +80,8 @@ WRAPPER_NAME = "kb_wrapper"
 #: whatever the test that started it has patched into this process's.
 _BUILD = """
 import pickle, sys
-from evaluation.build_stage import prebuild
-from evaluation.types import EvaluationConfig
+from evaluation.builds.stage import prebuild
+from evaluation.results.types import EvaluationConfig
 source, cache, result = sys.argv[1:4]
 outcome = prebuild(source, EvaluationConfig(build_cache_dir=cache, timeout_s=9000))
 with open(result, "wb") as fh:

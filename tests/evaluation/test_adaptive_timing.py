@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import random
 
-from evaluation.host_bound import DEVICE_HOST_BOUND_SPREAD
-from evaluation.stats import central, median
-from evaluation.timing import Rounds, extra_rounds, narrow_enough
-from evaluation.types import EvaluationConfig
+from evaluation.phases.host_bound import DEVICE_HOST_BOUND_SPREAD
+from evaluation.phases.timing import Rounds, extra_rounds, narrow_enough
+from evaluation.results.stats import central, median
+from evaluation.results.types import EvaluationConfig
 
 
 def rounds(n: int, noise: float, ratio: float = 1.0, seed: int = 0) -> Rounds:

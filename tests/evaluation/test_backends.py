@@ -1,5 +1,5 @@
 """KernelBench's backends recognised from a kernel's source; a backend whose library the host lacks
-fails fast with an error naming it (evaluation/backends.py)."""
+fails fast with an error naming it (evaluation/phases/backends.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.backends import BACKENDS, kernel_backend, missing_library
+from evaluation.phases.backends import BACKENDS, kernel_backend, missing_library
 
 KERNELBENCH_EXAMPLES = {
     "cuda": 'from torch.utils.cpp_extension import load_inline\nsrc = """__global__ void add() {}"""\n',

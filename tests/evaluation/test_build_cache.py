@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from evaluation.build import BUILT_MARKER, BuildDir, build_key, needs_build
-from evaluation.build_stage import BuildOutcome, default_build_workers, ninja_steps, prebuild
-from evaluation.types import EvaluationConfig
+from evaluation.builds.entry import BUILT_MARKER, BuildDir, build_key, needs_build
+from evaluation.builds.stage import BuildOutcome, default_build_workers, ninja_steps, prebuild
+from evaluation.results.types import EvaluationConfig
 
 SRC = "from torch.utils.cpp_extension import load_inline\n"
 
@@ -57,7 +57,7 @@ def _die_while_building(root: str) -> str:
     """A process that takes the lock, starts a build, leaves torch's lock file and is SIGKILLed."""
     code = (
         "import os, sys, signal\n"
-        "from evaluation.build import BuildDir\n"
+        "from evaluation.builds.entry import BuildDir\n"
         f"b = BuildDir({root!r}, {SRC!r}, 'cpu')\n"
         "assert b.lock(); p = b.begin()\n"
         "os.makedirs(os.path.join(b.path, 'torch_extensions', 'ext'))\n"

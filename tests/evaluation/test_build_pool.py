@@ -1,4 +1,4 @@
-"""Sizing the build pool (``evaluation.build_pool``): the cores builds get (never a timing core nor
+"""Sizing the build pool (``evaluation.builds.pool``): the cores builds get (never a timing core nor
 its SMT sibling), what a build's process tree used (its reaped children included), and how many
 builds the measured use lets run at once."""
 
@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from evaluation.build_pool import (
+from evaluation.builds.pool import (
     PRIOR_CORES_PER_BUILD,
     BuildUsage,
     PoolSizer,
@@ -172,8 +172,8 @@ def test_builds_run_behind_the_gpu_workers_processes(tmp_path, monkeypatch):
     that fills the cores must not slow the start of the next evaluation's processes."""
     import os
 
-    from evaluation.build_stage import BUILD_NICE, BuildPool
-    from evaluation.types import EvaluationConfig
+    from evaluation.builds.stage import BUILD_NICE, BuildPool
+    from evaluation.results.types import EvaluationConfig
 
     monkeypatch.delenv("KB_BUILD_NICE", raising=False)
     mine = os.getpriority(os.PRIO_PROCESS, 0)

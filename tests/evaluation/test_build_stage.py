@@ -12,8 +12,8 @@ import time
 import pytest
 
 from evaluation import INFRASTRUCTURE_ERROR
-from evaluation.build_stage import BuildPool, build_dir_for
-from evaluation.types import EvaluationConfig
+from evaluation.builds.stage import BuildPool, build_dir_for
+from evaluation.results.types import EvaluationConfig
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
 
 ADD_ONE = EVAL_PROBLEMS / "add_one.py"

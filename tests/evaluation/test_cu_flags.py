@@ -1,4 +1,4 @@
-"""The ``.cu`` host side's level (``evaluation.cu_flags``, ``KB_CU_HOST_OPT``): what the build's
+"""The ``.cu`` host side's level (``evaluation.builds.cu_flags``, ``KB_CU_HOST_OPT``): what the build's
 environment and key get, and that nvcc's device code is the same at any host level (nvcc without a
 GPU: the cubin and PTX it makes are compared byte for byte)."""
 
@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from evaluation.build import build_key
-from evaluation.build_stage import build_env
-from evaluation.types import EvaluationConfig
+from evaluation.builds.entry import build_key
+from evaluation.builds.stage import build_env
+from evaluation.results.types import EvaluationConfig
 
 KERNEL_CU = """#include <cstdio>
 __global__ void kb_scale(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = x[i] * 2.f + 1.f; }

@@ -1,9 +1,9 @@
 """The device-time call's GPU-side wait: a call whose wait ran out before the host had queued the
-forward is made again behind a longer wait (evaluation/_child.py, held_call). The wait itself needs
+forward is made again behind a longer wait (evaluation/child/harness.py, held_call). The wait itself needs
 a GPU (tests/evaluation/test_gpu_timing.py); here the calls are stand-ins that say whether a wait of
 the given length held, as the start event's query does on the GPU."""
 
-from evaluation._child import DEVICE_SLACK_MAX_US, DEVICE_TRIES, TimedCall, held_call
+from evaluation.child.timing_requests import DEVICE_SLACK_MAX_US, DEVICE_TRIES, TimedCall, held_call
 
 
 def _calls_held_from(needed_us: float, waits: list[float]):

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from evaluation import INFRASTRUCTURE_ERROR
-from evaluation.host_errors import BUSY_EVALUATION, counts_against_host
+from evaluation.sandbox.host_errors import BUSY_EVALUATION, counts_against_host
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
 from tests.integration.fault_report import record
 
@@ -84,7 +84,7 @@ def test_hang_times_out(host_load):
     res = run(ADD_ONE, kernel("        while True:\n            pass"), timeout_s=15, timing_trials=0)
     if res.status == INFRASTRUCTURE_ERROR and "failed to start" in (res.error or ""):
         # The host took the whole budget to start the processes, before any of the kernel's code ran:
-        # no verdict (evaluation.host_errors), and nothing this test can say about a hang.
+        # no verdict (evaluation.sandbox.host_errors), and nothing this test can say about a hang.
         pytest.skip(f"the host was too slow to start the sandbox within 15 s: {res.error}")
     assert res.status == "timeout"
     assert time.monotonic() - t0 < 40

@@ -1,11 +1,11 @@
-"""Which code measured a result (evaluation.harness_id): a digest of the package's source that moves
+"""Which code measured a result (evaluation.results.harness_id): a digest of the package's source that moves
 with any change to it, and the commit an operator names."""
 
 from __future__ import annotations
 
 import re
 
-from evaluation import harness_id
+from evaluation.results import harness_id
 
 
 def _digest_of(folder, monkeypatch) -> str:

@@ -1,4 +1,4 @@
-"""The host-bound rule and the device-time figure (evaluation/host_bound.py), with numbers from the
+"""The host-bound rule and the device-time figure (evaluation/phases/host_bound.py), with numbers from the
 H200's launch-bound problems (shared/findings/host-bound-timing.md)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import pytest
 
 from evaluation import EvaluationResult
-from evaluation.host_bound import report_device_time as report
-from evaluation.host_bound import side_range
+from evaluation.phases.host_bound import report_device_time as report
+from evaluation.phases.host_bound import side_range
 
 
 def test_a_gpu_bound_side_reads_what_it_read():

@@ -9,7 +9,7 @@ import errno
 import pytest
 
 from evaluation import INFRASTRUCTURE_ERROR, STATUSES
-from evaluation.host_errors import confirm, host_error, low_space
+from evaluation.sandbox.host_errors import confirm, host_error, low_space
 from tests.evaluation.helpers import EVAL_PROBLEMS, read, run, self_kernel
 from tests.tmpfs import fill, small_tmpfs
 

@@ -20,11 +20,11 @@ import time
 import pytest
 
 from evaluation import INFRASTRUCTURE_ERROR
-from evaluation import build_stage as bs
-from evaluation.build_stage import BuildOutcome, BuildPool, build_dir_for, build_locked, header_cache_for
-from evaluation.host_errors import counts_against_host
-from evaluation.pch import HeaderCache
-from evaluation.types import EvaluationConfig
+from evaluation.builds import stage as bs
+from evaluation.builds.pch import HeaderCache
+from evaluation.builds.stage import BuildOutcome, BuildPool, build_dir_for, build_locked, header_cache_for
+from evaluation.results.types import EvaluationConfig
+from evaluation.sandbox.host_errors import counts_against_host
 
 SOURCE = "from torch.utils.cpp_extension import load_inline\n# kb-host-time\n"
 

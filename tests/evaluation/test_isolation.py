@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from evaluation.sandbox import Sandbox, remove_group_trees
+from evaluation.sandbox.orphans import remove_group_trees
+from evaluation.sandbox.sandbox import Sandbox
 from tests.evaluation.helpers import EVAL_PROBLEMS, needs_root, run
 
 ADD_ONE = EVAL_PROBLEMS / "add_one.py"
@@ -189,7 +190,7 @@ class ModelNew(nn.Module):
 
 
 def _isolated() -> bool:
-    from evaluation.sandbox import detect_isolation
+    from evaluation.sandbox.isolation import detect_isolation
 
     return detect_isolation()["mode"] != "none"
 
@@ -286,8 +287,8 @@ def test_a_sandbox_thousands_of_folders_deep_is_closed_and_removed(tmp_path, mon
 def test_the_build_entry_is_released_even_if_closing_the_sandbox_fails(tmp_path, monkeypatch):
     """Whatever ``Sandbox.close`` raises, ``_release_build`` runs: the entry is unlocked (else every
     later evaluation of the source waits on it) and nothing stays lent."""
-    from evaluation.build_stage import build_dir_for  # deferred: only this test uses it
-    from evaluation.types import EvaluationConfig  # deferred: only this test uses it
+    from evaluation.builds.stage import build_dir_for  # deferred: only this test uses it
+    from evaluation.results.types import EvaluationConfig  # deferred: only this test uses it
 
     real_close = Sandbox.close
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from evaluation.kernelbench_format import eval_results_entry, to_kernelbench
+from evaluation.results.kernelbench_format import eval_results_entry, to_kernelbench
 from tests.evaluation.helpers import EVAL_PROBLEMS, read, self_kernel
 from tests.evaluation.test_cli_and_api import cli
 

@@ -18,10 +18,10 @@ import time
 import pytest
 
 from evaluation import INFRASTRUCTURE_ERROR
-from evaluation.build import FAILED_MARKER
-from evaluation.build_stage import build_dir_for, prebuild
-from evaluation.host_errors import counts_against_host, killed_build
-from evaluation.types import EvaluationConfig
+from evaluation.builds.entry import FAILED_MARKER
+from evaluation.builds.stage import build_dir_for, prebuild
+from evaluation.results.types import EvaluationConfig
+from evaluation.sandbox.host_errors import counts_against_host, killed_build
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
 from tests.evaluation.test_build_stage import kernel
 from tests.integration.fault_report import record

@@ -11,7 +11,13 @@ import time
 import pytest
 
 from evaluation import EvaluationConfig
-from evaluation.limits import MemoryMeter, default_memory_limit_mb, host_memory_mb, host_worker_count, workers_for
+from evaluation.sandbox.limits import (
+    MemoryMeter,
+    default_memory_limit_mb,
+    host_memory_mb,
+    host_worker_count,
+    workers_for,
+)
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
 
 ADD_ONE = EVAL_PROBLEMS / "add_one.py"
@@ -118,8 +124,8 @@ def test_the_memory_limit_comes_from_the_environment_or_the_host(monkeypatch):
     monkeypatch.setenv("EVAL_MEMORY_LIMIT_MB", "3000")
     assert EvaluationConfig().memory_limit_mb == 3000
     monkeypatch.delenv("EVAL_MEMORY_LIMIT_MB")
-    monkeypatch.setattr("evaluation.limits.host_gpu_count", lambda: 0)
-    monkeypatch.setattr("evaluation.limits.host_cpu_count", lambda: 2)
+    monkeypatch.setattr("evaluation.sandbox.limits.host_gpu_count", lambda: 0)
+    monkeypatch.setattr("evaluation.sandbox.limits.host_cpu_count", lambda: 2)
     monkeypatch.setenv("EVAL_WORKERS", "2")
     assert host_worker_count() == 2
     assert default_memory_limit_mb() == max(1024, int(host_memory_mb() * 0.8 / 2 / 2))
@@ -131,12 +137,12 @@ def test_the_memory_limit_comes_from_the_environment_or_the_host(monkeypatch):
 def test_one_worker_per_gpu_or_per_four_cores(monkeypatch):
     monkeypatch.delenv("EVAL_WORKERS", raising=False)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr("evaluation.limits.host_gpu_count", lambda: 0)
-    monkeypatch.setattr("evaluation.limits.host_cpu_count", lambda: 2)
+    monkeypatch.setattr("evaluation.sandbox.limits.host_gpu_count", lambda: 0)
+    monkeypatch.setattr("evaluation.sandbox.limits.host_cpu_count", lambda: 2)
     assert workers_for("cpu") == 1 and host_worker_count() == 1
-    monkeypatch.setattr("evaluation.limits.host_cpu_count", lambda: 16)
+    monkeypatch.setattr("evaluation.sandbox.limits.host_cpu_count", lambda: 16)
     assert workers_for("cpu") == 4
-    monkeypatch.setattr("evaluation.limits.host_gpu_count", lambda: 8)
+    monkeypatch.setattr("evaluation.sandbox.limits.host_gpu_count", lambda: 8)
     assert workers_for("cuda") == 8 and host_worker_count() == 8
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a systemd unit per GPU: one worker each
     assert workers_for("cuda") == 1 and host_worker_count() == 8  # memory is still shared by all eight
@@ -163,7 +169,7 @@ class ModelNew(nn.Module):
 
 
 def _isolated() -> bool:
-    from evaluation.sandbox import detect_isolation
+    from evaluation.sandbox.isolation import detect_isolation
 
     return detect_isolation()["mode"] != "none"
 
@@ -179,7 +185,7 @@ def test_the_kernels_temporary_folders_together_hold_at_most_their_limit(monkeyp
 
 
 def test_the_temporary_folders_limit_comes_from_the_environment_or_the_memory_limit(monkeypatch):
-    from evaluation.limits import default_tmp_limit_mb
+    from evaluation.sandbox.limits import default_tmp_limit_mb
 
     monkeypatch.delenv("EVAL_TMP_LIMIT_MB", raising=False)
     assert default_tmp_limit_mb(9642) == 1024 and default_tmp_limit_mb(1024) == 256
@@ -252,7 +258,7 @@ def test_the_kernels_memory_files_count_against_its_memory():
 def test_a_kernel_that_fails_over_its_limit_is_judged_by_the_limit_whatever_the_watchdogs_pace(monkeypatch):
     # A loaded host slows the watchdog's thread; the kernel writes its 1.2 GB and fails before the
     # watchdog looks (once seen on CI: "runtime_error: WROTE 1200 MB"). Here it never looks.
-    from evaluation import limits, sandbox
+    from evaluation.sandbox import limits, sandbox
 
     monkeypatch.setattr(sandbox, "Watchdog", lambda: limits.Watchdog(interval=3600))
     res = run(ADD_ONE, FILL_MEMFD, memory_limit_mb=900, file_size_limit_mb=64, correctness_trials=1, timing_trials=0)
@@ -261,7 +267,7 @@ def test_a_kernel_that_fails_over_its_limit_is_judged_by_the_limit_whatever_the_
 
 
 def test_the_folder_meter_counts_files_below_and_unlinked_ones_held_open(tmp_path):
-    from evaluation.limits import FolderMeter
+    from evaluation.sandbox.limits import FolderMeter
 
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a").write_bytes(b"x" * 2**20)

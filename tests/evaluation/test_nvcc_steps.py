@@ -1,4 +1,4 @@
-"""nvcc's own steps run side by side (``evaluation/nvcc_split``, ``evaluation.nvcc_steps``), with
+"""nvcc's own steps run side by side (``evaluation/builds/nvcc_split``, ``evaluation.builds.nvcc_steps``), with
 nvcc and no GPU: the object is the one nvcc makes from the same steps, byte for byte; the dependency
 file names what the source includes; a compile error reads as nvcc's; what is not one ``.cu`` for one
 architecture goes to nvcc itself; the switch reaches the build's environment and key."""
@@ -11,10 +11,10 @@ import subprocess
 
 import pytest
 
-from evaluation import nvcc_steps
-from evaluation.build import build_key
-from evaluation.build_stage import build_env
-from evaluation.types import EvaluationConfig
+from evaluation.builds import nvcc_steps
+from evaluation.builds.entry import build_key
+from evaluation.builds.stage import build_env
+from evaluation.results.types import EvaluationConfig
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (no GPU)")
 HEADER = "#pragma once\ninline __device__ float kb_two() { return 2.f; }\n"

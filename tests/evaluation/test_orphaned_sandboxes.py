@@ -10,7 +10,7 @@ import os
 import signal
 import time
 
-from evaluation.sandbox import remove_orphaned_trees, sandbox_prefix
+from evaluation.sandbox.orphans import remove_orphaned_trees, sandbox_prefix
 from tests.integration.fault_report import record
 
 

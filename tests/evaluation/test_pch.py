@@ -1,4 +1,4 @@
-"""The host's precompiled torch headers (``evaluation.pch``), with real gcc builds on the CPU.
+"""The host's precompiled torch headers (``evaluation.builds.pch``), with real gcc builds on the CPU.
 
 - two C++ ``load_inline`` kernels built through the build stage, each including
   ``torch/extension.h`` in its own source (as most kernels do: ``main.cpp`` then includes it twice):
@@ -28,9 +28,9 @@ import time
 
 import pytest
 
-from evaluation.build_stage import build_dir_for, header_cache_for, prebuild
-from evaluation.pch import HEADER, MANIFEST, HeaderCache, lock_held, prove
-from evaluation.types import EvaluationConfig
+from evaluation.builds.pch import HEADER, MANIFEST, HeaderCache, lock_held, prove
+from evaluation.builds.stage import build_dir_for, header_cache_for, prebuild
+from evaluation.results.types import EvaluationConfig
 from tests.evaluation.helpers import ROOT, WRAPPER_NAME, BackgroundBuild, needs_cuda
 from tests.evaluation.helpers import wrapper_kernel as kernel
 
@@ -194,7 +194,7 @@ def test_a_header_build_killed_midway_leaves_nothing_to_wait_on(tmp_path):
     headers = HeaderCache(cache, "cpu")
     building = os.path.join(headers.root, ".building")
     # A worker process needs the headers and starts their builder (detached, holding the lock).
-    code = f"from evaluation.pch import HeaderCache; HeaderCache({cache!r}, 'cpu').ensure(wait_s=3000)"
+    code = f"from evaluation.builds.pch import HeaderCache; HeaderCache({cache!r}, 'cpu').ensure(wait_s=3000)"
     worker = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ))
     try:
         assert _wait_for_compiler(building), "the header build never reached the compiler"

@@ -1,4 +1,4 @@
-"""The host's precompiled headers' rules, without a compiler (evaluation.pch; the builds through
+"""The host's precompiled headers' rules, without a compiler (evaluation.builds.pch; the builds through
 real headers: tests/evaluation/test_pch.py, the build stage's side: test_host_time.py):
 
 - made once: builds that need them at the same moment start one builder, and a builder started
@@ -20,11 +20,11 @@ import threading
 
 import pytest
 
-from evaluation import build_stage as bs
-from evaluation import pch
-from evaluation.build_stage import BuildOutcome, header_cache_for
-from evaluation.pch import MANIFEST, HeaderCache, lock_held
-from evaluation.types import EvaluationConfig
+from evaluation.builds import pch
+from evaluation.builds import stage as bs
+from evaluation.builds.pch import MANIFEST, HeaderCache, lock_held
+from evaluation.builds.stage import BuildOutcome, header_cache_for
+from evaluation.results.types import EvaluationConfig
 from tests.evaluation.helpers import ROOT
 
 HOLD_LOCK = "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(120)"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from evaluation import EvaluationConfig, check_problem
-from evaluation.static_checks import pretrained_models, required_modules
+from evaluation.phases.static_checks import pretrained_models, required_modules
 from tests.evaluation.helpers import run, self_kernel
 from tests.sources import HF_PROBLEM_SOURCE
 

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from evaluation.protocol import CompareReply, CorrectReply, LoadReply, MalformedReply, TimeReply, parse
-from evaluation.timing import PROCESS_SIGMA, Rounds, with_process_spread
-from evaluation.types import EvaluationConfig
+from evaluation.phases.timing import PROCESS_SIGMA, Rounds, with_process_spread
+from evaluation.results.types import EvaluationConfig
+from evaluation.sandbox.protocol import CompareReply, CorrectReply, LoadReply, MalformedReply, TimeReply, parse
 
 
 def test_parse_defaults_coerces_and_rejects():
@@ -54,7 +54,7 @@ def test_config_new_fields():
 
 
 def test_background_cpu_accounting_reads_proc(tmp_path):
-    from evaluation.sandbox import SandboxProcess
+    from evaluation.sandbox.process import SandboxProcess
 
     p = SandboxProcess("kernel", {"workdir": str(tmp_path)}, {}, [], str(tmp_path / "log"), 1024)
 

@@ -1,4 +1,4 @@
-"""The ``.cu`` file's slim ``torch/extension.h`` (``evaluation.slim_headers``).
+"""The ``.cu`` file's slim ``torch/extension.h`` (``evaluation.builds.slim_headers``).
 
 - the stand-in routes by compile: gcc's preprocessor, with the folder in ``CPATH`` before torch's
   ``-isystem`` folders as in a build, gives a CUDA compile ``torch/types.h`` and a C++ one the real
@@ -21,9 +21,10 @@ import sys
 
 import pytest
 
-from evaluation import build_stage, slim_headers
-from evaluation.build_stage import build_dir_for, prebuild
-from evaluation.types import EvaluationConfig
+from evaluation.builds import slim_headers
+from evaluation.builds import stage as build_stage
+from evaluation.builds.stage import build_dir_for, prebuild
+from evaluation.results.types import EvaluationConfig
 from tests.evaluation.helpers import needs_cuda
 from tests.evaluation.test_pch import CUDA_KERNEL as PCH_CUDA_KERNEL
 

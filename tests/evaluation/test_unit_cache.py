@@ -1,4 +1,4 @@
-"""The unit cache (``evaluation.units``): no translation unit compiled twice, compiled by a trusted party.
+"""The unit cache (``evaluation.builds.units``): no translation unit compiled twice, compiled by a trusted party.
 
 - two different C++ ``load_inline`` kernels whose wrappers (``main.cpp``) are the same text: the
   first's wrapper is compiled by the unit server, the second's is served from the unit cache (no
@@ -29,12 +29,13 @@ import time
 
 import pytest
 
-from evaluation import units
-from evaluation.build_stage import build_dir_for, build_env, prebuild
-from evaluation.pch import lock_held
-from evaluation.sandbox import Sandbox, detect_isolation
-from evaluation.types import EvaluationConfig
-from evaluation.unit_names import compiled_name
+from evaluation.builds import units
+from evaluation.builds.pch import lock_held
+from evaluation.builds.stage import build_dir_for, build_env, prebuild
+from evaluation.builds.unit_names import compiled_name
+from evaluation.results.types import EvaluationConfig
+from evaluation.sandbox.isolation import detect_isolation
+from evaluation.sandbox.sandbox import Sandbox
 from tests.evaluation.helpers import ROOT, WRAPPER_NAME, wrapper_kernel
 from tests.evaluation.test_pch import assert_same_module
 from tests.integration.fault_report import record
@@ -292,8 +293,8 @@ def test_a_server_compile_killed_midway_leaves_nothing_to_wait_on(tmp_path, monk
     flags = ["-O2", "-std=c++17"]
     code = (
         "import sys, time\n"
-        "from evaluation import units\n"
-        "from evaluation.sandbox import Sandbox\n"
+        "from evaluation.builds import units\n"
+        "from evaluation.sandbox.sandbox import Sandbox\n"
         "sb = Sandbox(device='cpu', size_scale=1, memory_limit_mb=4096)\n"
         f"srv = units.serve({cache!r}, sb.root, {{}}, 'cpu', time.monotonic() + 600, "
         "{'size_scale': 1, 'memory_limit_mb': 4096}, None)\n"
@@ -391,7 +392,7 @@ def _connect(srv) -> socket.socket:
 
 
 def _ask(srv, request: dict, timeout: float = 60) -> dict:
-    from evaluation.unit_client import recv_exact
+    from evaluation.builds.unit_client import recv_exact
 
     body = json.dumps(request).encode()
     with _connect(srv) as sock:
@@ -626,7 +627,7 @@ def test_what_the_server_compiles_for_a_build_counts_against_the_builds_memory(t
 def test_units_are_in_the_cache_budget_and_evicted_by_last_use(tmp_path):
     import fcntl
 
-    from evaluation.cache_evict import entries, evict
+    from evaluation.builds.cache_evict import entries, evict
 
     assert units.MAX_OBJECT_BYTES <= 64 * 2**20  # near what a wrapper's object is
     cache = units.UnitCache(str(tmp_path))

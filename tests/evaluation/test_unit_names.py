@@ -1,4 +1,4 @@
-"""Keying a C++ wrapper without its module's name (``evaluation.unit_names``): which units share a
+"""Keying a C++ wrapper without its module's name (``evaluation.builds.unit_names``): which units share a
 compile, and the object renamed for another name. The server's side: tests/evaluation/test_unit_cache.py."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from evaluation import unit_names
-from evaluation.unit_names import ANY_NAME, bind_name, compiled_name, module_name, shared_flags
+from evaluation.builds import unit_names
+from evaluation.builds.unit_names import ANY_NAME, bind_name, compiled_name, module_name, shared_flags
 
 WRAPPER = '#include <torch/extension.h>\nint f();\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\nm.def("f", &f);\n}\n'
 #: A stand-in for pybind11's macro (no torch: milliseconds): the same three symbols, named alike.

@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from evaluation import STATUSES, EvaluationConfig, EvaluationResult
-from evaluation.compare import compare_outputs, spots_match, tolerances_for
+from evaluation.phases.compare import compare_outputs, spots_match, tolerances_for
+from evaluation.phases.static_checks import analyse, detect_backend
+from evaluation.results.stats import bootstrap_speedup_ci, median, summary
+from evaluation.results.types import FLAG_CODES, NOTE_CODES
 from evaluation.runner import derive_seed, hardware_slug
-from evaluation.sandbox import compute_masks
-from evaluation.static_checks import analyse, detect_backend
-from evaluation.stats import bootstrap_speedup_ci, median, summary
-from evaluation.types import FLAG_CODES, NOTE_CODES
+from evaluation.sandbox.isolation import compute_masks
 from tests.evaluation.helpers import ROOT
 
 RESULT_KEYS = {

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluation import EvaluationConfig, EvaluationResult, evaluate
-from evaluation.build_stage import build_dir_for
-from evaluation.sandbox import detect_isolation
+from evaluation.builds.stage import build_dir_for
+from evaluation.sandbox.isolation import detect_isolation
 from tests.adversarial.round3_kernels import planter, snooper, swapper
 from tests.integration.live_site import Outcome
 

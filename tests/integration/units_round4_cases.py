@@ -17,11 +17,11 @@ import tempfile
 import threading
 import time
 
-from evaluation import units
-from evaluation.build_stage import prebuild
-from evaluation.cache_evict import evict
-from evaluation.sandbox import Sandbox
-from evaluation.types import EvaluationConfig
+from evaluation.builds import units
+from evaluation.builds.cache_evict import evict
+from evaluation.builds.stage import prebuild
+from evaluation.results.types import EvaluationConfig
+from evaluation.sandbox.sandbox import Sandbox
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
 from tests.evaluation.test_limits import FILL_HOME, FILL_TMP
 from tests.evaluation.test_unit_cache import fills_then_compiles

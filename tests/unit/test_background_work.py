@@ -1,8 +1,8 @@
-"""Work a kernel leaves running while the reference is timed (evaluation.timing), on made-up rounds."""
+"""Work a kernel leaves running while the reference is timed (evaluation.phases.timing), on made-up rounds."""
 
 from __future__ import annotations
 
-from evaluation import timing
+from evaluation.phases import timing
 from tests.unit.test_parent_clock import _pair, _rounds, codes
 
 

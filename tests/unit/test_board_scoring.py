@@ -1,5 +1,5 @@
 """The pure scoring of board rows (leaderboard.boards.scoring): KernelBench's rules, and the
-fast_p intervals equal to evaluation.metrics.bootstrap_interval."""
+fast_p intervals equal to evaluation.results.metrics.bootstrap_interval."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from evaluation.metrics import bootstrap_interval
+from evaluation.results.metrics import bootstrap_interval
 from leaderboard.boards import scoring
 from leaderboard.boards.scoring import KernelFacts, level_score, mark_ties, summary
 

@@ -1,4 +1,4 @@
-"""The audit hook that watches what a kernel's code does to the harness (evaluation.harness_guard).
+"""The audit hook that watches what a kernel's code does to the harness (evaluation.child.harness_guard).
 Each case runs in an interpreter of its own: an audit hook cannot be removed once added."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SETUP = """
 import json, sys, types
 sys.path.insert(0, {root!r})
-from evaluation import harness_guard
+from evaluation.child import harness_guard
 
 KERNEL = "/kernels/k.py"
 
@@ -37,7 +37,7 @@ for n, p in props.items():
 h = Harness()
 h.clock = len
 lock()
-harness_guard.install(h, types.ModuleType("m"), KERNEL, ("clock",))
+harness_guard.install(h, (types.ModuleType("m"),), KERNEL, ("clock",))
 
 
 def kernel(src):
@@ -85,3 +85,52 @@ def test_a_check_raised_by_other_code_is_not_answered_and_is_reported():
     assert guard("kernel(\"sys.audit('evaluation.harness_check', h)\"); out.append(h._check_guard())") == [
         ["harness_memory_access"]
     ]
+
+
+TWO_MODULES = """
+import json, sys, types
+sys.path.insert(0, {root!r})
+from evaluation.child import harness_guard
+
+KERNEL = "/kernels/k.py"
+timing = types.ModuleType("timing_requests")  # the harness's timing half, in a module of its own
+exec("import time\\nperf_counter_ns = time.perf_counter_ns\\nclass TimingRequests:\\n    def _timed_call(self):\\n"
+     "        return perf_counter_ns()\\n", vars(timing))
+
+
+class Harness(timing.TimingRequests):
+    def __init__(self):
+        self.disabled = set()
+
+    def _check_guard(self):
+        try:
+            sys.audit(harness_guard.CHECK_EVENT, self)
+            return []
+        except harness_guard.Tampered as found:
+            return sorted({{c for c, _ in found.findings}})
+
+
+h = Harness()
+harness_guard.install(h, (types.ModuleType("m"), timing), KERNEL, ())
+out = []
+"""
+
+
+def _two_modules(body: str) -> list[list[str]]:
+    script = TWO_MODULES.format(root=str(ROOT)) + body + "\nprint(json.dumps(out))\n"
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_swap_in_the_harnesss_base_class_or_its_module_is_a_patched_timer():
+    # The harness's timing methods live in a base class of another module: its methods and that
+    # module's clock are the harness's as much as its own class's are.
+    assert _two_modules("timing.TimingRequests._timed_call = lambda self: 0\nout.append(h._check_guard())") == [
+        ["patched_timer"]
+    ]
+    assert _two_modules("timing.perf_counter_ns = lambda: 0\nout.append(h._check_guard())") == [["patched_timer"]]
+
+
+def test_the_harness_untouched_across_two_modules_is_no_finding():
+    assert _two_modules("h._timed_call()\nout.append(h._check_guard())") == [[]]

@@ -12,8 +12,8 @@ from typing import Any
 
 from evaluation import EvaluationConfig, EvaluationResult
 from evaluation.instruments import phase, precision, profile, sanitize
-from evaluation.protocol import parse
-from evaluation.session import Pair
+from evaluation.phases.session import Pair
+from evaluation.sandbox.protocol import parse
 
 MARKUP = "<script>alert(document.cookie)</script>\x00\x1b[31m"
 HOSTILE_PROFILE = {

@@ -1,4 +1,4 @@
-"""Unit tests of evaluation.metrics on hand-computed cases (plain pytest, no database)."""
+"""Unit tests of evaluation.results.metrics on hand-computed cases (plain pytest, no database)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evaluation import metrics
-from evaluation.metrics import (
+from evaluation.results import metrics
+from evaluation.results.metrics import (
     ProblemResult,
     best_of_k,
     bootstrap_interval,

@@ -1,11 +1,11 @@
-"""The parent's clock bounds what the kernel's process reports (evaluation.timing), on made-up rounds."""
+"""The parent's clock bounds what the kernel's process reports (evaluation.phases.timing), on made-up rounds."""
 
 from __future__ import annotations
 
 import types
 
-from evaluation import timing
-from evaluation.types import EvaluationResult
+from evaluation.phases import timing
+from evaluation.results.types import EvaluationResult
 
 
 def _pair(device: str = "cpu") -> types.SimpleNamespace:

@@ -1,12 +1,12 @@
-"""Flags a sandboxed process reports are taken bounded (evaluation.session.Pair.merge_flags): the
+"""Flags a sandboxed process reports are taken bounded (evaluation.phases.session.Pair.merge_flags): the
 kernel's code shares the process that writes the kernel's replies, so a hostile reply may carry any
 number of flags with any text. It can only flag itself, but must not store megabytes or odd codes."""
 
 from __future__ import annotations
 
-from evaluation.protocol import Reply
-from evaluation.session import MAX_FLAG_MESSAGE, MAX_FLAGS_PER_REPLY, Pair
-from evaluation.types import EvaluationConfig, EvaluationResult
+from evaluation.phases.session import MAX_FLAG_MESSAGE, MAX_FLAGS_PER_REPLY, Pair
+from evaluation.results.types import EvaluationConfig, EvaluationResult
+from evaluation.sandbox.protocol import Reply
 
 
 def test_a_hostile_reply_adds_only_a_few_short_flags_of_the_vocabularys_shape():

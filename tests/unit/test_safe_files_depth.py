@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from evaluation.build_stage import _has_library
-from evaluation.safe_files import MAX_DEPTH, TreePolicy, chown_tree, clean_tree, remove_below, remove_tree
+from evaluation.builds.stage import _has_library
+from evaluation.sandbox.safe_files import MAX_DEPTH, TreePolicy, chown_tree, clean_tree, remove_below, remove_tree
 
 LEVELS = 2000  # twice what Python 3.11 recursion allows
 

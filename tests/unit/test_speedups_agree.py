@@ -1,7 +1,7 @@
-"""The one rule for two measurements of a kernel agreeing (evaluation.stats.speedups_agree), used by
+"""The one rule for two measurements of a kernel agreeing (evaluation.results.stats.speedups_agree), used by
 the GPU acceptance check and the site's pages."""
 
-from evaluation.stats import interval_covers, speedup_gap, speedups_agree, speedups_within
+from evaluation.results.stats import interval_covers, speedup_gap, speedups_agree, speedups_within
 
 
 def test_the_gap_is_taken_against_the_smaller_figure_whichever_came_first():

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from evaluation import EvaluationConfig
-from evaluation.build_stage import BuildPool
-from evaluation.limits import host_gpu_count
+from evaluation.builds.stage import BuildPool
+from evaluation.sandbox.limits import host_gpu_count
 from leaderboard.evaluations.cores import builder_cpus
 from leaderboard.evaluations.prebuild import run_builder
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from evaluation.metrics import fast_p_key
+from evaluation.results.metrics import fast_p_key
 from leaderboard.reads.board.rows import STANDARD_PS, StandingRow
 from leaderboard.reads.measured import measured_wording
 

@@ -23,7 +23,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from evaluation.metrics import fast_p_key
+from evaluation.results.metrics import fast_p_key
 from leaderboard.boards.scoring import RULE_BEST, RULES
 from leaderboard.models import Origin, Precision
 from leaderboard.reads import charts, repeats

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 from django.http import HttpRequest, QueryDict
 
-from evaluation.metrics import fast_p_key
+from evaluation.results.metrics import fast_p_key
 from leaderboard.boards.scoring import RULE_SAMPLE0, RULES
 from leaderboard.models import Origin, Precision, Run
 from leaderboard.reads.board import catalogue

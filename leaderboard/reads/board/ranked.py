@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from django.db.models import Case, Count, F, FilteredRelation, Q, Sum, When
 from django.db.models.functions import Coalesce
 
-from evaluation.metrics import fast_p_key
+from evaluation.results.metrics import fast_p_key
 from leaderboard.boards import scoring
 from leaderboard.boards import stored as board_stored
 from leaderboard.boards.scoring import RULE_BEST, STANDARD_PS

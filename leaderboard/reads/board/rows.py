@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from evaluation.metrics import fast_p_curve
+from evaluation.results.metrics import fast_p_curve
 from leaderboard.boards import scoring
 from leaderboard.boards import stored as board_stored
 from leaderboard.boards.scoring import RULE_SAMPLE0, STANDARD_PS, KernelFacts, LevelScore

@@ -1,0 +1,184 @@
+"""Output comparison: run by the reference process (never inside the kernel's process), and by
+check_problem in the parent on CPU tensors."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaluation.results.types import DEFAULT_TOLERANCES
+
+
+def tolerances_for(dtype_name: str, atol: float | None, rtol: float | None) -> tuple[float, float]:
+    d_atol, d_rtol = DEFAULT_TOLERANCES.get(dtype_name, (1e-4, 1e-4))
+    return (d_atol if atol is None else atol, d_rtol if rtol is None else rtol)
+
+
+def dtype_name(t: Any) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+@dataclass
+class Comparison:
+    ok: bool = True
+    reason: str | None = None
+    max_abs_diff: float = 0.0
+    max_rel_diff: float = 0.0
+    rel_l2: float = 0.0
+    ref_max_abs: float = 0.0
+    near_zero: bool = False
+    # The largest share of the allowed error any element used: max |out - ref| / (atol + rtol*|ref|)
+    # (1.0 is the tolerance's edge; the near-tolerance rule reads it).
+    tol_ratio: float = 0.0
+    details: list[str] = field(default_factory=list)
+
+
+CHUNK = 1 << 22
+
+
+@dataclass
+class _Sums:
+    """Running sums over the chunks of one output."""
+
+    sq_err: float = 0.0
+    sq_ref: float = 0.0
+    ref_max: float = 0.0
+
+
+def compare_outputs(ref: list[Any], out: list[Any], atol: float | None, rtol: float | None,
+                    scale_check: bool = True) -> Comparison:
+    """Compare the kernel's outputs with the reference's.
+
+    Fails on count/shape/dtype mismatch, on NaN/Inf where the reference has none (and vice versa),
+    on any element outside atol + rtol*|ref|, and -- unless the reference is exactly zero -- when the
+    error relative to the output's scale (||out-ref|| / ||ref||) exceeds 10*max(atol, rtol), which
+    catches constant/zero outputs that pass elementwise only because the reference values are tiny.
+    """
+    c = Comparison()
+    if len(ref) != len(out):
+        c.ok, c.reason = False, f"kernel returned {len(out)} output(s), reference {len(ref)}"
+        return c
+    for i, (r, o) in enumerate(zip(ref, out, strict=False)):
+        tag = f"output {i}" if len(ref) > 1 else "output"
+        reason = _structure_mismatch(tag, r, o)
+        if reason is not None:
+            c.ok, c.reason = False, reason
+            return c
+        if not _compare_one(c, tag, r, o, atol, rtol, scale_check):
+            return c
+    return c
+
+
+def _structure_mismatch(tag: str, r: Any, o: Any) -> str | None:
+    import torch  # deferred: torch is heavy and the parent process never needs it
+
+    if not isinstance(o, torch.Tensor) or type(o) is not torch.Tensor:
+        return f"{tag} is not a plain tensor"
+    if tuple(r.shape) != tuple(o.shape):
+        return f"{tag} shape {tuple(o.shape)} != reference {tuple(r.shape)}"
+    if r.dtype != o.dtype:
+        return f"{tag} dtype {dtype_name(o)} != reference {dtype_name(r)}"
+    return None
+
+
+def _compare_one(c: Comparison, tag: str, r: Any, o: Any, atol: float | None, rtol: float | None,
+                 scale_check: bool) -> bool:
+    """Compare one output chunk by chunk into ``c``; False when the comparison must stop here."""
+    a_tol, r_tol = tolerances_for(dtype_name(r), atol, rtol)
+    rf = r.reshape(-1)
+    of = o.reshape(-1)
+    n = rf.numel()
+    sums = _Sums()
+    for s in range(0, n, CHUNK):
+        if not _compare_chunk(c, tag, rf[s:s + CHUNK], of[s:s + CHUNK], a_tol, r_tol, sums):
+            return False
+    c.ref_max_abs = max(c.ref_max_abs, sums.ref_max)
+    if n and sums.ref_max < 10 * a_tol:
+        c.near_zero = True
+    if sums.sq_ref > 0:
+        rel = math.sqrt(sums.sq_err / sums.sq_ref)
+        c.rel_l2 = max(c.rel_l2, rel)
+        bound = min(0.5, 10 * max(a_tol, r_tol))
+        if scale_check and c.ok and rel > bound:
+            c.ok = False
+            c.reason = (f"{tag}: error relative to the output's scale is {rel:.3g} (> {bound:g}); the "
+                        f"reference values are small (max |ref| = {sums.ref_max:.3g}) so elementwise tolerances "
+                        f"alone would pass")
+    return True
+
+
+def _compare_chunk(c: Comparison, tag: str, rc: Any, oc: Any, a_tol: float, r_tol: float, sums: _Sums) -> bool:
+    import torch  # deferred: torch is heavy and the parent process never needs it
+
+    if rc.is_complex():
+        rc = torch.view_as_real(rc).reshape(-1)
+        oc = torch.view_as_real(oc).reshape(-1)
+    rc = rc.to(torch.float64)
+    oc = oc.to(torch.float64)
+    r_nan, o_nan = rc.isnan(), oc.isnan()
+    if bool((r_nan != o_nan).any()):
+        c.ok = False
+        c.reason = f"{tag} has NaN where the reference has none" if bool((o_nan & ~r_nan).any()) else \
+            f"{tag} lacks NaN where the reference has one"
+        c.max_abs_diff = math.inf
+        return False
+    r_inf, o_inf = rc.isinf(), oc.isinf()
+    if bool((r_inf != o_inf).any()) or bool((rc[r_inf] != oc[r_inf]).any()):
+        c.ok = False
+        c.reason = f"{tag} has Inf values that differ from the reference"
+        c.max_abs_diff = math.inf
+        return False
+    fin = ~(r_nan | r_inf)
+    rcf, ocf = rc[fin], oc[fin]
+    if rcf.numel() == 0:
+        return True
+    diff = (ocf - rcf).abs()
+    absr = rcf.abs()
+    c.max_abs_diff = max(c.max_abs_diff, float(diff.max()))
+    c.max_rel_diff = max(c.max_rel_diff, float((diff / absr.clamp_min(a_tol)).max()))
+    c.tol_ratio = max(c.tol_ratio, float((diff / (a_tol + r_tol * absr).clamp_min(1e-300)).max()))
+    sums.ref_max = max(sums.ref_max, float(absr.max()))
+    sums.sq_err += float((diff * diff).sum())
+    sums.sq_ref += float((absr * absr).sum())
+    bad = diff > (a_tol + r_tol * absr)
+    if bool(bad.any()) and c.ok:
+        c.ok = False
+        c.reason = (f"{tag}: {int(bad.sum())} element(s) outside tolerance (atol={a_tol:g}, rtol={r_tol:g}); "
+                    f"max abs diff {float(diff.max()):.3g}")
+    return True
+
+
+def outputs_close(a: list[Any], b: list[Any], atol: float | None, rtol: float | None) -> bool:
+    """True when two output lists are elementwise within tolerance (used to test input dependence)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=False):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        c = compare_outputs([x], [y], atol, rtol, scale_check=False)
+        if not c.ok:
+            return False
+    return True
+
+
+def spots_match(ref: list[list[float]], ker: list[list[float]], dtypes: list[str], atol: float | None,
+                rtol: float | None) -> bool:
+    if len(ref) != len(ker):
+        return False
+    for rv, kv, dt in zip(ref, ker, dtypes, strict=False):
+        if len(rv) != len(kv):
+            return False
+        a_tol, r_tol = tolerances_for(dt, atol, rtol)
+        for x, y in zip(rv, kv, strict=False):
+            if math.isnan(x) or math.isnan(y):
+                if not (math.isnan(x) and math.isnan(y)):
+                    return False
+                continue
+            if math.isinf(x) or math.isinf(y):
+                if x != y:
+                    return False
+                continue
+            if abs(x - y) > a_tol + r_tol * abs(x):
+                return False
+    return True

@@ -1,0 +1,151 @@
+"""Typed replies of the sandboxed processes (evaluation.child.harness) to their parent (evaluation.runner).
+
+A child sends one JSON object per request; the parent turns it into one of these dataclasses with
+``parse(ReplyClass, message)``. Every field has a default and a type: a missing field takes its
+default, and a field of the wrong type (only a tampered kernel process could send one) ends the
+evaluation as ``crashed`` instead of surfacing as an exception deep inside the runner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+
+class MalformedReply(ValueError):
+    """A reply whose fields do not have the expected types."""
+
+
+@dataclass
+class Reply:
+    """Fields every reply may carry; ``ok`` False means the request failed (``kind``, ``error``)."""
+
+    ok: bool = False
+    kind: str = "runtime_error"
+    error: str = ""
+    traceback: str = ""
+    flags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ReadyReply(Reply):
+    confinement: dict[str, Any] = field(default_factory=dict)
+    torch_import_s: float = 0.0
+    pid: int = 0
+
+
+@dataclass
+class LoadReply(Reply):
+    problem_s: float = 0.0
+    import_s: float = 0.0
+    init_s: float = 0.0
+    environment: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CorrectReply(Reply):
+    file: str = ""
+    ipc_layout: Any = None  # GPU: the layout of the shared buffer whose descriptor was sent (cuda_ipc)
+    ipc_error: Any = None  # GPU: why the outputs came as a file instead
+    run_s: float = 0.0
+    dtypes: list[str] = field(default_factory=list)
+    spot: list[list[float]] = field(default_factory=list)
+
+
+@dataclass
+class EstimateReply(Reply):
+    input_bytes: int = -1
+    param_bytes: int = -1
+    output_bytes: int = -1
+
+    def peak_bytes(self, kernel_role: bool) -> int:
+        """A lower bound of one process's peak on the CPU: inputs and outputs (outputs of about the
+        inputs' size when unknown), parameters, and in the kernel process the clone of the inputs
+        (mutation check) and the copy of the outputs (snapshot); -1 when the inputs are unknown."""
+        if self.input_bytes < 0:
+            return -1
+        out = self.output_bytes if self.output_bytes >= 0 else self.input_bytes
+        copies = self.input_bytes + out if kernel_role else 0
+        return self.input_bytes + out + max(self.param_bytes, 0) + copies
+
+    def refusal(self, memory_limit_mb: int, kernel_role: bool) -> str | None:
+        """Why the problem cannot run within ``memory_limit_mb`` (None when it may)."""
+        peak = self.peak_bytes(kernel_role)
+        if peak < 0 or peak / 2**20 <= memory_limit_mb:
+            return None
+        return (f"the problem's inputs need {self.input_bytes / 2**30:.1f} GB (about {peak / 2**30:.1f} GB per "
+                f"process with outputs, parameters and copies), more than memory_limit_mb={memory_limit_mb} allows")
+
+
+@dataclass
+class CompareReply(Reply):
+    comparison: dict[str, Any] = field(default_factory=dict)
+    fingerprint: list[str] = field(default_factory=list)  # asked for: a digest of each kernel output's bits
+    fp64: dict[str, Any] = field(default_factory=dict)  # asked for: errors against an fp64 reference
+
+
+@dataclass
+class InstrumentReply(Reply):
+    """What one of the reviewer's instruments measured in a process (evaluation/instruments/)."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TimeReply(Reply):
+    times_ns: list[int] = field(default_factory=list)
+    host_ns: list[int] = field(default_factory=list)
+    null_host_ns: list[int] = field(default_factory=list)
+    spot: list[list[float]] = field(default_factory=list)
+    # GPU: the host's time to queue each call's forward (start event to its return), ns.
+    dispatch_ns: list[int] = field(default_factory=list)
+
+
+@dataclass
+class DeviceReply(TimeReply):
+    """Device-time calls (evaluation/child/harness.py, Harness.device_time): ``host_ns`` holds each call's
+    dispatch; ``retries`` the calls made again because their GPU-side wait ran out before the host
+    had queued them; ``slack_us`` the last wait; ``queued_ahead`` whether the last call's held."""
+
+    retries: int = 0
+    slack_us: float = 0.0
+    queued_ahead: bool = True
+
+
+R = TypeVar("R", bound=Reply)
+
+_SCALARS: dict[type, tuple[type, ...]] = {bool: (bool,), str: (str,), int: (int,), float: (int, float)}
+
+
+def _coerce(name: str, value: Any, sample: Any) -> Any:
+    if sample is None:  # optional field of any JSON type, checked where it is used
+        return value
+    kind = type(sample)
+    if kind in _SCALARS:
+        if value is None and kind is str:
+            return ""
+        if not isinstance(value, _SCALARS[kind]) or (kind is not bool and isinstance(value, bool)):
+            raise MalformedReply(f"field {name!r} is {type(value).__name__}, expected {kind.__name__}")
+        return kind(value)
+    if not isinstance(value, kind):
+        raise MalformedReply(f"field {name!r} is {type(value).__name__}, expected {kind.__name__}")
+    return value
+
+
+def parse(cls: type[R], msg: dict[str, Any]) -> R:
+    """Build ``cls`` from a child's JSON object (unknown keys ignored, missing keys defaulted)."""
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in msg:
+            continue
+        sample = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        kwargs[f.name] = _coerce(f.name, msg[f.name], sample)
+    reply = cls(**kwargs)
+    reply.flags = {str(k): str(v) for k, v in reply.flags.items()}
+    return reply
+
+
+def to_message(reply: Reply) -> dict[str, Any]:
+    """The JSON object a child sends for ``reply``."""
+    return dataclasses.asdict(reply)
