@@ -30,7 +30,7 @@ from evaluation.results.harness_id import harness_identity
 from evaluation.results.types import EvaluationConfig, EvaluationResult
 from evaluation.sandbox.host_errors import BUSY_EVALUATION, INFRASTRUCTURE_ERROR, confirm, host_error, killed_build
 from evaluation.sandbox.process import ChildError, SandboxProcess
-from evaluation.sandbox.protocol import EstimateReply, MalformedReply, ReadyReply, parse
+from evaluation.sandbox.protocol import EstimateReply, EstimateRequest, MalformedReply, ReadyReply, parse
 from evaluation.sandbox.sandbox import Sandbox
 
 __all__ = ["evaluate", "prepare", "evaluate_prepared", "Prepared", "derive_seed", "hardware_slug"]
@@ -312,7 +312,7 @@ def _check_memory(pair: Pair) -> None:
     killing a process later."""
     if pair.cfg.device != "cpu":
         return
-    est = pair.request(pair.ref, {"op": "estimate"}, EstimateReply)
+    est = pair.request(pair.ref, EstimateRequest(), EstimateReply)
     if not est.ok:
         raise pair.reference_failed(est)
     pair.res.environment["input_mb"] = round(est.input_bytes / 2**20, 1) if est.input_bytes >= 0 else None

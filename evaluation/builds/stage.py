@@ -45,6 +45,7 @@ from evaluation.builds.units import serve as unit_server
 from evaluation.results.types import EvaluationConfig
 from evaluation.sandbox.host_errors import BUSY_BUILD, INFRASTRUCTURE_ERROR, KILLED_BUILD, killed_build
 from evaluation.sandbox.process import ChildError, Deadline
+from evaluation.sandbox.protocol import BuildRequest
 from evaluation.sandbox.safe_files import (
     UnsafeFile,
     open_checked,
@@ -349,7 +350,7 @@ def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfi
         base = deadline + out.units.get("host_wait_s", 0.0)
         due: Deadline = (lambda: base + units.host_waits.seconds()) if units is not None else base
         ready = proc.recv(due)
-        reply = proc.request({"op": "build"}, due) if ready.get("ok") else ready
+        reply = proc.request(BuildRequest(), due) if ready.get("ok") else ready
         out.usage = measure_tree(proc)
         out.error = reply.get("error") or None
         out.log = (reply.get("traceback") or "") + proc.read_log()

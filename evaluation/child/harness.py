@@ -25,6 +25,7 @@ import threading
 import time
 import traceback
 import types
+from collections.abc import Callable
 from typing import Any
 
 from evaluation.child import clock, failures, harness_guard, timing_requests
@@ -38,6 +39,21 @@ from evaluation.phases.host_bound import LAUNCH_SLACK_US
 from evaluation.results.hardware import _nvidia_driver, cpu_name
 from evaluation.sandbox import cuda_ipc
 from evaluation.sandbox.host_errors import INFRASTRUCTURE_ERROR, host_error, killed_build
+from evaluation.sandbox.protocol import (
+    BuildRequest,
+    CompareRequest,
+    CorrectRequest,
+    DeviceRequest,
+    EstimateRequest,
+    ExitRequest,
+    ExportFileRequest,
+    InstrumentRequest,
+    LoadRequest,
+    PlaceRequest,
+    PrepareRequest,
+    TimeRequest,
+    parse_request,
+)
 
 TIMER_OWNERS = ("time", "torch.cuda", "torch.cuda.Event", "torch._C._CudaEventBase", "torch.cuda.Stream")
 
@@ -235,7 +251,7 @@ class Harness(TimingRequests):
             self.problem_module = problem
         return self.problem_module
 
-    def estimate(self, req: dict[str, Any]) -> dict[str, Any]:
+    def estimate(self, req: EstimateRequest) -> dict[str, Any]:
         """Bytes of one set of inputs, of the model's parameters and of its outputs, found by running
         get_inputs(), the constructor and forward on the meta device (nothing is allocated); -1 for
         what does not run there (e.g. code that moves tensors to a device itself, or data-dependent
@@ -269,11 +285,11 @@ class Harness(TimingRequests):
             except OSError:
                 pass
 
-    def load(self, req: dict[str, Any]) -> dict[str, Any]:
+    def load(self, req: LoadRequest) -> dict[str, Any]:
         torch = self.torch
-        self._pin(req.get("cpus"))
+        self._pin(req.cpus)
         # The run's precision: models and floating-point inputs in this dtype (None: float32, as built).
-        self.dtype = getattr(torch, req["dtype"]) if req.get("dtype", "float32") != "float32" else None
+        self.dtype = getattr(torch, req.dtype) if req.dtype != "float32" else None
         t0 = perf_counter_ns()
         problem = self._problem()
         self.get_inputs = problem.get_inputs
@@ -301,7 +317,7 @@ class Harness(TimingRequests):
         else:
             cls = problem.Model
         t_import = perf_counter_ns()
-        self.model_cls, self.init_seed = cls, int(req["init_seed"])
+        self.model_cls, self.init_seed = cls, int(req.init_seed)
         try:
             self.model = self._construct()
         except BaseException as exc:  # noqa: BLE001
@@ -335,7 +351,7 @@ class Harness(TimingRequests):
         self._sync()
         return model
 
-    def build(self, req: dict[str, Any]) -> dict[str, Any]:
+    def build(self, req: BuildRequest) -> dict[str, Any]:
         """Build role (no GPU visible): import the kernel module, which compiles what it loads with
         ``torch.utils.cpp_extension``. A failure inside that module is the compiler's (``compile_error``);
         any other (e.g. the module touches the GPU at import) leaves the rest to the GPU phase."""
@@ -467,10 +483,10 @@ class Harness(TimingRequests):
         out, self.flags = self.flags, {}
         return out
 
-    def correctness(self, req: dict[str, Any]) -> dict[str, Any]:
+    def correctness(self, req: CorrectRequest) -> dict[str, Any]:
         torch = self.torch
         self._release_shared()
-        inputs = self.gen_inputs(int(req["seed"]))
+        inputs = self.gen_inputs(int(req.seed))
         tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
         pristine = [x.clone() for x in tensors] if self.role == "kernel" else []
         before = self._threads()
@@ -487,10 +503,10 @@ class Harness(TimingRequests):
                     "traceback": traceback.format_exc(), "flags": self.take_flags()}
         run_s = (perf_counter_ns() - t0) / 1e9
         if self.role == "reference":
-            self.last_seed = int(req["seed"])  # the fp64 reference (instruments) runs on these inputs again
+            self.last_seed = int(req.seed)  # the fp64 reference (instruments) runs on these inputs again
             return self._reference_outputs(req, outs, run_s)
         self._kernel_checks(before, pristine, tensors, outs)
-        return {"ok": True, "run_s": run_s, "flags": self.take_flags(), **self._hand_out(snapshot, int(req["trial"]))}
+        return {"ok": True, "run_s": run_s, "flags": self.take_flags(), **self._hand_out(snapshot, int(req.trial))}
 
     def _snapshot(self, outs: list[Any]) -> Any:
         """Kernel role: the outputs as they are at return, out of the kernel's hands: on the GPU a
@@ -515,17 +531,17 @@ class Harness(TimingRequests):
         self.torch.save(snapshot, path)
         return {"file": os.path.basename(path), "ipc_error": self.ipc_error}
 
-    def export_file(self, req: dict[str, Any]) -> dict[str, Any]:
+    def export_file(self, req: ExportFileRequest) -> dict[str, Any]:
         """Kernel role: write the last shared snapshot to a file (when the reference could not map it)."""
         torch = self.torch
         if self._shared is None:
             return {"ok": False, "kind": "runtime_error", "error": "no shared outputs to export"}
         outs = []
-        for e in req.get("layout", []):
+        for e in req.layout:
             raw = self._shared.tensor[int(e["offset"]):int(e["offset"]) + int(e["nbytes"])]
             outs.append(raw.view(getattr(torch, e["dtype"])).reshape(e["shape"]).to("cpu", copy=True))
         self._release_shared()
-        path = os.path.join(self.spec["workdir"], f"out_{int(req['trial'])}.pt")
+        path = os.path.join(self.spec["workdir"], f"out_{int(req.trial)}.pt")
         torch.save(outs, path)
         return {"ok": True, "file": os.path.basename(path)}
 
@@ -550,47 +566,47 @@ class Harness(TimingRequests):
         self.prev_out_ptrs = out_ptrs
         self.check_patches()
 
-    def _reference_outputs(self, req: dict[str, Any], outs: list[Any], run_s: float) -> dict[str, Any]:
-        if req.get("save"):  # check-problem: the parent wants the values
+    def _reference_outputs(self, req: CorrectRequest, outs: list[Any], run_s: float) -> dict[str, Any]:
+        if req.save:  # check-problem: the parent wants the values
             snapshot = [o.detach().to("cpu", copy=True) for o in outs]
-            path = os.path.join(self.spec["workdir"], f"out_{int(req['trial'])}.pt")
+            path = os.path.join(self.spec["workdir"], f"out_{int(req.trial)}.pt")
             self.torch.save(snapshot, path)
             return {"ok": True, "file": os.path.basename(path), "run_s": run_s, "flags": {}}
         self.last_outs = [o.detach() for o in outs]
         return {"ok": True, "run_s": run_s, "dtypes": [str(o.dtype).replace("torch.", "") for o in outs],
-                "spot": self._spot(outs, req.get("spot_seed")), "flags": {}}
+                "spot": self._spot(outs, req.spot_seed), "flags": {}}
 
-    def compare(self, req: dict[str, Any]) -> dict[str, Any]:
+    def compare(self, req: CompareRequest) -> dict[str, Any]:
         """Reference role only: compare the kernel's outputs (a shared GPU buffer whose descriptor the
         parent passed on, or a file the parent handed over) with ours."""
         if self.role != "reference":
             raise RuntimeError("compare runs in the reference process only")
-        if req.get("ipc_layout") is not None:
-            theirs, failure = self._import_shared(req["ipc_layout"])
+        if req.ipc_layout is not None:
+            theirs, failure = self._import_shared(req.ipc_layout)
         else:
-            theirs, failure = self._load_file(str(req["file"]))
+            theirs, failure = self._load_file(str(req.file))
         if failure is not None:
             return failure
         if not isinstance(theirs, list) or not all(type(t) is self.torch.Tensor for t in theirs):
             return {"ok": False, "kind": "incorrect", "error": "kernel outputs are not a list of plain tensors"}
-        cmp = compare_outputs(self.last_outs, theirs, req.get("atol"), req.get("rtol"),
-                              scale_check=bool(req.get("scale_check", True)))
+        cmp = compare_outputs(self.last_outs, theirs, req.atol, req.rtol,
+                              scale_check=bool(req.scale_check))
         reply: dict[str, Any] = {"ok": True, "comparison": dataclasses.asdict(cmp)}
-        if req.get("fingerprint"):
+        if req.fingerprint:
             reply["fingerprint"] = determinism.fingerprint(self.torch, theirs)
-        if req.get("fp64"):
+        if req.fp64:
             inputs = self.gen_inputs(self.last_seed)
             reply["fp64"] = precision.fp64_errors(self.torch, self.model, inputs, self.last_outs, theirs)
         del theirs
         return reply
 
-    def instrument(self, req: dict[str, Any]) -> dict[str, Any]:
+    def instrument(self, req: InstrumentRequest) -> dict[str, Any]:
         """The reviewer's instruments (evaluation/instruments/): what this process measures of itself."""
-        what, torch = req.get("what"), self.torch
+        what, torch = req.what, self.torch
         if what == "modes":
             return {"ok": True, "data": precision.math_modes(torch)}
         if what == "profile":
-            inputs = self.gen_inputs(int(req["seed"]))
+            inputs = self.gen_inputs(int(req.seed))
             data = profile.profile_forward(torch, lambda: (self.flatten(self.model(*inputs)), self._sync()),
                                            self.device, self.spec["workdir"])
             return {"ok": True, "data": data}
@@ -598,7 +614,7 @@ class Harness(TimingRequests):
             return {"ok": True, "data": shapes.size_constants(self._problem())}
         if what == "sizes":  # set sizes (empty: the originals) and rebuild the model
             self._release_shared()
-            shapes.apply_sizes(self._problem(), dict(req.get("sizes") or {}), self.__dict__.setdefault("_sizes0", {}))
+            shapes.apply_sizes(self._problem(), dict(req.sizes), self.__dict__.setdefault("_sizes0", {}))
             self.model = None
             self.model = self._construct()
             return {"ok": True, "data": {}, "flags": self.take_flags()}
@@ -709,6 +725,16 @@ def _same_tensor(torch: Any, a: Any, b: Any) -> bool:
     return bool(torch.equal(a, b))
 
 
+#: The harness's method serving each request (evaluation.sandbox.protocol); bound once, before the
+#: kernel is imported.
+HANDLERS = {
+    LoadRequest.op: "load", CorrectRequest.op: "correctness", TimeRequest.op: "time_calls", PlaceRequest.op: "place",
+    DeviceRequest.op: "device_time", CompareRequest.op: "compare", ExportFileRequest.op: "export_file",
+    EstimateRequest.op: "estimate", BuildRequest.op: "build", InstrumentRequest.op: "instrument",
+    PrepareRequest.op: "prepare",
+}
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
     chan = Channel(spec["cmd_fd"], spec["resp_fd"])
@@ -726,24 +752,24 @@ def main() -> None:
         return
     chan.send({"ok": True, "ready": True, "confinement": confinement, "torch_import_s": (perf_counter_ns() - t0) / 1e9,
                "pid": os.getpid()})
-    handlers = {"load": harness.load, "correct": harness.correctness, "time": harness.time_calls, "place": harness.place,
-                "device": harness.device_time, "compare": harness.compare, "export_file": harness.export_file,
-                "estimate": harness.estimate, "build": harness.build, "instrument": harness.instrument,
-                "prepare": harness.prepare}
+    handlers: dict[str, Callable[[Any], dict[str, Any]]] = {op: getattr(harness, name) for op, name in HANDLERS.items()}
     while True:
-        req = chan.recv()
-        if req is None or req.get("op") == "exit":
+        msg = chan.recv()
+        if msg is None or msg.get("op") == ExitRequest.op:
             break
-        handler = handlers.get(req.get("op", ""))
-        if handler is None:
-            chan.send({"ok": False, "kind": "runtime_error", "error": f"unknown op {req.get('op')!r}"})
+        try:
+            req = parse_request(msg)
+            handler = handlers[req.op]
+        except (KeyError, TypeError) as exc:  # an op or a field this harness does not know
+            chan.send({"ok": False, "kind": "runtime_error", "error": f"malformed request {msg.get('op')!r}: {exc}",
+                       "nonce": msg.get("nonce")})
             continue
         try:
             reply = handler(req)
         except BaseException as exc:  # noqa: BLE001
             reply = {"ok": False, "kind": classify_exception(exc), "error": one_line(exc),
                      "traceback": traceback.format_exc()}
-        reply["nonce"] = req.get("nonce")
+        reply["nonce"] = msg.get("nonce")
         chan.send(reply)
     sys.stdout.flush()
     sys.stderr.flush()

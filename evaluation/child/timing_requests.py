@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from evaluation.child.clock import perf_counter_ns
 from evaluation.child.failures import LazyTensorError, classify_exception, one_line
 from evaluation.phases.host_bound import LAUNCH_SLACK_US
+from evaluation.sandbox.protocol import DeviceRequest, PlaceRequest, PrepareRequest, TimeRequest
 
 #: Device time (Harness.device_time): the GPU waits this many times the process's own dispatch time
 #: of a forward (plus 50 us) before the start event, at most DEVICE_SLACK_MAX_US; a forward that takes
@@ -165,16 +166,16 @@ class TimingRequests:
                 if b is not None and b.is_cuda:
                     m._buffers[name] = b.clone()
 
-    def place(self, req: dict[str, Any]) -> dict[str, Any]:
+    def place(self, req: PlaceRequest) -> dict[str, Any]:
         """A round's new places (``_re_place``) and one untimed call on them, in a request of its own
         so that the parent's clock around the timing request does not see it."""
         if self.device == "cuda" and "placement" not in self.disabled:
             # An exception (the kernel's call failing) becomes the failed reply in main()'s loop.
-            self._re_place(int(req["seed"]))
-            self._timed_call(self.gen_inputs(int(req["input_seed"])))
+            self._re_place(int(req.seed))
+            self._timed_call(self.gen_inputs(int(req.input_seed)))
         return {"ok": True}
 
-    def device_time(self, req: dict[str, Any]) -> dict[str, Any]:
+    def device_time(self, req: DeviceRequest) -> dict[str, Any]:
         """GPU time of the forward, host dispatch left out: each call is queued behind a GPU-side wait
         longer than this process takes to queue it (DEVICE_SLACK_FACTOR x its dispatch time in the
         round just timed), so the GPU runs the forward's work back to back and the events time the
@@ -186,7 +187,7 @@ class TimingRequests:
         events' times, the dispatch times of the calls, the retries, and the last call's spot values."""
         if self.device != "cuda":
             return {"ok": False, "kind": "runtime_error", "error": "device time needs CUDA"}
-        dispatch_us = float(req.get("dispatch_us", 0.0))
+        dispatch_us = float(req.dispatch_us)
         slack_us = min(DEVICE_SLACK_MAX_US, max(LAUNCH_SLACK_US, DEVICE_SLACK_FACTOR * dispatch_us + 50.0))
         times: list[int] = []
         dispatch: list[int] = []
@@ -194,7 +195,7 @@ class TimingRequests:
         outs: Any = None
         call: TimedCall | None = None
         try:
-            for seed in [int(s) for s in req["seeds"]]:
+            for seed in [int(s) for s in req.seeds]:
                 outs = None
                 call, slack_us, tries = held_call(functools.partial(self._waited_call, seed), slack_us)
                 outs = call.outs
@@ -204,7 +205,7 @@ class TimingRequests:
         except BaseException as exc:  # noqa: BLE001
             return {"ok": False, "kind": classify_exception(exc), "error": one_line(exc),
                     "traceback": traceback.format_exc(), "flags": self.take_flags()}
-        spot = self._spot(outs, req.get("spot_seed")) if outs is not None else []
+        spot = self._spot(outs, req.spot_seed) if outs is not None else []
         del outs
         self.check_patches()
         if self.role != "kernel":
@@ -217,14 +218,14 @@ class TimingRequests:
         cycles = int(self._slack_cycles * slack_us / LAUNCH_SLACK_US)
         return self._timed_call(self.gen_inputs(seed), slack_cycles=cycles)
 
-    def prepare(self, req: dict[str, Any]) -> dict[str, Any]:
+    def prepare(self, req: PrepareRequest) -> dict[str, Any]:
         """The inputs of the next timing request, made now in a request of their own (up to
         PREPARE_BYTES): the parent's clock around the timing request then sees the calls and little
         else, so that it bounds what this process reports to within a small margin (evaluation.phases.timing)."""
         self._prepared: dict[int, list[Any]] = {}
         budget = PREPARE_BYTES
         if "fresh_inputs" not in self.disabled:
-            for seed in dict.fromkeys(int(s) for s in req["seeds"]):
+            for seed in dict.fromkeys(int(s) for s in req.seeds):
                 inputs = self._make_inputs(seed)
                 budget -= max(1, tensor_bytes(self.torch, inputs))
                 if budget < 0:
@@ -233,9 +234,9 @@ class TimingRequests:
         self._sync()
         return {"ok": True}
 
-    def time_calls(self, req: dict[str, Any]) -> dict[str, Any]:
+    def time_calls(self, req: TimeRequest) -> dict[str, Any]:
         self._release_shared()  # compared already: the kernel process times with no extra mapping
-        seeds = [int(s) for s in req["seeds"]]
+        seeds = [int(s) for s in req.seeds]
         before = self._threads()
         times: list[int] = []
         host: list[int] = []
@@ -252,7 +253,7 @@ class TimingRequests:
                 host.append(call.host_ns)
                 dispatch.append(call.dispatch_ns)
                 del inputs
-            if self.device == "cuda" and req.get("calibrate"):
+            if self.device == "cuda" and req.calibrate:
                 for _ in range(5):  # an empty timed region, as the check call (exposed) times it
                     self._l2_buf.zero_()
                     self._cuda_sync()
@@ -268,7 +269,7 @@ class TimingRequests:
         except BaseException as exc:  # noqa: BLE001
             return {"ok": False, "kind": classify_exception(exc), "error": one_line(exc),
                     "traceback": traceback.format_exc(), "flags": self.take_flags()}
-        spot = self._spot(outs, req.get("spot_seed")) if outs is not None else []
+        spot = self._spot(outs, req.spot_seed) if outs is not None else []
         del outs
         self._check_threads(before)
         self.check_patches()

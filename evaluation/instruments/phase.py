@@ -30,7 +30,7 @@ from evaluation.phases.session import Abort, Pair
 from evaluation.results.hardware import hardware_slug
 from evaluation.results.types import INSTRUMENTS
 from evaluation.sandbox.host_errors import INFRASTRUCTURE_ERROR
-from evaluation.sandbox.protocol import CorrectReply, InstrumentReply
+from evaluation.sandbox.protocol import CorrectReply, CorrectRequest, InstrumentReply, InstrumentRequest
 from evaluation.sandbox.sandbox import Sandbox
 
 #: On a GPU, the fp64 reference is skipped when its copies (inputs, parameters, outputs) pass this.
@@ -122,7 +122,7 @@ def _can_go_on(pair: Pair, ab: Abort) -> bool:
 
 def _speed_of_light(pair: Pair, sandbox: Sandbox) -> None:
     cfg, res = pair.cfg, pair.res
-    r = pair.request(pair.ref, {"op": "instrument", "what": "work"}, InstrumentReply)
+    r = pair.request(pair.ref, InstrumentRequest(what="work"), InstrumentReply)
     if not r.ok:
         raise pair.reference_failed(r, "reference failed counting its work: ")
     res.environment["param_mb"] = round(int(r.data.get("param_bytes", 0)) / 2**20, 1)
@@ -140,7 +140,7 @@ def _speed_of_light(pair: Pair, sandbox: Sandbox) -> None:
 def _cpu_peaks(pair: Pair) -> dict[str, float] | None:
     """The host's CPU bandwidth, measured once per host by the reference process (roofline.cpu_peaks)."""
     def measure() -> float:
-        r = pair.request(pair.ref, {"op": "instrument", "what": "bandwidth"}, InstrumentReply)
+        r = pair.request(pair.ref, InstrumentRequest(what="bandwidth"), InstrumentReply)
         if not r.ok:
             raise pair.reference_failed(r, "reference failed measuring the host's bandwidth: ")
         value = r.data.get("bytes_per_s")
@@ -175,7 +175,7 @@ def _repeat_runs(pair: Pair, sandbox: Sandbox) -> None:
     seed = derive_seed(pair.master, "instruments")
     runs: list[tuple[Any, Any]] = []
     for k in range(2 if want_det else 1):
-        runs.append(_run_once(pair, sandbox, seed, 1000 + k, {"fingerprint": want_det, "fp64": want_fp64 and k == 0}))
+        runs.append(_run_once(pair, sandbox, seed, 1000 + k, fingerprint=want_det, fp64=want_fp64 and k == 0))
     wrong = [c for c, _ in runs if not c.ok]
     if wrong:  # a fresh trial at the problem's own sizes: the verdict stands, reviewers are told
         res.add_flag("instruments_failed", f"The kernel passed correctness and timing, then failed a repeat run of the "
@@ -191,19 +191,20 @@ def _repeat_runs(pair: Pair, sandbox: Sandbox) -> None:
             res.add_flag("nondeterministic", flag)
 
 
-def _run_once(pair: Pair, sandbox: Sandbox, seed: int, trial: int, extra: dict[str, Any]) -> tuple[Any, Any]:
-    """One forward of both sides on ``seed``, compared (with ``extra`` asked of the comparison)."""
-    r_ref, r_ker = pair.both({"op": "correct", "seed": seed, "trial": trial, "spot_seed": None}, CorrectReply)
+def _run_once(pair: Pair, sandbox: Sandbox, seed: int, trial: int, fingerprint: bool, fp64: bool) -> tuple[Any, Any]:
+    """One forward of both sides on ``seed``, compared (with the kernel outputs' ``fingerprint`` and
+    their errors against an ``fp64`` reference, as asked)."""
+    r_ref, r_ker = pair.both(CorrectRequest(seed=seed, trial=trial), CorrectReply)
     pair.merge_flags(r_ker)
     if not r_ker.ok:
         raise pair.kernel_failed(r_ker)
     if not r_ref.ok:
         raise pair.reference_failed(r_ref)
-    return compare_trial(pair, sandbox, r_ker, trial, extra)
+    return compare_trial(pair, sandbox, r_ker, trial, fingerprint=fingerprint, fp64=fp64)
 
 
 def _judge_precision(pair: Pair, errors: dict[str, Any]) -> None:
-    r_ref, r_ker = pair.both({"op": "instrument", "what": "modes"}, InstrumentReply)
+    r_ref, r_ker = pair.both(InstrumentRequest(what="modes"), InstrumentReply)
     record, flag = precision.judge(errors, r_ker.data if r_ker.ok else {}, r_ref.data if r_ref.ok else {})
     pair.res.instruments["precision"] = record
     if flag:
@@ -236,7 +237,7 @@ def _profile(pair: Pair, sandbox: Sandbox) -> None:
         pair.res.instruments["profile"] = {"skipped": unasked}
         return
     seed = derive_seed(pair.master, "profile")
-    r_ref, r_ker = pair.both({"op": "instrument", "what": "profile", "seed": seed}, InstrumentReply)
+    r_ref, r_ker = pair.both(InstrumentRequest(what="profile", seed=seed), InstrumentReply)
     if not r_ker.ok:
         raise pair.kernel_failed(r_ker, "while profiling: ")
     if not r_ref.ok:
@@ -248,7 +249,7 @@ def _profile(pair: Pair, sandbox: Sandbox) -> None:
 
 def _other_shapes(pair: Pair, sandbox: Sandbox) -> None:
     res = pair.res
-    r = pair.request(pair.ref, {"op": "instrument", "what": "size_constants"}, InstrumentReply)
+    r = pair.request(pair.ref, InstrumentRequest(what="size_constants"), InstrumentReply)
     if not r.ok:
         raise pair.reference_failed(r, "reference failed listing its sizes: ")
     sizes = {str(k): int(v) for k, v in r.data.items() if type(v) is int}
@@ -271,14 +272,14 @@ def _other_shapes(pair: Pair, sandbox: Sandbox) -> None:
 def _one_shape(pair: Pair, sandbox: Sandbox, j: int, sizes: dict[str, int]) -> tuple[dict[str, Any], bool]:
     """One variant: ({"verdict", "detail"}, whether the processes are still there for the next)."""
     try:
-        r_ref, r_ker = pair.both({"op": "instrument", "what": "sizes", "sizes": sizes}, InstrumentReply)
+        r_ref, r_ker = pair.both(InstrumentRequest(what="sizes", sizes=sizes), InstrumentReply)
         if not r_ref.ok:
             return {"verdict": "not_applicable", "detail": f"the reference fails at these sizes: {r_ref.error}"}, True
         if not r_ker.ok:
             return {"verdict": "failed", "detail": "ModelNew could not be built", "error": r_ker.error[:300]}, True
         trial = 1100 + j
         seed = derive_seed(pair.master, "shapes", j)
-        c_ref, c_ker = pair.both({"op": "correct", "seed": seed, "trial": trial, "spot_seed": None}, CorrectReply)
+        c_ref, c_ker = pair.both(CorrectRequest(seed=seed, trial=trial), CorrectReply)
         pair.merge_flags(c_ker)
         if not c_ref.ok:
             return {"verdict": "not_applicable", "detail": f"the reference fails at these sizes: {c_ref.error}"}, True

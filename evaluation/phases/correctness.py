@@ -7,10 +7,10 @@ code, another uid) compares them on the device with its own outputs, which never
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
-from typing import Any
 
 from evaluation.phases.compare import Comparison, spots_match
 from evaluation.phases.seeds import derive_seed
@@ -18,7 +18,15 @@ from evaluation.phases.session import Abort, Pair
 from evaluation.results.types import PRECISIONS
 from evaluation.sandbox.host_errors import INFRASTRUCTURE_ERROR, host_error
 from evaluation.sandbox.process import ChildError
-from evaluation.sandbox.protocol import CompareReply, CorrectReply, LoadReply
+from evaluation.sandbox.protocol import (
+    CompareReply,
+    CompareRequest,
+    CorrectReply,
+    CorrectRequest,
+    ExportFileRequest,
+    LoadReply,
+    LoadRequest,
+)
 from evaluation.sandbox.sandbox import Sandbox
 
 
@@ -27,7 +35,7 @@ def load_models(pair: Pair) -> None:
     res = pair.res
     init_seed = derive_seed(pair.master, "init")
     t0 = time.monotonic()
-    msg = {"op": "load", "init_seed": init_seed, "cpus": [], "dtype": PRECISIONS[pair.cfg.precision]}
+    msg = LoadRequest(init_seed=init_seed, dtype=PRECISIONS[pair.cfg.precision])
     r_ref, r_ker = pair.both(msg, LoadReply, with_ref2=True) if not pair.cfg.cpus else _load_pinned(pair, msg)
     res.timings_s["load"] = round(time.monotonic() - t0, 4)
     if r_ref.ok:
@@ -41,7 +49,7 @@ def load_models(pair: Pair) -> None:
     pair.merge_flags(r_ker)
 
 
-def _load_pinned(pair: Pair, msg: dict[str, Any]) -> tuple[LoadReply, LoadReply]:
+def _load_pinned(pair: Pair, msg: LoadRequest) -> tuple[LoadReply, LoadReply]:
     """``load`` with every process pinned to the same cores, ``cfg.cpus``: the processes take turns,
     so each is timed on the very cores the others are (on a VM, vCPUs differ in speed, and each
     drifts; a process left on a core of its own settles into that core's speed)."""
@@ -49,7 +57,7 @@ def _load_pinned(pair: Pair, msg: dict[str, Any]) -> tuple[LoadReply, LoadReply]
     procs = [p for p in (pair.ref, pair.ker, pair.ref2) if p is not None]
     for p in procs:
         try:
-            p.send({**msg, "cpus": cpus})
+            p.send(dataclasses.replace(msg, cpus=list(cpus)))
         except ChildError as exc:
             raise Abort(exc.kind, exc.message) from exc
     r_ker = pair.receive(pair.ker, LoadReply)
@@ -92,7 +100,7 @@ def check_correctness(pair: Pair, sandbox: Sandbox) -> list[str]:
 def _trial(pair: Pair, sandbox: Sandbox, i: int, seen: _Trials) -> None:
     cfg = pair.cfg
     seed = derive_seed(pair.master, "correct", i if pair.defence_on("fresh_inputs") else 0)
-    msg = {"op": "correct", "seed": seed, "trial": i, "spot_seed": derive_seed(pair.master, "dependence")}
+    msg = CorrectRequest(seed=seed, trial=i, spot_seed=derive_seed(pair.master, "dependence"))
     r_ref, r_ker = pair.both(msg, CorrectReply)
     pair.merge_flags(r_ker)
     if not r_ker.ok:
@@ -165,19 +173,19 @@ def _compare(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int) -> Compa
 
 
 def compare_trial(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int,
-                  extra: dict[str, Any] | None = None) -> tuple[Comparison, CompareReply]:
+                  fingerprint: bool = False, fp64: bool = False) -> tuple[Comparison, CompareReply]:
     """Have the reference process compare the kernel's outputs: a shared GPU buffer whose descriptor
     the parent passes on, or else (CPU, or the buffer could not be mapped) a file the parent moves.
-    ``extra``: more fields of the compare request (the instruments' fingerprint and fp64 reference);
-    the reference's reply comes back with the comparison."""
-    msg: dict[str, Any] = {"op": "compare", "atol": pair.cfg.atol, "rtol": pair.cfg.rtol,
-                           "scale_check": pair.defence_on("scale_check"), **(extra or {})}
+    ``fingerprint``, ``fp64``: what the instruments ask of the comparison too (a digest of the kernel's
+    outputs, errors against an fp64 reference); the reference's reply comes back with the comparison."""
+    msg = CompareRequest(atol=pair.cfg.atol, rtol=pair.cfg.rtol, scale_check=pair.defence_on("scale_check"),
+                         fingerprint=fingerprint, fp64=fp64)
     r_cmp = None
     if r_ker.ipc_layout is not None:
         r_cmp = _compare_shared(pair, r_ker, msg)
         if r_cmp.kind == "ipc_failed" and not r_cmp.ok:
             pair.res.environment["output_transport"] = f"file (shared GPU buffer failed: {r_cmp.error})"
-            r_exp = pair.request(pair.ker, {"op": "export_file", "layout": r_ker.ipc_layout, "trial": i}, CorrectReply)
+            r_exp = pair.request(pair.ker, ExportFileRequest(layout=r_ker.ipc_layout, trial=i), CorrectReply)
             if not r_exp.ok:
                 raise pair.kernel_failed(r_exp)
             r_cmp, r_ker = None, r_exp
@@ -194,7 +202,7 @@ def compare_trial(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int,
         raise Abort("crashed", f"reference: malformed comparison: {exc}") from exc
 
 
-def _compare_shared(pair: Pair, r_ker: CorrectReply, msg: dict[str, Any]) -> CompareReply:
+def _compare_shared(pair: Pair, r_ker: CorrectReply, msg: CompareRequest) -> CompareReply:
     try:
         fd = pair.ker.recv_fd(pair.deadline)
     except ChildError as exc:
@@ -205,10 +213,10 @@ def _compare_shared(pair: Pair, r_ker: CorrectReply, msg: dict[str, Any]) -> Com
         raise Abort(exc.kind, "reference: " + exc.message) from exc
     finally:
         os.close(fd)
-    return pair.request(pair.ref, {**msg, "ipc_layout": r_ker.ipc_layout}, CompareReply, extra_s=30.0)
+    return pair.request(pair.ref, dataclasses.replace(msg, ipc_layout=r_ker.ipc_layout), CompareReply, extra_s=30.0)
 
 
-def _compare_file(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int, msg: dict[str, Any]) -> CompareReply:
+def _compare_file(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int, msg: CompareRequest) -> CompareReply:
     if "output_transport" not in pair.res.environment:
         why = f" (shared GPU buffer failed in the kernel process: {r_ker.ipc_error})" if r_ker.ipc_error else ""
         pair.res.environment["output_transport"] = "file" + why
@@ -217,7 +225,7 @@ def _compare_file(pair: Pair, sandbox: Sandbox, r_ker: CorrectReply, i: int, msg
     except (ChildError, OSError) as exc:
         kind = INFRASTRUCTURE_ERROR if host_error(exc) else "runtime_error"
         raise Abort(kind, f"could not take the kernel's outputs: {exc}") from exc
-    return pair.request(pair.ref, {**msg, "file": name}, CompareReply, extra_s=30.0)
+    return pair.request(pair.ref, dataclasses.replace(msg, file=name), CompareReply, extra_s=30.0)
 
 
 def _record(pair: Pair, cmp: Comparison) -> None:

@@ -11,7 +11,17 @@ from evaluation.phases.compare import compare_outputs, dtype_name, outputs_close
 from evaluation.phases.seeds import derive_seed
 from evaluation.results.types import EvaluationConfig
 from evaluation.sandbox.process import ChildError, SandboxProcess
-from evaluation.sandbox.protocol import CorrectReply, EstimateReply, LoadReply, MalformedReply, ReadyReply, parse
+from evaluation.sandbox.protocol import (
+    CorrectReply,
+    CorrectRequest,
+    EstimateReply,
+    EstimateRequest,
+    LoadReply,
+    LoadRequest,
+    MalformedReply,
+    ReadyReply,
+    parse,
+)
 from evaluation.sandbox.sandbox import Sandbox
 
 
@@ -61,7 +71,7 @@ def check_problem(problem_source: str, config: EvaluationConfig | None = None) -
 def _check_memory(cfg: EvaluationConfig, proc: SandboxProcess, report: dict[str, Any], deadline: float) -> None:
     """Say up front when the problem's inputs, outputs and parameters cannot fit ``memory_limit_mb``
     on the CPU."""
-    est = parse(EstimateReply, proc.request({"op": "estimate"}, deadline))
+    est = parse(EstimateReply, proc.request(EstimateRequest(), deadline))
     if not est.ok:
         raise RuntimeError(f"build failed: {est.error}")
     report["input_mb"] = round(est.input_bytes / 2**20, 1) if est.input_bytes >= 0 else None
@@ -78,7 +88,7 @@ def _run_reference(sb: Sandbox, cfg: EvaluationConfig, proc: SandboxProcess, see
         raise RuntimeError(ready.error)
     report["timings_s"]["process_start"] = round(time.monotonic() - t_begin, 3)
     _check_memory(cfg, proc, report, deadline)
-    loaded = parse(LoadReply, proc.request({"op": "load", "init_seed": derive_seed(seed, "init")}, deadline))
+    loaded = parse(LoadReply, proc.request(LoadRequest(init_seed=derive_seed(seed, "init")), deadline))
     if not loaded.ok:
         raise RuntimeError(f"build failed: {loaded.error}")
     report["environment"] = loaded.environment
@@ -86,7 +96,7 @@ def _run_reference(sb: Sandbox, cfg: EvaluationConfig, proc: SandboxProcess, see
     s_a, s_b = derive_seed(seed, "correct", 0), derive_seed(seed, "correct", 1)
     for trial, s in enumerate((s_a, s_a, s_b)):
         t0 = time.monotonic()
-        r = parse(CorrectReply, proc.request({"op": "correct", "seed": s, "trial": trial, "save": True}, deadline))
+        r = parse(CorrectReply, proc.request(CorrectRequest(seed=s, trial=trial, save=True), deadline))
         if not r.ok:
             raise RuntimeError(f"run failed: {r.error}")
         report["timings_s"][f"run_{trial}"] = round(time.monotonic() - t0, 3)

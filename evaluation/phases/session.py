@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from evaluation.results.types import EvaluationConfig, EvaluationResult
 from evaluation.sandbox.process import ChildError, SandboxProcess
-from evaluation.sandbox.protocol import MalformedReply, R, Reply, parse
+from evaluation.sandbox.protocol import MalformedReply, R, Reply, Request, parse
 
 
 class Abort(Exception):
@@ -72,14 +71,14 @@ class Pair:
             raise Abort("crashed", prefix + over)
         return reply
 
-    def request(self, p: SandboxProcess, msg: dict[str, Any], cls: type[R], extra_s: float = 0.0) -> R:
+    def request(self, p: SandboxProcess, msg: Request, cls: type[R], extra_s: float = 0.0) -> R:
         try:
             p.send(msg)
         except ChildError as exc:
             raise Abort(exc.kind, ("" if p is self.ker else "reference: ") + exc.message) from exc
         return self.receive(p, cls, extra_s)
 
-    def both(self, msg: dict[str, Any], cls: type[R], with_ref2: bool = False) -> tuple[R, R]:
+    def both(self, msg: Request, cls: type[R], with_ref2: bool = False) -> tuple[R, R]:
         """Send ``msg`` to both processes (they work in parallel); return (reference, kernel) replies.
         With ``with_ref2`` the second reference process gets it too; a failure of it is the reference's."""
         extra = [self.ref2] if with_ref2 and self.ref2 is not None else []
@@ -96,7 +95,7 @@ class Pair:
                 r_ref = r2
         return r_ref, r_ker
 
-    def timed_request(self, p: SandboxProcess, msg: dict[str, Any], cls: type[R]) -> tuple[R, int]:
+    def timed_request(self, p: SandboxProcess, msg: Request, cls: type[R]) -> tuple[R, int]:
         """``request`` with the parent's own clock around it (ns)."""
         w0 = time.perf_counter_ns()
         reply = self.request(p, msg, cls)

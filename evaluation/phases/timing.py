@@ -20,7 +20,15 @@ from evaluation.phases.session import Abort, Pair
 from evaluation.results.stats import bootstrap_speedup_ci, central, mean_of_pairs, median, summary
 from evaluation.results.types import EvaluationConfig
 from evaluation.sandbox.process import SandboxProcess
-from evaluation.sandbox.protocol import DeviceReply, Reply, TimeReply
+from evaluation.sandbox.protocol import (
+    DeviceReply,
+    DeviceRequest,
+    PlaceRequest,
+    PrepareRequest,
+    Reply,
+    TimeReply,
+    TimeRequest,
+)
 
 
 @dataclass
@@ -64,7 +72,7 @@ def measure(pair: Pair, out_dtypes: list[str]) -> None:
     pair.res.timings_s["timing"] = round(time.monotonic() - t0, 4)
 
 
-def _call(pair: Pair, p: SandboxProcess, msg: dict[str, object]) -> tuple[TimeReply, int]:
+def _call(pair: Pair, p: SandboxProcess, msg: TimeRequest) -> tuple[TimeReply, int]:
     reply, wall = pair.timed_request(p, msg, TimeReply)
     _check_reply(pair, p, reply)
     return reply, wall
@@ -90,7 +98,7 @@ def _warm_up(pair: Pair) -> tuple[int, int, float]:
     """Warm every process; return (calls per round, rounds, host-clock overhead of an empty timed
     region in ns). Rounds are cut (to 6 at least) when ``timing_budget_s`` would be exceeded."""
     cfg = pair.cfg
-    warm = {"op": "time", "seeds": _seeds(pair, "warm", 0, cfg.warmup_calls), "calibrate": True}
+    warm = TimeRequest(seeds=_seeds(pair, "warm", 0, cfg.warmup_calls), calibrate=True)
     w_ref, _ = _call(pair, pair.ref, warm)
     w_ker, _ = _call(pair, pair.ker, warm)
     if pair.ref2 is not None:
@@ -141,7 +149,7 @@ def _run_rounds(pair: Pair, calls: int, n_rounds: int, null_host: float, out_dty
             _place(pair, derive_seed(pair.master, "place", r), seeds[0])
         if cfg.device != "cuda":  # see _check_parent_clock: the GPU keeps the rule measured there
             _prepare(pair, seeds)
-        msg = {"op": "time", "seeds": seeds, "spot_seed": derive_seed(pair.master, "spot", r)}
+        msg = TimeRequest(seeds=seeds, spot_seed=derive_seed(pair.master, "spot", r))
         replies = {p.role: _watched_call(pair, p, msg, rounds) for p in _order(pair, r)}
         (rr, rwall), (kr, kwall) = replies["reference"], replies["kernel"]
         if any(len(rep.times_ns) != calls for rep, _ in replies.values()):
@@ -182,7 +190,7 @@ def _device_round(pair: Pair, r: int, replies: dict[str, TimeReply], rounds: Rou
     for p in _order(pair, r):
         disp = replies[p.role].dispatch_ns
         dispatch_us = median(disp) / 1e3 if disp else 0.0
-        msg = {"op": "device", "seeds": seeds, "spot_seed": spot_seed, "dispatch_us": dispatch_us}
+        msg = DeviceRequest(seeds=seeds, spot_seed=spot_seed, dispatch_us=dispatch_us)
         reply = pair.request(p, msg, DeviceReply)
         _check_reply(pair, p, reply)
         if len(reply.times_ns) != DEVICE_CALLS:
@@ -201,7 +209,7 @@ def _device_round(pair: Pair, r: int, replies: dict[str, TimeReply], rounds: Rou
 def _place(pair: Pair, seed: int, input_seed: int) -> None:
     """Every process moves its tensors to new device addresses for this round (see _child._re_place),
     in a request of its own: the parent's clock around the timing requests does not see it."""
-    msg = {"op": "place", "seed": seed, "input_seed": input_seed}
+    msg = PlaceRequest(seed=seed, input_seed=input_seed)
     for p in [pair.ref, pair.ker] + ([pair.ref2] if pair.ref2 is not None else []):
         _check_reply(pair, p, pair.request(p, msg, Reply))
 
@@ -209,7 +217,7 @@ def _place(pair: Pair, seed: int, input_seed: int) -> None:
 def _prepare(pair: Pair, seeds: list[int]) -> None:
     """Every process makes the round's inputs ahead, in a request of its own (see _child.prepare):
     the parent's clock around the timing request then sees little but the calls."""
-    msg = {"op": "prepare", "seeds": seeds}
+    msg = PrepareRequest(seeds=seeds)
     for p in [pair.ref, pair.ker] + ([pair.ref2] if pair.ref2 is not None else []):
         _check_reply(pair, p, pair.request(p, msg, Reply))
 
@@ -260,7 +268,7 @@ def _host_bound_so_far(rounds: Rounds) -> bool:
                for role, events in sides)
 
 
-def _watched_call(pair: Pair, p: SandboxProcess, msg: dict[str, object], rounds: Rounds) -> tuple[TimeReply, int]:
+def _watched_call(pair: Pair, p: SandboxProcess, msg: TimeRequest, rounds: Rounds) -> tuple[TimeReply, int]:
     """A timing request; while a reference process runs, the kernel process's CPU time is watched
     (the processes share their cores: a kernel that leaves work running would slow the reference)."""
     if p is pair.ker:

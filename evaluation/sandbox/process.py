@@ -22,6 +22,7 @@ from evaluation.sandbox.limits import (
     MemoryMeter,
     process_table,
 )
+from evaluation.sandbox.protocol import ExitRequest, Request
 
 BOOT = "import sys; sys.path.insert(0, {pylib!r}); from evaluation.child.harness import main; main()"
 
@@ -126,9 +127,9 @@ class SandboxProcess:
             raise self._death_error(f"could not pass a buffer to the {self.role} process: {exc}") from exc
 
     # -- protocol ------------------------------------------------------------------------------
-    def send(self, msg: dict[str, Any]) -> None:
+    def send(self, request: Request) -> None:
         self._nonce = secrets.token_hex(8)
-        msg = dict(msg, nonce=self._nonce)
+        msg = dict(request.message(), nonce=self._nonce)
         try:
             os.write(self._cmd_w, (json.dumps(msg) + "\n").encode())
         except OSError as exc:
@@ -173,8 +174,8 @@ class SandboxProcess:
             raise ChildError("crashed", f"the {self.role} process broke the reply protocol")
         return msg
 
-    def request(self, msg: dict[str, Any], deadline: Deadline) -> dict[str, Any]:
-        self.send(msg)
+    def request(self, request: Request, deadline: Deadline) -> dict[str, Any]:
+        self.send(request)
         return self.recv(deadline)
 
     def _death_error(self, detail: str | None) -> ChildError:
@@ -291,7 +292,7 @@ class SandboxProcess:
             return
         if graceful and self.proc.poll() is None:
             try:
-                self.send({"op": "exit"})
+                self.send(ExitRequest())
                 self.proc.wait(timeout=3)
             except (ChildError, subprocess.TimeoutExpired, OSError):
                 pass

@@ -1,16 +1,21 @@
-"""Typed replies of the sandboxed processes (evaluation.child.harness) to their parent (evaluation.runner).
+"""The typed messages between the parent (evaluation.runner and its phases) and the sandboxed
+processes (evaluation.child.harness), one JSON object a line each way.
 
-A child sends one JSON object per request; the parent turns it into one of these dataclasses with
-``parse(ReplyClass, message)``. Every field has a default and a type: a missing field takes its
-default, and a field of the wrong type (only a tampered kernel process could send one) ends the
-evaluation as ``crashed`` instead of surfacing as an exception deep inside the runner.
+Requests: the parent builds one of the ``Request`` dataclasses (its ``op`` names the harness's
+handler) and sends its ``message()``; the process rebuilds it with ``parse_request`` and hands it
+to the handler.
+
+Replies: a process sends one JSON object per request; the parent turns it into one of the ``Reply``
+dataclasses with ``parse(ReplyClass, message)``. Every field has a default and a type: a missing
+field takes its default, and a field of the wrong type (only a tampered kernel process could send
+one) ends the evaluation as ``crashed`` instead of surfacing as an exception deep inside the runner.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 
 class MalformedReply(ValueError):
@@ -149,3 +154,143 @@ def parse(cls: type[R], msg: dict[str, Any]) -> R:
 def to_message(reply: Reply) -> dict[str, Any]:
     """The JSON object a child sends for ``reply``."""
     return dataclasses.asdict(reply)
+
+
+# -- requests (parent -> child) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request to a sandboxed process: ``op`` names the harness's handler, the fields its arguments.
+    The parent sends ``message()``; the process rebuilds the request with ``parse_request``."""
+
+    op: ClassVar[str] = ""
+
+    def message(self) -> dict[str, Any]:
+        return {"op": self.op, **dataclasses.asdict(self)}
+
+
+@dataclass(frozen=True)
+class EstimateRequest(Request):
+    """The problem's input, parameter and output sizes, before the model is built."""
+
+    op: ClassVar[str] = "estimate"
+
+
+@dataclass(frozen=True)
+class LoadRequest(Request):
+    """Build the model (and, in the kernel process, import the kernel) with ``init_seed``."""
+
+    op: ClassVar[str] = "load"
+    init_seed: int = 0
+    cpus: list[int] = field(default_factory=list)  # the cores to pin to; none: unpinned
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class BuildRequest(Request):
+    """Import the kernel's module in the build process, which compiles what it builds."""
+
+    op: ClassVar[str] = "build"
+
+
+@dataclass(frozen=True)
+class CorrectRequest(Request):
+    """One correctness trial on the inputs of ``seed``."""
+
+    op: ClassVar[str] = "correct"
+    seed: int = 0
+    trial: int = 0
+    spot_seed: int | None = None  # spot values of the outputs for the parent's cross-check
+    save: bool = False  # the reference writes its outputs to a file (a problem's own check)
+
+
+@dataclass(frozen=True)
+class ExportFileRequest(Request):
+    """The kernel's outputs of ``trial``, shared in a GPU buffer of ``layout``, written to a file."""
+
+    op: ClassVar[str] = "export_file"
+    trial: int = 0
+    layout: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CompareRequest(Request):
+    """The reference compares its last outputs with the kernel's: a shared GPU buffer of
+    ``ipc_layout`` (its descriptor passed beside) or the file ``file``."""
+
+    op: ClassVar[str] = "compare"
+    atol: float | None = None
+    rtol: float | None = None
+    scale_check: bool = True
+    file: str = ""
+    ipc_layout: Any = None
+    fingerprint: bool = False  # a digest of each kernel output's bits (the instruments)
+    fp64: bool = False  # errors against an fp64 reference (the instruments)
+
+
+@dataclass(frozen=True)
+class InstrumentRequest(Request):
+    """One of the reviewer's instruments (evaluation/instruments/): ``what``, with its arguments."""
+
+    op: ClassVar[str] = "instrument"
+    what: str = ""
+    seed: int = 0
+    sizes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PrepareRequest(Request):
+    """Make the inputs of the next timing request ahead."""
+
+    op: ClassVar[str] = "prepare"
+    seeds: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PlaceRequest(Request):
+    """New tensor places for a round, and one untimed call on them."""
+
+    op: ClassVar[str] = "place"
+    seed: int = 0
+    input_seed: int = 0
+
+
+@dataclass(frozen=True)
+class TimeRequest(Request):
+    """Timed calls, one on the inputs of each seed."""
+
+    op: ClassVar[str] = "time"
+    seeds: list[int] = field(default_factory=list)
+    spot_seed: int | None = None
+    calibrate: bool = False  # also time empty regions (the check call's own overhead)
+
+
+@dataclass(frozen=True)
+class DeviceRequest(Request):
+    """Device-time calls behind a GPU-side wait sized by the round's dispatch time."""
+
+    op: ClassVar[str] = "device"
+    seeds: list[int] = field(default_factory=list)
+    spot_seed: int | None = None
+    dispatch_us: float = 0.0
+
+
+@dataclass(frozen=True)
+class ExitRequest(Request):
+    op: ClassVar[str] = "exit"
+
+
+REQUESTS: dict[str, type[Request]] = {
+    cls.op: cls for cls in (EstimateRequest, LoadRequest, BuildRequest, CorrectRequest, ExportFileRequest,
+                            CompareRequest, InstrumentRequest, PrepareRequest, PlaceRequest, TimeRequest,
+                            DeviceRequest, ExitRequest)
+}
+
+
+def parse_request(msg: dict[str, Any]) -> Request:
+    """The request a parent's JSON object stands for (its fields, unknown keys left out); KeyError
+    for an unknown op."""
+    cls = REQUESTS[str(msg.get("op", ""))]
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in msg.items() if k in names})

@@ -13,7 +13,7 @@ from typing import Any
 from evaluation import EvaluationConfig, EvaluationResult
 from evaluation.instruments import phase, precision, profile, sanitize
 from evaluation.phases.session import Pair
-from evaluation.sandbox.protocol import parse
+from evaluation.sandbox.protocol import Request, parse
 
 MARKUP = "<script>alert(document.cookie)</script>\x00\x1b[31m"
 HOSTILE_PROFILE = {
@@ -52,8 +52,8 @@ class FakePair(Pair):
 
     replies: dict[tuple[str, Any], tuple[dict, dict]] = dataclasses.field(default_factory=dict)
 
-    def both(self, msg: dict[str, Any], cls: Any, with_ref2: bool = False) -> Any:
-        ref, ker = self.replies[(msg["op"], msg.get("what"))]
+    def both(self, msg: Request, cls: Any, with_ref2: bool = False) -> Any:
+        ref, ker = self.replies[(msg.op, getattr(msg, "what", None))]
         return parse(cls, ref), parse(cls, ker)
 
 
