@@ -23,12 +23,9 @@ def pytest_configure(config) -> None:
     os.environ.setdefault("KB_UNITS", "0")
     from django.conf import settings
 
-    # Two costs of production settings that no test here measures, in this process only (a live
-    # site a test starts runs its own settings): the password hasher, ~0.4 s of CPU a password
-    # (seeding the demo makes several); and WhiteNoise's scan of every static file each time a test
-    # client starts a handler (~50 ms a client, over a thousand clients a suite): with autorefresh
-    # it finds a file when it is asked for.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # WhiteNoise scans every static file each time a test client starts a handler (~50 ms a client,
+    # over a thousand clients a suite); with autorefresh it finds a file when it is asked for. In
+    # this process only: a live site a test starts runs its own settings.
     settings.WHITENOISE_AUTOREFRESH = True
 
 
