@@ -495,12 +495,8 @@ class Harness(TimingRequests):
             outs = self.flatten(self.model(*inputs))
             self._sync()
             snapshot = self._snapshot(outs) if self.role == "kernel" else None
-        except LazyTensorError as exc:
-            self.flags["lazy_tensor"] = str(exc)
-            return {"ok": False, "kind": "incorrect", "error": str(exc), "traceback": "", "flags": self.take_flags()}
         except BaseException as exc:  # noqa: BLE001
-            return {"ok": False, "kind": classify_exception(exc), "error": one_line(exc),
-                    "traceback": traceback.format_exc(), "flags": self.take_flags()}
+            return self._call_failed(exc)
         run_s = (perf_counter_ns() - t0) / 1e9
         if self.role == "reference":
             self.last_seed = int(req.seed)  # the fp64 reference (instruments) runs on these inputs again

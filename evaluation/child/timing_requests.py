@@ -98,6 +98,15 @@ class TimingRequests:
     _check_threads: Callable[[set[Any]], None]
     _release_shared: Callable[[], None]
 
+    def _call_failed(self, exc: BaseException) -> dict[str, Any]:
+        """The reply to a request whose call of the model raised (in an ``except`` block): an output
+        that is no finished tensor is the kernel's incorrect answer, anything else fails as its kind."""
+        if isinstance(exc, LazyTensorError):
+            self.flags["lazy_tensor"] = str(exc)
+            return {"ok": False, "kind": "incorrect", "error": str(exc), "traceback": "", "flags": self.take_flags()}
+        return {"ok": False, "kind": classify_exception(exc), "error": one_line(exc),
+                "traceback": traceback.format_exc(), "flags": self.take_flags()}
+
     def _timed_call(self, inputs: list[Any], exposed: bool = False, slack_cycles: int | None = None) -> TimedCall:
         """One timed call. ``slack_cycles``: the GPU-side wait before the start event (default
         LAUNCH_SLACK_US)."""
@@ -263,12 +272,8 @@ class TimingRequests:
                     self._ev_record(self._ev_end, stream)
                     self._cuda_sync()
                     null_host.append(self.timer_fn() - h0)
-        except LazyTensorError as exc:
-            self.flags["lazy_tensor"] = str(exc)
-            return {"ok": False, "kind": "incorrect", "error": str(exc), "traceback": "", "flags": self.take_flags()}
         except BaseException as exc:  # noqa: BLE001
-            return {"ok": False, "kind": classify_exception(exc), "error": one_line(exc),
-                    "traceback": traceback.format_exc(), "flags": self.take_flags()}
+            return self._call_failed(exc)
         spot = self._spot(outs, req.spot_seed) if outs is not None else []
         del outs
         self._check_threads(before)

@@ -10,6 +10,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: The harness's own check, as evaluation.child.harness makes it: the codes of what the hook found.
+CHECK = """    def _check_guard(self):
+        try:
+            sys.audit(harness_guard.CHECK_EVENT, self)
+            return []
+        except harness_guard.Tampered as found:
+            return sorted({c for c, _ in found.findings})
+"""
+
 SETUP = """
 import json, sys, types
 sys.path.insert(0, {root!r})
@@ -23,13 +32,7 @@ class Harness:
         self.disabled = set()
         self.timer_fn = len
 
-    def _check_guard(self):
-        try:
-            sys.audit(harness_guard.CHECK_EVENT, self)
-            return []
-        except harness_guard.Tampered as found:
-            return sorted({{c for c, _ in found.findings}})
-
+{check}
 
 props, lock = harness_guard.sealed_slots(("clock",))
 for n, p in props.items():
@@ -46,7 +49,7 @@ def kernel(src):
 
 
 def guard(body: str) -> list[list[str]]:
-    script = SETUP.format(root=str(ROOT)) + "\nout = []\n" + body + "\nprint(json.dumps(out))\n"
+    script = SETUP.format(root=str(ROOT), check=CHECK) + "\nout = []\n" + body + "\nprint(json.dumps(out))\n"
     done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -102,13 +105,7 @@ class Harness(timing.TimingRequests):
     def __init__(self):
         self.disabled = set()
 
-    def _check_guard(self):
-        try:
-            sys.audit(harness_guard.CHECK_EVENT, self)
-            return []
-        except harness_guard.Tampered as found:
-            return sorted({{c for c, _ in found.findings}})
-
+{check}
 
 h = Harness()
 harness_guard.install(h, (types.ModuleType("m"), timing), KERNEL, ())
@@ -117,7 +114,7 @@ out = []
 
 
 def _two_modules(body: str) -> list[list[str]]:
-    script = TWO_MODULES.format(root=str(ROOT)) + body + "\nprint(json.dumps(out))\n"
+    script = TWO_MODULES.format(root=str(ROOT), check=CHECK) + body + "\nprint(json.dumps(out))\n"
     done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
