@@ -83,6 +83,20 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 2) if values else None
 
 
+#: A CUDA build's steps as ninja records them (the look-ahead builder's ``steps_s``), by file suffix.
+BUILD_STEPS = {"the wrapper (main.o)": "main.o", "the .cu object": ".cuda.o", "the link": ".so"}
+
+
+def build_step_figures(builds: list[dict[str, Any]]) -> dict[str, list[Any] | None]:
+    """Median and p90 seconds of each step of the CUDA builds (the wrapper and the ``.cu`` object
+    compile side by side: the longer is the build's critical path)."""
+    out: dict[str, list[Any] | None] = {}
+    for name, suffix in BUILD_STEPS.items():
+        values = [v for b in builds for k, v in (b.get("steps_s") or {}).items() if k.endswith(suffix)]
+        out[name] = [_median(values), round(p90(values), 1)] if values else None
+    return out
+
+
 def call_figures(folder: Path, before: set[Key]) -> dict[str, Any]:
     """One device call: its kernels, its pace, its builds, the GPU's busy share and the instruments'."""
     evals = load(folder / "h200_results.jsonl")
@@ -114,6 +128,7 @@ def call_figures(folder: Path, before: set[Key]) -> dict[str, Any]:
             round(p90([b["seconds"] for b in builds]), 1) if builds else None,
         ],
         "builds with the shared headers": sum(bool(b.get("headers")) and b.get("headers") != "none" for b in builds),
+        "CUDA build steps: median / p90 (s)": build_step_figures(builds),
         "GPU busy over that span": round(busy, 3) if busy is not None else None,
         "instruments' share of the worker's jobs": round(jobs["instruments"] / (sum(jobs.values()) or 1), 3),
     }

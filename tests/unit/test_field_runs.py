@@ -85,6 +85,17 @@ def test_a_call_counts_only_the_kernels_its_results_add(tmp_path, utc):
     (call / "evalworker.log").write_text(
         "x rq.worker: Successfully completed evaluation 2 job in 0:00:05.0s\n"
         "x rq.worker: Successfully completed instruments of evaluation 2 job in 0:00:01.0s\n"
+        + "".join(
+            "x prebuild: built "
+            + json.dumps(
+                {"status": "built", "seconds": total, "cu_headers": "slim", "headers": "built", "steps_s": steps}
+            )
+            + "\n"
+            for total, steps in (
+                (36.0, {"k/main.o": 10.0, "k/cuda.cuda.o": 30.0, "k/k.so": 0.5}),
+                (50.0, {"j/main.o": 20.0, "j/cuda.cuda.o": 40.0, "j/j.so": 0.7}),
+            )
+        )
     )
     (call / "gpu_util.csv").write_text("2026/12/04 12:00:05.000, 50, 10\n2026/12/04 12:00:20.000, 0, 10\n")
     figures = call_figures(call, before={("h1", 1, 1)})
@@ -92,6 +103,12 @@ def test_a_call_counts_only_the_kernels_its_results_add(tmp_path, utc):
     assert figures["first queued to last finished (s)"] == 59
     assert figures["GPU busy over that span"] == 0.5
     assert figures["instruments' share of the worker's jobs"] == round(1 / 6, 3)
+    assert figures["CUDA build steps: median / p90 (s)"] == {
+        "the wrapper (main.o)": [15.0, 20.0],
+        "the .cu object": [35.0, 40.0],
+        "the link": [0.6, 0.7],
+    }
+    assert figures["CUDA builds: n / median / p90 (s)"] == [2, 43.0, 50.0]
 
 
 def test_keep_leaves_only_what_one_code_measured(tmp_path):
