@@ -19,7 +19,7 @@ from evaluation.child.failures import LazyTensorError, classify_exception, one_l
 from evaluation.phases.host_bound import LAUNCH_SLACK_US
 from evaluation.sandbox.protocol import DeviceRequest, PlaceRequest, PrepareRequest, TimeRequest
 
-#: Device time (Harness.device_time): the GPU waits this many times the process's own dispatch time
+#: Device time (TimingRequests.device_time): the GPU waits this many times the process's own dispatch time
 #: of a forward (plus 50 us) before the start event, at most DEVICE_SLACK_MAX_US; a forward that takes
 #: the host longer to queue than that is timed with the rest of its host time in it.
 DEVICE_SLACK_FACTOR = 2.0

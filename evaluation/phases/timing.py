@@ -158,7 +158,7 @@ def _run_rounds(pair: Pair, calls: int, n_rounds: int, null_host: float, out_dty
         rounds.ker.append(median(kr.times_ns) / 1e6)
         if "reference2" in replies:
             rounds.ref2.append(median(replies["reference2"][0].times_ns) / 1e6)
-        if cfg.device == "cuda":  # the round's last call is its check call (flush awaited; see _child)
+        if cfg.device == "cuda":  # the round's last call is its check call (flush awaited; see evaluation.child.timing_requests)
             rounds.ker_host.append(max(0.0, kr.host_ns[-1] - null_host) / 1e6)
             rounds.ker_checked.append(kr.times_ns[-1] / 1e6)
         rounds.ref_over.append((rwall - sum(rr.times_ns)) / calls / 1e6)
@@ -180,7 +180,7 @@ DEVICE_CALLS = 2
 
 def _device_round(pair: Pair, r: int, replies: dict[str, TimeReply], rounds: Rounds, out_dtypes: list[str]) -> None:
     """Each process times DEVICE_CALLS more calls with the host's dispatch hidden behind a GPU-side
-    wait sized by its own dispatch time in this round (``_child.Harness.device_time``), in a request
+    wait sized by its own dispatch time in this round (``evaluation.child.timing_requests.TimingRequests.device_time``), in a request
     of its own, so that the timing request's parent clock sees none of it. The last call's spot values
     are checked like the timed calls' (a kernel that knows it is being device-timed gains nothing by
     answering otherwise)."""
@@ -207,7 +207,7 @@ def _device_round(pair: Pair, r: int, replies: dict[str, TimeReply], rounds: Rou
 
 
 def _place(pair: Pair, seed: int, input_seed: int) -> None:
-    """Every process moves its tensors to new device addresses for this round (see _child._re_place),
+    """Every process moves its tensors to new device addresses for this round (see evaluation.child.timing_requests, _re_place),
     in a request of its own: the parent's clock around the timing requests does not see it."""
     msg = PlaceRequest(seed=seed, input_seed=input_seed)
     for p in [pair.ref, pair.ker] + ([pair.ref2] if pair.ref2 is not None else []):
@@ -215,7 +215,7 @@ def _place(pair: Pair, seed: int, input_seed: int) -> None:
 
 
 def _prepare(pair: Pair, seeds: list[int]) -> None:
-    """Every process makes the round's inputs ahead, in a request of its own (see _child.prepare):
+    """Every process makes the round's inputs ahead, in a request of its own (see evaluation.child.timing_requests, prepare):
     the parent's clock around the timing request then sees little but the calls."""
     msg = PrepareRequest(seeds=seeds)
     for p in [pair.ref, pair.ker] + ([pair.ref2] if pair.ref2 is not None else []):

@@ -109,7 +109,7 @@ class TimeReply(Reply):
 
 @dataclass
 class DeviceReply(TimeReply):
-    """Device-time calls (evaluation/child/harness.py, Harness.device_time): ``host_ns`` holds each call's
+    """Device-time calls (evaluation/child/timing_requests.py, TimingRequests.device_time): ``host_ns`` holds each call's
     dispatch; ``retries`` the calls made again because their GPU-side wait ran out before the host
     had queued them; ``slack_us`` the last wait; ``queued_ahead`` whether the last call's held."""
 
