@@ -27,7 +27,7 @@ DEVICE_SLACK_MAX_US = 20_000.0
 #: Tries of one device-time call whose GPU-side wait ran out before the host had queued the forward
 #: (the wait doubles each time): a wait that ran out lets host time into the events.
 DEVICE_TRIES = 4
-#: Inputs a process makes ahead of a timing request (Harness.prepare); beyond it, in the request.
+#: Inputs a process makes ahead of a timing request (TimingRequests.prepare); beyond it, in the request.
 PREPARE_BYTES = 256 * 2**20
 
 
