@@ -151,11 +151,6 @@ def parse(cls: type[R], msg: dict[str, Any]) -> R:
     return reply
 
 
-def to_message(reply: Reply) -> dict[str, Any]:
-    """The JSON object a child sends for ``reply``."""
-    return dataclasses.asdict(reply)
-
-
 # -- requests (parent -> child) ----------------------------------------------------------------
 
 

@@ -3,7 +3,6 @@ handler, sent as one JSON object and rebuilt as the same request inside the proc
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -14,7 +13,6 @@ from evaluation.sandbox.protocol import (
     CompareRequest,
     DeviceRequest,
     ExitRequest,
-    LoadRequest,
     TimeRequest,
     parse_request,
 )
@@ -39,17 +37,10 @@ def test_a_request_keeps_its_fields_and_drops_the_channels_nonce():
     assert parse_request(_through_the_pipe(compare.message())) == compare
 
 
-def test_a_changed_request_is_a_new_one():
-    load = LoadRequest(init_seed=5, dtype="float16")
-    pinned = dataclasses.replace(load, cpus=[2, 3])
-    assert load.cpus == [] and pinned.cpus == [2, 3] and pinned.init_seed == 5
-
-
-def test_an_unknown_op_or_field_is_refused():
+def test_an_unknown_op_is_refused_and_an_unknown_field_left_out():
     with pytest.raises(KeyError):
         parse_request({"op": "format_disk"})
-    with pytest.raises(TypeError):
-        TimeRequest(**{"seeds": [1], "made_up": True})
+    assert parse_request({"op": "time", "seeds": [1], "made_up": True}) == TimeRequest(seeds=[1])
 
 
 def test_every_request_but_exit_has_a_handler_in_the_harness():
