@@ -16,6 +16,7 @@ the evaluations one code measured (`environment.harness`, evaluation.results.har
 
 from __future__ import annotations
 
+import gzip
 import json
 import statistics
 import sys
@@ -40,9 +41,16 @@ from evaluation.results.stats import speedup_gap, speedups_agree, speedups_withi
 Key = tuple[str, int, int]
 
 
+def read_text(path: Path) -> str:
+    """A raw file, or its gzipped copy: the older calls' raw output is kept compressed."""
+    if path.exists():
+        return path.read_text()
+    return gzip.decompress(path.with_name(path.name + ".gz").read_bytes()).decode()
+
+
 def load(path: Path) -> dict[Key, dict[str, Any]]:
     """The evaluations of a results file (its first line is the header), by kernel."""
-    lines = path.read_text().splitlines()[1:]
+    lines = read_text(path).splitlines()[1:]
     out = {}
     for line in lines:
         r = json.loads(line)
@@ -101,7 +109,7 @@ def call_figures(folder: Path, before: set[Key]) -> dict[str, Any]:
     """One device call: its kernels, its pace, its builds, the GPU's busy share and the instruments'."""
     evals = load(folder / "h200_results.jsonl")
     new = [e for k, e in evals.items() if k not in before]
-    log = (folder / "evalworker.log").read_text()
+    log = read_text(folder / "evalworker.log")
     jobs = job_seconds_from_log(log)
     queued = [t for e in new if (t := _epoch(e.get("queued_at")))]
     finished = [t for e in new if (t := _epoch(e.get("finished_at")))]
@@ -190,7 +198,7 @@ def _device(e: dict[str, Any]) -> float | None:
 
 def keep(path: Path, harness: str) -> list[str]:
     """The results file's header and the lines whose evaluation that code measured."""
-    header, *lines = path.read_text().splitlines()
+    header, *lines = read_text(path).splitlines()
     return [header] + [
         line for line in lines if (json.loads(line)["evaluation"].get("environment") or {}).get("harness") == harness
     ]
