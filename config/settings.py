@@ -145,7 +145,7 @@ EVAL_QUEUED_GRACE_S = env_int("EVAL_QUEUED_GRACE_S", 15)
 EVAL_MAX_PENDING_PER_USER = env_int("EVAL_MAX_PENDING_PER_USER", 2000)
 KERNEL_SOURCE_MAX_BYTES_PER_USER = env_int("KERNEL_SOURCE_MAX_BYTES_PER_USER", 500_000_000)
 # Dotted path of the function that scores a kernel (the integration tests inject a cheap fake).
-EVAL_FUNCTION = env_str("EVAL_FUNCTION") or "evaluation.evaluate"
+EVAL_FUNCTION = env_str("EVAL_FUNCTION") or "leaderboard.evaluations.gpu_turn.evaluate_in_turn"
 # Hardware kinds ("gpu", "cpu") whose evaluations store the verdict at once and run the reviewer's
 # instruments later, in a follow-up job on `instruments-<slug>`, which the same workers take only
 # when every evaluation queue is empty (leaderboard/evaluations/follow_up.py). On a GPU they cost
@@ -178,6 +178,10 @@ EVAL_MEMORY_LIMIT_MB = env_optional_int("EVAL_MEMORY_LIMIT_MB")
 # Worker processes one `evalworker` runs. Unset: what the host runs well (one per GPU it may use, one
 # per 4 CPU cores: evaluation.sandbox.limits.workers_for; docs/workers.md has the measurements).
 EVAL_WORKERS = env_optional_int("EVAL_WORKERS")
+# Workers per GPU when EVAL_WORKERS is unset. With more than one, they take turns on the GPU
+# (leaderboard/evaluations/gpu_turn.py): one evaluates while the next one's sandboxed processes start
+# (docs/workers.md, "Workers taking turns on a GPU").
+EVAL_WORKERS_PER_GPU = max(1, env_int("EVAL_WORKERS_PER_GPU", 1))
 # Look-ahead builds on a GPU host (docs/workers.md, "Builds ahead of the GPUs"): each GPU worker's
 # builder compiles the kernels of the next EVAL_BUILD_AHEAD queued evaluations in EVAL_BUILD_WORKERS
 # sandboxed CPU processes (None: from the host's cores and GPUs; 0: no builder, each job builds its own).

@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib.util
 import secrets
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 
 from evaluation.builds.entry import BuildDir, needs_build
@@ -50,9 +52,15 @@ class Prepared:
     t_started: float
 
 
-def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> EvaluationResult:
+def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None,
+             turn: Callable[[], AbstractContextManager[object]] | None = None) -> EvaluationResult:
     """Evaluate one kernel against its reference problem; never raises for a bad kernel. A host that
-    cannot even set the sandbox up (a full scratch disk) gives an INFRASTRUCTURE_ERROR result."""
+    cannot even set the sandbox up (a full scratch disk) gives an INFRASTRUCTURE_ERROR result.
+
+    ``turn``, when given, is entered after the sandbox's processes are started and before anything
+    else (the build, the device, the clock): workers that share one GPU wait there for it while
+    their next evaluation's processes import torch. An exception from it closes the sandbox and
+    propagates (a failure of the host, never a verdict)."""
     try:
         prep = prepare(problem_source, kernel_source, config)
     except OSError as exc:
@@ -60,7 +68,15 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
         if not reason:
             raise
         return EvaluationResult(status=INFRASTRUCTURE_ERROR, error=f"could not set up the sandbox: {reason}")
-    return evaluate_prepared(prep)
+    if turn is None:
+        return evaluate_prepared(prep)
+    with ExitStack() as held:
+        try:
+            held.enter_context(turn())
+        except BaseException:
+            prep.sandbox.close()
+            raise
+        return evaluate_prepared(prep)
 
 
 def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> Prepared:

@@ -1,7 +1,7 @@
 """Several evaluation workers from one `evalworker`: how many a host runs well, and the processes.
 
 `evalworker --workers N` (default `EVAL_WORKERS`, else `evaluation.sandbox.limits.workers_for(device)`: one
-per GPU it may use, one per 4 cores on the CPU) with N > 1 starts N worker processes, each
+per GPU it may use, or `EVAL_WORKERS_PER_GPU` taking turns on each, one per 4 cores on the CPU) with N > 1 starts N worker processes, each
 `evalworker --workers 1 --no-probe --no-sweep --no-prebuild` on the same queues (on a GPU host each with one GPU
 of its own in `CUDA_VISIBLE_DEVICES`), passes SIGTERM and SIGINT on to them, and waits for all.
 The parent keeps the one sweeper child (and, on a GPU host, the one builder) and does no work itself.
@@ -23,8 +23,10 @@ from evaluation.sandbox.limits import visible_gpus, workers_for
 
 
 def default_worker_count(device: str) -> int:
-    """`EVAL_WORKERS` when set, else what the host runs well for `device` ('cpu' or 'cuda')."""
-    return settings.EVAL_WORKERS or workers_for(device)
+    """`EVAL_WORKERS` when set, else what the host runs well for `device` ('cpu' or 'cuda'): on a GPU
+    host `EVAL_WORKERS_PER_GPU` for each GPU (they take turns: leaderboard/evaluations/gpu_turn.py)."""
+    per_device = settings.EVAL_WORKERS_PER_GPU if device == "cuda" else 1
+    return settings.EVAL_WORKERS or workers_for(device) * per_device
 
 
 @dataclass

@@ -1,0 +1,66 @@
+"""Workers that share one GPU take turns on it: one evaluation at a time uses the device, while the
+next worker's evaluation has its sandboxed processes started (each imports torch: about 2.4 s on the
+H200 host, half of a launch-bound kernel's evaluation) and waits for its turn.
+
+A turn is an exclusive `flock` on a file named after the GPU, in a folder of the site's private
+`VAR_DIR` (hidden from kernels, so no kernel can take the GPU's turn). The kernel releases a lock
+whose holder dies, so a killed work horse never leaves the GPU taken. `EVAL_WORKERS_PER_GPU` (1 by
+default) sets how many workers `evalworker` runs per GPU; with one, nothing waits and nothing is
+locked. On the CPU each worker has its own cores and no turn is taken.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+
+from django.conf import settings
+
+from evaluation import EvaluationConfig, EvaluationResult, evaluate
+from evaluation.sandbox.limits import visible_gpus
+
+#: Where the turns' lock files are (one per GPU of the host).
+TURNS_FOLDER = "gpu-turns"
+
+
+def turn_path(gpu: str) -> str:
+    """The lock file of a GPU, named by its index or UUID as CUDA_VISIBLE_DEVICES gives it."""
+    folder = os.path.join(settings.VAR_DIR, TURNS_FOLDER)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return os.path.join(folder, "gpu-" + re.sub(r"[^A-Za-z0-9._-]", "_", gpu or "0") + ".lock")
+
+
+@contextmanager
+def gpu_turn(gpu: str, waited: list[float] | None = None) -> Iterator[None]:
+    """Hold the GPU's turn for the block; `waited` gets the seconds spent waiting for it."""
+    fd = os.open(turn_path(gpu), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        t0 = time.monotonic()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if waited is not None:
+            waited.append(time.monotonic() - t0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def takes_turns(config: EvaluationConfig) -> bool:
+    return config.device == "cuda" and settings.EVAL_WORKERS_PER_GPU > 1
+
+
+def evaluate_in_turn(problem_source: str, kernel_source: str, config: EvaluationConfig) -> EvaluationResult:
+    """`evaluation.evaluate`, in this GPU's turn where workers share it; the wait is recorded in
+    the result's stages as `turn_wait` (not the kernel's time, and not the GPU's)."""
+    if not takes_turns(config):
+        return evaluate(problem_source, kernel_source, config)
+    gpus = visible_gpus()
+    waited: list[float] = []
+    result = evaluate(problem_source, kernel_source, config, turn=partial(gpu_turn, gpus[0] if gpus else "0", waited))
+    if waited:
+        result.timings_s["turn_wait"] = round(waited[0], 4)
+    return result
