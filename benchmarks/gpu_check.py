@@ -315,7 +315,23 @@ def summary(
         "shared_headers_share": _share(sum(h in ("shared", "built") for h in headers), len(headers)),
         "parent_clock_excess_ms": _excess(clean),
         "selfchecks": [{k: s.get(k) for k in ("problem", "speedup", "speedup_interval", "device")} for s in selfchecks],
+        "evaluation_median_s": stage_medians(ms),
     }
+
+
+#: An evaluation's stages whose medians the summary gives: its whole time, the wait for its sandboxed
+#: processes on the critical path, timing, and the wait for the GPU's turn where workers share it.
+MEDIAN_STAGES = ("eval_total", "eval_process_start", "eval_timing", "eval_turn_wait")
+
+
+def stage_medians(ms: list[dict[str, Any]]) -> dict[str, float]:
+    """The median of each of MEDIAN_STAGES over the measurements that recorded it."""
+    out = {}
+    for stage in MEDIAN_STAGES:
+        values = [m["stages"][stage] for m in ms if isinstance(m["stages"].get(stage), (int, float))]
+        if values:
+            out[stage.removeprefix("eval_")] = round(statistics.median(values), 3)
+    return out
 
 
 def _excess(ms: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -83,3 +83,12 @@ def test_the_instruments_follow_ups_count_from_the_workers_log():
     s = summary([{"measurements": [m]}], None, [], [], jobs)
     assert s["instruments_share"] == round(9.04 / (68.0 + 9.04), 3)
     assert summary([{"measurements": [m]}], None, [], [])["instruments_share"] == 0.0  # without the log: none seen
+
+
+def test_the_summary_gives_each_stages_median_over_the_evaluations_that_recorded_it():
+    ms = [_m(), _m(), _m()]
+    for m, total, start in zip(ms, (4.0, 6.0, 5.0), (2.0, 0.1, 0.3), strict=True):
+        m["stages"] = {"eval_total": total, "eval_process_start": start}
+    ms[0]["stages"]["eval_turn_wait"] = 1.5
+    s = summary([{"measurements": ms}], None, [], [])
+    assert s["evaluation_median_s"] == {"total": 5.0, "process_start": 0.3, "turn_wait": 1.5}
