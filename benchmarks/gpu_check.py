@@ -286,6 +286,7 @@ def summary(
     )
     clean = [m for r in table for m in r["measurements"] if m["status"] == "correct"]
     headers = [b.get("headers") for b in builds]
+    passes = [[r["measurements"][i] for r in table if len(r["measurements"]) > i] for i in (0, 1)]
     return {
         "kernels": len(table),
         "measured_twice": len(twice),
@@ -301,14 +302,10 @@ def summary(
         "worker_job_seconds": {k: round(v, 1) for k, v in (jobs or {}).items()},
         "gpu_busy": gpu_busy(util_csv, min(starts), max(ends)) if util_csv and util_csv.exists() and starts else None,
         # Each pass apart too: the first holds the cold builds' wait, the second the GPU's own pace.
-        "gpu_busy_by_pass": [
-            _pass_busy(util_csv, [r["measurements"][i] for r in table if len(r["measurements"]) > i]) for i in (0, 1)
-        ],
+        "gpu_busy_by_pass": [_pass_busy(util_csv, p) for p in passes],
         "kernels_per_min": _rate(ms),
         # Each pass apart: the first waits for cold builds, the second finds them built.
-        "kernels_per_min_by_pass": [
-            _rate([r["measurements"][i] for r in table if len(r["measurements"]) > i]) for i in (0, 1)
-        ],
+        "kernels_per_min_by_pass": [_rate(p) for p in passes],
         "cuda_builds": len(seconds),
         "cuda_build_median_s": round(statistics.median(seconds), 1) if seconds else None,
         "cuda_build_p90_s": round(p90(seconds), 1) if seconds else None,
