@@ -393,6 +393,7 @@ def main(argv: list[str]) -> None:
             "commit": os.environ.get("GPU_CHECK_COMMIT", ""),
             "ran_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "device": os.environ.get("GPU_CHECK_DEVICE", ""),
+            "workers_per_gpu": int(os.environ.get("EVAL_WORKERS_PER_GPU") or 1),
             **summary(table, Path(argv[2]), selfchecks, builds_from_log(log), job_seconds_from_log(log)),
             # The GPU exploit suite's last line (pytest), where the check ran it.
             "gpu_exploits": (
