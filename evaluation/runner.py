@@ -68,14 +68,13 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
         if not reason:
             raise
         return EvaluationResult(status=INFRASTRUCTURE_ERROR, error=f"could not set up the sandbox: {reason}")
-    if turn is None:
-        return evaluate_prepared(prep)
     with ExitStack() as held:
-        try:
-            held.enter_context(turn())
-        except BaseException:
-            prep.sandbox.close()
-            raise
+        if turn is not None:
+            try:
+                held.enter_context(turn())
+            except BaseException:
+                prep.sandbox.close()
+                raise
         return evaluate_prepared(prep)
 
 

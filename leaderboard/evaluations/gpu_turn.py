@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
+from functools import cache, partial
 
 from django.conf import settings
 
@@ -28,11 +28,23 @@ from evaluation.sandbox.limits import visible_gpus
 TURNS_FOLDER = "gpu-turns"
 
 
+@cache
+def turns_folder(var_dir: str) -> str:
+    """The folder of the turns' lock files, made once per process."""
+    folder = os.path.join(var_dir, TURNS_FOLDER)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
+
+
 def turn_path(gpu: str) -> str:
     """The lock file of a GPU, named by its index or UUID as CUDA_VISIBLE_DEVICES gives it."""
-    folder = os.path.join(settings.VAR_DIR, TURNS_FOLDER)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    return os.path.join(folder, "gpu-" + re.sub(r"[^A-Za-z0-9._-]", "_", gpu or "0") + ".lock")
+    return os.path.join(turns_folder(settings.VAR_DIR), "gpu-" + re.sub(r"[^A-Za-z0-9._-]", "_", gpu) + ".lock")
+
+
+def this_gpu() -> str:
+    """The GPU this worker evaluates on: the first it can see (its only one under `evalworker`)."""
+    gpus = visible_gpus()
+    return gpus[0] if gpus else "0"
 
 
 @contextmanager
@@ -58,9 +70,8 @@ def evaluate_in_turn(problem_source: str, kernel_source: str, config: Evaluation
     the result's stages as `turn_wait` (not the kernel's time, and not the GPU's)."""
     if not takes_turns(config):
         return evaluate(problem_source, kernel_source, config)
-    gpus = visible_gpus()
     waited: list[float] = []
-    result = evaluate(problem_source, kernel_source, config, turn=partial(gpu_turn, gpus[0] if gpus else "0", waited))
+    result = evaluate(problem_source, kernel_source, config, turn=partial(gpu_turn, this_gpu(), waited))
     if waited:
         result.timings_s["turn_wait"] = round(waited[0], 4)
     return result

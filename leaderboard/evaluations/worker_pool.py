@@ -1,9 +1,11 @@
 """Several evaluation workers from one `evalworker`: how many a host runs well, and the processes.
 
-`evalworker --workers N` (default `EVAL_WORKERS`, else `evaluation.sandbox.limits.workers_for(device)`: one
-per GPU it may use, or `EVAL_WORKERS_PER_GPU` taking turns on each, one per 4 cores on the CPU) with N > 1 starts N worker processes, each
-`evalworker --workers 1 --no-probe --no-sweep --no-prebuild` on the same queues (on a GPU host each with one GPU
-of its own in `CUDA_VISIBLE_DEVICES`), passes SIGTERM and SIGINT on to them, and waits for all.
+`evalworker --workers N` (default `EVAL_WORKERS`, else `evaluation.sandbox.limits.workers_for(device)`
+times `EVAL_WORKERS_PER_GPU` on a GPU host: that many per GPU it may use, one per 4 cores on the CPU)
+with N > 1 starts N worker processes, each `evalworker --workers 1 --no-probe --no-sweep --no-prebuild`
+on the same queues (on a GPU host each with one GPU in `CUDA_VISIBLE_DEVICES`, shared with the
+others given it, which take turns on it: see `gpu_turn`), passes SIGTERM and SIGINT on to them,
+and waits for all.
 The parent keeps the one sweeper child (and, on a GPU host, the one builder) and does no work itself.
 """
 

@@ -29,21 +29,29 @@ def prepared(monkeypatch):
     return made
 
 
-def test_the_turn_is_taken_with_the_processes_started_and_nothing_else_done(prepared):
-    seen = {}
+def test_the_turn_is_held_from_the_started_processes_to_the_end_of_the_evaluation(prepared, monkeypatch):
+    seen: dict = {"steps": []}
+    real = runner_module.evaluate_prepared
+
+    def measuring(prep):
+        seen["steps"].append("evaluate")
+        return real(prep)
+
+    monkeypatch.setattr(runner_module, "evaluate_prepared", measuring)
 
     @contextmanager
     def turn():
         (prep,) = prepared
         seen["alive"] = [p.proc is not None and p.proc.poll() is None for p in prep.procs]
+        seen["steps"].append("take")
         yield
-        seen["left"] = True
+        seen["steps"].append("leave")
 
     problem = read(EVAL_PROBLEMS / "add_one.py")
     result = evaluate(problem, self_kernel(problem), EvaluationConfig(**CFG), turn=turn)
     assert result.status == "correct", (result.status, result.error)
     assert seen["alive"] and all(seen["alive"]), seen
-    assert seen.get("left"), "the turn is held until the evaluation ends"
+    assert seen["steps"] == ["take", "evaluate", "leave"], "the turn is held around the whole evaluation"
 
 
 def test_a_turn_that_fails_closes_the_sandbox_and_is_no_verdict(prepared):
