@@ -50,6 +50,7 @@ NOTE_CODES: dict[str, str] = {
     "pytorch_only": "the kernel uses only PyTorch operators (no custom C++/CUDA/Triton code)",
     "try_except_fallback": "the kernel wraps code in try/except (possible fallback to PyTorch)",
     "timing_from_parent_clock": "kernel times were replaced by the parent's clock",
+    "timing_retaken": "GPU: the first rounds hid time from the parent's clock; the figures are a second set's",
     "timing_from_host_clock": "GPU event times were replaced by host-clock times over a device sync",
     "isolation_degraded": "some sandbox layer was not available on this host",
     "speedup_uncertain": "the speedup's 95% interval is wide",

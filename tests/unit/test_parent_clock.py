@@ -129,3 +129,47 @@ def test_the_gpu_excess_of_honest_kernels_measured_on_the_h200_is_allowed():
         pair = _pair("cuda")
         timing._check_parent_clock(pair, rounds)
         assert not codes(pair) and rounds.ker == [0.2] * 8, (over_ms, pair.res.flags)
+
+
+def _measured(monkeypatch, sets: list[timing.Rounds], device: str = "cuda") -> tuple[types.SimpleNamespace, list]:
+    """`timing.measure` on scripted sets of rounds (the real rule, no processes): the pair and the
+    round number each set of rounds was asked to start from."""
+    starts: list[int] = []
+
+    def scripted(pair, calls, n_rounds, null_host, out_dtypes, start=0):
+        starts.append(start)
+        return sets[len(starts) - 1]
+
+    monkeypatch.setattr(timing, "_warm_up", lambda pair: (20, 8, 0.0))
+    monkeypatch.setattr(timing, "_run_rounds", scripted)
+    pair = _pair(device)
+    pair.cfg = types.SimpleNamespace(device=device, speedup_flag_threshold=100.0)
+    pair.master = 1
+    timing.measure(pair, ["float32"])
+    return pair, starts
+
+
+def test_a_gpu_round_set_the_host_slowed_is_taken_again_and_accuses_nobody(monkeypatch):
+    # The field's L2 72 (22.7 ms a call): in one run the median round hid 1.6 ms per call from the
+    # kernel process's clock, in the other none. The first set is set aside, not judged.
+    disturbed, quiet = _rounds(22.7, 24.3, over_ms=0.7), _rounds(22.7, 22.7, over_ms=0.7)
+    pair, starts = _measured(monkeypatch, [disturbed, quiet])
+    assert starts == [0, 8], "the second set's rounds are numbered past the first's (fresh inputs)"
+    assert not codes(pair), pair.res.flags
+    assert [n["code"] for n in pair.res.notes] == ["timing_retaken"]
+    assert pair.res.kernel_ms["median"] == 22.7
+
+
+def test_a_kernel_that_hides_time_in_both_sets_is_flagged_and_takes_the_parents_figure(monkeypatch):
+    pair, starts = _measured(monkeypatch, [_rounds(0.05, 0.3, over_ms=0.5), _rounds(0.05, 0.3, over_ms=0.5)])
+    assert starts == [0, 8]
+    assert "timing_mismatch" in codes(pair)
+    assert {n["code"] for n in pair.res.notes} >= {"timing_retaken", "timing_from_parent_clock"}
+    assert pair.res.kernel_ms["median"] > 0.29
+
+
+def test_quiet_gpu_rounds_and_the_cpu_are_timed_once(monkeypatch):
+    pair, starts = _measured(monkeypatch, [_rounds(0.2, 0.2, over_ms=0.5)])
+    assert starts == [0] and not codes(pair) and not pair.res.notes
+    pair, starts = _measured(monkeypatch, [_rounds(0.02, 0.2)], device="cpu")  # the CPU's rule judges at once
+    assert starts == [0] and "timing_mismatch" in codes(pair)
