@@ -39,6 +39,7 @@ from evaluation.builds.pch import enabled as pch_enabled
 from evaluation.builds.pool import BuildUsage, PoolSizer, measure_tree
 from evaluation.builds.slim_headers import enabled as slim_wanted
 from evaluation.builds.slim_headers import ensure as slim_folder
+from evaluation.builds.slim_headers import level as slim_level
 from evaluation.builds.units import compiler_env
 from evaluation.builds.units import merge_stats as merge_unit_stats
 from evaluation.builds.units import serve as unit_server
@@ -80,8 +81,8 @@ class BuildOutcome:
     headers: str = ""
     headers_why: str = ""
     headers_s: float = 0.0  # waiting for / building the headers (before ``started``: not the kernel's time)
-    #: What the ``.cu`` file's ``torch/extension.h`` was (evaluation.builds.slim_headers): "slim", "full"
-    #: (off, or the slim build failed and the source was built again), "" (no CUDA build).
+    #: What the ``.cu`` file's torch headers were (evaluation.builds.slim_headers): "lean", "slim", "full"
+    #: (off, or the lean or slim build failed and the source was built again), "" (no CUDA build).
     cu_headers: str = ""
     usage: BuildUsage | None = None  # CPU seconds and peak memory of the build process tree
     #: What the unit server (evaluation.builds.units) did for the build: units served from the unit cache
@@ -302,11 +303,11 @@ def _without_headers_if_they_failed(build: BuildDir, kernel_source: str, cfg: Ev
 
 def _build_slim_then_full(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
                           out: BuildOutcome) -> dict[str, Any]:
-    """A CUDA source is built with the slim ``torch/extension.h`` first; one that does not compile so
+    """A CUDA source is built with the lean or slim torch headers first; one that does not compile so
     is built again, in a fresh folder, with the real header (its own compiler error, if any, is then
     the one recorded)."""
     slim = slim_wanted(cfg.device) and slim_folder(cfg.build_cache_dir) is not None
-    out.cu_headers = "slim" if slim else ("full" if cfg.device == "cuda" else "")
+    out.cu_headers = slim_level() if slim else ("full" if cfg.device == "cuda" else "")
     reply = _run_build_process(build, kernel_source, cfg, deadline, out, slim_cu=slim)
     if not (slim and reply.get("kind") == "compile_error"):
         return reply

@@ -1,4 +1,4 @@
-"""The ``.cu`` file's slim ``torch/extension.h`` (``evaluation.builds.slim_headers``).
+"""The ``.cu`` file's lean or slim torch headers (``evaluation.builds.slim_headers``).
 
 - the stand-in routes by compile: gcc's preprocessor, with the folder in ``CPATH`` before torch's
   ``-isystem`` folders as in a build, gives a CUDA compile ``torch/types.h`` and a C++ one the real
@@ -36,32 +36,55 @@ def _fake_torch(root) -> str:
     (inc / "torch").mkdir(parents=True)
     (inc / "torch" / "extension.h").write_text("int real_extension_h;\n")
     (inc / "torch" / "types.h").write_text("int types_h_only;\n")
+    (inc / "ATen" / "core").mkdir(parents=True)
+    (inc / "ATen" / "ops").mkdir()
+    (inc / "ATen" / "core" / "Tensor.h").write_text("int aten_tensor_h;\n")
+    (inc / "ATen" / "Dispatch.h").write_text("int aten_dispatch_h;\n")
+    (inc / "ATen" / "TensorOperators.h").write_text("int aten_operators_h;\n")
+    for name in slim_headers.LEAN_OPS:
+        (inc / "ATen" / "ops" / f"{name}.h").write_text(f"int op_{name};\n")
     return str(inc)
 
 
-def _preprocess(tmp_path, cpath: str, *defines: str) -> str:
+def _preprocess(tmp_path, cpath: str, *defines: str, header: str = "torch/extension.h") -> str:
     src = tmp_path / "k.cpp"
-    src.write_text("#include <torch/extension.h>\n#include <torch/extension.h>\n")
+    src.write_text(f"#include <{header}>\n#include <{header}>\n")
     env = {**os.environ, "CPATH": cpath}
+    shutil.rmtree(tmp_path / "torch_include", ignore_errors=True)
     cmd = ["c++", "-E", "-P", *defines, "-isystem", _fake_torch(tmp_path), str(src)]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
 
 
 @needs_cxx
-def test_a_cuda_compile_gets_types_h_and_a_cpp_compile_the_real_header(tmp_path):
+def test_slim_gives_a_cuda_compile_types_h_and_a_cpp_compile_the_real_header(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "1")
     folder = slim_headers.ensure(str(tmp_path / "cache"))
-    assert folder is not None
+    assert folder is not None and folder.endswith(os.path.join("slim-cu-1", "include"))
     cuda = _preprocess(tmp_path, folder, "-D__CUDACC__")
     assert "types_h_only" in cuda and "real_extension_h" not in cuda
-    shutil.rmtree(tmp_path / "torch_include")
     cpp = _preprocess(tmp_path, folder)
     assert "real_extension_h" in cpp and "types_h_only" not in cpp
 
 
-def test_the_header_is_written_once_and_mended_when_wrong(tmp_path):
+@needs_cxx
+def test_lean_gives_a_cuda_compile_the_tensor_and_its_operators_and_nothing_else_of_torch(tmp_path):
+    folder = slim_headers.ensure(str(tmp_path / "cache"))  # lean: the default
+    assert folder is not None and folder.endswith(os.path.join("lean-cu-1", "include"))
+    for header in ("torch/extension.h", "torch/types.h"):  # the source's include, and load_inline's
+        cuda = _preprocess(tmp_path, folder, "-D__CUDACC__", header=header)
+        assert all(m in cuda for m in ("aten_tensor_h", "aten_dispatch_h", "aten_operators_h", "op_zeros_like")), header
+        assert "types_h_only" not in cuda and "real_extension_h" not in cuda, header
+        assert "constexpr auto kFloat32 = at::kFloat;" in cuda and cuda.count("namespace torch {") == 1, header
+    cpp = _preprocess(tmp_path, folder, header="torch/types.h")
+    assert "types_h_only" in cpp and "aten_tensor_h" not in cpp and "namespace torch" not in cpp
+    assert "real_extension_h" in _preprocess(tmp_path, folder)
+
+
+def test_the_headers_are_written_once_and_mended_when_wrong(tmp_path):
     cache = str(tmp_path / "cache")
     folder = slim_headers.ensure(cache)
-    path = os.path.join(folder, "torch", "extension.h")
+    assert sorted(os.listdir(os.path.join(folder, "torch"))) == ["extension.h", "types.h"]
+    path = os.path.join(folder, "torch", "types.h")
     assert os.stat(path).st_mode & 0o777 == 0o644
     os.utime(path, (1_000_000, 1_000_000))
     assert slim_headers.ensure(cache) == folder
@@ -70,12 +93,15 @@ def test_the_header_is_written_once_and_mended_when_wrong(tmp_path):
         fh.write("#error broken\n")
     slim_headers.ensure(cache)
     with open(path) as fh:
-        assert fh.read() == slim_headers.HEADER_TEXT
-    assert [n for n in os.listdir(os.path.dirname(path)) if n != "extension.h"] == []
+        assert fh.read() == slim_headers.LEAN_TYPES_TEXT
+    assert sorted(os.listdir(os.path.dirname(path))) == ["extension.h", "types.h"]
 
 
 def test_only_cuda_builds_get_it(monkeypatch):
     assert slim_headers.enabled("cuda") and not slim_headers.enabled("cpu")
+    assert slim_headers.level() == "lean"
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "1")
+    assert slim_headers.level() == "slim" and slim_headers.enabled("cuda")
     monkeypatch.setenv("KB_SLIM_CU_HEADERS", "0")
     assert not slim_headers.enabled("cuda")
 
@@ -107,7 +133,7 @@ def test_a_source_the_slim_header_fails_is_built_again_with_the_real_one(tmp_pat
     assert out.status == "built" and out.error is None
     assert [c["slim"] for c in calls] == ([True, False] if fails_slim else [True])
     assert slim_headers.include_dir(cfg.build_cache_dir) in calls[0]["cpath"]
-    assert out.cu_headers == ("full" if fails_slim else "slim")
+    assert out.cu_headers == ("full" if fails_slim else "lean")
     if fails_slim:
         assert calls[1]["cpath"] == "" and calls[1]["private"] != calls[0]["private"]
         assert not os.path.exists(calls[0]["private"])  # the slim try's folder is gone
@@ -137,8 +163,9 @@ for path in sys.argv[1:]:
     m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
     x = torch.randn(1 << 20, generator=torch.Generator().manual_seed(7)).cuda()
     outs.append((sorted(n for n in dir(m) if not n.startswith('__')), m.scale_shift(x, 1.5).cpu()))
-assert outs[0][0] == outs[1][0] == ['scale_shift'], (outs[0][0], outs[1][0])
-assert outs[0][1].view(torch.int32).equal(outs[1][1].view(torch.int32))
+for names, out in outs:
+    assert names == ['scale_shift'], names
+    assert out.view(torch.int32).equal(outs[0][1].view(torch.int32))
 print('same')
 """
 
@@ -156,14 +183,14 @@ def _built(source: str, cfg: EvaluationConfig) -> tuple[build_stage.BuildOutcome
 def test_a_cuda_kernel_built_both_ways_is_the_same(tmp_path, monkeypatch):
     monkeypatch.setenv("KB_PCH", "0")  # the wrapper the same way both times: only the .cu differs
     libs, cu_s = [], {}
-    for slim in ("1", "0"):
+    for slim, headers in (("2", "lean"), ("1", "slim"), ("0", "full")):
         monkeypatch.setenv("KB_SLIM_CU_HEADERS", slim)
         cfg = EvaluationConfig(device="cuda", build_cache_dir=str(tmp_path / f"slim{slim}"), timeout_s=9000)
         out, ext = _built(PLAIN.replace("NAME", "kb_slim_cuda"), cfg)
-        assert out.cu_headers == ("slim" if slim == "1" else "full")
-        cu_s[slim] = [s for k, s in out.steps_s.items() if k.endswith(".cuda.o")]
+        assert out.cu_headers == headers
+        cu_s[headers] = [s for k, s in out.steps_s.items() if k.endswith(".cuda.o")]
         libs.append(os.path.join(ext, "kb_slim_cuda.so"))
-    print(f"the .cu file's compile: slim {cu_s['1']} s, full {cu_s['0']} s")
+    print(f"the .cu file's compile (s): {cu_s}")
     r = subprocess.run([sys.executable, "-c", PROBE, *libs], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "same", r.stdout + r.stderr
 
