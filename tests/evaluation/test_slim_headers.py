@@ -56,8 +56,7 @@ def _preprocess(tmp_path, cpath: str, *defines: str, header: str = "torch/extens
 
 
 @needs_cxx
-def test_slim_gives_a_cuda_compile_types_h_and_a_cpp_compile_the_real_header(tmp_path, monkeypatch):
-    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "1")
+def test_slim_gives_a_cuda_compile_types_h_and_a_cpp_compile_the_real_header(tmp_path):
     folder = slim_headers.ensure(str(tmp_path / "cache"))
     assert folder is not None and folder.endswith(os.path.join("slim-cu-1", "include"))
     cuda = _preprocess(tmp_path, folder, "-D__CUDACC__")
@@ -67,8 +66,9 @@ def test_slim_gives_a_cuda_compile_types_h_and_a_cpp_compile_the_real_header(tmp
 
 
 @needs_cxx
-def test_lean_gives_a_cuda_compile_the_tensor_and_its_operators_and_nothing_else_of_torch(tmp_path):
-    folder = slim_headers.ensure(str(tmp_path / "cache"))  # lean: the default
+def test_lean_gives_a_cuda_compile_the_tensor_and_its_operators_and_nothing_else_of_torch(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "2")
+    folder = slim_headers.ensure(str(tmp_path / "cache"))
     assert folder is not None and folder.endswith(os.path.join("lean-cu-1", "include"))
     for header in ("torch/extension.h", "torch/types.h"):  # the source's include, and load_inline's
         cuda = _preprocess(tmp_path, folder, "-D__CUDACC__", header=header)
@@ -80,7 +80,8 @@ def test_lean_gives_a_cuda_compile_the_tensor_and_its_operators_and_nothing_else
     assert "real_extension_h" in _preprocess(tmp_path, folder)
 
 
-def test_the_headers_are_written_once_and_mended_when_wrong(tmp_path):
+def test_the_headers_are_written_once_and_mended_when_wrong(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "2")
     cache = str(tmp_path / "cache")
     folder = slim_headers.ensure(cache)
     assert sorted(os.listdir(os.path.join(folder, "torch"))) == ["extension.h", "types.h"]
@@ -99,9 +100,9 @@ def test_the_headers_are_written_once_and_mended_when_wrong(tmp_path):
 
 def test_only_cuda_builds_get_it(monkeypatch):
     assert slim_headers.enabled("cuda") and not slim_headers.enabled("cpu")
-    assert slim_headers.level() == "lean"
-    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "1")
-    assert slim_headers.level() == "slim" and slim_headers.enabled("cuda")
+    assert slim_headers.level() == "slim"
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "2")
+    assert slim_headers.level() == "lean" and slim_headers.enabled("cuda")
     monkeypatch.setenv("KB_SLIM_CU_HEADERS", "0")
     assert not slim_headers.enabled("cuda")
 
@@ -133,7 +134,7 @@ def test_a_source_the_slim_header_fails_is_built_again_with_the_real_one(tmp_pat
     assert out.status == "built" and out.error is None
     assert [c["slim"] for c in calls] == ([True, False] if fails_slim else [True])
     assert slim_headers.include_dir(cfg.build_cache_dir) in calls[0]["cpath"]
-    assert out.cu_headers == ("full" if fails_slim else "lean")
+    assert out.cu_headers == ("full" if fails_slim else "slim")
     if fails_slim:
         assert calls[1]["cpath"] == "" and calls[1]["private"] != calls[0]["private"]
         assert not os.path.exists(calls[0]["private"])  # the slim try's folder is gone
