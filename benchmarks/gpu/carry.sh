@@ -4,7 +4,8 @@
 #   .redis/  Debian 12's redis-server unpacked (apt-get download + dpkg -x);
 #   .field/KernelBenchLeaderboard  the field's kernels (a checkout made with the `fetch` tool; its
 #            code is never committed), when FIELD_MIRROR names the fetched git directory;
-#   .field/tree-<commit>.tar.gz  the repository at FIELD_TREE_COMMIT, when set (benchmarks/gpu/in_tree.sh).
+#   .field/tree-<commit>.tar.gz  the repository at FIELD_TREE_COMMIT, when set (benchmarks/gpu/in_tree.sh);
+#   .field/KernelBench/level{1,2,3}  KernelBench's problems, when KB_MIRROR names the fetched git directory.
 # Run from the repository root. Idempotent: what exists is kept.
 set -euo pipefail
 # The venv's own versions (make setup), so the GPU host runs what the tests ran here.
@@ -28,6 +29,12 @@ if [ ! -x .redis/root/usr/bin/redis-server ]; then
 fi
 if [ -n "${FIELD_MIRROR:-}" ] && [ ! -d .field/KernelBenchLeaderboard ]; then
   mkdir -p .field && git clone -q "$FIELD_MIRROR" .field/KernelBenchLeaderboard
+fi
+# KernelBench's problems of levels 1-3 (benchmarks/gpu/selfcheck250.sh), from the fetched git directory.
+if [ -n "${KB_MIRROR:-}" ] && [ ! -d .field/KernelBench/level1 ]; then
+  mkdir -p .field/KernelBench
+  git --git-dir="$KB_MIRROR" archive HEAD KernelBench/level1 KernelBench/level2 KernelBench/level3 \
+    | tar -x -C .field/KernelBench --strip-components=1
 fi
 # The tree of an earlier commit, for a measurement that must go on with the code it began with
 # (benchmarks/gpu/in_tree.sh runs a command in it on the GPU host).

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The 250-problem self-check on one GPU, in parts that resume: each call measures, within its
+# budget, the problems of levels 1-3 that benchmarks/results/h200_selfcheck250/ does not yet hold.
+#   here, once:  KB_MIRROR=/work/.mirror/ScalingIntelligence+KernelBench/repo bash benchmarks/gpu/carry.sh
+#   device run:  SELFCHECK_BUDGET_S=540 bash benchmarks/gpu/selfcheck250.sh   (carry: [".field"])
+#   then here:   copy $OUT/selfcheck250.jsonl to benchmarks/results/h200_selfcheck250/partN.jsonl
+# No Django: the library alone (`python -m evaluation sweep`, its default settings).
+set -uo pipefail
+OUT=${OUT:-/tmp/kb-selfcheck250}
+KB=${KB_DIR:-.field/KernelBench}
+DONE=benchmarks/results/h200_selfcheck250
+mkdir -p "$OUT"
+[ -d "$KB/level1" ] || { echo "selfcheck250: no KernelBench problems at $KB (carry.sh with KB_MIRROR)"; exit 2; }
+left=$(python3 benchmarks/selfcheck_parts.py remaining "$KB" "$DONE")
+echo "selfcheck250: $(wc -w <<< "$left") of 250 problems left; budget ${SELFCHECK_BUDGET_S:-540} s"
+[ -n "$left" ] || exit 0
+# Partial results survive the budget: the sweep writes each result as it ends.
+timeout --signal=INT "${SELFCHECK_BUDGET_S:-540}" python3 -m evaluation sweep "$KB" --levels 1 2 3 \
+  --device cuda --problems $left --out "$OUT/selfcheck250.jsonl" --json > "$OUT/selfcheck250.log" 2>&1
+echo "selfcheck250: sweep exit $?; $(wc -l < "$OUT/selfcheck250.jsonl") results this call"
+python3 benchmarks/selfcheck_parts.py summary "$DONE" "$OUT/selfcheck250.jsonl"

@@ -1,0 +1,98 @@
+"""The 250-problem self-check (each KernelBench reference of levels 1-3 against itself) measured in
+parts: which problems are left, and what the parts measured together.
+
+    python3 benchmarks/selfcheck_parts.py remaining KERNELBENCH_DIR DONE_DIR   # globs for `sweep --problems`
+    python3 benchmarks/selfcheck_parts.py summary DONE_DIR [PART.jsonl ...]    # Markdown for docs/field.md
+
+DONE_DIR holds the parts committed so far (`*.jsonl`, or `*.jsonl.gz`), each line one result of
+`python -m evaluation sweep --json --out`. A problem whose result was no verdict (the host's
+failure: `infrastructure_error`) is left to be measured again; the last line of a problem counts.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import sys
+from typing import Any
+
+LEVELS = (1, 2, 3)
+WITHIN = 0.02  # the issue's bound on |speedup - 1|
+
+
+def problems(kb_dir: str) -> list[str]:
+    """``levelL/NAME`` of every problem of levels 1-3, in KernelBench's order."""
+    base = os.path.join(kb_dir, "KernelBench") if os.path.isdir(os.path.join(kb_dir, "KernelBench")) else kb_dir
+    names = []
+    for level in LEVELS:
+        files = glob.glob(os.path.join(base, f"level{level}", "*.py"))
+        names += [f"level{level}/{os.path.basename(f)[:-3]}" for f in sorted(files, key=_number)]
+    return names
+
+
+def _number(path: str) -> tuple[int, str]:
+    head = os.path.basename(path).split("_", 1)[0]
+    return (int(head) if head.isdigit() else 10**6, path)
+
+
+def results(paths: list[str]) -> dict[str, dict[str, Any]]:
+    """``levelL/NAME`` -> its last result with a verdict, over the files in the order given."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    row = json.loads(line)
+                    if row.get("status") != "infrastructure_error":
+                        found[f"level{row['level']}/{row['problem']}"] = row
+    return found
+
+
+def done_files(done_dir: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(done_dir, "*.jsonl")) + glob.glob(os.path.join(done_dir, "*.jsonl.gz")))
+
+
+def remaining(kb_dir: str, done_dir: str) -> list[str]:
+    done = results(done_files(done_dir))
+    return [name for name in problems(kb_dir) if name not in done]
+
+
+def summary(rows: dict[str, dict[str, Any]]) -> list[tuple[str, Any]]:
+    """The figures the issue names: correct, within 2 %, intervals covering 1.0, the worst."""
+    speedups = {name: r for name, r in rows.items() if r.get("speedup")}
+    within = [n for n, r in speedups.items() if abs(r["speedup"] - 1) <= WITHIN]
+    covers = [n for n, r in speedups.items() if _covers_one(r.get("speedup_interval"))]
+    outside = sorted((n for n in speedups if n not in within and n not in covers),
+                     key=lambda n: -abs(speedups[n]["speedup"] - 1))  # fmt: skip
+    return [
+        ("problems measured", f"{len(rows)} of 250"),
+        ("correct", sum(1 for r in rows.values() if r.get("status") == "correct")),
+        ("within 2 % of 1.0", f"{len(within)} of {len(speedups)}"),
+        ("95 % interval covers 1.0", f"{len(covers)} of {len(speedups)}"),
+        ("neither", [f"{n} {speedups[n]['speedup']:.3f}" for n in outside]),
+    ]
+
+
+def _covers_one(interval: Any) -> bool:
+    return bool(interval) and interval[0] <= 1.0 <= interval[1]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 3 and argv[0] == "remaining":
+        print(" ".join(remaining(argv[1], argv[2])))
+        return 0
+    if len(argv) >= 2 and argv[0] == "summary":
+        rows = results(done_files(argv[1]) + argv[2:])
+        print("| figure | value |\n| --- | --- |")
+        for name, value in summary(rows):
+            print(f"| {name} | {value} |")
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
