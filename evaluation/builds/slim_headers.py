@@ -24,7 +24,7 @@ torch's autograd factories: about 345,000 preprocessed lines. The field's 410 CU
 torch in their ``.cu``, ``torch::Tensor`` and its methods, ``TensorOptions``, the dtype and device
 names, and six functions (``zeros``, ``zeros_like``, ``empty``, ``empty_like``, ``mean``, ``sqrt``).
 So the folder also holds a ``torch/types.h`` that, in a CUDA compile, declares ``at::Tensor``
-(``ATen/core/Tensor.h``, its arithmetic operators), ``AT_DISPATCH_*`` and the factories and operators
+(``ATen/core/Tensor.h``, its arithmetic operators and indexing), ``AT_DISPATCH_*`` and the factories and operators
 in ``LEAN_OPS``, with
 the names ``torch/types.h`` puts in ``torch`` (``using namespace at`` and the dtype constants); any
 other compile gets the real header (``#include_next``; the C++ wrapper's includes are its own).
@@ -100,10 +100,11 @@ LEAN_TYPES_TEXT = (
     "   that needs more is built again with the real one. */\n"
     "#pragma once\n#if defined(__CUDACC__)\n#include <optional>\n#include <ATen/core/Tensor.h>\n#include <ATen/Dispatch.h>\n"
     + "".join(f"#include <ATen/ops/{name}.h>\n" for name in LEAN_OPS)
-    # The Tensor's arithmetic operators (x / y): their header includes every operator unless told the
-    # build has per-operator headers, which it needs only empty_like's, above.
-    + "#ifndef AT_PER_OPERATOR_HEADERS\n#define AT_PER_OPERATOR_HEADERS\n#include <ATen/TensorOperators.h>\n"
-    + "#undef AT_PER_OPERATOR_HEADERS\n#else\n#include <ATen/TensorOperators.h>\n#endif\n"
+    # The Tensor's arithmetic operators (x / y) and indexing (x.index({b, c})): their headers include
+    # every operator unless told the build has per-operator headers, and then only the few they use.
+    + "#ifndef AT_PER_OPERATOR_HEADERS\n#define AT_PER_OPERATOR_HEADERS\n#define KB_LEAN_PER_OPERATOR\n#endif\n"
+    + "#include <ATen/TensorOperators.h>\n#include <ATen/TensorIndexing.h>\n"
+    + "#ifdef KB_LEAN_PER_OPERATOR\n#undef AT_PER_OPERATOR_HEADERS\n#undef KB_LEAN_PER_OPERATOR\n#endif\n"
     + TORCH_NAMES
     + "#else\n#include_next <torch/types.h>\n#endif\n"
 )

@@ -41,6 +41,7 @@ def _fake_torch(root) -> str:
     (inc / "ATen" / "core" / "Tensor.h").write_text("int aten_tensor_h;\n")
     (inc / "ATen" / "Dispatch.h").write_text("int aten_dispatch_h;\n")
     (inc / "ATen" / "TensorOperators.h").write_text("int aten_operators_h;\n")
+    (inc / "ATen" / "TensorIndexing.h").write_text("#ifdef AT_PER_OPERATOR_HEADERS\nint aten_indexing_h;\n#endif\n")
     for name in slim_headers.LEAN_OPS:
         (inc / "ATen" / "ops" / f"{name}.h").write_text(f"int op_{name};\n")
     return str(inc)
@@ -72,7 +73,8 @@ def test_lean_gives_a_cuda_compile_the_tensor_and_its_operators_and_nothing_else
     assert folder is not None and folder.endswith(os.path.join("lean-cu-1", "include"))
     for header in ("torch/extension.h", "torch/types.h"):  # the source's include, and load_inline's
         cuda = _preprocess(tmp_path, folder, "-D__CUDACC__", header=header)
-        assert all(m in cuda for m in ("aten_tensor_h", "aten_dispatch_h", "aten_operators_h", "op_zeros_like")), header
+        marks = ("aten_tensor_h", "aten_dispatch_h", "aten_operators_h", "aten_indexing_h", "op_zeros_like")
+        assert all(m in cuda for m in marks), header
         assert "types_h_only" not in cuda and "real_extension_h" not in cuda, header
         assert "constexpr auto kFloat32 = at::kFloat;" in cuda and cuda.count("namespace torch {") == 1, header
     cpp = _preprocess(tmp_path, folder, header="torch/types.h")
