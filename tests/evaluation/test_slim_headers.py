@@ -57,7 +57,8 @@ def _preprocess(tmp_path, cpath: str, *defines: str, header: str = "torch/extens
 
 
 @needs_cxx
-def test_slim_gives_a_cuda_compile_types_h_and_a_cpp_compile_the_real_header(tmp_path):
+def test_slim_gives_a_cuda_compile_types_h_and_a_cpp_compile_the_real_header(tmp_path, monkeypatch):
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "1")
     folder = slim_headers.ensure(str(tmp_path / "cache"))
     assert folder is not None and folder.endswith(os.path.join("slim-cu-1", "include"))
     cuda = _preprocess(tmp_path, folder, "-D__CUDACC__")
@@ -102,9 +103,9 @@ def test_the_headers_are_written_once_and_mended_when_wrong(tmp_path, monkeypatc
 
 def test_only_cuda_builds_get_it(monkeypatch):
     assert slim_headers.enabled("cuda") and not slim_headers.enabled("cpu")
-    assert slim_headers.level() == "slim"
-    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "2")
-    assert slim_headers.level() == "lean" and slim_headers.enabled("cuda")
+    assert slim_headers.level() == "lean"
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "1")
+    assert slim_headers.level() == "slim" and slim_headers.enabled("cuda")
     monkeypatch.setenv("KB_SLIM_CU_HEADERS", "0")
     assert not slim_headers.enabled("cuda")
 
@@ -136,7 +137,7 @@ def test_a_source_the_slim_header_fails_is_built_again_with_the_real_one(tmp_pat
     assert out.status == "built" and out.error is None
     assert [c["slim"] for c in calls] == ([True, False] if fails_slim else [True])
     assert slim_headers.include_dir(cfg.build_cache_dir) in calls[0]["cpath"]
-    assert out.cu_headers == ("full" if fails_slim else "slim")
+    assert out.cu_headers == ("full" if fails_slim else "lean")
     if fails_slim:
         assert calls[1]["cpath"] == "" and calls[1]["private"] != calls[0]["private"]
         assert not os.path.exists(calls[0]["private"])  # the slim try's folder is gone
