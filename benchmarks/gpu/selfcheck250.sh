@@ -3,16 +3,19 @@
 # budget, the problems of levels 1-3 that benchmarks/results/h200_selfcheck250/ does not yet hold.
 #   here, once:  KB_MIRROR=/work/.mirror/ScalingIntelligence+KernelBench/repo bash benchmarks/gpu/carry.sh
 #   device run:  SELFCHECK_BUDGET_S=540 bash benchmarks/gpu/selfcheck250.sh   (carry: [".field"])
-#   then here:   copy $OUT/selfcheck250.jsonl to benchmarks/results/h200_selfcheck250/partN.jsonl
+#   then here:   copy $OUT/selfcheck250.jsonl to benchmarks/results/CARD_selfcheck250/partN.jsonl
+# A self-check compares a card with itself, so each card keeps its own parts: CARD is h200 or h100
+# (SELFCHECK_DONE names another folder).
 # No Django: the library alone (`python -m evaluation sweep`, its default settings).
 set -uo pipefail
 OUT=${OUT:-/tmp/kb-selfcheck250}
 KB=${KB_DIR:-.field/KernelBench}
-DONE=benchmarks/results/h200_selfcheck250
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -o 'H[0-9]00' | tr H h)
+DONE=${SELFCHECK_DONE:-benchmarks/results/${card:-gpu}_selfcheck250}
 mkdir -p "$OUT"
 [ -d "$KB/level1" ] || { echo "selfcheck250: no KernelBench problems at $KB (carry.sh with KB_MIRROR)"; exit 2; }
 left=$(python3 benchmarks/selfcheck_parts.py remaining "$KB" "$DONE")
-echo "selfcheck250: $(wc -w <<< "$left") of 250 problems left; budget ${SELFCHECK_BUDGET_S:-540} s"
+echo "selfcheck250: $(wc -w <<< "$left") of 250 problems left on ${card:-an unnamed card} ($DONE); budget ${SELFCHECK_BUDGET_S:-540} s"
 [ -n "$left" ] || exit 0
 # Partial results survive the budget: the sweep writes each result as it ends.
 timeout --signal=INT "${SELFCHECK_BUDGET_S:-540}" python3 -m evaluation sweep "$KB" --levels 1 2 3 \
