@@ -12,11 +12,14 @@ failure: `infrastructure_error`) is left to be measured again; the last line of 
 from __future__ import annotations
 
 import glob
-import gzip
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from benchmarks.field_runs import read_text  # noqa: E402
 
 LEVELS = (1, 2, 3)
 WITHIN = 0.02  # the issue's bound on |speedup - 1|
@@ -41,13 +44,11 @@ def results(paths: list[str]) -> dict[str, dict[str, Any]]:
     """``levelL/NAME`` -> its last result with a verdict, over the files in the order given."""
     found: dict[str, dict[str, Any]] = {}
     for path in paths:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    row = json.loads(line)
-                    if row.get("status") != "infrastructure_error":
-                        found[f"level{row['level']}/{row['problem']}"] = row
+        for line in read_text(Path(path.removesuffix(".gz"))).splitlines():
+            if line.strip():
+                row = json.loads(line)
+                if row.get("status") != "infrastructure_error":
+                    found[f"level{row['level']}/{row['problem']}"] = row
     return found
 
 

@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache, partial
+from functools import partial
 
 from django.conf import settings
 
@@ -28,9 +28,8 @@ from evaluation.sandbox.limits import visible_gpus
 TURNS_FOLDER = "gpu-turns"
 
 
-@cache
 def turns_folder(var_dir: str) -> str:
-    """The folder of the turns' lock files, made once per process."""
+    """The folder of the turns' lock files, made again if it was removed (a stat when it exists)."""
     folder = os.path.join(var_dir, TURNS_FOLDER)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     return folder

@@ -64,6 +64,15 @@ def test_a_dead_holder_leaves_the_turn_free(var_dir):
     assert waited and waited[0] < HOLD_S
 
 
+def test_a_removed_turns_folder_is_made_again(var_dir):
+    with gpu_turn.gpu_turn("0"):
+        pass
+    (var_dir / gpu_turn.TURNS_FOLDER / "gpu-0.lock").unlink()
+    (var_dir / gpu_turn.TURNS_FOLDER).rmdir()  # a cleaner of var/ between two jobs of one worker
+    with gpu_turn.gpu_turn("0"):
+        assert (var_dir / gpu_turn.TURNS_FOLDER / "gpu-0.lock").exists()
+
+
 def test_a_gpu_named_by_uuid_gets_a_plain_file_name(var_dir):
     path = gpu_turn.turn_path("GPU-1a2b/../x")
     assert os.path.dirname(path) == str(var_dir / gpu_turn.TURNS_FOLDER)
