@@ -56,12 +56,64 @@ def process_tree(pid: int, children: dict[int, list[int]] | None = None) -> list
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
+#: How long a killed tree may take to exit. The sandboxed Python runs as PID 1 behind `unshare
+#: --fork`: once `unshare` is reaped it is no longer our child, and it may still be exiting (a
+#: process holding tens of GB of GPU memory gives it back as it exits), so the next evaluation on the
+#: GPU waits for it rather than loading beside its memory.
+EXIT_WAIT_S = 10.0
+
+
+def _kill_all(pids: list[int]) -> None:
+    for p in reversed(pids):
+        try:
+            os.kill(p, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """The process's state letter (``Z`` for a zombie, whose memory is given back) and start time
+    (which tells a reused PID from the process seen), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def wait_exited(
+    seen: dict[int, int], timeout_s: float, stat: Callable[[int], tuple[str, int] | None] = _stat
+) -> list[int]:
+    """Wait until every process of ``seen`` (PID -> start time; killed already, and SIGKILL is not
+    refused) has exited: gone, a zombie (which holds no memory), or its PID another process's. The
+    PIDs still running after ``timeout_s`` are returned."""
+    deadline = time.monotonic() + timeout_s
+    left = sorted(seen)
+    while True:
+        left = [p for p in left if _running(stat(p), seen[p])]
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.01)
+
+
+def _running(found: tuple[str, int] | None, started: int) -> bool:
+    return found is not None and found[0] != "Z" and found[1] == started
+
 
 class SandboxProcess:
     """One sandboxed child (role 'reference' or 'kernel')."""
 
-    def __init__(self, role: str, spec: dict[str, Any], env: dict[str, str], prefix: list[str], log_path: str,
-                 memory_limit_mb: int, max_processes: int = DEFAULT_MAX_PROCESSES) -> None:
+    def __init__(
+        self,
+        role: str,
+        spec: dict[str, Any],
+        env: dict[str, str],
+        prefix: list[str],
+        log_path: str,
+        memory_limit_mb: int,
+        max_processes: int = DEFAULT_MAX_PROCESSES,
+    ) -> None:
         self.role = role
         self.spec = spec
         self.env = env
@@ -80,6 +132,7 @@ class SandboxProcess:
         self._limits_lock = threading.Lock()  # the watchdog's thread and check_limits measure alike
         self.proc: subprocess.Popen[bytes] | None = None
         self.killed_reason: str | None = None
+        self.unexited: list[int] = []  # killed processes of its tree still running after EXIT_WAIT_S
         self.peak_rss_mb = 0.0
         self.peak_tasks = 0
         self._buf = b""
@@ -94,11 +147,18 @@ class SandboxProcess:
         spec = dict(self.spec, cmd_fd=cmd_r, resp_fd=resp_w, fd_sock=child_sock.fileno())
         argv = [*self.prefix, sys.executable, "-I", "-c", BOOT.format(pylib=pylib), json.dumps(spec)]
         # The worker's own (0600): one sandbox's processes never read another's log.
-        self._log = os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                      0o600), "wb")
+        self._log = os.fdopen(
+            os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600), "wb"
+        )
         self.proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
-            cwd=self.spec["workdir"], pass_fds=(cmd_r, resp_w, child_sock.fileno()), start_new_session=True,
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            cwd=self.spec["workdir"],
+            pass_fds=(cmd_r, resp_w, child_sock.fileno()),
+            start_new_session=True,
             close_fds=True,
         )
         os.close(cmd_r)
@@ -233,8 +293,9 @@ class SandboxProcess:
             self.kill(reason)
         return reason
 
-    def limit_exceeded(self, children: dict[int, list[int]], threads: dict[int, int],
-                       fresh: bool = False) -> str | None:
+    def limit_exceeded(
+        self, children: dict[int, list[int]], threads: dict[int, int], fresh: bool = False
+    ) -> str | None:
         """Why this process tree must end (too many tasks, too much memory), or None. The task count
         comes first: it is cheap, and a fork bomb would otherwise be read as a memory hog. ``fresh``:
         every meter measures now, whenever it last did."""
@@ -249,18 +310,28 @@ class SandboxProcess:
         self.peak_tasks = max(self.peak_tasks, tasks)
         with_charged = ", with what was done for it" if self.charged is not None else ""
         if tasks > self.max_processes:
-            return (f"the {self.role} process started too many processes ({tasks} processes and threads"
-                    f"{with_charged} > {self.max_processes})")
+            return (
+                f"the {self.role} process started too many processes ({tasks} processes and threads"
+                f"{with_charged} > {self.max_processes})"
+            )
         folder_kb, entries = self.folder.measure(pids, fresh) if self.folder is not None else (0, 0)
         if self.folder is not None and entries > self.folder.max_entries:
-            return (f"the {self.role} process kept too many files (more than {self.folder.max_entries} in its work "
-                    "folder and open)")
+            return (
+                f"the {self.role} process kept too many files (more than {self.folder.max_entries} in its work "
+                "folder and open)"
+            )
         over, rss_mb, pss_mb = self.memory.over_limit(pids, extra_kb + folder_kb, fresh)
         self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
         if over:
-            files = f", {folder_kb / 1024:.0f} MB of it files in its work folder or memory files" if folder_kb >= 1024 else ""
-            return (f"the {self.role} process exceeded the memory limit ({pss_mb:.0f} MB proportional set size"
-                    f"{with_charged}{files} > {self.memory_limit_mb} MB)")
+            files = (
+                f", {folder_kb / 1024:.0f} MB of it files in its work folder or memory files"
+                if folder_kb >= 1024
+                else ""
+            )
+            return (
+                f"the {self.role} process exceeded the memory limit ({pss_mb:.0f} MB proportional set size"
+                f"{with_charged}{files} > {self.memory_limit_mb} MB)"
+            )
         return None
 
     def kill(self, reason: str | None = None) -> None:
@@ -268,15 +339,13 @@ class SandboxProcess:
             self.killed_reason = reason
         if self.proc is None:
             return
+        seen: dict[int, int] = {}
         for _ in range(10):
             pids = self.tree()
+            seen.update((p, found[1]) for p in pids if p not in seen and (found := _stat(p)) is not None)
             if self.proc.poll() is not None and len(pids) <= 1:
                 break
-            for p in reversed(pids):
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            _kill_all(pids)
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -286,6 +355,8 @@ class SandboxProcess:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
+        seen.pop(self.proc.pid, None)  # reaped by wait()
+        self.unexited = wait_exited(seen, EXIT_WAIT_S)
 
     def close(self, graceful: bool = True) -> None:
         if self.proc is None:
