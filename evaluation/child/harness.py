@@ -270,8 +270,15 @@ class Harness(TimingRequests):
                 out = model(*inputs)
                 sizes["output_bytes"] = tensor_bytes(torch, list(out) if isinstance(out, (tuple, list)) else [out])
         except Exception as exc:  # noqa: BLE001 - problem code
-            return {"ok": True, **sizes, "error": one_line(exc)}
-        return {"ok": True, **sizes}
+            return {"ok": True, **sizes, "error": one_line(exc), **self._device_free()}
+        return {"ok": True, **sizes, **self._device_free()}
+
+    def _device_free(self) -> dict[str, int]:
+        """The GPU's free memory now, before any of the problem's tensors is made on it."""
+        if self.device != "cuda":
+            return {}
+        free, _total = self.torch.cuda.mem_get_info()
+        return {"device_free_bytes": int(free)}
 
     def _pin(self, cpus: Any) -> None:
         """Pin every thread of this process to ``cpus`` (the parent gives every process of an

@@ -55,6 +55,7 @@ NOTE_CODES: dict[str, str] = {
     "isolation_degraded": "some sandbox layer was not available on this host",
     "speedup_uncertain": "the speedup's 95% interval is wide",
     "host_bound": "GPU: the host's dispatch is a large part of a side's time; the interval covers another process",
+    "one_reference_process": "GPU: the card could not hold three processes of the problem; one reference process was timed",
 }
 
 #: The reviewer's instruments (evaluation/instruments/), run after the timed rounds.

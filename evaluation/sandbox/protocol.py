@@ -63,16 +63,23 @@ class EstimateReply(Reply):
     input_bytes: int = -1
     param_bytes: int = -1
     output_bytes: int = -1
+    device_free_bytes: int = -1  # GPU: the card's free memory as the reference process saw it
 
     def peak_bytes(self, kernel_role: bool) -> int:
         """A lower bound of one process's peak on the CPU: inputs and outputs (outputs of about the
         inputs' size when unknown), parameters, and in the kernel process the clone of the inputs
         (mutation check) and the copy of the outputs (snapshot); -1 when the inputs are unknown."""
+        sets = self.working_set_bytes()
+        if sets < 0:
+            return -1
+        return sets * (2 if kernel_role else 1) + max(self.param_bytes, 0)
+
+    def working_set_bytes(self) -> int:
+        """One set of inputs and outputs (outputs of about the inputs' size when unknown); -1 when
+        the inputs are unknown."""
         if self.input_bytes < 0:
             return -1
-        out = self.output_bytes if self.output_bytes >= 0 else self.input_bytes
-        copies = self.input_bytes + out if kernel_role else 0
-        return self.input_bytes + out + max(self.param_bytes, 0) + copies
+        return self.input_bytes + (self.output_bytes if self.output_bytes >= 0 else self.input_bytes)
 
     def refusal(self, memory_limit_mb: int, kernel_role: bool) -> str | None:
         """Why the problem cannot run within ``memory_limit_mb`` (None when it may)."""
