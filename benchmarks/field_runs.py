@@ -211,6 +211,8 @@ def _print(title: str, figures: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> None:
+    if len(argv) < 2:
+        raise SystemExit(__doc__)
     command, paths = argv[0], [Path(p) for p in argv[1:]]
     if command == "pass":
         _print(str(paths[0]), pass_figures(load(paths[0])))
