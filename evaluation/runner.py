@@ -53,14 +53,17 @@ class Prepared:
 
 
 def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None,
-             turn: Callable[[], AbstractContextManager[object]] | None = None) -> EvaluationResult:
+             turn: Callable[[], AbstractContextManager[object]] | None = None,
+             pause: Callable[[], float] | None = None) -> EvaluationResult:
     """Evaluate one kernel against its reference problem; never raises for a bad kernel. A host that
     cannot even set the sandbox up (a full scratch disk) gives an INFRASTRUCTURE_ERROR result.
 
     ``turn``, when given, is entered after the sandbox's processes are started and before anything
     else (the build, the device, the clock): workers that share one GPU wait there for it while
     their next evaluation's processes import torch. An exception from it closes the sandbox and
-    propagates (a failure of the host, never a verdict)."""
+    propagates (a failure of the host, never a verdict). ``pause``, when given, is called between the
+    instruments' steps (a run of the instruments alone, after a verdict, may give the GPU to another
+    evaluation there) and returns the seconds it waited, which the instruments' budget gets back."""
     try:
         prep = prepare(problem_source, kernel_source, config)
     except OSError as exc:
@@ -75,7 +78,7 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
             except BaseException:
                 prep.sandbox.close()
                 raise
-        return evaluate_prepared(prep)
+        return evaluate_prepared(prep, pause)
 
 
 def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> Prepared:
@@ -100,7 +103,7 @@ def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | 
     return Prepared(cfg, problem_source, kernel_source, build, sandbox, procs, t0)
 
 
-def evaluate_prepared(prep: Prepared) -> EvaluationResult:
+def evaluate_prepared(prep: Prepared, pause: Callable[[], float] | None = None) -> EvaluationResult:
     """Run a prepared evaluation to its end and close its sandbox.
 
     Phases:
@@ -133,7 +136,7 @@ def evaluate_prepared(prep: Prepared) -> EvaluationResult:
     res.build_cached = build.built
     log_parts: list[str] = []
     try:
-        _run_phases(prep, res, master, deadline, log_parts)
+        _run_phases(prep, res, master, deadline, log_parts, pause)
         _collect(res, sandbox, log_parts)
     finally:
         try:
@@ -167,14 +170,15 @@ def missing_modules(source: str) -> list[str]:
     return missing
 
 
-def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: float, log_parts: list[str]) -> None:
+def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: float, log_parts: list[str],
+                pause: Callable[[], float] | None = None) -> None:
     """Phases 3-6; an Abort ends them with its status (a result stays 'correct' only if it was)."""
     cfg = prep.cfg
     try:
         _preflight_modules(prep)
         deadline += _build_stage(prep, res, deadline)  # the wait for the host's headers: not the kernel's
         ref, ker, ref2 = _start(prep, deadline, res)
-        pair = Pair(cfg, res, ref, ker, master, deadline, ref2)
+        pair = Pair(cfg, res, ref, ker, master, deadline, ref2, pause)
         _check_memory(pair)
         load_models(pair)
         out_dtypes = check_correctness(pair, prep.sandbox)

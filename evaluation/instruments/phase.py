@@ -51,17 +51,32 @@ def run_instruments(pair: Pair, sandbox: Sandbox) -> None:
         return
     t0 = time.monotonic()
     sub = dataclasses.replace(pair, deadline=min(pair.deadline, t0 + cfg.instruments_budget_s))
+    costs, paused = _run_steps(sub, sandbox)
+    res.instruments["cost_s"] = costs
+    if paused:
+        res.timings_s["instruments_paused"] = round(paused, 4)
+    sanitize.finish(res.instruments)
+    res.timings_s["instruments"] = round(time.monotonic() - t0 - paused, 4)  # the GPU's time, not the wait
+
+
+def _run_steps(sub: Pair, sandbox: Sandbox) -> tuple[dict[str, float], float]:
+    """Each asked step under the phase's deadline; (seconds each took, seconds paused between them)."""
     costs: dict[str, float] = {}
+    paused = 0.0
     gone: str | None = None  # why the later steps cannot run, once they cannot
     for name, measures in STEPS:
-        asked = [m for m in measures if m in cfg.instruments]
+        asked = [m for m in measures if m in sub.cfg.instruments]
         if not asked:
             continue
+        if gone is None and costs and sub.pause is not None:
+            waited = sub.pause()  # another's evaluation may take the GPU here; the budget waits with it
+            paused += waited
+            sub = dataclasses.replace(sub, deadline=sub.deadline + waited)
         if gone is None and time.monotonic() >= sub.deadline:
             gone = "not run: the instruments' time budget was spent"
         if gone is not None:
             for m in asked:
-                res.instruments.setdefault(m, {"skipped": gone})
+                sub.res.instruments.setdefault(m, {"skipped": gone})
             continue
         t = time.monotonic()
         try:
@@ -71,9 +86,7 @@ def run_instruments(pair: Pair, sandbox: Sandbox) -> None:
             if not _can_go_on(sub, ab):
                 gone = f"not run: a process ended during the {LABELS[name]}"
         costs[name] = round(time.monotonic() - t, 4)
-    res.instruments["cost_s"] = costs
-    sanitize.finish(res.instruments)
-    res.timings_s["instruments"] = round(time.monotonic() - t0, 4)
+    return costs, paused
 
 
 def _surely_slower(pair: Pair) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from evaluation.results.types import EvaluationConfig, EvaluationResult
@@ -43,6 +44,8 @@ class Pair:
     master: int
     deadline: float
     ref2: SandboxProcess | None = None  # a second reference process (timing only)
+    # Between the instruments' steps: gives the GPU to a waiting evaluation, returns the seconds it waited.
+    pause: Callable[[], float] | None = None
 
     def defence_on(self, name: str) -> bool:
         return name not in self.cfg.disable_defences

@@ -5,6 +5,8 @@ without CUDA)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from evaluation import EarlierTiming, EvaluationConfig, EvaluationResult, evaluate
@@ -348,3 +350,26 @@ def test_instruments_run_later_skip_a_kernel_the_earlier_timing_found_surely_slo
     assert result.status == "correct", (result.error, result.log[-2000:])
     assert result.instruments["shapes"]["skipped"].startswith("not run: the kernel is slower than the reference")
     assert "cost_s" not in result.instruments
+
+
+def test_a_pause_between_the_instruments_steps_gives_back_its_wait_to_their_budget():
+    # The site's follow-up gives the GPU to a waiting evaluation between the steps (leaderboard's
+    # gpu_turn.FollowUpTurn.pause); the wait must not spend the instruments' budget nor count as theirs.
+    budget_s, paused = 4.0, []
+
+    def pause() -> float:
+        time.sleep(budget_s + 0.5)  # longer than the whole budget: without it given back, the next step is skipped
+        paused.append(budget_s + 0.5)
+        return budget_s + 0.5
+
+    earlier = EarlierTiming(speedup=2.0, speedup_interval=(1.9, 2.1), kernel_ms=1.0, reference_ms=2.0)
+    cfg = EvaluationConfig(correctness_trials=1, seed=11, timeout_s=180, cpu_threads=1, timing_trials=0,
+                           earlier_timing=earlier, instruments=frozenset({"speed_of_light", "shapes"}),
+                           instruments_budget_s=budget_s)  # fmt: skip
+    result = evaluate(read(ADD_ONE), PLAIN_ADD, cfg, pause=pause)
+    assert result.status == "correct", (result.error, result.log[-2000:])
+    assert len(paused) == 1, "one pause between the two steps, none before the first"
+    assert set(result.instruments["cost_s"]) == {"speed_of_light", "shapes"}
+    assert "skipped" not in result.instruments["shapes"]
+    assert result.timings_s["instruments_paused"] >= budget_s
+    assert result.timings_s["instruments"] < budget_s
