@@ -33,9 +33,9 @@ def test_the_turn_is_held_from_the_started_processes_to_the_end_of_the_evaluatio
     seen: dict = {"steps": []}
     real = runner_module.evaluate_prepared
 
-    def measuring(prep):
+    def measuring(prep, pause=None):
         seen["steps"].append("evaluate")
-        return real(prep)
+        return real(prep, pause)
 
     monkeypatch.setattr(runner_module, "evaluate_prepared", measuring)
 
