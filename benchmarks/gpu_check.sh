@@ -5,6 +5,7 @@
 # self-checks through the library, then $OUT/summary.json (commit it to benchmarks/results/gpu_check/).
 #
 # Carried (git-ignored, made here by benchmarks/gpu/carry.sh): .whl/, .redis/, .field/KernelBenchLeaderboard.
+# Leaves in $OUT at most 7 files (import.log and gpu_util.csv packed in logs.tgz at the end).
 #   device run: bash benchmarks/gpu_check.sh      (carry .whl .redis .field)
 # Environment: CHECK_BUDGET_S (530: the two passes and self-checks), EXPLOIT_BUDGET_S (150; 0 skips the
 # GPU exploit suite), PY (python3).
@@ -84,3 +85,7 @@ fi
 GPU_CHECK_DEVICE="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores" \
   "$PY" benchmarks/gpu_check.py summary "$OUT" "$OUT/gpu_util.csv" "$OUT/selfcheck.jsonl" "$OUT/evalworker.log" | tee -a "$OUT/check.log"
 say "done"
+# The device tool returns at most 8 files from $OUT: the two small raw files go into one archive, so
+# that summary.json, the rows, the logs and a stdout.txt the caller may write there all come back
+# (run 11's summary.json was left out at 9). Unpack logs.tgz beside them when committing the run.
+tar -czf "$OUT/logs.tgz" -C "$OUT" import.log gpu_util.csv && rm -f "$OUT/import.log" "$OUT/gpu_util.csv"
