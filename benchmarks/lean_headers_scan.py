@@ -80,7 +80,8 @@ def with_arch(argv: list[str], arch: str) -> list[str]:
 
 
 def retargeted(argv: list[str], output: str, front_end_only: bool = False) -> list[str]:
-    """The ``.cu`` command writing ``output``; ``front_end_only``: stopping after cudafe++ (``--cuda``)."""
+    """The ``.cu`` command writing ``output``; ``front_end_only``: ``--cuda``, which runs cudafe++ and
+    the device compile and stops before the host compile."""
     out = list(argv)
     out[out.index("-o") + 1] = output
     if front_end_only:

@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from evaluation.sandbox.limits import stat_fields
+
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 #: Before any build was measured: a load_inline build runs its two compiles side by side about half
 #: the time (1.5 cores), and holds torch's Python process plus two compilers (2.5 GB).
@@ -138,11 +140,10 @@ def tree_cpu_seconds(pids: Iterable[int]) -> float:
     """CPU time of live processes plus what each has reaped (user + system; ``cutime``/``cstime``)."""
     ticks = 0
     for pid in pids:
+        fields = stat_fields(pid)
         try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-            ticks += sum(int(f) for f in fields[11:15])
-        except (OSError, IndexError, ValueError):
+            ticks += sum(int(f) for f in fields[11:15]) if fields is not None else 0
+        except ValueError:
             pass
     return ticks / _CLK_TCK
 

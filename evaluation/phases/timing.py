@@ -471,8 +471,9 @@ def _gpu_excess(rounds: Rounds) -> tuple[float, float] | None:
 
 def _check_parent_clock_gpu(pair: Pair, rounds: Rounds) -> None:
     """Where the kernel's median round hides more per call than the reference's beyond the margin
-    (``_gpu_excess``), ``timing_mismatch``, and no round reads less than the parent's figure. On the H200 the excess of 30 honest measurements (GPU acceptance check
-    run 6, ``parent_clock_excess_ms``) was -0.116 to 0.131 ms per call, p90 0.044, beside per-call
+    (``_gpu_excess``), ``timing_mismatch``, and no round reads less than the parent's figure. On the
+    H200 the excess of 30 honest measurements (GPU acceptance check run 6,
+    ``parent_clock_excess_ms``) was -0.116 to 0.131 ms per call, p90 0.044, beside per-call
     overheads of 0.42-1.86 ms, for which the margin is 0.16-0.52 ms. The CPU's per-round and
     quiet-level rules are left out here: the host time that the GPU-side wait hides differs between
     two honest processes round by round, and a per-round bound replaced the rounds of every honest

@@ -231,6 +231,15 @@ def _is_memfd(fd_path: str) -> bool:
         return False
 
 
+def stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command's name (state first), None if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def process_table() -> tuple[dict[int, list[int]], dict[int, int]]:
     """Every process's children, and its number of threads, read from /proc/<pid>/stat."""
     children: dict[int, list[int]] = {}
@@ -238,11 +247,12 @@ def process_table() -> tuple[dict[int, list[int]], dict[int, int]]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
+        fields = stat_fields(int(entry))
+        if fields is None:
+            continue
         try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
             ppid, n_threads = int(fields[1]), int(fields[17])
-        except (OSError, IndexError, ValueError):
+        except (IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(entry))
         threads[int(entry)] = n_threads

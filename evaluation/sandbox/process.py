@@ -21,6 +21,7 @@ from evaluation.sandbox.limits import (
     FolderMeter,
     MemoryMeter,
     process_table,
+    stat_fields,
 )
 from evaluation.sandbox.protocol import ExitRequest, Request
 
@@ -74,17 +75,15 @@ def _kill_all(pids: list[int]) -> None:
 def _stat(pid: int) -> tuple[str, int] | None:
     """The process's state letter (``Z`` for a zombie, whose memory is given back) and start time
     (which tells a reused PID from the process seen), None if gone."""
+    fields = stat_fields(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        return fields[0].decode(), int(fields[19])
-    except (OSError, IndexError, ValueError):
+        return (fields[0].decode(), int(fields[19])) if fields is not None else None
+    except (IndexError, ValueError):
         return None
 
 
-def wait_exited(
-    seen: dict[int, int], timeout_s: float, stat: Callable[[int], tuple[str, int] | None] = _stat
-) -> list[int]:
+def wait_exited(seen: dict[int, int], timeout_s: float,
+                stat: Callable[[int], tuple[str, int] | None] = _stat) -> list[int]:
     """Wait until every process of ``seen`` (PID -> start time; killed already, and SIGKILL is not
     refused) has exited: gone, a zombie (which holds no memory), or its PID another process's. The
     PIDs still running after ``timeout_s`` are returned."""
@@ -104,16 +103,8 @@ def _running(found: tuple[str, int] | None, started: int) -> bool:
 class SandboxProcess:
     """One sandboxed child (role 'reference' or 'kernel')."""
 
-    def __init__(
-        self,
-        role: str,
-        spec: dict[str, Any],
-        env: dict[str, str],
-        prefix: list[str],
-        log_path: str,
-        memory_limit_mb: int,
-        max_processes: int = DEFAULT_MAX_PROCESSES,
-    ) -> None:
+    def __init__(self, role: str, spec: dict[str, Any], env: dict[str, str], prefix: list[str], log_path: str,
+                 memory_limit_mb: int, max_processes: int = DEFAULT_MAX_PROCESSES) -> None:
         self.role = role
         self.spec = spec
         self.env = env
@@ -147,18 +138,11 @@ class SandboxProcess:
         spec = dict(self.spec, cmd_fd=cmd_r, resp_fd=resp_w, fd_sock=child_sock.fileno())
         argv = [*self.prefix, sys.executable, "-I", "-c", BOOT.format(pylib=pylib), json.dumps(spec)]
         # The worker's own (0600): one sandbox's processes never read another's log.
-        self._log = os.fdopen(
-            os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600), "wb"
-        )
+        self._log = os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                      0o600), "wb")
         self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=self.env,
-            cwd=self.spec["workdir"],
-            pass_fds=(cmd_r, resp_w, child_sock.fileno()),
-            start_new_session=True,
+            argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=self.env,
+            cwd=self.spec["workdir"], pass_fds=(cmd_r, resp_w, child_sock.fileno()), start_new_session=True,
             close_fds=True,
         )
         os.close(cmd_r)
@@ -273,11 +257,10 @@ class SandboxProcess:
         """CPU time (user + system) used so far by this process tree, all threads included."""
         total = 0
         for pid in self.tree():
+            fields = stat_fields(pid)
             try:
-                with open(f"/proc/{pid}/stat", "rb") as fh:
-                    fields = fh.read().rsplit(b")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])
-            except (OSError, IndexError, ValueError):
+                total += int(fields[11]) + int(fields[12]) if fields is not None else 0
+            except (IndexError, ValueError):
                 pass
         return total / _CLK_TCK
 
@@ -293,9 +276,8 @@ class SandboxProcess:
             self.kill(reason)
         return reason
 
-    def limit_exceeded(
-        self, children: dict[int, list[int]], threads: dict[int, int], fresh: bool = False
-    ) -> str | None:
+    def limit_exceeded(self, children: dict[int, list[int]], threads: dict[int, int],
+                       fresh: bool = False) -> str | None:
         """Why this process tree must end (too many tasks, too much memory), or None. The task count
         comes first: it is cheap, and a fork bomb would otherwise be read as a memory hog. ``fresh``:
         every meter measures now, whenever it last did."""
@@ -310,28 +292,18 @@ class SandboxProcess:
         self.peak_tasks = max(self.peak_tasks, tasks)
         with_charged = ", with what was done for it" if self.charged is not None else ""
         if tasks > self.max_processes:
-            return (
-                f"the {self.role} process started too many processes ({tasks} processes and threads"
-                f"{with_charged} > {self.max_processes})"
-            )
+            return (f"the {self.role} process started too many processes ({tasks} processes and threads"
+                    f"{with_charged} > {self.max_processes})")
         folder_kb, entries = self.folder.measure(pids, fresh) if self.folder is not None else (0, 0)
         if self.folder is not None and entries > self.folder.max_entries:
-            return (
-                f"the {self.role} process kept too many files (more than {self.folder.max_entries} in its work "
-                "folder and open)"
-            )
+            return (f"the {self.role} process kept too many files (more than {self.folder.max_entries} in its work "
+                    "folder and open)")
         over, rss_mb, pss_mb = self.memory.over_limit(pids, extra_kb + folder_kb, fresh)
         self.peak_rss_mb = max(self.peak_rss_mb, rss_mb)
         if over:
-            files = (
-                f", {folder_kb / 1024:.0f} MB of it files in its work folder or memory files"
-                if folder_kb >= 1024
-                else ""
-            )
-            return (
-                f"the {self.role} process exceeded the memory limit ({pss_mb:.0f} MB proportional set size"
-                f"{with_charged}{files} > {self.memory_limit_mb} MB)"
-            )
+            files = f", {folder_kb / 1024:.0f} MB of it files in its work folder or memory files" if folder_kb >= 1024 else ""
+            return (f"the {self.role} process exceeded the memory limit ({pss_mb:.0f} MB proportional set size"
+                    f"{with_charged}{files} > {self.memory_limit_mb} MB)")
         return None
 
     def kill(self, reason: str | None = None) -> None:

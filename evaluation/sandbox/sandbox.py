@@ -32,7 +32,7 @@ from evaluation.sandbox.limits import (
     default_tmp_limit_mb,
 )
 from evaluation.sandbox.orphans import sandbox_prefix
-from evaluation.sandbox.process import ChildError, SandboxProcess
+from evaluation.sandbox.process import EXIT_WAIT_S, ChildError, SandboxProcess
 from evaluation.sandbox.safe_files import UnsafeFile, read_capped, remove_tree, take_over
 
 PASS_THROUGH_ENV = (
@@ -266,6 +266,9 @@ class Sandbox:
                 p.close(graceful=False)
             except Exception:  # noqa: BLE001
                 pass
+            if p.unexited:  # the next evaluation on this GPU may find its memory still taken
+                sys.stderr.write(f"sandbox: the {p.role} process's PIDs {p.unexited} still ran {EXIT_WAIT_S:g} s "
+                                 "after they were killed\n")
         remove_tree(self.root)
 
     def __enter__(self) -> Sandbox:
