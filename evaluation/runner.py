@@ -23,6 +23,8 @@ from evaluation.builds.stage import build_dir_for, build_env, build_locked, host
 from evaluation.instruments.phase import run_instruments
 from evaluation.phases.backends import kernel_backend, missing_library
 from evaluation.phases.correctness import check_correctness, load_models
+from evaluation.phases.memory_plan import check_memory
+from evaluation.phases.problem_facts import problem_digest
 from evaluation.phases.seeds import derive_seed
 from evaluation.phases.session import Abort, Pair
 from evaluation.phases.static_checks import analyse, pretrained_models, required_modules
@@ -32,7 +34,7 @@ from evaluation.results.harness_id import harness_identity
 from evaluation.results.types import EvaluationConfig, EvaluationResult
 from evaluation.sandbox.host_errors import BUSY_EVALUATION, INFRASTRUCTURE_ERROR, confirm, host_error, killed_build
 from evaluation.sandbox.process import ChildError, SandboxProcess
-from evaluation.sandbox.protocol import EstimateReply, EstimateRequest, MalformedReply, ReadyReply, parse
+from evaluation.sandbox.protocol import MalformedReply, ReadyReply, parse
 from evaluation.sandbox.sandbox import Sandbox
 
 __all__ = ["evaluate", "prepare", "evaluate_prepared", "Prepared", "derive_seed", "hardware_slug"]
@@ -178,8 +180,8 @@ def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: fl
         _preflight_modules(prep)
         deadline += _build_stage(prep, res, deadline)  # the wait for the host's headers: not the kernel's
         ref, ker, ref2 = _start(prep, deadline, res)
-        pair = Pair(cfg, res, ref, ker, master, deadline, ref2, pause)
-        _check_memory(pair)
+        pair = Pair(cfg, res, ref, ker, master, deadline, ref2, pause, problem_digest(prep.problem_source))
+        check_memory(pair)
         load_models(pair)
         out_dtypes = check_correctness(pair, prep.sandbox)
         if cfg.timing_trials > 0:
@@ -323,51 +325,6 @@ def _start(prep: Prepared, deadline: float,
     res.environment["kernel_confinement"] = ready["kernel"].confinement
     by_role = {p.role: p for p in prep.procs}
     return by_role["reference"], by_role["kernel"], by_role.get("reference2")
-
-
-def _check_memory(pair: Pair) -> None:
-    """What the problem's tensors need, found on the meta device before anything is made. CPU: a
-    problem whose inputs, outputs and the kernel process's copies of them cannot fit the memory limit
-    ends up front with the figure, instead of the memory watchdog killing a process later. GPU: the
-    processes share one card (``_fit_the_card``)."""
-    est = pair.request(pair.ref, EstimateRequest(), EstimateReply)
-    if not est.ok:
-        raise pair.reference_failed(est)
-    pair.res.environment["input_mb"] = round(est.input_bytes / 2**20, 1) if est.input_bytes >= 0 else None
-    pair.res.environment["output_mb"] = round(est.output_bytes / 2**20, 1) if est.output_bytes >= 0 else None
-    if pair.cfg.device == "cpu":
-        refusal = est.refusal(pair.cfg.memory_limit_mb, kernel_role=True)
-        if refusal:
-            raise Abort("runtime_error", refusal)
-    else:
-        _fit_the_card(pair, est)
-
-
-#: A process's peak on the GPU in working sets (one set of inputs and outputs): on an H100 (80 GB),
-#: KernelBench level 1's 6 GB problems ran with three processes of them at a time in some evaluations
-#: and ran out of memory in others, so a process holds about two sets at its peak (the trials' and the
-#: timed calls' fresh inputs and outputs, the kernel process's copies); three leaves a margin.
-GPU_WORKING_SETS = 3
-
-
-def _fit_the_card(pair: Pair, est: EstimateReply) -> None:
-    """Three processes (the second reference's) of a problem too large for the card's free memory
-    would make one of them run out of it, a failure of nobody's code: the evaluation goes on with one
-    reference process, which the result says. Two that cannot fit are left to the card (an honest
-    kernel then fails beside the reference, as KernelBench's own harness would)."""
-    sets = est.working_set_bytes()
-    if pair.ref2 is None or sets < 0 or est.device_free_bytes < 0:
-        return
-    need = GPU_WORKING_SETS * sets + max(est.param_bytes, 0)
-    if 3 * need <= est.device_free_bytes:
-        return
-    pair.ref2.close(graceful=False)
-    pair.ref2 = None
-    pair.res.environment["reference_processes"] = 1
-    pair.res.add_note("one_reference_process", f"The card had {est.device_free_bytes / 2**30:.1f} GB free, short of "
-                                               f"three processes of this problem (about {need / 2**30:.1f} GB each): "
-                                               "one reference process was timed, so the interval has no second "
-                                               "process's term.")
 
 
 def _collect(res: EvaluationResult, sandbox: Sandbox, log_parts: list[str]) -> None:

@@ -255,7 +255,9 @@ class Harness(TimingRequests):
         """Bytes of one set of inputs, of the model's parameters and of its outputs, found by running
         get_inputs(), the constructor and forward on the meta device (nothing is allocated); -1 for
         what does not run there (e.g. code that moves tensors to a device itself, or data-dependent
-        shapes)."""
+        shapes). With ``req.sizes`` False (the parent knows them), the card's free memory alone."""
+        if not req.sizes:
+            return {"ok": True, **self._device_free()}
         torch = self.torch
         problem = self._problem()
         sizes = {"input_bytes": -1, "param_bytes": -1, "output_bytes": -1}

@@ -25,6 +25,7 @@ from typing import Any
 from evaluation.instruments import determinism, precision, profile, roofline, sanitize, shapes
 from evaluation.instruments.scope import surely_slower
 from evaluation.phases.correctness import compare_trial
+from evaluation.phases.problem_facts import FACTS
 from evaluation.phases.seeds import derive_seed
 from evaluation.phases.session import Abort, Pair
 from evaluation.results.hardware import hardware_slug
@@ -135,19 +136,31 @@ def _can_go_on(pair: Pair, ab: Abort) -> bool:
 
 def _speed_of_light(pair: Pair, sandbox: Sandbox) -> None:
     cfg, res = pair.cfg, pair.res
-    r = pair.request(pair.ref, InstrumentRequest(what="work"), InstrumentReply)
-    if not r.ok:
-        raise pair.reference_failed(r, "reference failed counting its work: ")
-    res.environment["param_mb"] = round(int(r.data.get("param_bytes", 0)) / 2**20, 1)
+    work = _reference_work(pair)
+    res.environment["param_mb"] = round(int(work.get("param_bytes", 0)) / 2**20, 1)
     peaks = roofline.peaks_for(hardware_slug(str(res.environment.get("device_name", "")), cfg.device), cfg.peaks)
     if peaks is None and cfg.device == "cpu":
         peaks = _cpu_peaks(pair)
     ker = (res.kernel_ms or {}).get("median")
     ref = (res.reference_ms or {}).get("median")
-    record, flag = roofline.assess(r.data, ker, ref, peaks)
+    record, flag = roofline.assess(work, ker, ref, peaks)
     res.instruments["speed_of_light"] = record
     if flag:
         res.add_flag("impossible_speed", flag)
+
+
+def _reference_work(pair: Pair) -> dict[str, Any]:
+    """The bytes of one forward at the run's precision, counted by the reference process once per
+    problem in this process (``problem_facts``)."""
+    what = f"work/{pair.cfg.precision}"
+    kept = FACTS.get(pair, what)
+    if kept is not None:
+        return dict(kept)
+    r = pair.request(pair.ref, InstrumentRequest(what="work"), InstrumentReply)
+    if not r.ok:
+        raise pair.reference_failed(r, "reference failed counting its work: ")
+    FACTS.put(pair, what, dict(r.data))
+    return r.data
 
 
 def _cpu_peaks(pair: Pair) -> dict[str, float] | None:

@@ -46,6 +46,7 @@ class Pair:
     ref2: SandboxProcess | None = None  # a second reference process (timing only)
     # Between the instruments' steps: gives the GPU to a waiting evaluation, returns the seconds it waited.
     pause: Callable[[], float] | None = None
+    problem_digest: str = ""  # the problem source's: what is kept of it by problem (problem_facts)
 
     def defence_on(self, name: str) -> bool:
         return name not in self.cfg.disable_defences

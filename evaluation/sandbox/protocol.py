@@ -174,9 +174,11 @@ class Request:
 
 @dataclass(frozen=True)
 class EstimateRequest(Request):
-    """The problem's input, parameter and output sizes, before the model is built."""
+    """The problem's input, parameter and output sizes, before the model is built, and on the GPU
+    the card's free memory; ``sizes`` False asks for the latter alone (the sizes are known)."""
 
     op: ClassVar[str] = "estimate"
+    sizes: bool = True
 
 
 @dataclass(frozen=True)
