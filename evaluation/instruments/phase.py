@@ -154,8 +154,8 @@ def _reference_work(pair: Pair) -> dict[str, Any]:
     problem in this process (``problem_facts``)."""
     what = f"work/{pair.cfg.precision}"
     kept = FACTS.get(pair, what)
-    if kept is not None:
-        return dict(kept)
+    if kept is not None and all(type(kept.get(n)) is int for n in ("input_bytes", "param_bytes", "output_bytes")):
+        return kept
     r = pair.request(pair.ref, InstrumentRequest(what="work"), InstrumentReply)
     if not r.ok:
         raise pair.reference_failed(r, "reference failed counting its work: ")

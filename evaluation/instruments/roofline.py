@@ -23,13 +23,13 @@ The H200's figures (NVIDIA H200 Tensor Core GPU datasheet, SXM): HBM3e 4.8 TB/s.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import platform
-import tempfile
 from collections.abc import Callable
 from typing import Any
+
+from evaluation.sandbox.safe_files import read_json, replace_json
 
 TERA = 1e12
 
@@ -141,39 +141,13 @@ def peaks_for(slug: str, override: dict[str, float] | None) -> dict[str, float] 
 HOST_PEAKS_FILE = ".host_peaks.json"
 
 
-def _read_cache(path: str) -> dict[str, Any]:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return {}
-    try:
-        with os.fdopen(fd, encoding="utf-8") as fh:
-            data = json.loads(fh.read(1 << 16))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_cache(path: str, data: dict[str, Any]) -> None:
-    """Atomically, in the build cache's root (root's; a kernel writes only its own entry)."""
-    folder = os.path.dirname(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".host_peaks.", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # no cache: the next evaluation measures again
-
-
 def cpu_peaks(cache_dir: str, cpu: str, cores: int, measure: Callable[[], float]) -> dict[str, float] | None:
     """A CPU's peak bandwidth for the bound (parent side): the best one-thread copy bandwidth this
     host showed, measured once (``measure``, in the reference process) and kept in ``cache_dir``,
     times ``cores`` and CPU_SAFETY. None where the measurement gives nothing sane."""
     key = f"{platform.node()}|{cpu}"
     path = os.path.join(cache_dir, HOST_PEAKS_FILE)
-    cached = _read_cache(path)
+    cached = read_json(path)
     entry = cached.get(key)
     per_core = entry.get("copy_bytes_per_s") if isinstance(entry, dict) else None
     if not isinstance(per_core, (int, float)) or not 1e8 <= per_core <= 1e13:
@@ -181,6 +155,6 @@ def cpu_peaks(cache_dir: str, cpu: str, cores: int, measure: Callable[[], float]
         if not math.isfinite(per_core) or not 1e8 <= per_core <= 1e13:
             return None
         cached[key] = {"copy_bytes_per_s": per_core}
-        _write_cache(path, cached)
+        replace_json(path, cached)
     return {"bytes_per_s": float(per_core) * max(1, cores) * CPU_SAFETY, "copy_bytes_per_s": float(per_core),
             "cores": float(max(1, cores)), "safety": CPU_SAFETY}

@@ -33,16 +33,27 @@ def check_memory(pair: Pair) -> None:
 
 
 def _estimate(pair: Pair) -> EstimateReply:
-    kept = FACTS.get(pair, "sizes")
+    kept = _kept_sizes(pair)
     if kept is not None and pair.cfg.device == "cpu":
         return kept
     est = pair.request(pair.ref, EstimateRequest(sizes=kept is None), EstimateReply)
     if not est.ok:
         raise pair.reference_failed(est)
     if kept is None:
-        FACTS.put(pair, "sizes", dataclasses.replace(est, device_free_bytes=-1))  # a moment's figure: never kept
+        FACTS.put(pair, "sizes", {name: getattr(est, name) for name in SIZE_FIELDS})
         return est
-    return dataclasses.replace(kept, device_free_bytes=est.device_free_bytes)
+    return dataclasses.replace(kept, device_free_bytes=est.device_free_bytes)  # a moment's figure: never kept
+
+
+SIZE_FIELDS = ("input_bytes", "param_bytes", "output_bytes")
+
+
+def _kept_sizes(pair: Pair) -> EstimateReply | None:
+    """The sizes found in an earlier evaluation of the problem, if they are whole numbers."""
+    kept = FACTS.get(pair, "sizes")
+    if kept is None or not all(type(kept.get(name)) is int and kept[name] >= -1 for name in SIZE_FIELDS):
+        return None
+    return EstimateReply(ok=True, **{name: kept[name] for name in SIZE_FIELDS})
 
 
 #: A process's peak on the GPU in working sets (one set of inputs and outputs): on an H100 (80 GB),

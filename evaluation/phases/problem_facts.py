@@ -7,18 +7,27 @@ on the device), so they depend only on the problem's source, its scale and the r
 are costly to find the first time in a process: the first operator on the meta device imports
 ``torch._dynamo`` and sympy, 1.2-2 s of the reference process's CPU on a 2-core machine, and the work
 count's ``FlopCounterMode`` more. A worker evaluates the same problems again and again (a run's
-kernels share its problems; the field has several kernels a problem), so each is found once per
-worker process. Figures of a moment (the card's free memory) are never kept.
+kernels share its problems; the field has several kernels a problem), and the site's worker starts
+each job in a fresh process, so the facts are kept twice: in this process's memory, and in the build
+cache's root (``.problem_facts/<digest>.json``, written by the parent, root's where the sandbox
+switches uids: a kernel reads the cache's root but writes only its own entry), where every worker
+and command of the host finds them. Figures of a moment (the card's free memory) are never kept; a
+fact is a small JSON object, checked by whoever uses it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import OrderedDict
 from typing import Any
 
 from evaluation.phases.session import Pair
+from evaluation.sandbox.safe_files import read_json, replace_json
+
+#: The folder, in the build cache's root, of the facts kept on disk (a dot name: never evicted).
+FACTS_FOLDER = ".problem_facts"
 
 
 def problem_digest(problem_source: str) -> str:
@@ -26,37 +35,52 @@ def problem_digest(problem_source: str) -> str:
 
 
 class ProblemFacts:
-    """The last ``capacity`` facts, by (the problem's digest, its scale, what). Thread-safe: a
-    worker's threads may evaluate at once. A pair with no digest keeps nothing."""
+    """The last ``capacity`` facts in memory, every fact on disk, by (the problem's digest, its
+    scale, what). Thread-safe: a worker's threads may evaluate at once. A pair with no digest keeps
+    nothing."""
 
     def __init__(self, capacity: int = 512) -> None:
         self.capacity = capacity
-        self._kept: OrderedDict[tuple[str, int, str], Any] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, int, str], dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
-    @staticmethod
-    def _key(pair: Pair, what: str) -> tuple[str, int, str] | None:
-        return (pair.problem_digest, pair.cfg.size_scale, what) if pair.problem_digest else None
-
-    def get(self, pair: Pair, what: str) -> Any | None:
-        key = self._key(pair, what)
-        if key is None:
+    def get(self, pair: Pair, what: str) -> dict[str, Any] | None:
+        if not pair.problem_digest:
             return None
+        key = (pair.problem_digest, pair.cfg.size_scale, what)
         with self._lock:
             found = self._kept.get(key)
             if found is not None:
                 self._kept.move_to_end(key)
-            return found
+                return dict(found)
+        on_disk = read_json(_path(pair)).get(f"{pair.cfg.size_scale}|{what}")
+        if not isinstance(on_disk, dict):
+            return None
+        self._remember(key, on_disk)
+        return dict(on_disk)
 
-    def put(self, pair: Pair, what: str, value: Any) -> None:
-        key = self._key(pair, what)
-        if key is None:
+    def put(self, pair: Pair, what: str, value: dict[str, Any]) -> None:
+        if not pair.problem_digest:
             return
+        self._remember((pair.problem_digest, pair.cfg.size_scale, what), dict(value))
+        path = _path(pair)
+        try:
+            os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        except OSError:
+            return  # kept in memory only
+        # Two evaluations writing at once may each keep only their own fact: the other's is found again.
+        replace_json(path, {**read_json(path), f"{pair.cfg.size_scale}|{what}": dict(value)})
+
+    def _remember(self, key: tuple[str, int, str], value: dict[str, Any]) -> None:
         with self._lock:
             self._kept[key] = value
             self._kept.move_to_end(key)
             while len(self._kept) > self.capacity:
                 self._kept.popitem(last=False)
+
+
+def _path(pair: Pair) -> str:
+    return os.path.join(pair.cfg.build_cache_dir, FACTS_FOLDER, f"{pair.problem_digest}.json")
 
 
 FACTS = ProblemFacts()

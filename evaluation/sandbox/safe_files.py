@@ -23,10 +23,13 @@ host file, a FIFO that blocks an ``open`` for ever, or a device. So:
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 #: Opening a file someone else may have planted: never through a link, never blocking on a FIFO.
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -183,6 +186,29 @@ def write_new(directory: str, name: str, data: bytes, mode: int = 0o644) -> None
             os.close(out)
     finally:
         os.close(fd)
+
+
+def read_json(path: str, max_bytes: int = 1 << 16) -> dict[str, Any]:
+    """A small JSON object the parent keeps in a folder of its own (never through a link); {} for
+    anything else: missing, unreadable, too long, not an object."""
+    try:
+        data = json.loads(read_capped(path, max_bytes))
+    except (OSError, ValueError, UnsafeFile):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def replace_json(path: str, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` at once (a temporary file renamed over it, mode 0644); a failure
+    leaves what was there (whoever reads it next finds it again)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=os.path.dirname(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def take_over(src_dir: str, name: str, dst_dir: str, new_name: str, uid: int | None,

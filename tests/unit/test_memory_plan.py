@@ -8,15 +8,17 @@ level 1's 6 GB problems ran out of memory.)"""
 
 from __future__ import annotations
 
+import json
 import types
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from evaluation.instruments import phase as instruments_phase
 from evaluation.phases import memory_plan
 from evaluation.phases.memory_plan import GPU_WORKING_SETS, fit_the_card
-from evaluation.phases.problem_facts import ProblemFacts, problem_digest
+from evaluation.phases.problem_facts import FACTS_FOLDER, ProblemFacts, problem_digest
 from evaluation.phases.session import Abort
 from evaluation.results.types import EvaluationResult
 from evaluation.sandbox.protocol import EstimateReply, InstrumentReply
@@ -88,8 +90,12 @@ def test_the_bound_is_three_processes_of_the_working_sets():
 class _Asking:
     """A pair whose reference process answers every request with ``reply``, and records them."""
 
+    cache = ""  # the build cache's root of every pair made (the facts fixture's folder)
+
     def __init__(self, device: str, reply, scale: int = 1, problem: str = "class Model: ...") -> None:
-        self.cfg = types.SimpleNamespace(device=device, size_scale=scale, memory_limit_mb=16384, precision="fp32")
+        self.cfg = types.SimpleNamespace(
+            device=device, size_scale=scale, memory_limit_mb=16384, precision="fp32", build_cache_dir=self.cache
+        )
         self.res = EvaluationResult()
         self.ref, self.ref2, self.reply, self.asked = object(), None, reply, []
         self.problem_digest = problem_digest(problem)
@@ -100,7 +106,8 @@ class _Asking:
 
 
 @pytest.fixture
-def facts(monkeypatch):
+def facts(monkeypatch, tmp_path):
+    monkeypatch.setattr(_Asking, "cache", str(tmp_path))
     kept = ProblemFacts(capacity=4)
     monkeypatch.setattr(memory_plan, "FACTS", kept)
     monkeypatch.setattr(instruments_phase, "FACTS", kept)
@@ -155,13 +162,31 @@ def test_the_work_of_one_forward_is_counted_once_per_problem_and_precision(facts
     assert len(half.asked) == 1
 
 
-def test_the_last_facts_are_kept_and_a_pair_without_a_problem_keeps_none():
+def test_another_process_finds_the_facts_on_disk_and_checks_them(facts, monkeypatch):
+    memory_plan.check_memory(_Asking("cpu", _estimate(1, 1, free_gb=-1 / GB)))
+    monkeypatch.setattr(memory_plan, "FACTS", ProblemFacts())  # a fresh worker process: nothing in memory
+    fresh = _Asking("cpu", _estimate(3, 3, free_gb=-1 / GB))
+    memory_plan.check_memory(fresh)
+    assert fresh.asked == [] and fresh.res.environment["input_mb"] == 1024.0
+    (path,) = list((Path(_Asking.cache) / FACTS_FOLDER).iterdir())
+    path.write_text(json.dumps({"1|sizes": {"input_bytes": "a lot", "param_bytes": 0, "output_bytes": 0}}))
+    monkeypatch.setattr(memory_plan, "FACTS", ProblemFacts())
+    doubted = _Asking("cpu", _estimate(3, 3, free_gb=-1 / GB))
+    memory_plan.check_memory(doubted)
+    assert len(doubted.asked) == 1 and doubted.res.environment["input_mb"] == 3072.0
+    assert json.loads(path.read_text())["1|sizes"]["input_bytes"] == 3 * GB
+
+
+def test_the_last_facts_are_kept_and_a_pair_without_a_problem_keeps_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(_Asking, "cache", str(tmp_path / "not-made" / "deeper"))
     kept = ProblemFacts(capacity=2)
     pairs = [_Asking("cpu", None, problem=name) for name in ("a", "b", "c")]
     for pair in pairs:
-        kept.put(pair, "sizes", pair.problem_digest)
-    assert kept.get(pairs[0], "sizes") is None and kept.get(pairs[2], "sizes") == pairs[2].problem_digest
+        kept.put(pair, "sizes", {"digest": pair.problem_digest})
+    kept._kept.clear()  # noqa: SLF001 - memory gone: the facts come back from disk
+    assert kept.get(pairs[0], "sizes") == {"digest": pairs[0].problem_digest}
+    assert len(kept._kept) == 1  # noqa: SLF001
     anonymous = _Asking("cpu", None)
     anonymous.problem_digest = ""
-    kept.put(anonymous, "sizes", 1)
+    kept.put(anonymous, "sizes", {"x": 1})
     assert kept.get(anonymous, "sizes") is None
