@@ -27,6 +27,8 @@ def pytest_configure(config) -> None:
     # over a thousand clients a suite); with autorefresh it finds a file when it is asked for. In
     # this process only: a live site a test starts runs its own settings.
     settings.WHITENOISE_AUTOREFRESH = True
+    # Hashing at Django's iteration count cost about 20 s of CPU a database part (tests/hashers.py).
+    settings.PASSWORD_HASHERS = ["tests.hashers.FewIterationsPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
 
 
 def pytest_runtest_logstart(nodeid, location) -> None:

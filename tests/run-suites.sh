@@ -24,7 +24,12 @@ mapfile -t db_suites < <(existing "${DB_SUITES[@]}")
 if [ "${1:-}" = "--postgresql-part" ]; then  # (inside tests/with-postgres.sh: DATABASE_URL is set)
   "$PY" -m pytest "${db_suites[@]}" "${pytest_args[@]}" -m "not stops_database_server"; rest=$?
   echo "== the tests that stop the PostgreSQL server, alone =="
-  "$PY" -m pytest "${db_suites[@]}" -q -ra -p no:cacheprovider -m stops_database_server; alone=$?
+  # Only the files that hold them are collected (a whole database suite's collection takes 7-13 s).
+  mapfile -t stopping < <(grep -rl --include='*.py' 'stops_database_server' "${db_suites[@]}")
+  alone=5
+  if [ "${#stopping[@]}" -gt 0 ]; then
+    "$PY" -m pytest "${stopping[@]}" -q -ra -p no:cacheprovider -m stops_database_server; alone=$?
+  fi
   # 5 means the selection held no test, which is no failure of the code.
   for rc in $rest $alone; do [ "$rc" = 0 ] || [ "$rc" = 5 ] || exit 1; done
   exit 0

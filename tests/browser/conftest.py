@@ -71,14 +71,21 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 @pytest.fixture
-def site(browser, transactional_db, live_server, settings):
+def bare_site(browser, transactional_db, live_server, settings):
+    """The live server's base URL over an empty database, for a test that writes all it shows (no
+    seed: seeding takes 5-12 s), emptied after it."""
+    settings.STORAGES = PLAIN_STORAGES
+    return live_server.url
+
+
+@pytest.fixture
+def site(bare_site):
     """The live server's base URL, with the demo data in its database, for a test that writes: seeded
     for it alone, and the database emptied after it."""
     from leaderboard.demo import seed_demo  # deferred: Django is set up once the fixtures run
 
-    settings.STORAGES = PLAIN_STORAGES
     seed_demo()
-    return live_server.url
+    return bare_site
 
 
 @pytest.fixture(scope="module")

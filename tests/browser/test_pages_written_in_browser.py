@@ -1,6 +1,6 @@
 """The browser tests of pages that write first (a hostile kernel, a running evaluation, a board of
-their own): each seeds the demo data for itself (`site`), apart from the pages module's tests that
-share one seed."""
+their own): each seeds the demo data for itself (`site`), or writes all it shows into an empty
+database (`bare_site`), apart from the pages module's tests that share one seed."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_the_run_page_follows_its_verification_live(site, light_page):
     assert "running" not in light_page.locator("#run-progress-label").text_content()
 
 
-def test_the_field_board_shows_its_leader_by_each_source_at_1280_wide(site, browser):
+def test_the_field_board_shows_its_leader_by_each_source_at_1280_wide(bare_site, browser):
     # issue 26.3: with the field's shape of data (runs from a published leaderboard, timed on an
     # L40S and not measured here, beside runs measured here), the level-1 board names its leader by
     # published figures and by measured ones, both inside a 1280x800 viewport without scrolling.
@@ -73,7 +73,7 @@ def test_the_field_board_shows_its_leader_by_each_source_at_1280_wide(site, brow
     make_run(field, [1.6, 1.1, 0.7, None], model=make_model("measured-here-model"), hardware=h200)
     context, page = _new_page(browser, charts=False, viewport={"width": 1280, "height": 800})
     try:
-        page.goto(site + f"/levels/1/?set={field.slug}")
+        page.goto(bare_site + f"/levels/1/?set={field.slug}")
         leaders = {
             "#leader-published": ("field-o1", "75.0%"),
             "#leader-measured": ("measured-here-model", "50.0%"),
