@@ -7,8 +7,7 @@
 # wait (on subprocesses, servers, sandboxes, timeouts) more than they compute, so two processes
 # overlap one's waits with the other's work (docs/performance.md, "The suite in two processes a part").
 # Every test makes its own ports, folders, Redis and (per process) test database; the tests that stop
-# or restart the PostgreSQL server all the others share (marked stops_database_server) run after the
-# rest, alone.
+# or restart their PostgreSQL server (marked stops_database_server) run on a server of their own.
 set -uo pipefail
 PY=${PY:-.venv/bin/python}
 WORKERS=${KB_TEST_WORKERS:-2}
@@ -22,17 +21,7 @@ existing() { for suite in "$@"; do [ -d "$suite" ] && printf '%s\n' "$suite"; do
 mapfile -t db_suites < <(existing "${DB_SUITES[@]}")
 
 if [ "${1:-}" = "--postgresql-part" ]; then  # (inside tests/with-postgres.sh: DATABASE_URL is set)
-  "$PY" -m pytest "${db_suites[@]}" "${pytest_args[@]}" -m "not stops_database_server"; rest=$?
-  echo "== the tests that stop the PostgreSQL server, alone =="
-  # Only the files that hold them are collected (a whole database suite's collection takes 7-13 s).
-  mapfile -t stopping < <(grep -rl --include='*.py' 'stops_database_server' "${db_suites[@]}")
-  alone=5
-  if [ "${#stopping[@]}" -gt 0 ]; then
-    "$PY" -m pytest "${stopping[@]}" -q -ra -p no:cacheprovider -m stops_database_server; alone=$?
-  fi
-  # 5 means the selection held no test, which is no failure of the code.
-  for rc in $rest $alone; do [ "$rc" = 0 ] || [ "$rc" = 5 ] || exit 1; done
-  exit 0
+  exec "$PY" -m pytest "${db_suites[@]}" "${pytest_args[@]}" -m "not stops_database_server"
 fi
 
 unset DATABASE_URL  # the parts before PostgreSQL's run on SQLite
@@ -48,9 +37,32 @@ part() {  # part NAME COMMAND...: run it, say how it ended and how long it took
   [ "$rc" = 0 ] || [ "$rc" = 5 ] || status=1
 }
 
+# The tests that stop or restart their PostgreSQL server get a server of their own and run beside the
+# SQLite part (they mostly wait: a 20 s outage, a restart), not alone after the PostgreSQL part; only
+# the files that hold them are collected.
+mapfile -t stopping < <(grep -rl --include='*.py' 'stops_database_server' "${db_suites[@]}")
+stopping_log=$(mktemp /tmp/kb-stopping.XXXXXX)
+start_stopping_part() {
+  [ "${#stopping[@]}" -gt 0 ] || return 0
+  PY="$PY" bash tests/with-postgres.sh "$PY" -m pytest "${stopping[@]}" -q -ra -p no:cacheprovider \
+    -m stops_database_server > "$stopping_log" 2>&1 &
+  stopping_pid=$!
+}
+finish_stopping_part() {
+  [ -n "${stopping_pid:-}" ] || return 0
+  wait "$stopping_pid"
+  local rc=$?
+  cat "$stopping_log"
+  echo "== the tests that stop their PostgreSQL server (a server of their own, beside the SQLite part): exit $rc =="
+  [ "$rc" = 0 ] || [ "$rc" = 5 ] || status=1
+}
+
 start=$SECONDS
 part "suites without a database (${other_suites[*]})" "$PY" -m pytest "${other_suites[@]}" "${pytest_args[@]}"
+start_stopping_part
 part "database suites on SQLite (${db_suites[*]})" "$PY" -m pytest "${db_suites[@]}" "${pytest_args[@]}"
+finish_stopping_part
+rm -f "$stopping_log"
 part "database suites on PostgreSQL (${db_suites[*]})" env PY="$PY" KB_TEST_WORKERS="$WORKERS" \
   bash tests/with-postgres.sh bash "$0" --postgresql-part
 echo "== every suite: $((SECONDS - start)) s =="
