@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import json
 import os
@@ -93,7 +94,9 @@ class BackgroundBuild:
     """``prebuild(source)`` into ``folder/cache``, in a process of its own with ``env`` over this
     process's environment: ``start()`` starts it (once), ``result()`` waits for it and gives its
     ``BuildOutcome``. Whoever starts it waits for it in the same setup, so that it never runs beside
-    another test."""
+    another test. ``folder`` may be shared by the pytest processes of one run (``run_folder``): the
+    first to start takes its lock and builds, another waits for that build's outcome, and builds
+    itself only if that process ended without one."""
 
     def __init__(self, folder: str, source: str, env: dict[str, str]) -> None:
         self.source = source
@@ -101,11 +104,23 @@ class BackgroundBuild:
         self.cache = os.path.join(folder, "cache")
         self._result = os.path.join(folder, "outcome.pickle")
         self._log = os.path.join(folder, "build.log")
+        self._lock = os.path.join(folder, "lock")
+        self._held: int | None = None  # the lock's descriptor while this process builds
         self._proc: subprocess.Popen[bytes] | None = None
         self._outcome: BuildOutcome | None = None
 
     def start(self) -> None:
-        if self._proc is not None:
+        if self._proc is not None or self._outcome is not None:
+            return
+        fd = os.open(self._lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return  # another process of this run is building it
+        self._held = fd
+        if os.path.exists(self._result):
+            self._release()
             return
         env = {**os.environ, **self.env}
         args = [sys.executable, "-c", _BUILD, self.source, self.cache, self._result]
@@ -118,13 +133,32 @@ class BackgroundBuild:
     def result(self) -> BuildOutcome:
         if self._outcome is None:
             self.start()
-            assert self._proc is not None
-            rc = self._proc.wait()
-            with open(self._log, encoding="utf-8", errors="replace") as fh:
-                assert rc == 0, fh.read()[-3000:]
+            if self._proc is None:
+                self._wait_for_the_other()
+            if self._proc is not None:
+                rc = self._proc.wait()
+                self._release()
+                with open(self._log, encoding="utf-8", errors="replace") as fh:
+                    assert rc == 0, fh.read()[-3000:]
             with open(self._result, "rb") as fh:
                 self._outcome = pickle.load(fh)
         return self._outcome
+
+    def _wait_for_the_other(self) -> None:
+        """Wait until the process building it lets go of the lock; build here if it left no outcome."""
+        fd = os.open(self._lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        finally:
+            os.close(fd)
+        if not os.path.exists(self._result):
+            self.start()
+            assert self._proc is not None or os.path.exists(self._result), "the shared build's lock is held"
+
+    def _release(self) -> None:
+        if self._held is not None:
+            os.close(self._held)
+            self._held = None
 
     @property
     def ext_dir(self) -> str:
@@ -135,8 +169,17 @@ class BackgroundBuild:
         return ext
 
     def stop(self) -> None:
-        if self._proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self._proc.pid, signal.SIGKILL)  # the group outlives a leader that already ended
-        self._proc.wait()
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)  # the group outlives a leader that already ended
+            self._proc.wait()
+        self._release()
+
+
+def run_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> str:
+    """A folder every pytest process of this run finds at the same path (pytest-xdist's workers keep
+    their temporary folders inside the run's), made once."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return str(folder)
