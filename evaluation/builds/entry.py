@@ -33,10 +33,10 @@ import shutil
 import subprocess
 import sys
 import time
-from importlib.metadata import PackageNotFoundError, version
 
 from evaluation.builds.cu_flags import nvcc_append_flags
 from evaluation.builds.nvcc_steps import enabled as split_nvcc
+from evaluation.results.harness_id import torch_version
 from evaluation.sandbox.safe_files import (
     TreePolicy,
     UnsafeFile,
@@ -75,13 +75,6 @@ def units_enabled() -> bool:
     return os.environ.get("KB_UNITS", "1") != "0"
 
 
-def _torch_version() -> str:
-    try:
-        return version("torch")
-    except PackageNotFoundError:
-        return "unknown"
-
-
 @functools.lru_cache(maxsize=1)
 def cuda_toolkit_version() -> str:
     """The CUDA toolkit's version (``version.json`` of CUDA_HOME, else ``nvcc --version``); "" without one."""
@@ -102,7 +95,7 @@ def cuda_toolkit_version() -> str:
 
 def build_key(kernel_source: str, device: str, arch: str = "") -> str:
     """The cache key of a kernel source; ``arch`` is the target architecture (TORCH_CUDA_ARCH_LIST)."""
-    parts = [BUILD_FORMAT, kernel_source, device, _torch_version(), sys.version.split()[0],
+    parts = [BUILD_FORMAT, kernel_source, device, torch_version(), sys.version.split()[0],
              cuda_toolkit_version() if device == "cuda" else "", arch]
     parts += [f"{k}={os.environ.get(k, '')}" for k in COMPILER_ENV]
     if units_enabled():  # the build's CXX is then evaluation/builds/unit_cc: in ninja's commands

@@ -67,8 +67,9 @@ import threading
 import time
 from typing import Any
 
-from evaluation.builds.entry import _remove, _torch_version, cuda_toolkit_version
+from evaluation.builds.entry import _remove, cuda_toolkit_version
 from evaluation.paths import PACKAGE_PARENT
+from evaluation.results.harness_id import torch_version
 
 #: "2": a stand-in header beside the precompiled ones, and an entry ready only once a compile
 #: through it passed in the build sandbox (entries of format "1" broke every source that includes
@@ -125,7 +126,7 @@ def compiler_identity(cxx: str) -> str:
 
 def pch_key(device: str, arch: str = "", variant_flags: dict[str, tuple[str, ...]] | None = None) -> str:
     cxx = os.environ.get("CXX", "c++")
-    parts = [PCH_FORMAT, _torch_version(), sys.version.split()[0], device,
+    parts = [PCH_FORMAT, torch_version(), sys.version.split()[0], device,
              cuda_toolkit_version() if device == "cuda" else "", arch, cxx, compiler_identity(cxx),
              json.dumps(sorted((variant_flags or variants()).items()))]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]

@@ -76,10 +76,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from evaluation.builds.entry import _remove, _torch_version, cuda_toolkit_version, units_enabled
+from evaluation.builds.entry import _remove, cuda_toolkit_version, units_enabled
 from evaluation.builds.pch import _die_with_parent, compiler_identity
 from evaluation.builds.unit_client import MAX_REQUEST_BYTES, server_refuses
 from evaluation.builds.unit_names import bind_name, module_name, shared_flags
+from evaluation.results.harness_id import torch_version
 from evaluation.sandbox.limits import DEFAULT_MAX_PROCESSES, MemoryMeter, process_table
 from evaluation.sandbox.safe_files import UnsafeFile, read_below, write_new
 
@@ -169,7 +170,7 @@ def flags_ok(flags: list[str]) -> bool:
 
 def unit_key(name: str, flags: list[str], text: str, env: dict[str, str], device: str) -> str:
     cxx = os.environ.get("CXX", "c++")
-    parts = [UNITS_FORMAT, cxx, compiler_identity(cxx), _torch_version(), sys.version.split()[0], device,
+    parts = [UNITS_FORMAT, cxx, compiler_identity(cxx), torch_version(), sys.version.split()[0], device,
              cuda_toolkit_version() if device == "cuda" else "", env.get("CPATH", ""), name, json.dumps(flags), text]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 

@@ -3,7 +3,8 @@ in the evaluating process: the meta device's sizes (``memory_plan``) and the wor
 (the speed-of-light instrument).
 
 Both are the reference's own code, seeded, run on the meta device (or, where it does not run there,
-on the device), so they depend only on the problem's source, its scale and the run's precision. They
+on the device), so they depend only on the problem's source, its scale and the run's precision (and
+on the code that finds them: the harness's and torch's version are in the key). They
 are costly to find the first time in a process: the first operator on the meta device imports
 ``torch._dynamo`` and sympy, 1.2-2 s of the reference process's CPU on a 2-core machine, and the work
 count's ``FlopCounterMode`` more. A worker evaluates the same problems again and again (a run's
@@ -24,6 +25,7 @@ from collections import OrderedDict
 from typing import Any
 
 from evaluation.phases.session import Pair
+from evaluation.results.harness_id import harness_digest, torch_version
 from evaluation.sandbox.safe_files import read_json, replace_json
 
 #: The folder, in the build cache's root, of the facts kept on disk (a dot name: never evicted).
@@ -31,7 +33,10 @@ FACTS_FOLDER = ".problem_facts"
 
 
 def problem_digest(problem_source: str) -> str:
-    return hashlib.sha256(problem_source.encode()).hexdigest()
+    """The problem's key: its source, and the harness's code and torch's version that find its facts
+    (a fact another version found is found again)."""
+    stamp = f"{harness_digest()}\0{torch_version()}\0"
+    return hashlib.sha256((stamp + problem_source).encode()).hexdigest()
 
 
 class ProblemFacts:

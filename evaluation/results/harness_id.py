@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from evaluation.paths import PACKAGE_DIR
@@ -31,3 +32,12 @@ def harness_identity() -> dict[str, str]:
     if commit:
         out["harness_commit"] = commit[:40]
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def torch_version() -> str:
+    """The installed torch's version, read from its metadata (torch itself is not imported)."""
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        return "unknown"
