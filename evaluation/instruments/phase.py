@@ -25,7 +25,7 @@ from typing import Any
 from evaluation.instruments import determinism, precision, profile, roofline, sanitize, shapes
 from evaluation.instruments.scope import surely_slower
 from evaluation.phases.correctness import compare_trial
-from evaluation.phases.problem_facts import FACTS
+from evaluation.phases.problem_facts import FACTS, whole_sizes
 from evaluation.phases.seeds import derive_seed
 from evaluation.phases.session import Abort, Pair
 from evaluation.results.hardware import hardware_slug
@@ -154,7 +154,7 @@ def _reference_work(pair: Pair) -> dict[str, Any]:
     problem in this process (``problem_facts``)."""
     what = f"work/{pair.cfg.precision}"
     kept = FACTS.get(pair, what)
-    if kept is not None and all(type(kept.get(n)) is int for n in ("input_bytes", "param_bytes", "output_bytes")):
+    if kept is not None and whole_sizes(kept):
         return kept
     r = pair.request(pair.ref, InstrumentRequest(what="work"), InstrumentReply)
     if not r.ok:

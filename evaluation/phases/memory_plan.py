@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from evaluation.phases.problem_facts import FACTS
+from evaluation.phases.problem_facts import FACTS, SIZE_FIELDS, whole_sizes
 from evaluation.phases.session import Abort, Pair
 from evaluation.sandbox.protocol import EstimateReply, EstimateRequest
 
@@ -45,13 +45,10 @@ def _estimate(pair: Pair) -> EstimateReply:
     return dataclasses.replace(kept, device_free_bytes=est.device_free_bytes)  # a moment's figure: never kept
 
 
-SIZE_FIELDS = ("input_bytes", "param_bytes", "output_bytes")
-
-
 def _kept_sizes(pair: Pair) -> EstimateReply | None:
     """The sizes found in an earlier evaluation of the problem, if they are whole numbers."""
     kept = FACTS.get(pair, "sizes")
-    if kept is None or not all(type(kept.get(name)) is int and kept[name] >= -1 for name in SIZE_FIELDS):
+    if kept is None or not whole_sizes(kept):
         return None
     return EstimateReply(ok=True, **{name: kept[name] for name in SIZE_FIELDS})
 

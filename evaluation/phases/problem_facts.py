@@ -89,3 +89,11 @@ def _path(pair: Pair) -> str:
 
 
 FACTS = ProblemFacts()
+
+#: The byte counts both kept facts hold (the estimate's sizes, the work of one forward).
+SIZE_FIELDS = ("input_bytes", "param_bytes", "output_bytes")
+
+
+def whole_sizes(fact: dict[str, Any] | None) -> bool:
+    """Whether a kept fact holds every byte count as a whole number (a fact from disk is checked)."""
+    return fact is not None and all(type(fact.get(name)) is int and fact[name] >= -1 for name in SIZE_FIELDS)
