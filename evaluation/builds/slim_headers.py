@@ -36,18 +36,34 @@ above. On a 2-core machine (CPU torch's headers, nvcc 13.0, one field kernel, tw
 ``.cu`` compile took 37.4-38.7 s with the slim header and 19.3-20.7 s lean, and the two objects'
 device code (``.nv_fatbin``) was the same byte for byte.
 
-Layout: ``<build_cache_dir>/.pch/<level>-cu-<FORMAT>/include/torch/`` (``slim-cu-1``: ``extension.h``;
-``lean-cu-1``: ``extension.h`` and ``types.h``), written once (root owns ``.pch``: kernels read it,
-never write it), never rewritten while its text is right: ninja's dependency records name it, and a
-newer file would make every entry built with it out of date. ``KB_SLIM_CU_HEADERS=0`` turns both off.
+**The operators' own headers, light.** Every generated ``ATen/ops/<name>.h`` first includes ATen's
+context, device guard, tensor utilities and tracer, and through them ``c10::List``, ``IValue`` and the
+JIT's types; ``ATen/TensorIndexing.h`` includes ``c10::List`` itself. Those templates were half of what
+the three front ends parsed: on the 2-core machine (L2 P14's field kernel, ``nvcc --time``) cudafe++
+6.7 s, cicc 7.0 s and the host compile 6.7 s lean, 3.6, 3.0 and 2.8 s without them (the whole ``.cu``
+22.1 s, then 10.9 s). So the lean folder also holds, for each operator of ``LEAN_OPS``, an
+``ATen/ops/<name>.h`` that in a CUDA compile is torch's own header's functions (read from the
+installed torch's header when the folder is written) after only the includes they use (the Tensor,
+its options, ``Scalar``); in any other compile the real header. The Tensor's indexing
+(``x.index({b, c})``, one of the field's 413 kernels) is left out: such a source is built again with
+the real header.
+
+Layout: ``<build_cache_dir>/.pch/<level>-cu-<digest>/include/`` (``torch/extension.h``; lean also
+``torch/types.h`` and ``ATen/ops/<name>.h``), the digest that of the folder's text, so that another
+torch (whose operator headers differ) or another text is another folder. Written once (root owns
+``.pch``: kernels read it, never write it), never rewritten while its text is right: ninja's
+dependency records name it, and a newer file would make every entry built with it out of date.
+``KB_SLIM_CU_HEADERS=0`` turns both off.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import os
 import secrets
 
-FORMAT = "1"
 HEADER_TEXT = """\
 /* The harness's stand-in for torch/extension.h (evaluation/builds/slim_headers.py): a CUDA source gets
    torch/types.h, which load_inline itself puts before every CUDA source; anything else gets the
@@ -102,19 +118,66 @@ LEAN_TYPES_TEXT = (
     "   that needs more is built again with the real one. */\n"
     "#pragma once\n#if defined(__CUDACC__)\n#include <optional>\n#include <ATen/core/Tensor.h>\n#include <ATen/Dispatch.h>\n"
     + "".join(f"#include <ATen/ops/{name}.h>\n" for name in LEAN_OPS)
-    # The Tensor's arithmetic operators (x / y) and indexing (x.index({b, c})): their headers include
-    # every operator unless told the build has per-operator headers, and then only the few they use.
+    # The Tensor's arithmetic operators (x / y): their header includes every operator unless told the
+    # build has per-operator headers, and then only the one it uses.
     + "#ifndef AT_PER_OPERATOR_HEADERS\n#define AT_PER_OPERATOR_HEADERS\n#define KB_LEAN_PER_OPERATOR\n#endif\n"
-    + "#include <ATen/TensorOperators.h>\n#include <ATen/TensorIndexing.h>\n"
+    + "#include <ATen/TensorOperators.h>\n"
     + "#ifdef KB_LEAN_PER_OPERATOR\n#undef AT_PER_OPERATOR_HEADERS\n#undef KB_LEAN_PER_OPERATOR\n#endif\n"
     + TORCH_NAMES
     + "#else\n#include_next <torch/types.h>\n#endif\n"
 )
-#: Each level's folder and the files it holds.
-FILES: dict[str, dict[str, str]] = {
-    "slim": {"extension.h": HEADER_TEXT},
-    "lean": {"extension.h": HEADER_TEXT, "types.h": LEAN_TYPES_TEXT},
-}
+#: What a light operator header includes before torch's own functions of the operator.
+OP_INCLUDES = ("<optional>", "<string_view>", "<ATen/core/Tensor.h>", "<c10/core/Scalar.h>",
+               "<c10/core/TensorOptions.h>")  # fmt: skip
+
+
+def op_header_text(name: str, real: str) -> str:
+    """``ATen/ops/<name>.h`` for the lean folder, from torch's own header ``real``: in a CUDA compile its
+    functions after ``OP_INCLUDES`` and its ``<name>_ops.h``, none of its other includes; else the real one."""
+    own_ops = f"<ATen/ops/{name}_ops.h>"
+    body = [line for line in real.splitlines()
+            if line.strip() != "#pragma once" and not (line.startswith("#include") and own_ops not in line)]
+    return ("/* The harness's light stand-in for this operator's header (evaluation/builds/slim_headers.py). */\n"
+            "#pragma once\n#if defined(__CUDACC__)\n" + "".join(f"#include {h}\n" for h in OP_INCLUDES)
+            + "\n".join(body) + f"\n#else\n#include_next <ATen/ops/{name}.h>\n#endif\n")
+
+
+def torch_include() -> str | None:
+    """The installed torch's header folder, found without importing torch (the parent never does)."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        if os.path.isdir(os.path.join(root, "include", "ATen")):
+            return os.path.join(root, "include")
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def files(level_name: str, torch_headers: str | None) -> dict[str, str]:
+    """The folder's files of ``level_name`` (paths under ``include/``, and their text). An operator whose
+    header torch lacks keeps torch's (the source still compiles, only slower)."""
+    out = {"torch/extension.h": HEADER_TEXT}
+    if level_name != "lean":
+        return out
+    out["torch/types.h"] = LEAN_TYPES_TEXT
+    if torch_headers is None:
+        return out
+    for name in LEAN_OPS:
+        try:
+            with open(os.path.join(torch_headers, "ATen", "ops", f"{name}.h"), encoding="utf-8") as fh:
+                out[f"ATen/ops/{name}.h"] = op_header_text(name, fh.read())
+        except (OSError, UnicodeDecodeError):
+            continue
+    return out
+
+
+def _digest(texts: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(texts):
+        h.update(f"{path}\0{texts[path]}\0".encode())
+    return h.hexdigest()[:12]
 
 
 def level() -> str:
@@ -127,14 +190,14 @@ def enabled(device: str) -> bool:
 
 
 def include_dir(cache_root: str) -> str:
-    return os.path.join(cache_root, ".pch", f"{level()}-cu-{FORMAT}", "include")
+    return os.path.join(cache_root, ".pch", f"{level()}-cu-{_digest(files(level(), torch_include()))}", "include")
 
 
 def ensure(cache_root: str) -> str | None:
     """The folder to name in ``CPATH``, its files written if they are not there yet; None if they cannot be."""
     folder = include_dir(cache_root)
-    for name, text in FILES[level()].items():
-        path = os.path.join(folder, "torch", name)
+    for name, text in files(level(), torch_include()).items():
+        path = os.path.join(folder, name)
         if _reads(path, text) == text:
             continue
         try:

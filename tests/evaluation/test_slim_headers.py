@@ -31,36 +31,60 @@ from tests.evaluation.test_pch import CUDA_KERNEL as PCH_CUDA_KERNEL
 needs_cxx = pytest.mark.skipif(shutil.which("c++") is None, reason="needs a C++ compiler")
 
 
+# An operator's header as torch generates it: its own declarations after ATen's heavy includes.
+FAKE_OP_HEADER = """#if !defined(TORCH_STABLE_ONLY)
+#pragma once
+#include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/{name}_ops.h>
+namespace at {{ int op_{name}; }}
+#endif
+"""
+
+
 def _fake_torch(root) -> str:
+    """A torch include tree whose headers say which of them a compile read (a marker each)."""
     inc = root / "torch_include"
+    if inc.exists():
+        return str(inc)
     (inc / "torch").mkdir(parents=True)
     (inc / "torch" / "extension.h").write_text("int real_extension_h;\n")
     (inc / "torch" / "types.h").write_text("int types_h_only;\n")
     (inc / "ATen" / "core").mkdir(parents=True)
     (inc / "ATen" / "ops").mkdir()
-    (inc / "ATen" / "core" / "Tensor.h").write_text("int aten_tensor_h;\n")
+    (inc / "c10" / "core").mkdir(parents=True)
+    (inc / "ATen" / "core" / "Tensor.h").write_text("#pragma once\nint aten_tensor_h;\n")
+    (inc / "ATen" / "Context.h").write_text("#pragma once\nint aten_context_h;\n")
+    (inc / "c10" / "core" / "Scalar.h").write_text("#pragma once\n")
+    (inc / "c10" / "core" / "TensorOptions.h").write_text("#pragma once\n")
     (inc / "ATen" / "Dispatch.h").write_text("int aten_dispatch_h;\n")
-    (inc / "ATen" / "TensorOperators.h").write_text("int aten_operators_h;\n")
-    (inc / "ATen" / "TensorIndexing.h").write_text("#ifdef AT_PER_OPERATOR_HEADERS\nint aten_indexing_h;\n#endif\n")
+    (inc / "ATen" / "TensorOperators.h").write_text("#ifdef AT_PER_OPERATOR_HEADERS\nint aten_operators_h;\n#endif\n")
+    (inc / "ATen" / "TensorIndexing.h").write_text("int aten_indexing_h;\n")
     for name in slim_headers.LEAN_OPS:
-        (inc / "ATen" / "ops" / f"{name}.h").write_text(f"int op_{name};\n")
+        (inc / "ATen" / "ops" / f"{name}.h").write_text(FAKE_OP_HEADER.format(name=name))
+        (inc / "ATen" / "ops" / f"{name}_ops.h").write_text(f"#pragma once\nint ops_of_{name};\n")
     return str(inc)
+
+
+@pytest.fixture
+def fake_torch_headers(tmp_path, monkeypatch):
+    """The lean folder's operator headers are written from this fake torch's (``slim_headers.files``)."""
+    monkeypatch.setattr(slim_headers, "torch_include", lambda: _fake_torch(tmp_path))
 
 
 def _preprocess(tmp_path, cpath: str, *defines: str, header: str = "torch/extension.h") -> str:
     src = tmp_path / "k.cpp"
     src.write_text(f"#include <{header}>\n#include <{header}>\n")
     env = {**os.environ, "CPATH": cpath}
-    shutil.rmtree(tmp_path / "torch_include", ignore_errors=True)
     cmd = ["c++", "-E", "-P", *defines, "-isystem", _fake_torch(tmp_path), str(src)]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
 
 
 @needs_cxx
-def test_slim_gives_a_cuda_compile_types_h_and_a_cpp_compile_the_real_header(tmp_path, monkeypatch):
+def test_slim_gives_a_cuda_compile_types_h_and_a_cpp_compile_the_real_header(tmp_path, monkeypatch, fake_torch_headers):
     monkeypatch.setenv("KB_SLIM_CU_HEADERS", "1")
     folder = slim_headers.ensure(str(tmp_path / "cache"))
-    assert folder is not None and folder.endswith(os.path.join("slim-cu-1", "include"))
+    assert folder is not None and os.path.basename(os.path.dirname(folder)).startswith("slim-cu-")
     cuda = _preprocess(tmp_path, folder, "-D__CUDACC__")
     assert "types_h_only" in cuda and "real_extension_h" not in cuda
     cpp = _preprocess(tmp_path, folder)
@@ -68,26 +92,52 @@ def test_slim_gives_a_cuda_compile_types_h_and_a_cpp_compile_the_real_header(tmp
 
 
 @needs_cxx
-def test_lean_gives_a_cuda_compile_the_tensor_and_its_operators_and_nothing_else_of_torch(tmp_path, monkeypatch):
+def test_lean_gives_a_cuda_compile_the_tensor_and_its_operators_and_nothing_else_of_torch(
+    tmp_path, monkeypatch, fake_torch_headers
+):
     monkeypatch.setenv("KB_SLIM_CU_HEADERS", "2")
     folder = slim_headers.ensure(str(tmp_path / "cache"))
-    assert folder is not None and folder.endswith(os.path.join("lean-cu-1", "include"))
+    assert folder is not None and os.path.basename(os.path.dirname(folder)).startswith("lean-cu-")
     for header in ("torch/extension.h", "torch/types.h"):  # the source's include, and load_inline's
         cuda = _preprocess(tmp_path, folder, "-D__CUDACC__", header=header)
-        marks = ("aten_tensor_h", "aten_dispatch_h", "aten_operators_h", "aten_indexing_h", "op_zeros_like")
+        marks = ("aten_tensor_h", "aten_dispatch_h", "aten_operators_h", "op_zeros_like", "ops_of_zeros_like")
         assert all(m in cuda for m in marks), header
+        assert all(f"int op_{name};" in cuda for name in slim_headers.LEAN_OPS), header
+        # Neither ATen's context (every operator header's first include) nor the indexing (c10::List).
+        assert "aten_context_h" not in cuda and "aten_indexing_h" not in cuda, header
         assert "types_h_only" not in cuda and "real_extension_h" not in cuda, header
         assert "constexpr auto kFloat32 = at::kFloat;" in cuda and cuda.count("namespace torch {") == 1, header
     cpp = _preprocess(tmp_path, folder, header="torch/types.h")
     assert "types_h_only" in cpp and "aten_tensor_h" not in cpp and "namespace torch" not in cpp
     assert "real_extension_h" in _preprocess(tmp_path, folder)
+    # Any other compile that includes an operator's header gets torch's, whole.
+    cpp = _preprocess(tmp_path, folder, header="ATen/ops/zeros.h")
+    assert "aten_context_h" in cpp and "op_zeros" in cpp
 
 
-def test_the_headers_are_written_once_and_mended_when_wrong(tmp_path, monkeypatch):
+def test_the_lean_folder_is_named_by_its_text_so_another_torch_gets_another(tmp_path, monkeypatch, fake_torch_headers):
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "2")
+    cache = str(tmp_path / "cache")
+    first = slim_headers.ensure(cache)
+    zeros = os.path.join(_fake_torch(tmp_path), "ATen", "ops", "zeros.h")
+    with open(zeros, "a") as fh:
+        fh.write("namespace at { int zeros_of_a_newer_torch; }\n")
+    slim_headers.files.cache_clear()
+    try:
+        second = slim_headers.ensure(cache)
+    finally:
+        slim_headers.files.cache_clear()
+    assert second != first and os.path.isdir(first)  # the old folder stays: entries built with it name it
+    with open(os.path.join(second, "ATen", "ops", "zeros.h")) as fh:
+        assert "zeros_of_a_newer_torch" in fh.read()
+
+
+def test_the_headers_are_written_once_and_mended_when_wrong(tmp_path, monkeypatch, fake_torch_headers):
     monkeypatch.setenv("KB_SLIM_CU_HEADERS", "2")
     cache = str(tmp_path / "cache")
     folder = slim_headers.ensure(cache)
     assert sorted(os.listdir(os.path.join(folder, "torch"))) == ["extension.h", "types.h"]
+    assert sorted(os.listdir(os.path.join(folder, "ATen", "ops"))) == sorted(f"{n}.h" for n in slim_headers.LEAN_OPS)
     path = os.path.join(folder, "torch", "types.h")
     assert os.stat(path).st_mode & 0o777 == 0o644
     os.utime(path, (1_000_000, 1_000_000))
@@ -99,6 +149,55 @@ def test_the_headers_are_written_once_and_mended_when_wrong(tmp_path, monkeypatc
     with open(path) as fh:
         assert fh.read() == slim_headers.LEAN_TYPES_TEXT
     assert sorted(os.listdir(os.path.dirname(path))) == ["extension.h", "types.h"]
+
+
+LEAN_CU = r"""
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+template <typename T> __global__ void halve(const T* x, T* y, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] / T(2);
+}
+torch::Tensor run(torch::Tensor x) {
+    auto y = torch::zeros_like(x);
+    auto z = torch::empty({x.size(0)}, x.options().dtype(torch::kFloat32));
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "halve", [&] {
+        halve<scalar_t><<<(x.numel() + 255) / 256, 256>>>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), x.numel());
+    });
+    return (y / 2 + z.mean()).contiguous();
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA's compiler; no GPU needed)")
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    "body, compiles", [("", True), ("torch::Tensor first(torch::Tensor x) { return x.index({0}); }", False)]
+)
+def test_nvcc_compiles_a_cu_file_lean_with_torchs_real_headers(tmp_path, monkeypatch, body, compiles):
+    """The light operator headers are torch's own functions: nvcc's front ends (cudafe++ and cicc,
+    ``--cuda``) take a field-like ``.cu`` through them; the indexing is not in the lean folder."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "2")
+    folder = slim_headers.ensure(str(tmp_path / "cache"))
+    assert folder is not None and os.path.isfile(os.path.join(folder, "ATen", "ops", "zeros_like.h"))
+    cu = tmp_path / "k.cu"
+    cu.write_text("#include <torch/types.h>\n" + LEAN_CU + body)  # load_inline's first line, then the source
+    includes = [arg for path in cpp_extension.include_paths() for arg in ("-isystem", path)]
+    cmd = [
+        "nvcc",
+        "--cuda",
+        "-std=c++17",
+        "-arch=sm_90",
+        "--expt-relaxed-constexpr",
+        *includes,
+        str(cu),
+        "-o",
+        str(tmp_path / "k.ii"),
+    ]
+    r = subprocess.run(cmd, env={**os.environ, "CPATH": folder}, capture_output=True, text=True, timeout=280)
+    assert (r.returncode == 0) == compiles, r.stderr[-3000:]
 
 
 def test_only_cuda_builds_get_it(monkeypatch):
