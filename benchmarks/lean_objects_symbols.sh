@@ -18,7 +18,7 @@ PYINC=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 KNOWN=$(mktemp)
 { for f in "$LIB"/*.so*; do nm -D --defined-only "$f" 2>/dev/null | awk '{print $3}'; done
   for f in libstdc++.so.6 libc.so.6 libm.so.6 libgcc_s.so.1; do
-    nm -D --defined-only "/lib/x86_64-linux-gnu/$f" | awk '{print $3}' | sed 's/@.*//'; done; } | sort -u > "$KNOWN"
+    nm -D --defined-only "$(c++ -print-file-name="$f")" | awk '{print $3}' | sed 's/@.*//'; done; } | sort -u > "$KNOWN"
 n=0 bad=0
 for d in $(ls "$WORK" | grep -v '^cache$' | shuf -n "$N" --random-source=<(yes)); do
   cu="$WORK/$d/ext0/cuda.cu"; [ -f "$cu" ] || continue

@@ -190,7 +190,20 @@ def enabled(device: str) -> bool:
 
 
 def include_dir(cache_root: str) -> str:
-    return os.path.join(cache_root, ".pch", f"{level()}-cu-{_digest(files(level(), torch_include()))}", "include")
+    return os.path.join(cache_root, ".pch", _folder_name(level(), torch_include()), "include")
+
+
+def forget() -> None:
+    """Read torch's headers again on next use (they are cached for the process's life)."""
+    files.cache_clear()
+    _folder_name.cache_clear()
+
+
+@functools.lru_cache(maxsize=8)
+def _folder_name(level_name: str, torch_headers: str | None) -> str:
+    # Hashing some hundred kilobytes of header text once per build would be waste: the texts are fixed
+    # for a (level, torch) pair within a process, as files() already assumes.
+    return f"{level_name}-cu-{_digest(files(level_name, torch_headers))}"
 
 
 def ensure(cache_root: str) -> str | None:
