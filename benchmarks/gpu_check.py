@@ -309,7 +309,9 @@ def summary(
         "cuda_builds": len(seconds),
         "cuda_build_median_s": round(statistics.median(seconds), 1) if seconds else None,
         "cuda_build_p90_s": round(p90(seconds), 1) if seconds else None,
-        "shared_headers_share": _share(sum(h in ("shared", "built") for h in headers), len(headers)),
+        # Shared headers: the precompiled ones, or the lean folder (a lean build's, written once per host).
+        "shared_headers_share": _share(sum(h in ("shared", "built", "lean") for h in headers), len(headers)),
+        "lean_headers_share": _share(sum(h == "lean" for h in headers), len(headers)),
         "parent_clock_excess_ms": _excess(clean),
         "selfchecks": [{k: s.get(k) for k in ("problem", "speedup", "speedup_interval", "device")} for s in selfchecks],
         "evaluation_median_s": stage_medians(ms),

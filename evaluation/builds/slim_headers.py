@@ -48,6 +48,17 @@ its options, ``Scalar``); in any other compile the real header. The Tensor's ind
 (``x.index({b, c})``, one of the field's 413 kernels) is left out: such a source is built again with
 the real header.
 
+**The wrapper, lean too.** The lean folder's ``torch/extension.h`` gives a C++ compile (the wrapper
+``main.cpp``) the Tensor, torch's pybind11 casters and ``torch::wrap_pybind_function`` (``LEAN_HOST_INCLUDES``)
+instead of torch's whole header: the field's 411 wrappers declare the ``.cu`` file's functions and bind
+them, nothing else. torch's header costs the wrapper more than its parse: gcc instantiates, at the end
+of the compile, every template that its C++ frontend's inline functions use (14.1 s of a 2-core
+machine's ``main.o`` even with the precompiled header; 74 % of it that instantiation, ``-ftime-report``);
+lean, 6.0 s without any precompiled header. So a lean build has none (the precompiled header is of
+torch's whole one, and would stand in for the lean one) and waits for none; a source the lean wrapper
+does not compile is built again with the real headers (``stage._build_slim_then_full``), with the
+precompiled ones if they are made.
+
 Layout: ``<build_cache_dir>/.pch/<level>-cu-<digest>/include/`` (``torch/extension.h``; lean also
 ``torch/types.h`` and ``ATen/ops/<name>.h``), the digest that of the folder's text, so that another
 torch (whose operator headers differ) or another text is another folder. Written once (root owns
@@ -75,6 +86,14 @@ HEADER_TEXT = """\
 #include_next <torch/extension.h>
 #endif
 """
+
+
+#: What the lean folder's ``torch/extension.h`` gives a C++ compile: the Tensor, torch's pybind11 casters
+#: and ``torch::wrap_pybind_function``, which is all the wrapper ``load_inline`` writes (``main.cpp``: the
+#: ``cpp_sources``, then ``PYBIND11_MODULE``) uses when its ``cpp_sources`` declare the ``.cu`` file's
+#: functions, as every field kernel's do. torch's whole header also brings its C++ frontend, whose
+#: templates gcc instantiates at the end of every compile that includes it, used or not.
+LEAN_HOST_INCLUDES = ("<ATen/core/Tensor.h>", "<torch/csrc/utils/pybind.h>", "<torch/csrc/Exceptions.h>")
 
 
 #: The factories and operators the lean ``torch/types.h`` declares (``ATen/ops/<name>.h`` each): those
@@ -126,6 +145,15 @@ LEAN_TYPES_TEXT = (
     + TORCH_NAMES
     + "#else\n#include_next <torch/types.h>\n#endif\n"
 )
+LEAN_HEADER_TEXT = (
+    "/* The harness's stand-in for torch/extension.h (evaluation/builds/slim_headers.py): a CUDA source gets\n"
+    "   torch/types.h; a C++ one the Tensor and torch's Python bindings. A source that needs more is built\n"
+    "   again with the real header. */\n"
+    "#pragma once\n#if defined(__CUDACC__)\n#include <torch/types.h>\n#else\n"
+    + "".join(f"#include {h}\n" for h in LEAN_HOST_INCLUDES)
+    + TORCH_NAMES
+    + "#endif\n"
+)
 #: What a light operator header includes before torch's own functions of the operator.
 OP_INCLUDES = ("<optional>", "<string_view>", "<ATen/core/Tensor.h>", "<c10/core/Scalar.h>",
                "<c10/core/TensorOptions.h>")  # fmt: skip
@@ -158,10 +186,9 @@ def torch_include() -> str | None:
 def files(level_name: str, torch_headers: str | None) -> dict[str, str]:
     """The folder's files of ``level_name`` (paths under ``include/``, and their text). An operator whose
     header torch lacks keeps torch's (the source still compiles, only slower)."""
-    out = {"torch/extension.h": HEADER_TEXT}
     if level_name != "lean":
-        return out
-    out["torch/types.h"] = LEAN_TYPES_TEXT
+        return {"torch/extension.h": HEADER_TEXT}
+    out = {"torch/extension.h": LEAN_HEADER_TEXT, "torch/types.h": LEAN_TYPES_TEXT}
     if torch_headers is None:
         return out
     for name in LEAN_OPS:

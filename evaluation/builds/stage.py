@@ -76,8 +76,9 @@ class BuildOutcome:
     started: float = 0.0  # time.monotonic() when the build began (after the lock)
     finished: float = 0.0
     #: The precompiled torch headers: "shared" (found published), "built" (made while this build
-    #: waited for them), "none" (``headers_why`` says why: off, their build failed, not ready after
-    #: the wait, or a compile through them failed and the source was built again without them).
+    #: waited for them), "lean" (none: the lean folder, evaluation.builds.slim_headers, for the ``.cu``
+    #: and the wrapper both), "none" (``headers_why`` says why: off, their build failed, not ready
+    #: after the wait, or a compile through them failed and the source was built again without them).
     headers: str = ""
     headers_why: str = ""
     headers_s: float = 0.0  # waiting for / building the headers (before ``started``: not the kernel's time)
@@ -177,9 +178,16 @@ def header_wait_s() -> float:
     return float(os.environ.get("KB_PCH_WAIT_S", HEADER_WAIT_S))
 
 
-def _prepare_headers(cfg: EvaluationConfig, out: BuildOutcome) -> None:
-    """Have the host's headers made if nobody has (once per key) and wait for them; ``out`` says
-    which headers the build uses, and why none when it uses none."""
+def lean_first(cfg: EvaluationConfig) -> bool:
+    """A CUDA build tried first with the lean folder alone (evaluation.builds.slim_headers): its ``.cu``
+    and its wrapper both get the lean ``torch/extension.h``, and no precompiled header, which is
+    torch's whole header and would stand in for the lean one in the wrapper."""
+    return slim_wanted(cfg.device) and slim_level() == "lean"
+
+
+def _prepare_headers(cfg: EvaluationConfig, out: BuildOutcome, wait_s: float | None = None) -> None:
+    """Have the host's headers made if nobody has (once per key) and wait for them ``wait_s`` at most
+    (``header_wait_s()``); ``out`` says which headers the build uses, and why none when it uses none."""
     if not pch_enabled():
         out.headers, out.headers_why = "none", "off (KB_PCH=0)"
         return
@@ -188,15 +196,19 @@ def _prepare_headers(cfg: EvaluationConfig, out: BuildOutcome) -> None:
     if headers.ready:
         out.headers = "shared"
         return
-    ok = headers.ensure(wait_s=header_wait_s())
-    out.headers_s = time.monotonic() - t0
+    ok = headers.ensure(wait_s=header_wait_s() if wait_s is None else wait_s)
+    out.headers_s += time.monotonic() - t0
     if ok:
         out.headers = "built"
         return
     failure = headers.failure()
     out.headers = "none"
-    out.headers_why = (f"the header build failed: {failure}" if failure
-                       else f"not ready after waiting {out.headers_s:.0f} s")
+    if failure:
+        out.headers_why = f"the header build failed: {failure}"
+    elif wait_s == 0:
+        out.headers_why = "not made yet (asked for, for later builds)"
+    else:
+        out.headers_why = f"not ready after waiting {time.monotonic() - t0:.0f} s"
 
 
 def host_busy(cfg: EvaluationConfig) -> str:
@@ -245,7 +257,8 @@ def build_locked(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, dea
     if build.built:
         return BuildOutcome("cached")
     out = BuildOutcome("deferred")
-    _prepare_headers(cfg, out)
+    if not lean_first(cfg):  # a lean build needs no precompiled headers (its wrapper's are lean too)
+        _prepare_headers(cfg, out)
     deadline += out.headers_s  # the host's work, not the kernel's time
     if build.begin() is None:
         return BuildOutcome("deferred", error="the build cache is unusable")
@@ -298,15 +311,19 @@ def _without_headers_if_they_failed(build: BuildDir, kernel_source: str, cfg: Ev
     if build.begin() is None:
         return {"kind": INFRASTRUCTURE_ERROR, "host": "the build cache is unusable"}
     out.error, out.log = None, ""
-    return _build_slim_then_full(build, kernel_source, cfg, deadline, out)
+    # The slim try again only if it was not the one that failed (a full build names the folder).
+    return _build_slim_then_full(build, kernel_source, cfg, deadline, out, slim_first=out.cu_headers != "full")
 
 
 def _build_slim_then_full(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
-                          out: BuildOutcome) -> dict[str, Any]:
+                          out: BuildOutcome, slim_first: bool = True) -> dict[str, Any]:
     """A CUDA source is built with the lean or slim torch headers first; one that does not compile so
     is built again, in a fresh folder, with the real header (its own compiler error, if any, is then
-    the one recorded)."""
-    slim = slim_wanted(cfg.device) and slim_folder(cfg.build_cache_dir) is not None
+    the one recorded) and the precompiled headers if they are made (a lean try waited for none)."""
+    slim = slim_first and slim_wanted(cfg.device) and slim_folder(cfg.build_cache_dir) is not None
+    lean = slim and lean_first(cfg)
+    if lean:
+        out.headers, out.headers_why = "lean", ""
     out.cu_headers = slim_level() if slim else ("full" if cfg.device == "cuda" else "")
     reply = _run_build_process(build, kernel_source, cfg, deadline, out, slim_cu=slim)
     if not (slim and reply.get("kind") == "compile_error"):
@@ -314,6 +331,8 @@ def _build_slim_then_full(build: BuildDir, kernel_source: str, cfg: EvaluationCo
     build.abandon()
     if build.begin() is None:
         return reply
+    if lean:  # not waited for: a build without them takes less than their making
+        _prepare_headers(cfg, out, wait_s=0.0)
     out.cu_headers, out.error, out.log = "full", None, ""
     return _run_build_process(build, kernel_source, cfg, deadline, out, slim_cu=False)
 
@@ -330,9 +349,14 @@ def recorded_failure(build: BuildDir) -> dict[str, str] | None:
     return failure
 
 
+def process_env(cfg: EvaluationConfig, out: BuildOutcome, slim_cu: bool) -> dict[str, str]:
+    """The build process's environment: the precompiled headers only where ``out`` says it uses them."""
+    return {**build_env(cfg, slim_cu, headers=out.headers in ("shared", "built")), "CUDA_VISIBLE_DEVICES": ""}
+
+
 def _run_build_process(build: BuildDir, kernel_source: str, cfg: EvaluationConfig, deadline: float,
                        out: BuildOutcome, slim_cu: bool = False) -> dict[str, Any]:
-    env = {**build_env(cfg, slim_cu, headers=out.headers in ("shared", "built")), "CUDA_VISIBLE_DEVICES": ""}
+    env = process_env(cfg, out, slim_cu)
     limits = _sandbox_limits(cfg)
     sandbox = Sandbox(device="cpu", build_dir=build.path, disable=cfg.disable_defences, extra_env=env, **limits)
     reply: dict[str, Any] = {}
@@ -435,7 +459,7 @@ class BuildPool:
         self.cfg = cfg
         # Build processes inherit their thread's CPU mask and niceness: off the cores timed processes
         # use, and behind the GPU workers' own processes on the cores they share.
-        if pch_enabled():  # the host's headers, made before the first build needs them
+        if pch_enabled() and not lean_first(cfg):  # the host's headers, made before the first build needs them
             header_cache_for(cfg).ensure(wait_s=0.0)
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kb-build",
                                         initializer=_build_thread, initargs=(cpus,))

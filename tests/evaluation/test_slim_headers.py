@@ -6,6 +6,8 @@
 - it is written once and never rewritten while right (ninja's dependency records name it);
 - a source the slim header does not compile is built again with the real one (the build process is
   replaced by a stand-in here: nvcc is not on the CPU machines; the GPU test below builds for real);
+- the lean wrapper header (the C++ compile's) builds a module that works, with torch's real headers on
+  the CPU, and a lean build neither waits for nor uses the precompiled (whole) header;
 - on a GPU (skips without CUDA): a CUDA kernel built both ways has the same exported functions and
   bitwise the same outputs, and one that needs torch's C++ frontend in its ``.cu`` is built again
   with the real header.
@@ -18,11 +20,13 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 
 import pytest
 
 from evaluation.builds import slim_headers
 from evaluation.builds import stage as build_stage
+from evaluation.builds.pch import HeaderCache
 from evaluation.builds.stage import build_dir_for, prebuild
 from evaluation.results.types import EvaluationConfig
 from tests.evaluation.helpers import needs_cuda
@@ -60,6 +64,9 @@ def _fake_torch(root) -> str:
     (inc / "ATen" / "Dispatch.h").write_text("int aten_dispatch_h;\n")
     (inc / "ATen" / "TensorOperators.h").write_text("#ifdef AT_PER_OPERATOR_HEADERS\nint aten_operators_h;\n#endif\n")
     (inc / "ATen" / "TensorIndexing.h").write_text("int aten_indexing_h;\n")
+    (inc / "torch" / "csrc" / "utils").mkdir(parents=True)
+    (inc / "torch" / "csrc" / "utils" / "pybind.h").write_text("#pragma once\nint torch_pybind_h;\n")
+    (inc / "torch" / "csrc" / "Exceptions.h").write_text("#pragma once\nint torch_exceptions_h;\n")
     for name in slim_headers.LEAN_OPS:
         (inc / "ATen" / "ops" / f"{name}.h").write_text(FAKE_OP_HEADER.format(name=name))
         (inc / "ATen" / "ops" / f"{name}_ops.h").write_text(f"#pragma once\nint ops_of_{name};\n")
@@ -109,7 +116,11 @@ def test_lean_gives_a_cuda_compile_the_tensor_and_its_operators_and_nothing_else
         assert "constexpr auto kFloat32 = at::kFloat;" in cuda and cuda.count("namespace torch {") == 1, header
     cpp = _preprocess(tmp_path, folder, header="torch/types.h")
     assert "types_h_only" in cpp and "aten_tensor_h" not in cpp and "namespace torch" not in cpp
-    assert "real_extension_h" in _preprocess(tmp_path, folder)
+    # The wrapper (a C++ compile of torch/extension.h): the Tensor and the Python bindings, once.
+    cpp = _preprocess(tmp_path, folder)
+    assert all(m in cpp for m in ("aten_tensor_h", "torch_pybind_h", "torch_exceptions_h")), cpp
+    assert "real_extension_h" not in cpp and "types_h_only" not in cpp and "aten_dispatch_h" not in cpp
+    assert cpp.count("namespace torch {") == 1 and "constexpr auto kFloat32 = at::kFloat;" in cpp
     # Any other compile that includes an operator's header gets torch's, whole.
     cpp = _preprocess(tmp_path, folder, header="ATen/ops/zeros.h")
     assert "aten_context_h" in cpp and "op_zeros" in cpp
@@ -200,6 +211,70 @@ def test_nvcc_compiles_a_cu_file_lean_with_torchs_real_headers(tmp_path, monkeyp
     assert (r.returncode == 0) == compiles, r.stderr[-3000:]
 
 
+# The wrapper load_inline writes (main.cpp) when the cpp_sources declare the .cu file's functions.
+WRAPPER = """#include <torch/extension.h>
+#include <torch/extension.h>
+BODY
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+m.def("add_one", torch::wrap_pybind_function(add_one), "add_one");
+}
+"""
+
+
+@needs_cxx
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    "body, compiles",
+    [
+        ("torch::Tensor add_one(torch::Tensor x);", True),
+        ("torch::Tensor add_one(torch::Tensor x) { return torch::nn::functional::relu(x); }", False),
+    ],
+)
+def test_gcc_compiles_the_wrapper_lean_with_torchs_real_headers(tmp_path, monkeypatch, body, compiles):
+    """The lean wrapper header is enough for a wrapper of declarations; torch's C++ frontend is not in it
+    (such a source is built again with the real header)."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "2")
+    folder = slim_headers.ensure(str(tmp_path / "cache"))
+    src = tmp_path / "main.cpp"
+    src.write_text(WRAPPER.replace("BODY", body))
+    includes = [arg for path in [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
+                for arg in ("-isystem", path)]  # fmt: skip
+    cmd = ["c++", "-fsyntax-only", "-std=c++17", "-DTORCH_EXTENSION_NAME=kb_lean", *includes, str(src)]
+    r = subprocess.run(cmd, env={**os.environ, "CPATH": folder}, capture_output=True, text=True, timeout=280)
+    assert (r.returncode == 0) == compiles, r.stderr[-3000:]
+
+
+LEAN_WRAPPER_BUILD = """
+import sys, torch
+from torch.utils.cpp_extension import load_inline
+m = load_inline(name="kb_lean_wrapper", cpp_sources="torch::Tensor add_one(torch::Tensor x) { return x.add(1); }",
+                functions=["add_one"], build_directory=sys.argv[1], extra_cflags=["-H"], verbose=True)
+x = torch.arange(6.0)
+assert m.add_one(x).equal(x + 1)
+print("answered")
+"""
+
+
+@needs_cxx
+@pytest.mark.timeout(300)
+def test_a_wrapper_built_lean_is_a_working_module(tmp_path, monkeypatch):
+    """load_inline's own build of a wrapper with the lean folder in ``CPATH`` (as a lean build's), on the
+    CPU: the module imports and its function answers; gcc read the lean header, not torch's frontend."""
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "2")
+    folder = slim_headers.ensure(str(tmp_path / "cache"))
+    build = tmp_path / "build"
+    build.mkdir()
+    env = {**os.environ, "CPATH": folder, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    r = subprocess.run([sys.executable, "-c", LEAN_WRAPPER_BUILD, str(build)], env=env, capture_output=True,
+                       text=True, timeout=280)  # fmt: skip
+    assert r.returncode == 0 and "answered" in r.stdout, r.stdout[-2000:] + r.stderr[-3000:]
+    read = r.stdout + r.stderr  # gcc's -H: every header it opened, one dot per level of inclusion
+    assert f"\n. {os.path.join(folder, 'torch', 'extension.h')}\n" in read, read[:2000]
+    assert "torch/all.h" not in read and "torch/nn/" not in read
+
+
 def test_only_cuda_builds_get_it(monkeypatch):
     assert slim_headers.enabled("cuda") and not slim_headers.enabled("cpu")
     assert slim_headers.level() == "lean"
@@ -216,9 +291,8 @@ def _fake_build_process(calls: list[dict], fails_slim: bool):
     """Stands in for the sandboxed build (nvcc is not on the CPU machines); records its CPATH."""
 
     def run(build, kernel_source, cfg, deadline, out, slim_cu=False):
-        calls.append(
-            {"slim": slim_cu, "cpath": build_stage.build_env(cfg, slim_cu).get("CPATH", ""), "private": build.private}
-        )
+        cpath = build_stage.process_env(cfg, out, slim_cu).get("CPATH", "")
+        calls.append({"slim": slim_cu, "cpath": cpath, "private": build.private, "headers": out.headers})
         if slim_cu and fails_slim:
             return {"ok": False, "kind": "compile_error", "error": "'functional' is not a member of 'torch::nn'"}
         return {"ok": True}
@@ -241,6 +315,31 @@ def test_a_source_the_slim_header_fails_is_built_again_with_the_real_one(tmp_pat
         assert calls[1]["cpath"] == "" and calls[1]["private"] != calls[0]["private"]
         assert not os.path.exists(calls[0]["private"])  # the slim try's folder is gone
     assert build_dir_for(NEEDS_BUILD, cfg).built
+
+
+@pytest.mark.parametrize("made", [True, False])
+def test_a_lean_build_waits_for_no_precompiled_header_and_its_retry_takes_them_if_made(tmp_path, monkeypatch, made):
+    """The precompiled header is torch's whole one: in the lean try it would stand in for the lean
+    wrapper header, so that try has none and does not wait for them; the retry with the real headers
+    uses them if they are made, else asks for them (for later builds) and goes on without."""
+    calls: list[dict] = []
+    asked: list[float] = []
+    monkeypatch.setattr(build_stage, "_run_build_process", _fake_build_process(calls, fails_slim=True))
+    monkeypatch.setenv("KB_PCH", "1")
+    monkeypatch.setattr(HeaderCache, "ready", property(lambda self: made))
+    monkeypatch.setattr(HeaderCache, "ensure", lambda self, wait_s=0.0: asked.append(wait_s) or made)
+    cfg = EvaluationConfig(device="cuda", cuda_arch="9.0", build_cache_dir=str(tmp_path / "cache"))
+    with build_stage.BuildPool(1, cfg):
+        assert asked == []  # nothing made ahead: most builds never need them
+    out = prebuild(NEEDS_BUILD, cfg)
+    assert out.status == "built" and out.cu_headers == "full"
+    assert calls[0]["cpath"] == slim_headers.include_dir(cfg.build_cache_dir) and calls[0]["headers"] == "lean"
+    pch = build_stage.header_cache_for(cfg).include_dir
+    assert calls[1]["cpath"] == (pch if made else "") and "-cu-" not in calls[1]["cpath"]
+    if made:
+        assert out.headers == "shared" and asked == []
+    else:
+        assert (out.headers, asked) == ("none", [0.0]) and out.headers_why.startswith("not made yet")
 
 
 def test_a_cpu_build_never_gets_it(tmp_path, monkeypatch):
@@ -284,7 +383,7 @@ def _built(source: str, cfg: EvaluationConfig) -> tuple[build_stage.BuildOutcome
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_a_cuda_kernel_built_both_ways_is_the_same(tmp_path, monkeypatch):
-    monkeypatch.setenv("KB_PCH", "0")  # the wrapper the same way both times: only the .cu differs
+    monkeypatch.setenv("KB_PCH", "0")  # no precompiled wrapper header: lean's wrapper is lean, the others torch's
     libs, cu_s = [], {}
     for slim, headers in (("2", "lean"), ("1", "slim"), ("0", "full")):
         monkeypatch.setenv("KB_SLIM_CU_HEADERS", slim)

@@ -48,6 +48,10 @@ def test_only_cuda_builds_that_compiled_are_counted():
     assert [b["seconds"] for b in builds] == [41.0]
     s = summary([{"measurements": [_m(), _m(speedup=2.01)]}], None, [], builds)
     assert s["repeat_within_2pct"] == 1.0 and s["shared_headers_share"] == 1.0 and s["cuda_build_median_s"] == 41.0
+    lean = {"seconds": 9.0, "cu_headers": "lean", "headers": "lean"}
+    full = {"seconds": 30.0, "cu_headers": "full", "headers": "none"}
+    s = summary([{"measurements": [_m(), _m()]}], None, [], [lean, lean, lean, full])
+    assert (s["shared_headers_share"], s["lean_headers_share"], s["cuda_build_median_s"]) == (0.75, 0.75, 9.0)
 
 
 def _dev(speedup, interval):
