@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -244,6 +245,40 @@ def test_gcc_compiles_the_wrapper_lean_with_torchs_real_headers(tmp_path, monkey
     cmd = ["c++", "-fsyntax-only", "-std=c++17", "-DTORCH_EXTENSION_NAME=kb_lean", *includes, str(src)]
     r = subprocess.run(cmd, env={**os.environ, "CPATH": folder}, capture_output=True, text=True, timeout=280)
     assert (r.returncode == 0) == compiles, r.stderr[-3000:]
+
+
+def _headers_read(tmp_path, text: str, cpath: str) -> set[str]:
+    """Every header gcc opens for a C++ file of ``text`` (``-H``), with torch's real include paths."""
+    import torch.utils.cpp_extension as cpp_extension
+
+    src = tmp_path / "h.cpp"
+    src.write_text(text)
+    includes = [arg for path in [*cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
+                for arg in ("-isystem", path)]  # fmt: skip
+    cmd = ["c++", "-E", "-H", "-std=c++17", *includes, str(src), "-o", os.devnull]
+    r = subprocess.run(cmd, env={**os.environ, "CPATH": cpath}, capture_output=True, text=True, timeout=280)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return {ln.split(" ", 1)[1] for ln in r.stderr.splitlines() if ln.startswith(".") and " " in ln}
+
+
+@needs_cxx
+@pytest.mark.timeout(300)
+def test_what_the_lean_wrapper_leaves_out_binds_nothing(tmp_path, monkeypatch):
+    """A wrapper that compiles lean binds its functions as with torch's header: of what torch's header
+    reads and the lean one does not, no file declares a pybind11 type caster, holder or opaque type
+    (one would make a bound function convert its arguments otherwise, and fail only when called)."""
+    monkeypatch.setenv("KB_SLIM_CU_HEADERS", "2")
+    folder = slim_headers.ensure(str(tmp_path / "cache"))
+    full = _headers_read(tmp_path, "#include <torch/extension.h>\n", "")
+    lean = _headers_read(tmp_path, "#include <torch/extension.h>\n", folder)
+    assert any(p.endswith("pybind11/pybind11.h") for p in lean) and len(full - lean) > 1000
+    binding = re.compile(
+        r"^(?!\s*//).*(type_caster|PYBIND11_DECLARE_HOLDER_TYPE|PYBIND11_MAKE_OPAQUE|polymorphic_type_hook"
+        r"|pybind11::detail|namespace pybind11)",
+        re.M,
+    )
+    left_out = sorted(p for p in full - lean if binding.search(open(p, encoding="utf-8", errors="replace").read()))
+    assert left_out == [], left_out
 
 
 LEAN_WRAPPER_BUILD = """
