@@ -4,14 +4,16 @@ benchmarks/gpu/build_phases.sh (no Django; the repository and the field checkout
 Steps, under one time budget (``--budget-s``; whatever it cuts is reported as skipped):
 
 1. **Reference builds.** Each field kernel is imported with no GPU visible, in the environment the
-   build stage gives a build process (``build_stage.build_env``: the target architecture, the slim
-   ``.cu`` header, the precompiled headers once they are ready), so torch's ``load_inline`` writes
+   build stage gives a build process's first try (``build_stage.build_env``: the target architecture,
+   the lean folder, and the precompiled headers where the level is not lean and they are ready), so
+   torch's ``load_inline`` writes
    the very commands our builds run; nvcc's own ``--time`` records its phases (``NVCC_APPEND_FLAGS``,
    which is not part of ninja's commands). The host's precompiled headers are made meanwhile, by
    the build code (``HeaderCache.ensure``).
 2. **Cuts.** The ``.cu`` command (``ninja -t commands``) is run again per cut (``nvcc_cuts.CUTS``),
    side by side on the host's cores, each with ``--time``, then linked with the reference's
-   ``main.o``; the wrapper is compiled again with and without the precompiled headers.
+   ``main.o``; the wrapper is compiled again lean (the lean folder alone, as a lean build's) and with
+   torch's whole header precompiled (the precompiled headers alone).
 3. **Bits.** Every variant's extension is loaded and run once on fixed inputs on the GPU
    (``build_phases_check.py``); its outputs' bytes are compared with the reference build's.
 
@@ -44,7 +46,7 @@ from nvcc_cuts import ATEN_HEADER, CUTS, Cut, apply_cut, ninja_commands, output_
 
 from evaluation.builds import nvcc_steps, pch  # noqa: E402
 from evaluation.builds.slim_headers import include_dir as slim_include_dir  # noqa: E402
-from evaluation.builds.stage import build_env, header_cache_for, ninja_steps, target_arch  # noqa: E402
+from evaluation.builds.stage import build_env, header_cache_for, lean_first, ninja_steps, target_arch  # noqa: E402
 from evaluation.results.types import EvaluationConfig  # noqa: E402
 
 FIELD = os.path.join(REPO, ".field", "KernelBenchLeaderboard", "docs", "assets")
@@ -119,7 +121,8 @@ class Run:
 
     def env(self, header: str = "slim", **extra: str) -> dict[str, str]:
         """A build process's environment (``build_stage.build_env``), the ``.cu`` header swapped."""
-        env = {**os.environ, **build_env(self.cfg, slim_cu=True), "CUDA_VISIBLE_DEVICES": "", **extra}
+        first_try = build_env(self.cfg, slim_cu=True, headers=not lean_first(self.cfg))
+        env = {**os.environ, **first_try, "CUDA_VISIBLE_DEVICES": "", **extra}
         slim = slim_include_dir(self.cfg.build_cache_dir)
         parts = [p for p in env.get("CPATH", "").split(os.pathsep) if p]
         if header == "full":
@@ -246,7 +249,8 @@ def cut_job(run: Run, info: dict[str, Any], cut: Cut, estimate_s: float) -> dict
 
 
 def main_job(run: Run, info: dict[str, Any], with_headers: bool) -> dict[str, Any]:
-    """The wrapper compiled again, with the host's precompiled headers or without, and linked."""
+    """The wrapper compiled again, with the host's precompiled headers (torch's whole header) or lean
+    (the lean folder alone), and linked."""
     cmds = info.get("commands") or {}
     if not cmds.get("main"):
         return {"error": "no reference build"}
@@ -257,8 +261,8 @@ def main_job(run: Run, info: dict[str, Any], with_headers: bool) -> dict[str, An
     if with_headers and not headers.ready:
         return {"skipped": "the precompiled headers were not ready", "headers_failure": headers.failure()}
     waited = time.monotonic() - waited
-    env = run.env() if with_headers else {**run.env(), "CPATH": slim_include_dir(run.cfg.build_cache_dir)}
-    name = "main_pch" if with_headers else "main_no_pch"
+    env = {**run.env(), "CPATH": headers.include_dir if with_headers else slim_include_dir(run.cfg.build_cache_dir)}
+    name = "main_pch" if with_headers else "main_lean"
     vdir = os.path.normpath(os.path.join(info["ext_dir"], "..", "..", "variants", name))
     os.makedirs(vdir, exist_ok=True)
     row = run_bounded(cmds["main"], vdir, env, run.deadline - CHECK_RESERVE_S / 2)
@@ -340,7 +344,7 @@ def measure(run: Run) -> None:
                 futures += [
                     (info, name, pool.submit(main_job, run, info, name == "main_pch"))
                     for info in infos
-                    for name in ("main_no_pch", "main_pch")
+                    for name in ("main_lean", "main_pch")
                 ]
         for info, name, fut in futures:
             info["variants"][name] = fut.result()
