@@ -324,6 +324,8 @@ def _build_slim_then_full(build: BuildDir, kernel_source: str, cfg: EvaluationCo
     lean = slim and lean_first(cfg)
     if lean:
         out.headers, out.headers_why = "lean", ""
+    elif not out.headers:  # a lean build whose folder could not be written: the precompiled ones if made
+        _prepare_headers(cfg, out, wait_s=0.0)
     out.cu_headers = slim_level() if slim else ("full" if cfg.device == "cuda" else "")
     reply = _run_build_process(build, kernel_source, cfg, deadline, out, slim_cu=slim)
     if not (slim and reply.get("kind") == "compile_error"):

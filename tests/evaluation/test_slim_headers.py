@@ -377,6 +377,20 @@ def test_a_lean_build_waits_for_no_precompiled_header_and_its_retry_takes_them_i
         assert (out.headers, asked) == ("none", [0.0]) and out.headers_why.startswith("not made yet")
 
 
+def test_a_lean_build_whose_folder_cannot_be_written_is_built_full_and_says_which_headers(tmp_path, monkeypatch):
+    calls: list[dict] = []
+    asked: list[float] = []
+    monkeypatch.setattr(build_stage, "_run_build_process", _fake_build_process(calls, fails_slim=False))
+    monkeypatch.setattr(build_stage, "slim_folder", lambda cache_root: None)
+    monkeypatch.setenv("KB_PCH", "1")
+    monkeypatch.setattr(HeaderCache, "ready", property(lambda self: False))
+    monkeypatch.setattr(HeaderCache, "ensure", lambda self, wait_s=0.0: asked.append(wait_s) or False)
+    cfg = EvaluationConfig(device="cuda", cuda_arch="9.0", build_cache_dir=str(tmp_path / "cache"))
+    out = prebuild(NEEDS_BUILD, cfg)
+    assert out.status == "built" and [c["slim"] for c in calls] == [False] and out.cu_headers == "full"
+    assert (out.headers, asked) == ("none", [0.0]) and out.headers_why.startswith("not made yet")
+
+
 def test_a_cpu_build_never_gets_it(tmp_path, monkeypatch):
     calls: list[dict] = []
     monkeypatch.setattr(build_stage, "_run_build_process", _fake_build_process(calls, True))
