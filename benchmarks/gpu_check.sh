@@ -19,7 +19,8 @@ START=$(date +%s)
 elapsed() { echo $(( $(date +%s) - START )); }
 say() { printf '[%4ss] %s\n' "$(elapsed)" "$*" | tee -a "$OUT/check.log"; }
 
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  || { echo "gpu_check: the carried wheels did not install (run benchmarks/gpu/carry.sh here, carry .whl)" >&2; exit 3; }
 export PYTHONPATH=/tmp/site
 source benchmarks/gpu/carried_redis.sh
 WORKER="" SAMPLER=""
