@@ -6,8 +6,9 @@ anonymous visitors can ask for any pair), so pages diff with this instead. Every
 counted as a step: one comparison of two lines while trimming the common ends or following a
 diagonal, one diagonal visited, one entry of the path kept for the way back. When the steps would
 pass the budget the diff gives up and says so (`LineDiff.opcodes is None`), and the page shows both
-sources instead. Whatever the inputs, a diff costs at most `max_steps` plus one diagonal's run
-(under len(a) + len(b)) plus the linear trimming: the bound the property tests check.
+sources instead. Whatever the inputs, a diff costs at most `max_steps` plus one round's bookkeeping
+or one diagonal's run, plus the walk back and the trimming, each under len(a) + len(b): the bound
+the property tests check.
 
 Opcodes have difflib's shape, (tag, i1, i2, j1, j2) with tag "equal", "replace", "delete" or
 "insert", so the rest of the page code reads them the same way.
@@ -78,6 +79,8 @@ def _forward(a: list[int], b: list[int], max_steps: int) -> tuple[list[tuple[int
         low, high = _band(d, n, m)
         trace.append((low - 1, furthest[offset + low - 1 : offset + high + 2]))
         steps += high - low + 3
+        if steps > max_steps:  # a round is never walked on a spent budget, nor one whose copy spent it
+            return None, steps
         previous = _band(d - 1, n, m)
         for k in range(low, high + 1, 2):
             if d == 0:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
@@ -46,6 +46,8 @@ def test_it_finds_a_shortest_edit_in_work_linear_in_the_sources_times_the_edit(a
 
 @hsettings(max_examples=150, deadline=None)
 @given(lines, lines, st.integers(min_value=0, max_value=5000))
+# Found by a CI run: the last round's bookkeeping was counted but not checked, 107 steps on this.
+@example(a=[], b=["x = 1"] * 9, budget=84)
 def test_its_work_never_passes_the_budget_by_more_than_one_run(a, b, budget):
     result = diff_lines(a, b, max_steps=budget)
     assert result.steps <= budget + 2 * (len(a) + len(b)) + 4
