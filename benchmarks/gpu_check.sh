@@ -83,7 +83,9 @@ if [ "$EXPLOIT_BUDGET" -gt 0 ]; then
     > "$OUT/gpu_exploits.txt" 2>&1 || echo "exit $? (124: out of time)" >> "$OUT/gpu_exploits.txt"
   say "exploits: $(grep -E 'passed|failed|error' "$OUT/gpu_exploits.txt" | tail -1)"
 fi
-GPU_CHECK_DEVICE="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores" \
+# The CPU's model too: a build's time follows the host's CPUs (runs 14 and 15, same code: 17.7 and 9.9 s).
+cpu_model=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
+GPU_CHECK_DEVICE="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores${cpu_model:+, $cpu_model}" \
   "$PY" benchmarks/gpu_check.py summary "$OUT" "$OUT/gpu_util.csv" "$OUT/selfcheck.jsonl" "$OUT/evalworker.log" | tee -a "$OUT/check.log"
 say "done"
 # The device tool returns at most 8 files from $OUT: the two small raw files go into one archive, so
