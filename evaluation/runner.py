@@ -52,6 +52,7 @@ class Prepared:
     sandbox: Sandbox
     procs: list[SandboxProcess]
     t_started: float
+    build_wait_s: float = 0.0  # waited for the entry's lock before the GPU's turn (``evaluate``)
 
 
 def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None,
@@ -60,7 +61,8 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
     """Evaluate one kernel against its reference problem; never raises for a bad kernel. A host that
     cannot even set the sandbox up (a full scratch disk) gives an INFRASTRUCTURE_ERROR result.
 
-    ``turn``, when given, is entered after the sandbox's processes are started and before anything
+    ``turn``, when given, is entered after the sandbox's processes are started and the build entry is
+    locked (the entry before the turn, always: ``_lock_entry_before_turn``), before anything
     else (the build, the device, the clock): workers that share one GPU wait there for it while
     their next evaluation's processes import torch. An exception from it closes the sandbox and
     propagates (a failure of the host, never a verdict). ``pause``, when given, is called between the
@@ -76,11 +78,23 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
     with ExitStack() as held:
         if turn is not None:
             try:
+                _lock_entry_before_turn(prep)
                 held.enter_context(turn())
             except BaseException:
                 prep.sandbox.close()
+                prep.build.unlock()
                 raise
         return evaluate_prepared(prep, pause)
+
+
+def _lock_entry_before_turn(prep: Prepared) -> None:
+    """Take the build entry's lock before the GPU's turn, never after. A follow-up (the instruments of
+    a stored verdict) holds its kernel's entry and gives the turn up between its steps to an
+    evaluation that wants it: were that evaluation of the same kernel to take the turn first and then
+    wait for the entry, each would wait for the other for ever (two workers on one H100 did)."""
+    t0 = time.monotonic()
+    prep.build.lock(t0 + prep.cfg.timeout_s)
+    prep.build_wait_s = time.monotonic() - t0
 
 
 def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> Prepared:
@@ -132,8 +146,8 @@ def evaluate_prepared(prep: Prepared, pause: Callable[[], float] | None = None) 
     _static_checks(cfg, res, prep.problem_source, prep.kernel_source)
     # Waits while another process builds or uses this source; a dead owner's lock is already gone.
     t_wait = time.monotonic()
-    build.lock(deadline)
-    res.timings_s["build_wait"] = round(time.monotonic() - t_wait, 4)
+    build.lock(deadline)  # held already where ``evaluate`` took it before a turn
+    res.timings_s["build_wait"] = round(prep.build_wait_s + time.monotonic() - t_wait, 4)
     deadline += time.monotonic() - t_wait  # another evaluation's time, not this kernel's
     res.build_cached = build.built
     log_parts: list[str] = []
