@@ -68,7 +68,7 @@ for lvl, num in ((2, 14), (1, 12)):
 " 2>>"$OUT/check.log"
 for pk in 2_14 1_12; do
   [ "$(elapsed)" -ge $(( BUDGET - 25 )) ] && { say "no time left for self-check $pk"; break; }
-  timeout 40 "$PY" -m evaluation evaluate --problem /tmp/p$pk.py --kernel /tmp/k$pk.py --device cuda --json \
+  timeout 40 "$PY" -m evaluation evaluate --problem /tmp/p$pk.py --kernel /tmp/k$pk.py --device cuda --instruments none --json \
     | "$PY" -c "import json,sys; d=json.load(sys.stdin); d['problem']='$pk'; d.pop('log',None); print(json.dumps(d))" >> "$OUT/selfcheck.jsonl" 2>>"$OUT/check.log"
 done
 kill "$SAMPLER" 2>/dev/null; SAMPLER=""

@@ -12,7 +12,7 @@ from evaluation.builds.stage import default_build_workers
 from evaluation.phases.problem_check import check_problem
 from evaluation.results.hardware import probe_hardware
 from evaluation.results.kernelbench_format import to_kernelbench
-from evaluation.results.types import EvaluationConfig
+from evaluation.results.types import INSTRUMENTS, KNOWN_INSTRUMENTS, EvaluationConfig
 from evaluation.runner import evaluate
 from evaluation.sandbox.host_errors import INFRASTRUCTURE_ERROR
 from evaluation.sweep import find_tasks, format_summary, run_sweep, visible_gpus
@@ -79,6 +79,17 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rtol", type=float, default=None)
     p.add_argument("--size-scale", type=int, default=None)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--instruments", default=None, metavar="NAMES",
+                   help="the reviewer's instruments to run after the timed rounds, comma-separated, or 'none' "
+                        f"(default: {','.join(sorted(INSTRUMENTS))}); a self-check measures only the timing")
+
+
+def _instruments(value: str) -> frozenset[str]:
+    names = frozenset() if value.strip() == "none" else frozenset(n.strip() for n in value.split(",") if n.strip())
+    unknown = sorted(names - KNOWN_INSTRUMENTS)
+    if unknown:
+        raise ValueError(f"unknown instrument(s) {', '.join(unknown)}; known: {', '.join(sorted(KNOWN_INSTRUMENTS))}")
+    return names
 
 
 def _read(path: str, what: str) -> str:
@@ -103,6 +114,8 @@ def _config(args: argparse.Namespace) -> EvaluationConfig:
         if v is not None:
             kw[key] = v
     try:
+        if getattr(args, "instruments", None) is not None:
+            kw["instruments"] = _instruments(args.instruments)
         return EvaluationConfig(**kw)
     except ValueError as exc:
         sys.stderr.write(f"usage error: {exc}\n")

@@ -120,3 +120,33 @@ def test_self_and_double_work_speedups():
     slow = run(MATMUL, twice, timing_trials=12, round_target_s=0.03)
     assert slow.status == "correct"
     assert 0.3 < slow.speedup < 0.9 * same.speedup, (slow.speedup, same.speedup)
+
+
+def test_cli_instruments_none_runs_the_timing_alone_and_an_unknown_name_is_a_usage_error(tmp_path):
+    """A self-check measures only the timing (benchmarks/gpu/selfcheck250.sh): `--instruments none`."""
+    kernel = tmp_path / "k.py"
+    kernel.write_text(self_kernel(read(MATMUL)))
+    args = (
+        "evaluate",
+        "--problem",
+        str(MATMUL),
+        "--kernel",
+        str(kernel),
+        "--json",
+        "--timing-trials",
+        "3",
+        "--correctness-trials",
+        "2",
+        "--seed",
+        "7",
+    )
+    default = json.loads(cli(*args).stdout)
+    assert {"determinism", "precision", "profile"} <= set(default["instruments"]), default["instruments"]
+    out = cli(*args, "--instruments", "none")
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["status"] == "correct" and d["speedup"] is not None
+    assert set(d["instruments"]) <= {"tolerance"}, d["instruments"]  # the correctness phase's own record
+    assert "instruments" not in d["timings_s"], d["timings_s"]
+    out = cli(*args, "--instruments", "precision,bogus")
+    assert out.returncode == 2 and "unknown instrument(s) bogus" in out.stderr
