@@ -21,10 +21,11 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_cli_evaluate_json(tmp_path):
+def self_evaluate_args(tmp_path) -> tuple[str, ...]:
+    """`evaluate` of MATMUL against itself, JSON out, few trials, a fixed seed."""
     kernel = tmp_path / "k.py"
     kernel.write_text(self_kernel(read(MATMUL)))
-    out = cli(
+    return (
         "evaluate",
         "--problem",
         str(MATMUL),
@@ -37,9 +38,11 @@ def test_cli_evaluate_json(tmp_path):
         "2",
         "--seed",
         "7",
-        "--timeout",
-        "120",
     )
+
+
+def test_cli_evaluate_json(tmp_path):
+    out = cli(*self_evaluate_args(tmp_path), "--timeout", "120")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1
@@ -124,22 +127,7 @@ def test_self_and_double_work_speedups():
 
 def test_cli_instruments_none_runs_the_timing_alone_and_an_unknown_name_is_a_usage_error(tmp_path):
     """A self-check measures only the timing (benchmarks/gpu/selfcheck250.sh): `--instruments none`."""
-    kernel = tmp_path / "k.py"
-    kernel.write_text(self_kernel(read(MATMUL)))
-    args = (
-        "evaluate",
-        "--problem",
-        str(MATMUL),
-        "--kernel",
-        str(kernel),
-        "--json",
-        "--timing-trials",
-        "3",
-        "--correctness-trials",
-        "2",
-        "--seed",
-        "7",
-    )
+    args = self_evaluate_args(tmp_path)
     default = json.loads(cli(*args).stdout)
     assert {"determinism", "precision", "profile"} <= set(default["instruments"]), default["instruments"]
     out = cli(*args, "--instruments", "none")
