@@ -367,12 +367,19 @@ def import_records(records: list[dict], *, by: Author) -> ResultsImport:
     result = ResultsImport()
     hardware: dict[str, Hardware] = {}
     found: dict[str, dict[tuple, list[Kernel]]] = {}
+    rules_by_slug: dict[tuple, ScoringRules | None | bool] = {}  # a file names a few rules, on every line
+    stored: set[tuple] = set()
     for item in records:
         slug = str(item["hardware"].get("slug", ""))
         if slug not in hardware:
             hardware[slug] = _hardware(item["hardware"])
             found[slug] = _kernels_of(records, hardware[slug])
-        rules = _rules(item.get("rules"))
+            stored |= _stored_keys(found[slug], hardware[slug])
+        named = item.get("rules")
+        rules_key = (bool(named), str(named.get("slug", "")) if isinstance(named, dict) else "")
+        if rules_key not in rules_by_slug:
+            rules_by_slug[rules_key] = _rules(named)
+        rules = rules_by_slug[rules_key]
         if rules is False:
             result.counts["skipped: rules unknown here"] += 1
             continue
@@ -381,7 +388,7 @@ def import_records(records: list[dict], *, by: Author) -> ResultsImport:
             result.counts["skipped: no kernel with that source hash and problem here"] += 1
             continue
         for kernel in kernels:
-            outcome = _store(kernel, hardware[slug], rules, item["evaluation"])
+            outcome = _store(kernel, hardware[slug], rules, item["evaluation"], stored)
             result.counts[outcome] += 1
             if outcome == "created":
                 result.kernels.add(kernel.pk)
@@ -439,11 +446,20 @@ def _matching(by_key: dict[tuple, list[Kernel]], key: dict) -> list[Kernel]:
     return [kernel for kernel in kernels if not wanted or kernel.problem.source_hash == wanted]
 
 
-def _store(kernel: Kernel, hardware: Hardware, rules: ScoringRules | None, figures: dict) -> str:
+def _stored_keys(by_key: dict[tuple, list[Kernel]], hardware: Hardware) -> set[tuple]:
+    """(kernel, rules, finished_at) of the evaluations already stored on `hardware` for these kernels:
+    one query for a whole file instead of one per line."""
+    kernel_ids = [kernel.pk for kernels in by_key.values() for kernel in kernels]
+    rows = Evaluation.objects.filter(kernel_id__in=kernel_ids, hardware=hardware, finished_at__isnull=False)
+    return set(rows.values_list("kernel_id", "rules_id", "finished_at"))
+
+
+def _store(kernel: Kernel, hardware: Hardware, rules: ScoringRules | None, figures: dict, stored: set[tuple]) -> str:
     times = {name: parse_datetime(figures[name]) if figures.get(name) else None for name in TIMES}
-    stored = Evaluation.objects.filter(kernel=kernel, hardware=hardware, rules=rules, finished_at=times["finished_at"])
-    if stored.exists():
+    key = (kernel.pk, rules.pk if rules else None, times["finished_at"])
+    if key in stored:
         return "already stored"
+    stored.add(key)  # a file holding the same record twice stores it once
     values = {name: figures.get(name) for name in FIGURES}
     values = {name: value for name, value in values.items() if value is not None}
     evaluation = Evaluation.objects.create(
