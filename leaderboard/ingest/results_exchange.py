@@ -367,7 +367,7 @@ def import_records(records: list[dict], *, by: Author) -> ResultsImport:
     result = ResultsImport()
     hardware: dict[str, Hardware] = {}
     found: dict[str, dict[tuple, list[Kernel]]] = {}
-    rules_by_slug: dict[tuple, ScoringRules | None | bool] = {}  # a file names a few rules, on every line
+    rules_by_slug: dict[str | None, ScoringRules | None | bool] = {}  # a file names a few rules, on every line
     stored: set[tuple] = set()
     for item in records:
         slug = str(item["hardware"].get("slug", ""))
@@ -376,10 +376,10 @@ def import_records(records: list[dict], *, by: Author) -> ResultsImport:
             found[slug] = _kernels_of(records, hardware[slug])
             stored |= _stored_keys(found[slug], hardware[slug])
         named = item.get("rules")
-        rules_key = (bool(named), str(named.get("slug", "")) if isinstance(named, dict) else "")
-        if rules_key not in rules_by_slug:
-            rules_by_slug[rules_key] = _rules(named)
-        rules = rules_by_slug[rules_key]
+        rules_slug = str(named.get("slug", "")) if named else None
+        if rules_slug not in rules_by_slug:
+            rules_by_slug[rules_slug] = _rules(named)
+        rules = rules_by_slug[rules_slug]
         if rules is False:
             result.counts["skipped: rules unknown here"] += 1
             continue

@@ -102,6 +102,8 @@ def test_an_evaluation_waiting_for_its_entry_does_not_take_the_turn(prepared):
     released = threading.Event()
 
     def release_later():
+        while not prepared:  # the evaluation's processes are started: it is about to ask for its entry
+            time.sleep(0.01)
         time.sleep(0.5)
         released.set()
         holder.unlock()
