@@ -51,6 +51,7 @@ from evaluation.sandbox.protocol import (
     LoadRequest,
     PlaceRequest,
     PrepareRequest,
+    SettleRequest,
     TimeRequest,
     parse_request,
 )
@@ -736,7 +737,7 @@ HANDLERS = {
     LoadRequest.op: "load", CorrectRequest.op: "correctness", TimeRequest.op: "time_calls", PlaceRequest.op: "place",
     DeviceRequest.op: "device_time", CompareRequest.op: "compare", ExportFileRequest.op: "export_file",
     EstimateRequest.op: "estimate", BuildRequest.op: "build", InstrumentRequest.op: "instrument",
-    PrepareRequest.op: "prepare",
+    PrepareRequest.op: "prepare", SettleRequest.op: "settle",
 }
 
 

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from evaluation.child.clock import perf_counter_ns
 from evaluation.child.failures import LazyTensorError, classify_exception, one_line
 from evaluation.phases.host_bound import LAUNCH_SLACK_US
-from evaluation.sandbox.protocol import DeviceRequest, PlaceRequest, PrepareRequest, TimeRequest
+from evaluation.sandbox.protocol import DeviceRequest, PlaceRequest, PrepareRequest, SettleRequest, TimeRequest
 
 #: Device time (TimingRequests.device_time): the GPU waits this many times the process's own dispatch time
 #: of a forward (plus 50 us) before the start event, at most DEVICE_SLACK_MAX_US; a forward that takes
@@ -74,6 +74,9 @@ class TimingRequests:
     _place_pad: Any
     _first_places: list[Any] | None
     _prepared: dict[int, list[Any]]
+    last_outs: Any
+    prev_out_ref: Any
+    prev_out_ptrs: list[int]
     # Its sealed slots: the clock and the GPU's timing objects.
     timer_fn: Callable[[], int]
     _sync: Callable[[], Any]
@@ -174,6 +177,21 @@ class TimingRequests:
             for name, b in list(m._buffers.items()):
                 if b is not None and b.is_cuda:
                     m._buffers[name] = b.clone()
+
+    def settle(self, req: SettleRequest) -> dict[str, Any]:
+        """Drop what the correctness phase left on the device before the first timed call. On an
+        80 GB card a process of a problem with 8 GB inputs kept its last outputs, the shared copy of
+        them and its allocator's cached blocks (some 40 GB) while the other process was timed, and
+        the other ran out of memory. The next correctness request (the instruments') keeps outputs
+        afresh; the reuse check starts again from it, as the pointers kept are dropped too."""
+        self._release_shared()
+        self.last_outs = None
+        self.prev_out_ref, self.prev_out_ptrs = None, []
+        self._prepared = {}
+        if self.device == "cuda":
+            self._cuda_sync()
+            self.torch.cuda.empty_cache()
+        return {"ok": True}
 
     def place(self, req: PlaceRequest) -> dict[str, Any]:
         """A round's new places (``_re_place``) and one untimed call on them, in a request of its own

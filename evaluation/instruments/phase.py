@@ -30,7 +30,7 @@ from evaluation.phases.seeds import derive_seed
 from evaluation.phases.session import Abort, Pair
 from evaluation.results.hardware import hardware_slug
 from evaluation.results.types import INSTRUMENTS
-from evaluation.sandbox.host_errors import INFRASTRUCTURE_ERROR
+from evaluation.sandbox.host_errors import CARD_FULL, INFRASTRUCTURE_ERROR
 from evaluation.sandbox.protocol import CorrectReply, CorrectRequest, InstrumentReply, InstrumentRequest
 from evaluation.sandbox.sandbox import Sandbox
 
@@ -129,7 +129,7 @@ def _kernels_fault(pair: Pair, ab: Abort, left_s: float) -> bool:
 def _can_go_on(pair: Pair, ab: Abort) -> bool:
     """Whether the later steps can use the processes: both still run, and the failure was a reply
     (an error from the kernel's or the reference's code), so no reply is left unread."""
-    replied = ab.kernel_side or ab.error.startswith("reference failed")
+    replied = ab.kernel_side or ab.error.startswith(("reference failed", CARD_FULL))
     return replied and all(p.proc is not None and p.proc.poll() is None and not p.killed_reason
                            for p in (pair.ref, pair.ker))
 

@@ -164,21 +164,28 @@ def outputs_close(a: list[Any], b: list[Any], atol: float | None, rtol: float | 
 
 def spots_match(ref: list[list[float]], ker: list[list[float]], dtypes: list[str], atol: float | None,
                 rtol: float | None) -> bool:
+    return not spot_miss(ref, ker, dtypes, atol, rtol)
+
+
+def spot_miss(ref: list[list[float]], ker: list[list[float]], dtypes: list[str], atol: float | None,
+              rtol: float | None) -> str:
+    """How the kernel's spot values (the same sampled elements of each output) miss the reference's,
+    in words ("" when every one is within tolerance): what a reviewer of a timing mismatch reads."""
     if len(ref) != len(ker):
-        return False
-    for rv, kv, dt in zip(ref, ker, dtypes, strict=False):
+        return f"{len(ker)} outputs against {len(ref)}"
+    for o, (rv, kv, dt) in enumerate(zip(ref, ker, dtypes, strict=False)):
         if len(rv) != len(kv):
-            return False
+            return f"output {o}: {len(kv)} values against {len(rv)}"
         a_tol, r_tol = tolerances_for(dt, atol, rtol)
         for x, y in zip(rv, kv, strict=False):
             if math.isnan(x) or math.isnan(y):
                 if not (math.isnan(x) and math.isnan(y)):
-                    return False
+                    return f"output {o}: {y:.6g} against {x:.6g}"
                 continue
             if math.isinf(x) or math.isinf(y):
                 if x != y:
-                    return False
+                    return f"output {o}: {y:.6g} against {x:.6g}"
                 continue
             if abs(x - y) > a_tol + r_tol * abs(x):
-                return False
-    return True
+                return f"output {o}: {y:.6g} against {x:.6g} (allowed {a_tol + r_tol * abs(x):.3g})"
+    return ""

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from evaluation.results.types import EvaluationConfig, EvaluationResult
+from evaluation.sandbox.host_errors import CARD_FULL, INFRASTRUCTURE_ERROR, out_of_device_memory
 from evaluation.sandbox.process import ChildError, SandboxProcess
 from evaluation.sandbox.protocol import MalformedReply, R, Reply, Request, parse
 
@@ -111,5 +112,11 @@ class Pair:
 
     @staticmethod
     def reference_failed(reply: Reply, prefix: str = "reference failed: ") -> Abort:
+        """The trusted reference's failure. Out of the card's memory it is the host's (the card could
+        not hold the processes the harness runs side by side: no verdict on the kernel, whose honest
+        run KernelBench's one-process harness would hold), else the problem's."""
+        if out_of_device_memory(str(reply.error)):
+            return Abort(INFRASTRUCTURE_ERROR, f"{CARD_FULL} in the reference process, so no verdict: {prefix}"
+                                               f"{reply.error}", reply.traceback)
         kind = reply.kind if reply.kind != "incorrect" else "runtime_error"
         return Abort(kind, f"{prefix}{reply.error}", reply.traceback)

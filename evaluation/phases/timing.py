@@ -13,7 +13,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from evaluation.phases.compare import spots_match
+from evaluation.phases.compare import spot_miss
 from evaluation.phases.host_bound import DEVICE_HOST_BOUND_SPREAD, report_device_time, side_range
 from evaluation.phases.seeds import derive_seed
 from evaluation.phases.session import Abort, Pair
@@ -26,6 +26,7 @@ from evaluation.sandbox.protocol import (
     PlaceRequest,
     PrepareRequest,
     Reply,
+    SettleRequest,
     TimeReply,
     TimeRequest,
 )
@@ -52,6 +53,7 @@ class Rounds:
     dev_retries: dict[str, int] = field(default_factory=dict)  # device calls made again behind a longer wait
     dev_unheld: dict[str, int] = field(default_factory=dict)  # device calls whose wait still ran out
     spot_mismatch: int | None = None
+    spot_detail: str = ""  # which calls' spot values missed, and by how much
     ref_wall_s: float = 0.0  # parent-clock time of the reference processes' timing requests
     ker_cpu_meanwhile_s: float = 0.0  # CPU time the kernel process used during those requests
     ref_cpu_s: float = 0.0  # CPU time the reference processes used in those requests
@@ -60,6 +62,7 @@ class Rounds:
 def measure(pair: Pair, out_dtypes: list[str]) -> None:
     """Time both sides and fill ``speedup``, its interval, ``kernel_ms``/``reference_ms`` and flags."""
     t0 = time.monotonic()
+    _settle(pair)
     calls, n_rounds, null_host = _warm_up(pair)
     rounds = _run_rounds(pair, calls, n_rounds, null_host, out_dtypes)
     if rounds.spot_mismatch is None and _hides_time(pair, rounds):
@@ -70,7 +73,7 @@ def measure(pair: Pair, out_dtypes: list[str]) -> None:
                                             "on fresh inputs, judged by the same rule.")
     pair.res.environment["timing_rounds"] = len(rounds.ker)
     if rounds.spot_mismatch is not None:
-        _mark_mismatch(pair, rounds.spot_mismatch)
+        _mark_mismatch(pair, rounds.spot_mismatch, rounds.spot_detail)
     else:
         _check_side_streams(pair, rounds)
         _check_parent_clock(pair, rounds, background=_check_background_work(pair, rounds))
@@ -91,7 +94,15 @@ def _check_reply(pair: Pair, p: SandboxProcess, reply: Reply) -> None:
             raise pair.kernel_failed(reply, "while timing: ")
         pair.merge_flags(reply)
     elif not reply.ok:
-        raise Abort("runtime_error", f"reference failed while timing: {reply.error}")
+        raise pair.reference_failed(reply, "reference failed while timing: ")
+
+
+def _settle(pair: Pair) -> None:
+    """GPU: every process drops what the correctness phase left on the card before any is timed."""
+    if pair.cfg.device != "cuda":
+        return
+    for p in [pair.ref, pair.ker] + ([pair.ref2] if pair.ref2 is not None else []):
+        _check_reply(pair, p, pair.request(p, SettleRequest(), Reply))
 
 
 def _seeds(pair: Pair, tag: str, r: int, n: int) -> list[int]:
@@ -175,9 +186,8 @@ def _run_rounds(pair: Pair, calls: int, n_rounds: int, null_host: float, out_dty
         rounds.ref_over.append((rwall - sum(rr.times_ns)) / calls / 1e6)
         rounds.ker_over.append((kwall - sum(kr.times_ns)) / calls / 1e6)
         rounds.ker_walls.append(kwall)
-        if check_spots and rounds.spot_mismatch is None and not spots_match(rr.spot, kr.spot, out_dtypes,
-                                                                           cfg.atol, cfg.rtol):
-            rounds.spot_mismatch = r
+        if check_spots and rounds.spot_mismatch is None:
+            _spot_check(rounds, r, "timed calls", spot_miss(rr.spot, kr.spot, out_dtypes, cfg.atol, cfg.rtol))
         if cfg.device == "cuda" and pair.defence_on("device_time"):
             _device_round(pair, r, {role: rep for role, (rep, _) in replies.items()}, rounds, out_dtypes)
         if narrow_enough(rounds, cfg.timing_target_halfwidth, cfg.min_timing_rounds):
@@ -212,9 +222,14 @@ def _device_round(pair: Pair, r: int, replies: dict[str, TimeReply], rounds: Rou
         rounds.dev_retries[p.role] = rounds.dev_retries.get(p.role, 0) + reply.retries
         rounds.dev_unheld[p.role] = rounds.dev_unheld.get(p.role, 0) + (not reply.queued_ahead)
         spots[p.role] = reply.spot
-    if pair.defence_on("timing_spot_check") and rounds.spot_mismatch is None and not spots_match(
-            spots["reference"], spots["kernel"], out_dtypes, pair.cfg.atol, pair.cfg.rtol):
-        rounds.spot_mismatch = r
+    if pair.defence_on("timing_spot_check") and rounds.spot_mismatch is None:
+        _spot_check(rounds, r, "device-time calls",
+                    spot_miss(spots["reference"], spots["kernel"], out_dtypes, pair.cfg.atol, pair.cfg.rtol))
+
+
+def _spot_check(rounds: Rounds, r: int, calls: str, miss: str) -> None:
+    if miss:
+        rounds.spot_mismatch, rounds.spot_detail = r, f"{calls}: {miss}"
 
 
 def _place(pair: Pair, seed: int, input_seed: int) -> None:
@@ -305,10 +320,11 @@ def _check_background_work(pair: Pair, rounds: Rounds) -> bool:
     return True
 
 
-def _mark_mismatch(pair: Pair, r: int) -> None:
+def _mark_mismatch(pair: Pair, r: int, detail: str) -> None:
     res = pair.res
     res.add_flag("timing_output_mismatch", f"Outputs computed during timing round {r + 1} differ "
-                                           "from the reference's for the same inputs (caching or replay).")
+                                           f"from the reference's for the same inputs (caching or replay); "
+                                           f"{detail}.")
     res.correct = False
     res.status = "incorrect"
     res.error = f"outputs during timing round {r + 1} did not match the reference"

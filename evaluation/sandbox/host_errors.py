@@ -107,6 +107,17 @@ def killed_build(failure: BaseException | str) -> str | None:
     return None
 
 
+#: How the error of an evaluation starts whose trusted reference process ran out of the card's memory.
+CARD_FULL = "the card ran out of memory"
+_DEVICE_OOM = ("CUDA out of memory", "OutOfMemoryError", "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED",
+               "CUDNN_STATUS_ALLOC_FAILED")
+
+
+def out_of_device_memory(error: str) -> bool:
+    """Whether a process's error line says the GPU's memory ran out (torch's and its libraries' words)."""
+    return any(marker in error for marker in _DEVICE_OOM)
+
+
 def counts_against_host(error: str) -> bool:
     """Whether an infrastructure error (its ``error`` text) counts toward the host's failures in a
     row (the worker's EVAL_HOST_FAILURE_LIMIT). A killed build does not: the kernel's own code runs
@@ -115,8 +126,9 @@ def counts_against_host(error: str) -> bool:
     ``confirm`` and the worker's write probe). A killed build is still retried and never cached;
     a kernel that is "killed" on every attempt ends ``failed``, its own loss. Nor does a build that
     timed out while the host was busy with its own work (``BUSY_BUILD``, ``BUSY_EVALUATION``): it
-    passes with that work."""
-    return not error.startswith((KILLED_BUILD, BUSY_BUILD, BUSY_EVALUATION))
+    passes with that work. Nor does a card that ran out of memory (``CARD_FULL``): a kernel that
+    fills the card can make the reference run out, and the host is not at fault."""
+    return not error.startswith((KILLED_BUILD, BUSY_BUILD, BUSY_EVALUATION, CARD_FULL))
 
 
 def free_mb(path: str) -> float:

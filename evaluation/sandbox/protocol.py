@@ -252,6 +252,15 @@ class PrepareRequest(Request):
 
 
 @dataclass(frozen=True)
+class SettleRequest(Request):
+    """Drop what the phases before timing left on the device (outputs kept for comparisons, the
+    shared output buffer, the allocator's cached blocks): the processes timed side by side then
+    share the card with nothing idle in it."""
+
+    op: ClassVar[str] = "settle"
+
+
+@dataclass(frozen=True)
 class PlaceRequest(Request):
     """New tensor places for a round, and one untimed call on them."""
 
@@ -287,7 +296,7 @@ class ExitRequest(Request):
 
 REQUESTS: dict[str, type[Request]] = {
     cls.op: cls for cls in (EstimateRequest, LoadRequest, BuildRequest, CorrectRequest, ExportFileRequest,
-                            CompareRequest, InstrumentRequest, PrepareRequest, PlaceRequest, TimeRequest,
+                            CompareRequest, InstrumentRequest, PrepareRequest, SettleRequest, PlaceRequest, TimeRequest,
                             DeviceRequest, ExitRequest)
 }
 

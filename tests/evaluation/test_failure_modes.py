@@ -9,7 +9,7 @@ import time
 import pytest
 
 from evaluation import INFRASTRUCTURE_ERROR
-from evaluation.sandbox.host_errors import BUSY_EVALUATION, counts_against_host
+from evaluation.sandbox.host_errors import BUSY_EVALUATION, CARD_FULL, counts_against_host
 from tests.evaluation.helpers import EVAL_PROBLEMS, run
 from tests.integration.fault_report import record
 
@@ -115,3 +115,24 @@ def test_hang_while_timing_is_a_timeout_not_a_speedup(host_load):
     res = run(ADD_ONE, kernel(body, module), correctness_trials=2, timing_trials=3, timeout_s=20)
     assert res.status == "timeout"
     assert not res.correct and res.speedup is None and res.trials_passed == 2
+
+
+def test_reference_out_of_the_cards_memory_is_no_verdict(tmp_path):
+    """On an 80 GB card the reference of a problem with 8 GB inputs ran out of memory while timing
+    beside the kernel's process: that was a `runtime_error` verdict against an honest kernel (and the
+    reference against itself). The trusted reference's out-of-memory is the host's: no verdict, and
+    no mark against the host either (a kernel that fills the card can cause it)."""
+    problem = tmp_path / "ref_runs_out.py"
+    problem.write_text(
+        HEAD
+        + "CALLS = [0]\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n        CALLS[0] += 1\n"
+        + "        if CALLS[0] > 6:  # past the correctness trials: in the timing phase\n"
+        + "            raise torch.cuda.OutOfMemoryError('CUDA out of memory. Tried to allocate 8.00 GiB.')\n"
+        + "        return x + 1.0\n\n\ndef get_inputs():\n    return [torch.randn(64, 64)]\n\n\n"
+        + "def get_init_inputs():\n    return []\n"
+    )
+    res = run(problem, kernel("        return x + 1.0"), correctness_trials=2, timing_trials=2)
+    assert res.status == INFRASTRUCTURE_ERROR, (res.status, res.error)
+    assert (res.error or "").startswith(f"{CARD_FULL} in the reference process"), res.error
+    assert "while timing" in (res.error or "") and "\n" not in (res.error or "")
+    assert not counts_against_host(res.error or "")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from evaluation import STATUSES, EvaluationConfig, EvaluationResult
-from evaluation.phases.compare import compare_outputs, spots_match, tolerances_for
+from evaluation.phases.compare import compare_outputs, spot_miss, spots_match, tolerances_for
 from evaluation.phases.static_checks import analyse, detect_backend
 from evaluation.results.stats import bootstrap_speedup_ci, median, summary
 from evaluation.results.types import FLAG_CODES, NOTE_CODES
@@ -248,3 +248,11 @@ def test_the_reference_forward_over_the_kernels_own_layers_is_no_fallback():
     own_init = _as_kernel(_NET).replace("self.block = Block(c)", "self.block = FusedBlock(c)")
     assert not _fallback("class FusedBlock(Block):\n    pass\n" + own_init)
     assert not _fallback(_as_kernel(_NET).replace("import torch.nn as nn", "from torch import nn"))
+
+
+def test_spot_miss_says_which_value_and_by_how_much():
+    assert spot_miss([[1.0, 2.0]], [[1.0, 2.00001]], ["float32"], None, None) == ""
+    miss = spot_miss([[1.0, 2.0]], [[1.0, 2.5]], ["float32"], 0.01, 0.01)
+    assert miss == "output 0: 2.5 against 2 (allowed 0.03)"
+    assert spot_miss([[1.0], [3.0]], [[1.0], [math.nan]], ["float32", "float32"], None, None) == "output 1: nan against 3"
+    assert spot_miss([[1.0]], [[1.0], [2.0]], ["float32"], None, None) == "2 outputs against 1"
