@@ -98,9 +98,7 @@ def _check_reply(pair: Pair, p: SandboxProcess, reply: Reply) -> None:
 
 
 def _settle(pair: Pair) -> None:
-    """GPU: every process drops what the correctness phase left on the card before any is timed."""
-    if pair.cfg.device != "cuda":
-        return
+    """Every process drops what the correctness phase left (on the GPU: on the card) before any is timed."""
     for p in [pair.ref, pair.ker] + ([pair.ref2] if pair.ref2 is not None else []):
         _check_reply(pair, p, pair.request(p, SettleRequest(), Reply))
 

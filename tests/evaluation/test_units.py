@@ -254,5 +254,7 @@ def test_spot_miss_says_which_value_and_by_how_much():
     assert spot_miss([[1.0, 2.0]], [[1.0, 2.00001]], ["float32"], None, None) == ""
     miss = spot_miss([[1.0, 2.0]], [[1.0, 2.5]], ["float32"], 0.01, 0.01)
     assert miss == "output 0: 2.5 against 2 (allowed 0.03)"
-    assert spot_miss([[1.0], [3.0]], [[1.0], [math.nan]], ["float32", "float32"], None, None) == "output 1: nan against 3"
+    assert (
+        spot_miss([[1.0], [3.0]], [[1.0], [math.nan]], ["float32", "float32"], None, None) == "output 1: nan against 3"
+    )
     assert spot_miss([[1.0]], [[1.0], [2.0]], ["float32"], None, None) == "2 outputs against 1"
