@@ -3,11 +3,13 @@
 # SQLite database, `manage.py evalworker` (RQ workers + the look-ahead builder), driven by
 # `import_kernelbench_leaderboard --verify`. Each call imports the previous results file first, so it
 # goes on where the last one stopped; it stops the workers cleanly before FIELD_BUDGET_S and exports
-# every evaluation measured so far to $OUT/h200_results.jsonl (figures only, no code: docs/field.md).
+# every evaluation measured so far to $OUT/<card>_results.jsonl (figures only, no code: docs/field.md).
 #
 # Carried with the checkout (all git-ignored): .whl/ and .redis/ (as benchmarks/gpu_worker_run.sh),
 # and the leaderboard's checkout at $FIELD_CHECKOUT (default .field/KernelBenchLeaderboard), whose
-# kernels are the code to evaluate (it is never committed). The previous results: data/field/h200_results.jsonl.
+# kernels are the code to evaluate (it is never committed). The previous results: data/field/<card>_results.jsonl.
+# The card (h200, h100) is the GPU's, as nvidia-smi names it, or FIELD_HARDWARE: the results say which
+# card measured them, and a file of one card never goes on with another's.
 #
 # Environment: FIELD_BUDGET_S (480: seconds for the whole script), FIELD_LEVELS ("1 2 3"),
 # FIELD_LIMIT (kernels to queue this call; default all not yet measured), FIELD_COMMIT (the
@@ -21,7 +23,10 @@ RESERVE=${FIELD_EXPORT_RESERVE_S:-45}  # stop the workers this long before the b
 LEVELS=${FIELD_LEVELS:-1 2 3}
 CHECKOUT=${FIELD_CHECKOUT:-.field/KernelBenchLeaderboard}
 COMMIT=${FIELD_COMMIT:-170ca7965f53bba599d1078b6fcaa5dd2658ec50}
-PREVIOUS=${FIELD_RESULTS:-data/field/h200_results.jsonl}
+HW=${FIELD_HARDWARE:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -o 'H[0-9]00' | tr H h)}
+[ -n "$HW" ] || { echo "gpu_field_verify: which card is this? (no H100/H200 in nvidia-smi; set FIELD_HARDWARE)" >&2; exit 2; }
+HW_NAME="NVIDIA ${HW^^}"
+PREVIOUS=${FIELD_RESULTS:-data/field/${HW}_results.jsonl}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 START=$(date +%s)
@@ -41,7 +46,7 @@ cleanup() {
   stop_redis
 }
 trap cleanup EXIT
-say "redis on $port"
+say "redis on $port; card $HW ($HW_NAME), results go on from $PREVIOUS"
 
 export KB_VAR_DIR=/tmp/kb-var DATABASE_URL=sqlite:////tmp/kb-field.sqlite3
 # Each result names the code that measured it (evaluation.results.harness_id): the digest always, this commit
@@ -52,15 +57,15 @@ export EVAL_BUILD_WORKERS=${EVAL_BUILD_WORKERS:-10} EVAL_BUILD_AHEAD=${EVAL_BUIL
 rm -f /tmp/kb-field.sqlite3
 M() { "$PY" manage.py "$@"; }
 M migrate -v0 --noinput
-M shell -c "from problems.models import Hardware; Hardware.objects.get_or_create(slug='h200', defaults={'name': 'NVIDIA H200'})"
-M import_kernelbench_leaderboard "$CHECKOUT" --commit "$COMMIT" --hardware h200 | tee -a "$OUT/field_verify.log"
+M shell -c "from problems.models import Hardware; Hardware.objects.get_or_create(slug='$HW', defaults={'name': '$HW_NAME'})"
+M import_kernelbench_leaderboard "$CHECKOUT" --commit "$COMMIT" --hardware "$HW" | tee -a "$OUT/field_verify.log"
 M import_results "$PREVIOUS" --missing-ok | tee -a "$OUT/field_verify.log"
 limit=(); [ -n "${FIELD_LIMIT:-}" ] && limit=(--limit "$FIELD_LIMIT")
 # shellcheck disable=SC2086  # LEVELS is a list of words
-M import_kernelbench_leaderboard "$CHECKOUT" --commit "$COMMIT" --hardware h200 --verify --levels $LEVELS "${limit[@]}" \
+M import_kernelbench_leaderboard "$CHECKOUT" --commit "$COMMIT" --hardware "$HW" --verify --levels $LEVELS "${limit[@]}" \
   | grep -E "verify:|runs," | tee -a "$OUT/field_verify.log"
 
-setsid "$PY" manage.py evalworker --queue eval-h200 --device cuda > "$OUT/evalworker.log" 2>&1 &
+setsid "$PY" manage.py evalworker --queue "eval-$HW" --device cuda > "$OUT/evalworker.log" 2>&1 &
 WORKER=$!
 say "evalworker $WORKER started"
 # The GPU's busy share while the worker runs (one sample a second; the sampler ends with the script).
@@ -90,18 +95,18 @@ total = sum(jobs.values())
 print('worker jobs:', json.dumps({**{k: round(v, 1) for k, v in jobs.items()}, 'instruments_share': round(jobs['instruments'] / total, 3) if total else None}))
 " "$OUT/evalworker.log" | tee -a "$OUT/field_verify.log" || true
 
-M export_results --hardware h200 --problem-set kernelbench-leaderboard --out "$OUT/h200_results.jsonl" | tee -a "$OUT/field_verify.log"
+M export_results --hardware "$HW" --problem-set kernelbench-leaderboard --out "$OUT/${HW}_results.jsonl" | tee -a "$OUT/field_verify.log"
 M shell -c "
 from collections import Counter
 from leaderboard.models import Evaluation
-done = Evaluation.objects.filter(hardware__slug='h200', state='done', origin='measured').select_related('kernel__run__model', 'kernel__problem')
+done = Evaluation.objects.filter(hardware__slug='$HW', state='done', origin='measured').select_related('kernel__run__model', 'kernel__problem')
 rows = Counter((e.kernel.run.model.name, e.kernel.problem.level, e.status) for e in done)
 for key, n in sorted(rows.items()): print(*key, n, sep='\t')
 " | tee "$OUT/field_status.tsv"
 # What failed here, and why (the harness's own messages, no code), and the stages' seconds.
 M shell -c "
 from leaderboard.models import Evaluation
-done = Evaluation.objects.filter(hardware__slug='h200', state='done', origin='measured').select_related('kernel__run__model', 'kernel__problem')
+done = Evaluation.objects.filter(hardware__slug='$HW', state='done', origin='measured').select_related('kernel__run__model', 'kernel__problem')
 for e in done.order_by('kernel__problem__level', 'kernel__problem__number'):
     k = e.kernel
     first = (e.error or '').strip().splitlines()
@@ -110,4 +115,4 @@ for e in done.order_by('kernel__problem__level', 'kernel__problem__number'):
           ';'.join(f'{n}={v:.2f}' for n, v in sorted((e.stage_seconds or {}).items()) if isinstance(v, (int, float))),
           (first[-1] if first else '')[:240].replace(chr(9), ' '), sep=chr(9))
 " > "$OUT/field_verdicts.tsv" 2>>"$OUT/field_verify.log" || true
-say "done: $(wc -l < "$OUT/h200_results.jsonl") lines in $OUT/h200_results.jsonl (first line: header)"
+say "done: $(wc -l < "$OUT/${HW}_results.jsonl") lines in $OUT/${HW}_results.jsonl (first line: header)"
