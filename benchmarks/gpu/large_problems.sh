@@ -4,7 +4,9 @@
 # `39_L2Norm_` ran out of memory in the reference process while timing and
 # `76_conv_standard_1D_dilated_strided__` read a timing_output_mismatch (docs/evaluation.md,
 # "Large problems on an 80 GB card").
-#   device run: bash benchmarks/gpu/large_problems.sh      (carry .field; writes $OUT/large_*)
+#   device run: bash benchmarks/gpu/large_problems.sh      (carry .field; writes $OUT/large.tgz)
+# The device tool brings back at most 8 files from $OUT: run beside the GPU check, this script's five
+# files left the check's summary.json out (2026-12-06, run 18), so they leave packed in one archive.
 set -uo pipefail
 OUT=${OUT:-/tmp/kb-large}
 KB=${KB_DIR:-.field/KernelBench}
@@ -18,6 +20,7 @@ trap 'kill $SAMPLER $CARD 2>/dev/null' EXIT
 timeout --signal=INT "${LARGE_BUDGET_S:-150}" python3 -m evaluation sweep "$KB" --levels 1 2 3 --device cuda \
   --instruments none --problems $PROBLEMS --out "$OUT/large_results.jsonl" --json > "$OUT/large_sweep.log" 2>&1
 echo "large_problems: sweep exit $?"
+kill $SAMPLER $CARD 2>/dev/null; wait $SAMPLER $CARD 2>/dev/null
 grep -E '^\[' "$OUT/large_sweep.log"
 python3 - "$OUT/large_results.jsonl" "$OUT/large_memory.csv" "$OUT/large_card.csv" <<'PY'
 import collections, json, sys
@@ -34,3 +37,5 @@ print("peak MiB per process:", dict(peak.most_common(12)))
 used = [int(r.split(",")[1].split()[0]) for r in open(sys.argv[3]) if r.count(",") == 1 and "MiB" in r]
 print("peak MiB on the card:", max(used, default=None))
 PY
+tar -czf "$OUT/large.tgz" -C "$OUT" large_results.jsonl large_memory.csv large_card.csv large_sweep.log \
+  && rm -f "$OUT"/large_results.jsonl "$OUT"/large_memory.csv "$OUT"/large_card.csv "$OUT"/large_sweep.log
