@@ -140,6 +140,7 @@ def _measured(monkeypatch, sets: list[timing.Rounds], device: str = "cuda") -> t
         starts.append(start)
         return sets[len(starts) - 1]
 
+    monkeypatch.setattr(timing, "_settle", lambda pair: None)  # no processes to settle
     monkeypatch.setattr(timing, "_warm_up", lambda pair: (20, 8, 0.0))
     monkeypatch.setattr(timing, "_run_rounds", scripted)
     pair = _pair(device)
