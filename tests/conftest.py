@@ -31,38 +31,6 @@ def pytest_configure(config) -> None:
     settings.PASSWORD_HASHERS = ["tests.hashers.FewIterationsPBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
 
 
-#: The test files that take longest (setup and calls, in the suites' `--durations` on the 2-core
-#: machine), longest first. pytest-xdist (`--dist loadfile`) hands whole files to its processes in
-#: collection order, so a long file collected late ran alone at the end of its part while the other
-#: processes had finished: these go first, the rest keep their order (docs/performance.md).
-LONGEST_FILES = (
-    "tests/evaluation/test_pch.py",
-    "tests/adversarial/test_exploits_cpu.py",
-    "tests/evaluation/test_build_stage.py",
-    "tests/evaluation/test_unit_cache.py",
-    "tests/evaluation/test_killed_compiler.py",
-    "tests/evaluation/test_slim_headers.py",
-    "tests/evaluation/test_cli_and_api.py",
-    "tests/integration/test_reliability.py",
-    "tests/django/test_boards_answer_first_time.py",
-    "tests/api/test_fuzz.py",
-    "tests/evaluation/test_failure_modes.py",
-    "tests/adversarial/test_harness_clock.py",
-    "tests/load/test_bench_web_smoke.py",
-    "tests/integration/test_readme.py",
-    "tests/integration/test_client.py",
-    "tests/adversarial/test_root_file_ops.py",
-)
-
-
-def pytest_collection_modifyitems(session, config, items) -> None:
-    rank = {path: i for i, path in enumerate(LONGEST_FILES)}
-    if os.environ.get("KB_TEST_ORDER") == "collection":  # the order as collected (to compare)
-        return
-    first = len(rank)
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], first))  # stable: files keep their tests' order
-
-
 def pytest_runtest_logstart(nodeid, location) -> None:
     # KB_TEST_TIMELINE=FOLDER: each test's start time, one file per pytest process, to line up what
     # several pytest processes running at once did at the same moment (tests/run-suites.sh runs two a part).
