@@ -46,3 +46,25 @@ def test_an_unknown_op_is_refused_and_an_unknown_field_left_out():
 def test_every_request_but_exit_has_a_handler_in_the_harness():
     assert set(HANDLERS) | {ExitRequest.op} == set(REQUESTS)
     assert all(callable(getattr(Harness, name)) for name in HANDLERS.values())
+
+
+def test_settle_drops_what_correctness_kept():
+    """The settle before timing (evaluation.child.timing_requests.settle): the outputs kept for the
+    comparison and the reuse check, their pointers, the shared buffer and inputs made ahead all go,
+    so that on a card the processes timed side by side hold nothing idle (on an H100 a process of an
+    8 GB problem kept tens of GB, and the other ran out of memory)."""
+    released = []
+
+    class Kept:
+        device = "cpu"
+        last_outs = ["reference outputs"]
+        prev_out_ref, prev_out_ptrs = ["kernel outputs"], [1234]
+        _prepared = {7: ["inputs"]}
+
+        def _release_shared(self):
+            released.append(True)
+
+    kept = Kept()
+    assert Harness.settle(kept, parse_request({"op": "settle"})) == {"ok": True}
+    assert released and kept.last_outs is None and kept.prev_out_ref is None
+    assert kept.prev_out_ptrs == [] and kept._prepared == {}
