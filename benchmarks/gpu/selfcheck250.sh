@@ -16,6 +16,9 @@ mkdir -p "$OUT"
 [ -d "$KB/level1" ] || { echo "selfcheck250: no KernelBench problems at $KB (carry.sh with KB_MIRROR)"; exit 2; }
 left=$(python3 benchmarks/selfcheck_parts.py remaining "$KB" "$DONE")
 echo "selfcheck250: $(wc -w <<< "$left") of 250 problems left on ${card:-an unnamed card} ($DONE); budget ${SELFCHECK_BUDGET_S:-540} s"
+# The parts this checkout holds: a call made before the last call's file was committed as a part
+# measures that call's problems again (2026-12-06, part 3).
+echo "selfcheck250: going on from $(cd "$DONE" 2>/dev/null && ls -- *.jsonl *.jsonl.gz 2>/dev/null | tr '\n' ' ')"
 [ -n "$left" ] || exit 0
 # Partial results survive the budget: the sweep writes each result as it ends. No instruments: a
 # self-check asks only whether the timing reads 1.0 (part 1 on the H100, with them, spent 273 of its
