@@ -54,7 +54,7 @@ def _load_pinned(pair: Pair, msg: LoadRequest) -> tuple[LoadReply, LoadReply]:
     so each is timed on the very cores the others are (on a VM, vCPUs differ in speed, and each
     drifts; a process left on a core of its own settles into that core's speed)."""
     cpus = list(pair.cfg.cpus)
-    procs = [p for p in (pair.ref, pair.ker, pair.ref2) if p is not None]
+    procs = pair.processes()
     for p in procs:
         try:
             p.send(dataclasses.replace(msg, cpus=list(cpus)))

@@ -49,6 +49,10 @@ class Pair:
     pause: Callable[[], float] | None = None
     problem_digest: str = ""  # the problem source's: what is kept of it by problem (problem_facts)
 
+    def processes(self) -> list[SandboxProcess]:
+        """Every process of the evaluation: the reference, the kernel, and the second reference if any."""
+        return [self.ref, self.ker] + ([self.ref2] if self.ref2 is not None else [])
+
     def defence_on(self, name: str) -> bool:
         return name not in self.cfg.disable_defences
 

@@ -26,6 +26,7 @@ from evaluation.sandbox.protocol import (
     PlaceRequest,
     PrepareRequest,
     Reply,
+    Request,
     SettleRequest,
     TimeReply,
     TimeRequest,
@@ -99,8 +100,13 @@ def _check_reply(pair: Pair, p: SandboxProcess, reply: Reply) -> None:
 
 def _settle(pair: Pair) -> None:
     """Every process drops what the correctness phase left (on the GPU: on the card) before any is timed."""
-    for p in [pair.ref, pair.ker] + ([pair.ref2] if pair.ref2 is not None else []):
-        _check_reply(pair, p, pair.request(p, SettleRequest(), Reply))
+    _ask_every_process(pair, SettleRequest())
+
+
+def _ask_every_process(pair: Pair, msg: Request) -> None:
+    """``msg`` to each process in turn, each reply checked (a request of its own, outside any timing)."""
+    for p in pair.processes():
+        _check_reply(pair, p, pair.request(p, msg, Reply))
 
 
 def _seeds(pair: Pair, tag: str, r: int, n: int) -> list[int]:
@@ -233,17 +239,13 @@ def _spot_check(rounds: Rounds, r: int, calls: str, miss: str) -> None:
 def _place(pair: Pair, seed: int, input_seed: int) -> None:
     """Every process moves its tensors to new device addresses for this round (see evaluation.child.timing_requests, _re_place),
     in a request of its own: the parent's clock around the timing requests does not see it."""
-    msg = PlaceRequest(seed=seed, input_seed=input_seed)
-    for p in [pair.ref, pair.ker] + ([pair.ref2] if pair.ref2 is not None else []):
-        _check_reply(pair, p, pair.request(p, msg, Reply))
+    _ask_every_process(pair, PlaceRequest(seed=seed, input_seed=input_seed))
 
 
 def _prepare(pair: Pair, seeds: list[int]) -> None:
     """Every process makes the round's inputs ahead, in a request of its own (see evaluation.child.timing_requests, prepare):
     the parent's clock around the timing request then sees little but the calls."""
-    msg = PrepareRequest(seeds=seeds)
-    for p in [pair.ref, pair.ker] + ([pair.ref2] if pair.ref2 is not None else []):
-        _check_reply(pair, p, pair.request(p, msg, Reply))
+    _ask_every_process(pair, PrepareRequest(seeds=seeds))
 
 
 def narrow_enough(rounds: Rounds, target: float | None, floor: int) -> bool:

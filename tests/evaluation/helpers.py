@@ -58,20 +58,19 @@ def run(problem: Path | str, kernel_src: str, **kw: Any) -> EvaluationResult:
     return evaluate(read(problem), kernel_src, EvaluationConfig(**kw))
 
 
+#: Runs of the naive harness at most, where an exploit is to show it is fooled (``naive``).
+NAIVE_TRIES = 3
+
+
 def naive(
-    problem: Path | str,
-    kernel: Path | str,
-    *args: str,
-    scale: int = 1,
-    fooled_above: float | None = None,
-    tries: int = 3,
+    problem: Path | str, kernel: Path | str, *args: str, scale: int = 1, fooled_above: float | None = None
 ) -> dict[str, Any]:
     """Run the deliberately naive in-process harness on an exploit (in its own interpreter).
-    ``fooled_above``: the speedup the exploit shows it on a quiet host; a run below it is taken
-    again, up to ``tries`` runs, and the best returned. On the 2-core machine a run beside the
-    suite's compiles once read a cached output at 0.37x: the host's, not the exploit's."""
+    ``fooled_above``: the speedup by which the exploit fools it on a quiet host; a run below that is
+    run again, NAIVE_TRIES runs at most, and the best is returned (on the 2-core machine one run
+    beside the suite's compiles read a cached output at 0.37x: the host's doing, not the exploit's)."""
     best: dict[str, Any] = {}
-    for _ in range(tries if fooled_above is not None else 1):
+    for _ in range(NAIVE_TRIES if fooled_above is not None else 1):
         out = _naive_once(problem, kernel, args, scale)
         if not best or out.get("speedup", 0) > best.get("speedup", 0):
             best = out
