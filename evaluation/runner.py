@@ -34,7 +34,7 @@ from evaluation.results.harness_id import harness_identity
 from evaluation.results.types import EvaluationConfig, EvaluationResult
 from evaluation.sandbox.host_errors import BUSY_EVALUATION, INFRASTRUCTURE_ERROR, confirm, host_error, killed_build
 from evaluation.sandbox.process import ChildError, SandboxProcess
-from evaluation.sandbox.protocol import MalformedReply, ReadyReply, parse
+from evaluation.sandbox.protocol import MalformedReply, OpenDeviceReply, OpenDeviceRequest, ReadyReply, parse
 from evaluation.sandbox.sandbox import Sandbox
 
 __all__ = ["evaluate", "prepare", "evaluate_prepared", "Prepared", "derive_seed", "hardware_slug"]
@@ -336,9 +336,30 @@ def _start(prep: Prepared, deadline: float,
         if not r.ok:
             raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process failed to start: {r.error}", r.traceback)
     res.timings_s["process_start"] = round(time.monotonic() - t0, 4)
+    res.timings_s["device_open"] = _open_device(prep.procs, deadline)
     res.environment["kernel_confinement"] = ready["kernel"].confinement
     by_role = {p.role: p for p in prep.procs}
     return by_role["reference"], by_role["kernel"], by_role.get("reference2")
+
+
+def _open_device(procs: list[SandboxProcess], deadline: float) -> float:
+    """Every process opens the device side by side (CUDA's context, its events, the spin's
+    calibration): now, with the GPU held, never while it imported torch ahead of its turn. Returns
+    the seconds it took; a process that cannot is the host's failure (no code of the kernel has run)."""
+    t0 = time.monotonic()
+    try:
+        for p in procs:
+            p.send(OpenDeviceRequest())
+        for p in procs:
+            r = parse(OpenDeviceReply, p.recv(deadline))
+            if not r.ok:
+                raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process could not open the device: {r.error}",
+                            r.traceback)
+    except ChildError as exc:
+        raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process could not open the device: {exc.message}") from exc
+    except MalformedReply as exc:
+        raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process could not open the device: malformed reply: {exc}") from exc
+    return round(time.monotonic() - t0, 4)
 
 
 def _collect(res: EvaluationResult, sandbox: Sandbox, log_parts: list[str]) -> None:

@@ -49,6 +49,7 @@ from evaluation.sandbox.protocol import (
     ExportFileRequest,
     InstrumentRequest,
     LoadRequest,
+    OpenDeviceRequest,
     PlaceRequest,
     PrepareRequest,
     SettleRequest,
@@ -107,6 +108,9 @@ class Harness(TimingRequests):
         self.ipc_error: str | None = None
         self._first_places: list[Any] | None = None  # the model's tensors where they were made (_re_place)
         self._place_pad: Any = None
+        self._device_open = False
+        self._device_open_s = 0.0
+        self._opened_now = False  # the device was opened for the request being answered
         fd = spec.get("fd_sock")
         self.fd_sock = socket.socket(fileno=fd) if isinstance(fd, int) else None
 
@@ -121,6 +125,24 @@ class Harness(TimingRequests):
         if "KB_TORCH_THREADS" in os.environ:
             torch.set_num_threads(int(os.environ["KB_TORCH_THREADS"]))
         self._sync = lambda: None
+        self.timer_fn = perf_counter_ns
+
+    def open_device(self) -> bool:
+        """The device's part of the setup: CUDA's context, the events, the L2 flush buffer and the
+        GPU spin's calibration. Asked for apart from the import, once the evaluation holds the GPU: a
+        process started ahead (another worker's turn, the sweep's next evaluation) imports torch
+        beside timed rounds without touching the card they are timed on. Done once; before any of
+        the kernel's code runs, whatever request comes first. True if it was opened now."""
+        if self._device_open:
+            return False
+        self._device_open = True
+        t0 = perf_counter_ns()
+        self._open_cuda()
+        self._device_open_s = (perf_counter_ns() - t0) / 1e9
+        return True
+
+    def _open_cuda(self) -> None:
+        torch = self.torch
         if self.device == "cuda":
             if not torch.cuda.is_available():
                 raise RuntimeError("CUDA requested but torch.cuda.is_available() is False in the sandbox")
@@ -139,7 +161,10 @@ class Harness(TimingRequests):
             self._l2_buf = torch.empty(max(2 * l2, 128 * 2**20), dtype=torch.int8, device="cuda")
             self._gpu_sleep = torch.cuda._sleep
             self._slack_cycles = self._cycles_for(LAUNCH_SLACK_US)
-        self.timer_fn = perf_counter_ns
+
+    def open_device_request(self, req: OpenDeviceRequest) -> dict[str, Any]:
+        # The loop opened it before this handler, if no request came before: it says which.
+        return {"ok": True, "device_open_s": self._device_open_s, "opened_now": self._opened_now}
 
     def _cycles_for(self, us: float) -> int:
         """GPU clock cycles that ``torch.cuda._sleep`` spins for ``us`` microseconds (measured here).
@@ -737,7 +762,7 @@ HANDLERS = {
     LoadRequest.op: "load", CorrectRequest.op: "correctness", TimeRequest.op: "time_calls", PlaceRequest.op: "place",
     DeviceRequest.op: "device_time", CompareRequest.op: "compare", ExportFileRequest.op: "export_file",
     EstimateRequest.op: "estimate", BuildRequest.op: "build", InstrumentRequest.op: "instrument",
-    PrepareRequest.op: "prepare", SettleRequest.op: "settle",
+    PrepareRequest.op: "prepare", SettleRequest.op: "settle", OpenDeviceRequest.op: "open_device_request",
 }
 
 
@@ -771,6 +796,7 @@ def main() -> None:
                        "nonce": msg.get("nonce")})
             continue
         try:
+            harness._opened_now = harness.open_device()  # at the first request: no code of the kernel ran before
             reply = handler(req)
         except BaseException as exc:  # noqa: BLE001
             reply = {"ok": False, "kind": classify_exception(exc), "error": one_line(exc),

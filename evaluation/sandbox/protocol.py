@@ -41,6 +41,12 @@ class ReadyReply(Reply):
 
 
 @dataclass
+class OpenDeviceReply(Reply):
+    device_open_s: float = 0.0
+    opened_now: bool = False  # False: an earlier request had opened it
+
+
+@dataclass
 class LoadReply(Reply):
     problem_s: float = 0.0
     import_s: float = 0.0
@@ -290,6 +296,14 @@ class DeviceRequest(Request):
 
 
 @dataclass(frozen=True)
+class OpenDeviceRequest(Request):
+    """Open the device (CUDA's context, the timing events, the GPU spin's calibration): asked once the
+    evaluation holds the GPU, apart from the start, which only imports torch."""
+
+    op: ClassVar[str] = "open_device"
+
+
+@dataclass(frozen=True)
 class ExitRequest(Request):
     op: ClassVar[str] = "exit"
 
@@ -297,7 +311,7 @@ class ExitRequest(Request):
 REQUESTS: dict[str, type[Request]] = {
     cls.op: cls for cls in (EstimateRequest, LoadRequest, BuildRequest, CorrectRequest, ExportFileRequest,
                             CompareRequest, InstrumentRequest, PrepareRequest, SettleRequest, PlaceRequest, TimeRequest,
-                            DeviceRequest, ExitRequest)
+                            DeviceRequest, OpenDeviceRequest, ExitRequest)
 }
 
 
