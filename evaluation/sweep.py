@@ -199,13 +199,19 @@ def _start_builds(tasks: list[Task], cfg: EvaluationConfig, workers: int | None,
     """Submit every kernel that compiles to a build pool, in queue order (the GPUs take them in the same order)."""
     sources = {(t.level, t.problem): _sources(t)[1] for t in tasks if t.kernel_path}
     sources = {k: v for k, v in sources.items() if needs_build(v)}
-    if not sources or (workers is not None and workers <= 0):
+    if (not sources and cfg.device != "cuda") or (workers is not None and workers <= 0):
         return None, {}
     # On ``cpus``: off the timing cores and every core sharing a physical core with one (SMT
     # siblings); as many builds at once as those cores and the memory hold at what builds use
     # (workers None).
     pool = BuildPool(workers, cfg, cpus)
-    return pool, {key: pool.submit(src) for key, src in sources.items()}
+    builds = {}
+    for t in tasks:  # in queue order, each problem's sizes before its kernel's build
+        if cfg.device == "cuda":
+            pool.find_sizes(_sources(t)[0])
+        if (t.level, t.problem) in sources:
+            builds[(t.level, t.problem)] = pool.submit(sources[(t.level, t.problem)])
+    return pool, builds
 
 
 def _collect(results: Any, procs: list[Any], n: int, out: TextIO | None, progress: TextIO,

@@ -43,6 +43,7 @@ from evaluation.builds.slim_headers import level as slim_level
 from evaluation.builds.units import compiler_env
 from evaluation.builds.units import merge_stats as merge_unit_stats
 from evaluation.builds.units import serve as unit_server
+from evaluation.phases.sizes_ahead import find_sizes
 from evaluation.results.types import EvaluationConfig
 from evaluation.sandbox.host_errors import BUSY_BUILD, INFRASTRUCTURE_ERROR, KILLED_BUILD, killed_build
 from evaluation.sandbox.process import ChildError, Deadline
@@ -466,6 +467,7 @@ class BuildPool:
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kb-build",
                                         initializer=_build_thread, initargs=(cpus,))
         self._futures: dict[str, Future[BuildOutcome]] = {}
+        self._sizes: dict[str, Future[str]] = {}
         self._lock = threading.Lock()
 
     def submit(self, kernel_source: str, cfg: EvaluationConfig | None = None) -> Future[BuildOutcome]:
@@ -475,6 +477,18 @@ class BuildPool:
             if fut is None:
                 fut = self._pool.submit(self._admitted_build, kernel_source, cfg or self.cfg)
                 self._futures[kernel_source] = fut
+            return fut
+
+    def find_sizes(self, problem_source: str, cfg: EvaluationConfig | None = None) -> Future[str]:
+        """Find the problem's sizes ahead of its evaluation (``evaluation.phases.sizes_ahead``) on one
+        of the pool's threads, once per problem and configuration."""
+        cfg = cfg or self.cfg
+        key = f"sizes\0{cfg.size_scale}\0{cfg.build_cache_dir}\0{problem_source}"
+        with self._lock:
+            fut = self._sizes.get(key)
+            if fut is None:
+                fut = self._pool.submit(find_sizes, problem_source, cfg)
+                self._sizes[key] = fut
             return fut
 
     def _admitted_build(self, kernel_source: str, cfg: EvaluationConfig) -> BuildOutcome:
@@ -492,7 +506,7 @@ class BuildPool:
     def pending(self) -> int:
         """Builds submitted and not finished."""
         with self._lock:
-            return sum(not f.done() for f in self._futures.values())
+            return sum(not f.done() for f in self._futures.values()) + sum(not f.done() for f in self._sizes.values())
 
     def close(self, wait: bool = True) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=not wait)

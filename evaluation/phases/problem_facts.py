@@ -22,10 +22,11 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from evaluation.phases.session import Pair
 from evaluation.results.harness_id import harness_digest, torch_version
+from evaluation.results.types import EvaluationConfig
 from evaluation.sandbox.safe_files import read_json, replace_json
 
 #: The folder, in the build cache's root, of the facts kept on disk (a dot name: never evicted).
@@ -39,6 +40,23 @@ def problem_digest(problem_source: str) -> str:
     return hashlib.sha256((stamp + problem_source).encode()).hexdigest()
 
 
+class ProblemAt(Protocol):
+    """What a fact is kept under: the problem (its digest), the scale and the build cache of a
+    configuration. An evaluation's ``Pair`` is one; ``ProblemKey`` is one with no evaluation."""
+
+    @property
+    def problem_digest(self) -> str: ...
+
+    @property
+    def cfg(self) -> EvaluationConfig: ...
+
+
+@dataclass(frozen=True)
+class ProblemKey:
+    problem_digest: str
+    cfg: EvaluationConfig
+
+
 class ProblemFacts:
     """The last ``capacity`` facts in memory, every fact on disk, by (the problem's digest, its
     scale, what). Thread-safe: a worker's threads may evaluate at once. A pair with no digest keeps
@@ -49,7 +67,7 @@ class ProblemFacts:
         self._kept: OrderedDict[tuple[str, int, str], dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, pair: Pair, what: str) -> dict[str, Any] | None:
+    def get(self, pair: ProblemAt, what: str) -> dict[str, Any] | None:
         if not pair.problem_digest:
             return None
         key = (pair.problem_digest, pair.cfg.size_scale, what)
@@ -64,7 +82,7 @@ class ProblemFacts:
         self._remember(key, on_disk)
         return dict(on_disk)
 
-    def put(self, pair: Pair, what: str, value: dict[str, Any]) -> None:
+    def put(self, pair: ProblemAt, what: str, value: dict[str, Any]) -> None:
         if not pair.problem_digest:
             return
         self._remember((pair.problem_digest, pair.cfg.size_scale, what), dict(value))
@@ -84,7 +102,7 @@ class ProblemFacts:
                 self._kept.popitem(last=False)
 
 
-def _path(pair: Pair) -> str:
+def _path(pair: ProblemAt) -> str:
     return os.path.join(pair.cfg.build_cache_dir, FACTS_FOLDER, f"{pair.problem_digest}.json")
 
 

@@ -5,7 +5,9 @@ The builder (``prebuild_evaluations``, started by each GPU ``evalworker`` beside
 first ``depth`` job ids of its queues (RQ's public ``Queue.get_job_ids``), loads those evaluations'
 kernels and options the way the job will (``jobs.load_inputs``), and hands them to a pool of
 sandboxed build processes (``evaluation.builds.stage.BuildPool``) writing into the host's build cache.
-A source already built, or being built by another builder of the host (its cache entry is locked),
+The pool also finds each problem's sizes on the CPU (``evaluation.phases.sizes_ahead``: the
+first operator on the meta device costs seconds, which the GPU would otherwise wait for in the
+evaluation). A source already built, or being built by another builder of the host (its cache entry is locked),
 costs nothing; a builder that dies leaves no half build behind (the cache publishes complete builds
 only). See docs/workers.md, "Builds ahead of the GPUs", for why the look-ahead sits with the worker.
 """
@@ -48,10 +50,12 @@ def submit_upcoming(pool: BuildPool, queue_names: list[str], depth: int, seen: s
             continue
         seen.add(evaluation_id)
         try:
-            _problem, kernel_source, config = load_inputs(evaluation_id)
+            problem_source, kernel_source, config = load_inputs(evaluation_id)
         except Exception:  # the row went away or is malformed: the job itself will say so
             log.debug("prebuild: evaluation %s could not be loaded", evaluation_id, exc_info=True)
             continue
+        if config.device == "cuda":  # the problem's sizes, off the GPU's critical path (once a problem)
+            pool.find_sizes(problem_source, config)
         if needs_build(kernel_source):
             future = pool.submit(kernel_source, config)
             if isinstance(future, Future) and not getattr(future, "kb_logged", False):  # one future per source

@@ -5,6 +5,8 @@ tests/evaluation/test_build_stage.py)."""
 from __future__ import annotations
 
 from leaderboard.evaluations.prebuild import submit_upcoming, upcoming_evaluations
+from leaderboard.models import Run
+from problems.models import Hardware
 from tests.integration.conftest import CORRECT_KERNEL, submit
 
 NEEDS_BUILD = "from torch.utils.cpp_extension import load_inline  # {n}\n" + CORRECT_KERNEL
@@ -16,10 +18,15 @@ class RecordingPool:
 
     def __init__(self):
         self.sources: list[str] = []
+        self.problems: list[str] = []
 
     def submit(self, source, cfg=None):
         assert cfg is not None and cfg.timeout_s > 0  # the job's own options
         self.sources.append(source)
+
+    def find_sizes(self, problem_source, cfg=None):
+        assert cfg is not None and cfg.device == "cuda"
+        self.problems.append(problem_source)
 
 
 def test_upcoming_kernels_are_built_ahead_in_queue_order(env, make_kernels, cpu):
@@ -32,3 +39,14 @@ def test_upcoming_kernels_are_built_ahead_in_queue_order(env, make_kernels, cpu)
     assert submit_upcoming(pool, ["eval-cpu"], 10, seen) == 1  # only what it had not seen
     assert pool.sources[-1] == kernels[3].source
     assert submit_upcoming(pool, ["eval-cpu"], 10, seen) == 0
+
+
+def test_on_a_gpu_the_problems_sizes_are_found_ahead_beside_the_builds(env, make_kernels):
+    gpu = Hardware.objects.create(slug="h200", name="NVIDIA H200", kind=Hardware.Kind.GPU)
+    kernels = make_kernels([NEEDS_BUILD.format(n=1), CORRECT_KERNEL])
+    Run.objects.filter(pk=kernels[0].run_id).update(hardware=gpu)
+    submit(kernels, gpu)
+    pool = RecordingPool()
+    assert submit_upcoming(pool, ["eval-h200"], 10, set()) == 1
+    assert pool.problems == [k.problem.source for k in kernels]  # every job's, built or not, in queue order
+    assert pool.sources == [kernels[0].source]
