@@ -6,7 +6,8 @@
 #
 # Carried (git-ignored, made here by benchmarks/gpu/carry.sh): .whl/, .redis/, .field/KernelBenchLeaderboard.
 # Leaves in $OUT at most 7 files (import.log and gpu_util.csv packed in logs.tgz at the end).
-#   device run: bash benchmarks/gpu_check.sh      (carry .whl .redis .field)
+#   device run: bash benchmarks/gpu_check.sh      (carry .whl .redis .field/KernelBenchLeaderboard: the whole
+#   .field, with KernelBench's problems and an older tree, is over the device tool's 64 MiB beside the rest)
 # Environment: CHECK_BUDGET_S (530: the two passes and self-checks), EXPLOIT_BUDGET_S (150; 0 skips the
 # GPU exploit suite), PY (python3).
 set -uo pipefail
