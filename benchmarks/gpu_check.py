@@ -319,7 +319,8 @@ def summary(
 
 
 #: An evaluation's stages whose medians the summary gives: its whole time, the wait for its sandboxed
-#: processes on the critical path, timing, and the wait for the GPU's turn where workers share it.
+#: processes on the critical path, their opening of the device, timing, and the wait for the GPU's turn
+#: where workers share it.
 MEDIAN_STAGES = ("eval_total", "eval_process_start", "eval_device_open", "eval_timing", "eval_turn_wait")
 
 
