@@ -34,7 +34,7 @@ from evaluation.results.harness_id import harness_identity
 from evaluation.results.types import EvaluationConfig, EvaluationResult
 from evaluation.sandbox.host_errors import BUSY_EVALUATION, INFRASTRUCTURE_ERROR, confirm, host_error, killed_build
 from evaluation.sandbox.process import ChildError, SandboxProcess
-from evaluation.sandbox.protocol import MalformedReply, OpenDeviceReply, OpenDeviceRequest, ReadyReply, parse
+from evaluation.sandbox.protocol import MalformedReply, OpenDeviceReply, OpenDeviceRequest, R, ReadyReply, parse
 from evaluation.sandbox.sandbox import Sandbox
 
 __all__ = ["evaluate", "prepare", "evaluate_prepared", "Prepared", "derive_seed", "hardware_slug"]
@@ -320,21 +320,9 @@ def _release_build(prep: Prepared, res: EvaluationResult) -> None:
 
 def _start(prep: Prepared, deadline: float,
            res: EvaluationResult) -> tuple[SandboxProcess, SandboxProcess, SandboxProcess | None]:
-    """Wait until each started process has imported torch."""
+    """Wait until each started process has imported torch, then have them open the device."""
     t0 = max(prep.t_started, time.monotonic())  # prepared ahead: only the wait on the critical path counts
-    ready: dict[str, ReadyReply] = {}
-    for p in prep.procs:
-        # None of the kernel's code has run yet (it is imported at 'load'): a process that cannot
-        # start is the host's failure (a sandbox that cannot be set up, torch that cannot load).
-        try:
-            ready[p.role] = parse(ReadyReply, p.recv(deadline))
-        except ChildError as exc:
-            raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process failed to start: {exc.message}") from exc
-        except MalformedReply as exc:
-            raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process failed to start: malformed reply: {exc}") from exc
-        r = ready[p.role]
-        if not r.ok:
-            raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process failed to start: {r.error}", r.traceback)
+    ready = {p.role: _host_reply(p, ReadyReply, deadline, "failed to start") for p in prep.procs}
     res.timings_s["process_start"] = round(time.monotonic() - t0, 4)
     res.timings_s["device_open"] = _open_device(prep.procs, deadline)
     res.environment["kernel_confinement"] = ready["kernel"].confinement
@@ -345,21 +333,31 @@ def _start(prep: Prepared, deadline: float,
 def _open_device(procs: list[SandboxProcess], deadline: float) -> float:
     """Every process opens the device side by side (CUDA's context, its events, the spin's
     calibration): now, with the GPU held, never while it imported torch ahead of its turn. Returns
-    the seconds it took; a process that cannot is the host's failure (no code of the kernel has run)."""
+    the seconds it took."""
     t0 = time.monotonic()
-    try:
-        for p in procs:
+    for p in procs:
+        try:
             p.send(OpenDeviceRequest())
-        for p in procs:
-            r = parse(OpenDeviceReply, p.recv(deadline))
-            if not r.ok:
-                raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process could not open the device: {r.error}",
-                            r.traceback)
-    except ChildError as exc:
-        raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process could not open the device: {exc.message}") from exc
-    except MalformedReply as exc:
-        raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process could not open the device: malformed reply: {exc}") from exc
+        except ChildError as exc:
+            raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process could not open the device: {exc.message}") from exc
+    for p in procs:
+        _host_reply(p, OpenDeviceReply, deadline, "could not open the device")
     return round(time.monotonic() - t0, 4)
+
+
+def _host_reply(p: SandboxProcess, cls: type[R], deadline: float, failed: str) -> R:
+    """The next reply of a process none of the kernel's code has run in yet (it is imported at
+    'load'): a process that fails there is the host's failure (a sandbox that cannot be set up,
+    torch or the device that cannot load), never a verdict."""
+    try:
+        reply = parse(cls, p.recv(deadline))
+    except ChildError as exc:
+        raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process {failed}: {exc.message}") from exc
+    except MalformedReply as exc:
+        raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process {failed}: malformed reply: {exc}") from exc
+    if not reply.ok:
+        raise Abort(INFRASTRUCTURE_ERROR, f"{p.role} process {failed}: {reply.error}", reply.traceback)
+    return reply
 
 
 def _collect(res: EvaluationResult, sandbox: Sandbox, log_parts: list[str]) -> None:

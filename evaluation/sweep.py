@@ -196,21 +196,23 @@ def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: Te
 
 def _start_builds(tasks: list[Task], cfg: EvaluationConfig, workers: int | None,
                   cpus: list[int]) -> tuple[BuildPool | None, dict[tuple[int, str], Any]]:
-    """Submit every kernel that compiles to a build pool, in queue order (the GPUs take them in the same order)."""
-    sources = {(t.level, t.problem): _sources(t)[1] for t in tasks if t.kernel_path}
-    sources = {k: v for k, v in sources.items() if needs_build(v)}
-    if (not sources and cfg.device != "cuda") or (workers is not None and workers <= 0):
+    """Submit every kernel that compiles to a build pool, in queue order (the GPUs take them in the
+    same order), and on the GPU every problem's sizes (``evaluation.phases.sizes_ahead``)."""
+    read = [(t, *_sources(t)) for t in tasks]
+    to_build = {(t.level, t.problem): kernel for t, _problem, kernel in read if t.kernel_path and needs_build(kernel)}
+    if (not to_build and cfg.device != "cuda") or (workers is not None and workers <= 0):
         return None, {}
     # On ``cpus``: off the timing cores and every core sharing a physical core with one (SMT
     # siblings); as many builds at once as those cores and the memory hold at what builds use
     # (workers None).
     pool = BuildPool(workers, cfg, cpus)
     builds = {}
-    for t in tasks:  # in queue order, each problem's sizes before its kernel's build
+    for t, problem, _kernel in read:  # in queue order, each problem's sizes before its kernel's build
         if cfg.device == "cuda":
-            pool.find_sizes(_sources(t)[0])
-        if (t.level, t.problem) in sources:
-            builds[(t.level, t.problem)] = pool.submit(sources[(t.level, t.problem)])
+            pool.find_sizes(problem)
+        key = (t.level, t.problem)
+        if key in to_build and key not in builds:
+            builds[key] = pool.submit(to_build[key])
     return pool, builds
 
 

@@ -29,19 +29,20 @@ class DeviceSetup:
     _opened_now: bool
     _sync: Callable[[], None]
 
-    def open_device(self) -> bool:
+    def open_device(self) -> None:
         """The device's part of the setup: CUDA's context, the events, the L2 flush buffer and the
         GPU spin's calibration. Asked for apart from the import, once the evaluation holds the GPU: a
         process started ahead (another worker's turn, the sweep's next evaluation) imports torch
         beside timed rounds without touching the card they are timed on. Done once; before any of
-        the kernel's code runs, whatever request comes first. True if it was opened now."""
+        the kernel's code runs, whatever request comes first (``_opened_now`` says whether it was
+        this one)."""
+        self._opened_now = not self._device_open
         if self._device_open:
-            return False
+            return
         self._device_open = True
         t0 = perf_counter_ns()
         self._open_cuda()
         self._device_open_s = (perf_counter_ns() - t0) / 1e9
-        return True
 
     def _open_cuda(self) -> None:
         torch = self.torch

@@ -738,7 +738,7 @@ def main() -> None:
                        "nonce": msg.get("nonce")})
             continue
         try:
-            harness._opened_now = harness.open_device()  # at the first request: no code of the kernel ran before
+            harness.open_device()  # at the first request: no code of the kernel ran before
             reply = handler(req)
         except BaseException as exc:  # noqa: BLE001
             reply = {"ok": False, "kind": classify_exception(exc), "error": one_line(exc),
