@@ -6,7 +6,7 @@ pass holds, what each device call did, and how two measurements of the same kern
     python3 benchmarks/field_runs.py compare RESULTS_A.jsonl RESULTS_B.jsonl
     python3 benchmarks/field_runs.py keep RESULTS.jsonl HARNESS > KEPT.jsonl   # only what that code measured
 
-A call's folder holds its `h200_results.jsonl` (everything measured so far), `evalworker.log` and
+A call's folder holds its `<card>_results.jsonl` (h200, h100) (everything measured so far), `evalworker.log` and
 `gpu_util.csv`; a call's kernels are those its results file has and the previous call's (or
 BEFORE.jsonl, what the first call started from) has not.
 Reads only figures (no code); prints Markdown for docs/field.md. `keep` writes a results file of
@@ -105,9 +105,17 @@ def build_step_figures(builds: list[dict[str, Any]]) -> dict[str, list[Any] | No
     return out
 
 
+def results_file(folder: Path) -> Path:
+    """A call's results: the one ``<card>_results.jsonl`` its folder holds (h200, h100)."""
+    found = sorted(folder.glob("h[0-9]00_results.jsonl"))
+    if len(found) != 1:
+        raise SystemExit(f"{folder}: expected one <card>_results.jsonl, found {[f.name for f in found]}")
+    return found[0]
+
+
 def call_figures(folder: Path, before: set[Key]) -> dict[str, Any]:
     """One device call: its kernels, its pace, its builds, the GPU's busy share and the instruments'."""
-    evals = load(folder / "h200_results.jsonl")
+    evals = load(results_file(folder))
     new = [e for k, e in evals.items() if k not in before]
     log = read_text(folder / "evalworker.log")
     jobs = job_seconds_from_log(log)
@@ -220,7 +228,7 @@ def main(argv: list[str]) -> None:
         before: set[Key] = set(load(paths.pop(0))) if paths[0].suffix == ".jsonl" else set()
         for folder in paths:
             _print(str(folder), call_figures(folder, before))
-            before = set(load(folder / "h200_results.jsonl"))
+            before = set(load(results_file(folder)))
     elif command == "compare":
         _print(f"{paths[0]} against {paths[1]}", compare(load(paths[0]), load(paths[1])))
     elif command == "keep":
