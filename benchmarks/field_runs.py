@@ -5,8 +5,9 @@ pass holds, what each device call did, and how two measurements of the same kern
     python3 benchmarks/field_runs.py calls [BEFORE.jsonl] CALL_DIR [CALL_DIR ...]   # in the order they ran
     python3 benchmarks/field_runs.py compare RESULTS_A.jsonl RESULTS_B.jsonl
     python3 benchmarks/field_runs.py keep RESULTS.jsonl HARNESS > KEPT.jsonl   # only what that code measured
+    python3 benchmarks/field_runs.py other-code RESULTS.jsonl HARNESS   # exits 1 if other code measured any
 
-A call's folder holds its `<card>_results.jsonl` (h200, h100) (everything measured so far), `evalworker.log` and
+A call's folder holds its `<card>_results.jsonl` (everything measured so far; h200 or h100), `evalworker.log` and
 `gpu_util.csv`; a call's kernels are those its results file has and the previous call's (or
 BEFORE.jsonl, what the first call started from) has not.
 Reads only figures (no code); prints Markdown for docs/field.md. `keep` writes a results file of
@@ -212,6 +213,16 @@ def keep(path: Path, harness: str) -> list[str]:
     ]
 
 
+def other_code(path: Path, harness: str) -> Counter[str]:
+    """How many results of the file each code other than ``harness`` measured (empty: one code)."""
+    found: Counter[str] = Counter()
+    for e in load(path).values():
+        digest = (e.get("environment") or {}).get("harness") or "unknown"
+        if digest != harness:
+            found[digest] += 1
+    return found
+
+
 def _print(title: str, figures: dict[str, Any]) -> None:
     print(f"\n### {title}\n\n| figure | value |\n| --- | --- |")
     for name, value in figures.items():
@@ -231,6 +242,10 @@ def main(argv: list[str]) -> None:
             before = set(load(results_file(folder)))
     elif command == "compare":
         _print(f"{paths[0]} against {paths[1]}", compare(load(paths[0]), load(paths[1])))
+    elif command == "other-code":
+        found = other_code(paths[0], argv[2])
+        if found:
+            raise SystemExit(f"{paths[0]}: {sum(found.values())} result(s) of other code than {argv[2]}: {dict(found)}")
     elif command == "keep":
         print("\n".join(keep(paths[0], argv[2])))
     else:

@@ -13,7 +13,8 @@
 #
 # Environment: FIELD_BUDGET_S (480: seconds for the whole script), FIELD_LEVELS ("1 2 3"),
 # FIELD_LIMIT (kernels to queue this call; default all not yet measured), FIELD_COMMIT (the
-# checkout's commit), FIELD_RESULTS (the previous results file), FIELD_CODE_COMMIT (the commit each
+# checkout's commit), FIELD_RESULTS (the previous results file; refused if other code measured any of
+# it, unless FIELD_MIX_CODE=1), FIELD_CODE_COMMIT (the commit each
 # result names as the code that measured it; default this checkout's), PY (python3), SKIP_INSTALL=1.
 set -euo pipefail
 PY=${PY:-python3}
@@ -37,6 +38,16 @@ if [ -z "${SKIP_INSTALL:-}" ]; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site
   say "wheels installed"
+fi
+
+# A pass is one code's: a results file that other code began is not gone on with (FIELD_MIX_CODE=1 to
+# do it anyway; benchmarks/gpu/in_tree.sh runs the pass's own tree).
+if [ -s "$PREVIOUS" ] && [ -z "${FIELD_MIX_CODE:-}" ]; then
+  DIGEST=$("$PY" -c "from evaluation.results.harness_id import harness_digest; print(harness_digest())")
+  if ! "$PY" benchmarks/field_runs.py other-code "$PREVIOUS" "$DIGEST" 2>&1 | tee -a "$OUT/field_verify.log"; then
+    say "stopped: $PREVIOUS was measured by other code than this checkout's ($DIGEST)"
+    exit 3
+  fi
 fi
 
 source benchmarks/gpu/carried_redis.sh

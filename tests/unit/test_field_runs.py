@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from benchmarks.field_runs import call_figures, compare, keep, load, pass_figures
+from benchmarks.field_runs import call_figures, compare, keep, load, other_code, pass_figures, results_file
 
 
 def _row(problem, status="correct", speedup=2.0, low=1.9, high=2.1, notes=(), flags=(), queued=0, finished=6):
@@ -119,3 +119,19 @@ def test_keep_leaves_only_what_one_code_measured(tmp_path):
     assert len(kept) == 2 and json.loads(kept[0]) == {"format": "kernelbench-results/1"}
     assert json.loads(kept[1])["kernel"]["problem"] == 1
     assert keep(path, "other") == kept[:1]
+
+
+def test_other_code_counts_the_results_another_harness_measured(tmp_path):
+    rows = [_row(1), _row(2), _row(3)]
+    rows[2]["evaluation"]["environment"] = {"harness": "def"}
+    path = _write(tmp_path / "r.jsonl", rows)
+    assert other_code(path, "abc") == {"def": 1}
+    assert other_code(_write(tmp_path / "one.jsonl", rows[:2]), "abc") == {}
+
+
+def test_a_calls_results_are_its_one_card_file(tmp_path):
+    _write(tmp_path / "h100_results.jsonl", [_row(1)])
+    assert results_file(tmp_path).name == "h100_results.jsonl"
+    _write(tmp_path / "h200_results.jsonl", [_row(1)])
+    with pytest.raises(SystemExit, match="expected one"):
+        results_file(tmp_path)
