@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import re
+from pathlib import Path
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -31,11 +32,11 @@ STARTER_SET = "Starter v1"
 REPORTED_SCORES_CSV = settings.BASE_DIR / "data" / "reported_scores.csv"
 # The field without its code (export_field_figures) and its re-measurement (export_results on the GPU
 # host): two passes, each on its own fresh host, so that a kernel's page shows whether its figure repeats.
-FIELD_FIGURES = settings.BASE_DIR / "data" / "field" / "kernelbench_leaderboard_figures.json"
-FIELD_RESULTS = (
-    settings.BASE_DIR / "data" / "field" / "h200_results.jsonl",
-    settings.BASE_DIR / "data" / "field" / "h200_results_pass2.jsonl",
-)
+FIELD_DIR = settings.BASE_DIR / "data" / "field"
+FIELD_FIGURES = FIELD_DIR / "kernelbench_leaderboard_figures.json"
+# The cards the field may be re-measured on; its runs are stored on the card of its results files.
+FIELD_CARDS = {"h200": "NVIDIA H200", "h100": "NVIDIA H100"}
+FIELD_CARD_WITHOUT_RESULTS = "h200"
 DEMO_LAB = "Demo Lab (synthetic)"
 # name, skill: the chance that a kernel is correct, and the centre of its speedups.
 DEMO_MODELS = (("Demo Alpha", 0.85, 1.4), ("Demo Beta", 0.65, 1.0), ("Demo Gamma", 0.45, 0.8))
@@ -80,8 +81,27 @@ def seed_starter_catalogue() -> ProblemSet:
 
 def seed_hardware() -> dict[str, Hardware]:
     cpu, _ = Hardware.objects.get_or_create(slug="cpu", defaults={"name": "CPU", "kind": Hardware.Kind.CPU})
-    h200, _ = Hardware.objects.get_or_create(slug="h200", defaults={"name": "NVIDIA H200", "kind": Hardware.Kind.GPU})
-    return {"cpu": cpu, "h200": h200}
+    return {"cpu": cpu, "h200": gpu_hardware("h200")}
+
+
+def gpu_hardware(slug: str) -> Hardware:
+    hardware, _ = Hardware.objects.get_or_create(
+        slug=slug, defaults={"name": FIELD_CARDS.get(slug, slug.upper()), "kind": Hardware.Kind.GPU}
+    )
+    return hardware
+
+
+def field_results_files(folder: Path | None = None) -> tuple[str, list[Path]]:
+    """The card the field was re-measured on and its results files present, pass 1 first
+    (`<card>_results.jsonl`, `<card>_results_pass2.jsonl`, as export_results writes them on the GPU
+    host). One card's only: a second card's would put every field kernel on two runs."""
+    folder = folder or FIELD_DIR
+    cards = sorted({path.name.split("_", 1)[0] for path in folder.glob("h[0-9]00_results*.jsonl")})
+    if len(cards) > 1:
+        raise ValueError(f"{folder} holds the field's results of {len(cards)} cards ({', '.join(cards)}); keep one")
+    card = cards[0] if cards else FIELD_CARD_WITHOUT_RESULTS
+    names = (f"{card}_results.jsonl", f"{card}_results_pass2.jsonl")
+    return card, [folder / name for name in names if (folder / name).is_file()]
 
 
 def seed_launch_posts(models: list[LanguageModel], lab: Lab) -> None:
@@ -187,17 +207,16 @@ def seed_demo_runs(problem_set: ProblemSet, hardware: Hardware) -> list[Language
     return models
 
 
-def seed_field(hardware: Hardware) -> dict[str, int]:
+def seed_field(hardware: Hardware, results: list[Path]) -> dict[str, int]:
     """The field's published figures (kernels stored without their code, linked to it) on runs
-    measured on `hardware`, and the committed re-measurements, where those files exist."""
+    measured on `hardware`, and its committed re-measurements on that card (`results`)."""
     counts = {"field_kernels": 0, "field_results": 0}
     if FIELD_FIGURES.is_file():
         result = store_leaderboard(read_figures(FIELD_FIGURES), hardware, None, lambda _: None, by=DEMO_AUTHOR)
         counts["field_kernels"] = sum(run_import.run.kernels.count() for run_import in result.runs)
-    for path in FIELD_RESULTS:
-        if path.is_file():  # made on the GPU host later: absent is fine
-            with open(path, encoding="utf-8") as handle:
-                counts["field_results"] += import_records(read_jsonl(handle), by=DEMO_AUTHOR).counts["created"]
+    for path in results:
+        with open(path, encoding="utf-8") as handle:
+            counts["field_results"] += import_records(read_jsonl(handle), by=DEMO_AUTHOR).counts["created"]
     return counts
 
 
@@ -208,7 +227,8 @@ def seed_demo() -> dict[str, int]:
     report = store_rows(
         read_csv(REPORTED_SCORES_CSV.read_text(encoding="utf-8"), str(REPORTED_SCORES_CSV)), by=DEMO_AUTHOR
     )
-    field = seed_field(hardware["h200"])
+    field_card, field_results = field_results_files()
+    field = seed_field(gpu_hardware(field_card), field_results)
     models = seed_demo_runs(problem_set, hardware["h200"])
     seed_launch_posts(models, Lab.objects.get(name=DEMO_LAB))
     WriteRecord.objects.note(DEMO_AUTHOR, "seed_demo", problem_set, summary="demo runs, kernels and launch posts")

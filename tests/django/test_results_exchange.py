@@ -165,10 +165,26 @@ def test_seed_demo_loads_the_results_file_when_there_is_one(tmp_path, settings, 
     export(path)
     Evaluation.objects.all().delete()
     monkeypatch.setattr(demo, "FIELD_FIGURES", tmp_path / "no-figures.json")
-    monkeypatch.setattr(demo, "FIELD_RESULTS", (path, tmp_path / "no-second-pass.jsonl"))
-    assert demo.seed_field(hardware) == {"field_kernels": 0, "field_results": 1}
-    monkeypatch.setattr(demo, "FIELD_RESULTS", (tmp_path / "absent.jsonl",))
-    assert demo.seed_field(hardware) == {"field_kernels": 0, "field_results": 0}
+    card, files = demo.field_results_files(tmp_path)
+    assert (card, files) == ("h200", [path])  # no second pass yet
+    assert demo.seed_field(hardware, files) == {"field_kernels": 0, "field_results": 1}
+    assert demo.seed_field(hardware, []) == {"field_kernels": 0, "field_results": 0}
+
+
+def test_the_field_is_stored_on_the_card_its_results_files_name(tmp_path):
+    from leaderboard import demo
+
+    assert demo.field_results_files(tmp_path) == ("h200", [])  # none yet: the field's runs stay where they were
+    for name in ("h100_results_pass2.jsonl", "h100_results.jsonl"):
+        (tmp_path / name).write_text("")
+    assert demo.field_results_files(tmp_path) == (
+        "h100",
+        [tmp_path / "h100_results.jsonl", tmp_path / "h100_results_pass2.jsonl"],
+    )
+    assert demo.gpu_hardware("h100").name == "NVIDIA H100"
+    (tmp_path / "h200_results.jsonl").write_text("")
+    with pytest.raises(ValueError, match="2 cards"):
+        demo.field_results_files(tmp_path)
 
 
 def exported_with(tmp_path, figure: str, value) -> Path:
@@ -343,7 +359,14 @@ def test_each_line_names_the_timing_method_of_the_hardware_that_measured_it(tmp_
 FIELD = Path(__file__).resolve().parents[2] / "data" / "field"
 
 
-@pytest.mark.parametrize("name", ["h200_results.jsonl", "h200_results_pass2.jsonl"])
+COMMITTED_FIELD_RESULTS = sorted(path.name for path in FIELD.glob("h[0-9]00_results*.jsonl"))
+
+
+def test_the_field_results_are_committed():
+    assert COMMITTED_FIELD_RESULTS, f"no <card>_results*.jsonl in {FIELD}"
+
+
+@pytest.mark.parametrize("name", COMMITTED_FIELD_RESULTS)
 def test_the_committed_field_results_read_whole_one_record_a_kernel(name):
     """A field results file copied back from a GPU host and committed is read as the site imports it
     (every line checked), holds no kernel twice, and carries figures only."""
@@ -354,7 +377,7 @@ def test_the_committed_field_results_read_whole_one_record_a_kernel(name):
     assert not any("source" in r["kernel"] or "log" in r["evaluation"] for r in records)
 
 
-@pytest.mark.parametrize("name", ["h200_results.jsonl", "h200_results_pass2.jsonl"])
+@pytest.mark.parametrize("name", COMMITTED_FIELD_RESULTS)
 def test_each_committed_field_pass_was_measured_by_one_code(name):
     """Every result of a committed pass names the code that measured it (the digest of evaluation/
     and the commit), and one pass holds one code: two passes compare the host, not two harnesses."""

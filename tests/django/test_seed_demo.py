@@ -5,6 +5,7 @@ from django.core.management import call_command
 from django.db import transaction
 from django.db.models import Count
 
+from leaderboard.demo import field_results_files
 from leaderboard.models import Evaluation, Kernel, LanguageModel, LaunchPost, PublishedFigure, ReportedScore, Run
 from problems.models import Problem
 
@@ -42,15 +43,17 @@ def test_it_loads_the_field_without_its_code():
     assert not field.exclude(source="").exists() and not field.filter(source_url="").exists()
     assert PublishedFigure.objects.filter(hardware__slug="l40s").count() == 413
     assert PublishedFigure.objects.filter(ranked_by_source=True).count() == 383
-    assert set(Run.objects.exclude(published_source="").values_list("hardware__slug", flat=True)) == {"h200"}
+    field_card = field_results_files()[0]  # the card of the committed re-measurements
+    assert set(Run.objects.exclude(published_source="").values_list("hardware__slug", flat=True)) == {field_card}
     assert Run.objects.filter(model__name="Claude 3.5 Sonnet").exists()  # the reported scores' record
 
 
 def test_synthetic_rows_are_marked_as_demo():
     assert all(run.is_demo and run.origin == "demo" for run in Run.objects.filter(published_source=""))
     assert all(e.environment.get("demo") and e.origin == "demo" for e in Evaluation.objects.filter(origin="demo"))
-    # Besides the demo rows, only the field's H200 re-measurements (data/field/h200_results*.jsonl).
-    assert set(Evaluation.objects.exclude(origin="demo").values_list("hardware__slug", flat=True)) <= {"h200"}
+    # Besides the demo rows, only the field's re-measurements (data/field/<card>_results*.jsonl).
+    measured = set(Evaluation.objects.exclude(origin="demo").values_list("hardware__slug", flat=True))
+    assert measured <= {field_results_files()[0]}
     demo_models = LanguageModel.objects.filter(runs__is_demo=True).distinct()
     assert demo_models.exists() and all(m.is_demo for m in demo_models)
     # Real published scores are never attached to synthetic models.
