@@ -22,7 +22,7 @@ say() { printf '[%4ss] %s\n' "$(elapsed)" "$*" | tee -a "$OUT/check.log"; }
 
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   || { echo "gpu_check: the carried wheels did not install (run benchmarks/gpu/carry.sh here, carry .whl)" >&2; exit 3; }
-export PYTHONPATH=/tmp/site
+export PYTHONPATH=/tmp/site SERVES_PAGES=0  # no pages here: plotly is not carried
 source benchmarks/gpu/carried_redis.sh
 WORKER="" SAMPLER=""
 cleanup() {

@@ -36,7 +36,7 @@ say() { printf '[%4ss] %s\n' "$(elapsed)" "$*" | tee -a "$OUT/field_verify.log";
 
 if [ -z "${SKIP_INSTALL:-}" ]; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site
+  export PYTHONPATH=/tmp/site SERVES_PAGES=0  # no pages here: plotly is not carried
   say "wheels installed"
 fi
 

@@ -16,7 +16,7 @@ stage() { printf '%-34s %6.1f s\n' "$1" "$("$PY" -c "import time; print(time.tim
 if [ -z "${SKIP_INSTALL:-}" ]; then
   t=$(now)
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site
+  export PYTHONPATH=/tmp/site SERVES_PAGES=0  # no pages here: plotly is not carried
   stage "install wheels" "$t"
 fi
 

@@ -105,6 +105,9 @@ STATIC_URL = "static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # plotly.js comes from the installed plotly package (leaderboard/staticfinders.py): no CDN, no copy in git.
+# A host that serves no pages (a GPU host running workers and commands) may go without plotly:
+# SERVES_PAGES=0 drops the check that it is installed.
+SERVES_PAGES = env_bool("SERVES_PAGES", True)
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",

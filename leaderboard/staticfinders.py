@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.staticfiles.finders import BaseFinder
 from django.core.checks import Error
 from django.core.files.storage import FileSystemStorage
@@ -30,7 +31,7 @@ def plotly_js_path() -> Path | None:
 
 class PlotlyFinder(BaseFinder):
     def check(self, **kwargs):
-        if plotly_js_path() is None:
+        if settings.SERVES_PAGES and plotly_js_path() is None:
             return [
                 Error(
                     "plotly.min.js was not found in the plotly package",

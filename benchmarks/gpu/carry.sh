@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepare, here, what a bare GPU host needs to run the site's worker path (all git-ignored):
-#   .whl/    cp312 wheels the GPU image lacks (Django, DRF, RQ, Redis client, plotly, ...);
+#   .whl/    cp312 wheels the GPU image lacks (Django, DRF, RQ, Redis client, ...; not plotly: the GPU
+#            host serves no pages, and its scripts set SERVES_PAGES=0);
 #   .redis/  Debian 12's redis-server unpacked (apt-get download + dpkg -x);
 #   .field/KernelBenchLeaderboard  the field's kernels (a checkout made with the `fetch` tool; its
 #            code is never committed), when FIELD_MIRROR names the fetched git directory;
@@ -9,9 +10,10 @@
 # Run from the repository root. Idempotent: what exists is kept.
 set -euo pipefail
 # The venv's own versions (make setup), so the GPU host runs what the tests ran here.
-NAMES='^(django|asgiref|sqlparse|djangorestframework|drf-spectacular|drf-spectacular-sidecar|jsonschema|jsonschema-specifications|jsonschema_rs|referencing|rpds-py|attrs|uritemplate|inflection|django-rq|rq|croniter|python-dateutil|redis|dj-database-url|whitenoise|plotly|narwhals|prometheus_client|pyyaml|pygments|click|six)=='
+NAMES='^(django|asgiref|sqlparse|djangorestframework|drf-spectacular|drf-spectacular-sidecar|jsonschema|jsonschema-specifications|jsonschema_rs|referencing|rpds-py|attrs|uritemplate|inflection|django-rq|rq|croniter|python-dateutil|redis|dj-database-url|whitenoise|prometheus_client|pyyaml|pygments|click|six)=='
 WHEELS=$(.venv/bin/pip freeze 2>/dev/null | grep -iE "$NAMES")
 grep -qx '/.redis/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; printf '/.redis/\n/.whl/\n/.field/\n/.gpucheck/\n' >> .git/info/exclude; }
+rm -f .whl/plotly-*.whl .whl/narwhals-*.whl  # carried before SERVES_PAGES=0: 10 MB of the 64 MiB
 if [ ! -f .whl/.complete ]; then
   mkdir -p .whl
   for w in $WHEELS; do

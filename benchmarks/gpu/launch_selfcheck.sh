@@ -15,7 +15,8 @@ PROBLEMS=${SELFCHECK_PROBLEMS:-"2_14 2_9 2_56 1_97 2_51 2_29 1_12"}
 mkdir -p "$OUT"
 START=$(date +%s)
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site KB_VAR_DIR=/tmp/kb-var DATABASE_URL=sqlite:////tmp/kb-selfcheck.sqlite3
+# SERVES_PAGES=0: no pages here, and plotly is not carried.
+export PYTHONPATH=/tmp/site SERVES_PAGES=0 KB_VAR_DIR=/tmp/kb-var DATABASE_URL=sqlite:////tmp/kb-selfcheck.sqlite3
 rm -f /tmp/kb-selfcheck.sqlite3
 "$PY" manage.py migrate -v0 --noinput
 "$PY" manage.py shell -c "from problems.models import Hardware; Hardware.objects.get_or_create(slug='h200', defaults={'name': 'NVIDIA H200'})"

@@ -23,3 +23,13 @@ def test_a_badly_named_queue_is_an_error():
 @override_settings(REQUEST_BODY_MAX_BYTES=1_000_000)
 def test_a_site_body_cap_below_a_route_cap_is_a_warning():
     assert "kb.W002" in check_ids()
+
+
+def test_a_missing_plotly_fails_the_checks_only_where_pages_are_served(monkeypatch):
+    from leaderboard import staticfinders
+
+    assert "leaderboard.E001" not in check_ids()  # installed here
+    monkeypatch.setattr(staticfinders, "plotly_js_path", lambda: None)
+    assert "leaderboard.E001" in check_ids()
+    with override_settings(SERVES_PAGES=False):  # a GPU host's workers and commands: no pages, no plotly
+        assert "leaderboard.E001" not in check_ids()
