@@ -134,3 +134,17 @@ def test_the_worker_digests_the_scoring_code_before_it_forks_a_work_horse(monkey
     )
     EvalWorker.execute_job(object.__new__(EvalWorker), None, None)
     assert seen == [1]
+
+
+def test_a_worker_asked_for_a_gpu_the_host_cannot_run_refuses_to_serve_its_queue(monkeypatch):
+    # Served anyway, every CUDA kernel got the host's missing toolkit as its own compile error.
+    from django.core.management import CommandError, call_command
+
+    from leaderboard.management.commands import evalworker
+
+    failed = {"error": "RuntimeError: CUDA requested but not available", "hardware_slug": "cpu"}
+    monkeypatch.setattr(evalworker, "probe_hardware", lambda device: failed if device == "cuda" else {"device": "cpu"})
+    with pytest.raises(CommandError, match="--device cuda: the hardware probe failed here .*CUDA requested"):
+        call_command("evalworker", "--device", "cuda", "--queue", "eval-h100", "--burst")
+    assert not Hardware.objects.filter(slug="h100").exists()
+    assert evalworker.probe("auto") == {"device": "cpu"}  # asked for nothing in particular: the CPU

@@ -39,11 +39,15 @@ log = logging.getLogger(__name__)
 
 def probe(device: str) -> dict[str, Any]:
     """What the scoring library finds about this host, in a child process (this one never touches
-    CUDA). A failed probe on device 'auto' falls back to the CPU."""
+    CUDA). A failed probe on device 'auto' falls back to the CPU; on a device asked for by name it
+    stops the worker: a GPU queue served where no GPU works would give each kernel the host's failure
+    as its verdict (a CUDA build without the toolkit reads as the kernel's compile error)."""
     info = probe_hardware(device)
     if info.get("error") and device == "auto":
         log.warning("hardware probe failed (%s); serving the CPU queue", info["error"])
         info = probe_hardware("cpu")
+    elif info.get("error"):
+        raise CommandError(f"--device {device}: the hardware probe failed here ({info['error']}); not serving its queue")
     return info
 
 
