@@ -47,7 +47,9 @@ def probe(device: str) -> dict[str, Any]:
         log.warning("hardware probe failed (%s); serving the CPU queue", info["error"])
         info = probe_hardware("cpu")
     elif info.get("error"):
-        raise CommandError(f"--device {device}: the hardware probe failed here ({info['error']}); not serving its queue")
+        raise CommandError(
+            f"--device {device}: the hardware probe failed here ({info['error']}); not serving its queue"
+        )
     return info
 
 
