@@ -5,7 +5,7 @@ pass holds, what each device call did, and how two measurements of the same kern
     python3 benchmarks/field_runs.py calls [BEFORE.jsonl] CALL_DIR [CALL_DIR ...]   # in the order they ran
     python3 benchmarks/field_runs.py compare RESULTS_A.jsonl RESULTS_B.jsonl
     python3 benchmarks/field_runs.py keep RESULTS.jsonl HARNESS > KEPT.jsonl   # only what that code measured
-    python3 benchmarks/field_runs.py other-code RESULTS.jsonl HARNESS   # exits 1 if other code measured any
+    python3 benchmarks/field_runs.py other-code RESULTS.jsonl [HARNESS]   # exits 1 if other code (default: this checkout's) measured any
 
 A call's folder holds its `<card>_results.jsonl` (everything measured so far; h200 or h100), `evalworker.log` and
 `gpu_util.csv`; a call's kernels are those its results file has and the previous call's (or
@@ -37,6 +37,7 @@ from benchmarks.gpu_check import (  # noqa: E402
     job_seconds_from_log,
     p90,
 )
+from evaluation.results.harness_id import harness_digest  # noqa: E402
 from evaluation.results.stats import speedup_gap, speedups_agree, speedups_within  # noqa: E402
 
 Key = tuple[str, int, int]
@@ -243,9 +244,10 @@ def main(argv: list[str]) -> None:
     elif command == "compare":
         _print(f"{paths[0]} against {paths[1]}", compare(load(paths[0]), load(paths[1])))
     elif command == "other-code":
-        found = other_code(paths[0], argv[2])
+        harness = argv[2] if len(argv) > 2 else harness_digest()
+        found = other_code(paths[0], harness)
         if found:
-            raise SystemExit(f"{paths[0]}: {sum(found.values())} result(s) of other code than {argv[2]}: {dict(found)}")
+            raise SystemExit(f"{paths[0]}: {sum(found.values())} result(s) of other code than {harness}: {dict(found)}")
     elif command == "keep":
         print("\n".join(keep(paths[0], argv[2])))
     else:

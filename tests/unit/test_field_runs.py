@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from benchmarks.field_runs import call_figures, compare, keep, load, other_code, pass_figures, results_file
+from benchmarks.field_runs import call_figures, compare, keep, load, main, other_code, pass_figures, results_file
+from evaluation.results.harness_id import harness_digest
 
 
 def _row(problem, status="correct", speedup=2.0, low=1.9, high=2.1, notes=(), flags=(), queued=0, finished=6):
@@ -127,6 +128,8 @@ def test_other_code_counts_the_results_another_harness_measured(tmp_path):
     path = _write(tmp_path / "r.jsonl", rows)
     assert other_code(path, "abc") == {"def": 1}
     assert other_code(_write(tmp_path / "one.jsonl", rows[:2]), "abc") == {}
+    with pytest.raises(SystemExit, match=f"3 result\\(s\\) of other code than {harness_digest()}"):
+        main(["other-code", str(path)])  # by default, against this checkout's code
 
 
 def test_a_calls_results_are_its_one_card_file(tmp_path):
