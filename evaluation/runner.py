@@ -16,7 +16,7 @@ import secrets
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evaluation.builds.entry import BuildDir, needs_build
 from evaluation.builds.stage import build_dir_for, build_env, build_locked, host_busy, recorded_failure
@@ -42,17 +42,26 @@ __all__ = ["evaluate", "prepare", "evaluate_prepared", "Prepared", "derive_seed"
 
 
 @dataclass
-class Prepared:
-    """An evaluation whose sandboxes are started (their processes import torch meanwhile)."""
+class Started:
+    """The problem's half of an evaluation: its sandbox, with the problem and the kernel written there,
+    and the processes started in it (importing torch meanwhile)."""
 
-    cfg: EvaluationConfig
-    problem_source: str
-    kernel_source: str
-    build: BuildDir
     sandbox: Sandbox
     procs: list[SandboxProcess]
+    problem_source: str
     t_started: float
-    build_wait_s: float = 0.0  # waited for the entry's lock before the GPU's turn (``evaluate``)
+
+
+@dataclass
+class Prepared:
+    """An evaluation made ready ahead (the sweep's): its config, the kernel's build entry, and the
+    problem's half, started. The two halves stay apart: the build entry is the kernel's alone (keyed
+    by its source) and never sees the problem, the result or the sandbox's processes."""
+
+    cfg: EvaluationConfig
+    kernel_source: str
+    build: BuildDir
+    started: Started
 
 
 def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None,
@@ -68,41 +77,56 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
     propagates (a failure of the host, never a verdict). ``pause``, when given, is called between the
     instruments' steps (a run of the instruments alone, after a verdict, may give the GPU to another
     evaluation there) and returns the seconds it waited, which the instruments' budget gets back."""
+    cfg = config or EvaluationConfig()
+    build = build_dir_for(kernel_source, cfg)
     try:
-        prep = prepare(problem_source, kernel_source, config)
+        started = start_sandbox(problem_source, kernel_source, cfg, build.path)
     except OSError as exc:
         reason = host_error(exc)
         if not reason:
             raise
         return EvaluationResult(status=INFRASTRUCTURE_ERROR, error=f"could not set up the sandbox: {reason}")
     with ExitStack() as held:
+        waited_s = 0.0
         if turn is not None:
             try:
-                _lock_entry_before_turn(prep)
+                waited_s = _lock_entry_before_turn(build, cfg)
                 held.enter_context(turn())
             except BaseException:
-                prep.sandbox.close()
-                prep.build.unlock()
+                started.sandbox.close()
+                build.unlock()
                 raise
-        return evaluate_prepared(prep, pause)
+        return run_started(cfg, kernel_source, build, started, waited_s, pause)
 
 
-def _lock_entry_before_turn(prep: Prepared) -> None:
-    """Take the build entry's lock before the GPU's turn, never after. A follow-up (the instruments of
-    a stored verdict) holds its kernel's entry and gives the turn up between its steps to an
-    evaluation that wants it: were that evaluation of the same kernel to take the turn first and then
-    wait for the entry, each would wait for the other for ever (two workers on one H100 did)."""
+def _lock_entry_before_turn(build: BuildDir, cfg: EvaluationConfig) -> float:
+    """Take the build entry's lock before the GPU's turn, never after; returns the seconds waited. A
+    follow-up (the instruments of a stored verdict) holds its kernel's entry and gives the turn up
+    between its steps to an evaluation that wants it: were that evaluation of the same kernel to take
+    the turn first and then wait for the entry, each would wait for the other for ever (two workers
+    on one H100 did)."""
     t0 = time.monotonic()
-    prep.build.lock(t0 + prep.cfg.timeout_s)
-    prep.build_wait_s = time.monotonic() - t0
+    build.lock(t0 + cfg.timeout_s)
+    return time.monotonic() - t0
 
 
 def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> Prepared:
-    """Create the sandbox and start its processes (reference, kernel[, second reference])."""
+    """Make an evaluation ready ahead: its build entry, and its sandbox's processes started."""
     cfg = config or EvaluationConfig()
     build = build_dir_for(kernel_source, cfg)
+    return Prepared(cfg, kernel_source, build, start_sandbox(problem_source, kernel_source, cfg, build.path))
+
+
+def evaluate_prepared(prep: Prepared, pause: Callable[[], float] | None = None) -> EvaluationResult:
+    """Run a prepared evaluation to its end and close its sandbox (``run_started``)."""
+    return run_started(prep.cfg, prep.kernel_source, prep.build, prep.started, 0.0, pause)
+
+
+def start_sandbox(problem_source: str, kernel_source: str, cfg: EvaluationConfig, build_path: str | None) -> Started:
+    """Create the sandbox and start its processes (reference, kernel[, second reference]); the build
+    entry's folder is only named, for the kernel's process to load from."""
     sandbox = Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
-                      hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build.path,
+                      hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build_path,
                       disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads,
                       max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb,
                       extra_env=build_env(cfg))
@@ -116,18 +140,21 @@ def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | 
     except BaseException:
         sandbox.close()  # its folder and watchdog thread, and any process already started
         raise
-    return Prepared(cfg, problem_source, kernel_source, build, sandbox, procs, t0)
+    return Started(sandbox, procs, problem_source, t0)
 
 
-def evaluate_prepared(prep: Prepared, pause: Callable[[], float] | None = None) -> EvaluationResult:
-    """Run a prepared evaluation to its end and close its sandbox.
+def run_started(cfg: EvaluationConfig, kernel_source: str, build: BuildDir, started: Started, waited_s: float = 0.0,
+        pause: Callable[[], float] | None = None) -> EvaluationResult:
+    """Run a started evaluation to its end and close its sandbox. ``waited_s``: the seconds already
+    waited for the build entry's lock (``evaluate``, before a turn).
 
     Phases:
     1. static checks on the kernel's source (``_static_checks``);
     2. the build cache entry: per-source lock (``evaluation.builds.entry``);
-    3. pre-flight: modules the problem and the kernel need (``_preflight_modules``);
-    4. the build stage, off the GPU, unless the entry is built (``_build_stage``), then the entry is
-       handed to the kernel's uid; processes ready (``_start``), memory the inputs need;
+    3. pre-flight: modules the problem needs (``_preflight_problem``);
+    4. the kernel's half, off the GPU (``_build_stage``): the backend and modules it needs, then its
+       build unless the entry is built; it reports to this function, which records; then the entry is
+       handed to the kernel's uid (``_hand_over``); processes ready (``_start``), memory the inputs need;
     5. load the models: the kernel's module only loads what was built (``correctness.load_models``);
     6. correctness trials (``correctness.check_correctness``);
     7. timing rounds and their cross-checks (``timing.measure``), then the reviewer's instruments
@@ -135,7 +162,6 @@ def evaluate_prepared(prep: Prepared, pause: Callable[[], float] | None = None) 
     8. collect logs and environment, close the sandbox, publish or drop what the GPU phase built and
        release the entry (``_release_build``, ``_finish``).
     """
-    cfg, sandbox, build = prep.cfg, prep.sandbox, prep.build
     res = EvaluationResult(trials_total=cfg.correctness_trials)
     res.environment.update(harness_identity())  # which code measured it, whatever the outcome
     t_begin = time.monotonic()
@@ -143,23 +169,23 @@ def evaluate_prepared(prep: Prepared, pause: Callable[[], float] | None = None) 
     master = cfg.seed if cfg.seed is not None else secrets.randbits(62)
     if cfg.seed is not None:
         res.seed = cfg.seed
-    _static_checks(cfg, res, prep.problem_source, prep.kernel_source)
+    _static_checks(cfg, res, started.problem_source, kernel_source)
     # Waits while another process builds or uses this source; a dead owner's lock is already gone.
     t_wait = time.monotonic()
     build.lock(deadline)  # held already where ``evaluate`` took it before a turn
-    res.timings_s["build_wait"] = round(prep.build_wait_s + time.monotonic() - t_wait, 4)
+    res.timings_s["build_wait"] = round(waited_s + time.monotonic() - t_wait, 4)
     deadline += time.monotonic() - t_wait  # another evaluation's time, not this kernel's
     res.build_cached = build.built
     log_parts: list[str] = []
     try:
-        _run_phases(prep, res, master, deadline, log_parts, pause)
-        _collect(res, sandbox, log_parts)
+        _run_phases(cfg, kernel_source, build, started, res, master, deadline, log_parts, pause)
+        _collect(res, started.sandbox, log_parts)
     finally:
         try:
-            sandbox.close()
+            started.sandbox.close()
         finally:  # the entry is given back and unlocked whatever closing the sandbox raised
-            _release_build(prep, res)
-    _finish(cfg, res, sandbox, log_parts, t_begin)
+            _release_build(build, started.sandbox.switch_uid, res.compiled)
+    _finish(cfg, res, started.sandbox, log_parts, t_begin)
     return res
 
 
@@ -186,26 +212,32 @@ def missing_modules(source: str) -> list[str]:
     return missing
 
 
-def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: float, log_parts: list[str],
+def _run_phases(cfg: EvaluationConfig, kernel_source: str, build: BuildDir, started: Started,
+                res: EvaluationResult, master: int, deadline: float, log_parts: list[str],
                 pause: Callable[[], float] | None = None) -> None:
     """Phases 3-6; an Abort ends them with its status (a result stays 'correct' only if it was)."""
-    cfg = prep.cfg
     try:
-        _preflight_modules(prep)
-        deadline += _build_stage(prep, res, deadline)  # the wait for the host's headers: not the kernel's
-        ref, ker, ref2 = _start(prep, deadline, res)
-        pair = Pair(cfg, res, ref, ker, master, deadline, ref2, pause, problem_digest(prep.problem_source))
+        _preflight_problem(started.problem_source)
+        stage = _build_stage(cfg, kernel_source, build, deadline)
+        stage.record(res)
+        if stage.abort is not None:
+            raise stage.abort
+        deadline += stage.host_s  # the wait for the host's headers: not the kernel's
+        if started.sandbox.switch_uid:
+            _hand_over(build, started.sandbox.uids["kernel"])
+        ref, ker, ref2 = _start(started, deadline, res)
+        pair = Pair(cfg, res, ref, ker, master, deadline, ref2, pause, problem_digest(started.problem_source))
         check_memory(pair)
         load_models(pair)
-        out_dtypes = check_correctness(pair, prep.sandbox)
+        out_dtypes = check_correctness(pair, started.sandbox)
         if cfg.timing_trials > 0:
             measure(pair, out_dtypes)
         elif cfg.earlier_timing is not None:
             cfg.earlier_timing.apply_to(res)
-        run_instruments(pair, prep.sandbox)  # after the timed rounds: they never perturb them
+        run_instruments(pair, started.sandbox)  # after the timed rounds: they never perturb them
     except Abort as ab:
         if ab.status == INFRASTRUCTURE_ERROR:
-            ab = _host_or_kernel(prep, ab)
+            ab = _host_or_kernel(started.sandbox.root, build.path, ab)
         elif ab.status == "timeout":
             ab = _timeout_of_a_busy_host(cfg, ab)
         res.status, res.error = ab.status, ab.error
@@ -217,7 +249,7 @@ def _run_phases(prep: Prepared, res: EvaluationResult, master: int, deadline: fl
             log_parts.append(ab.log)
 
 
-def _host_or_kernel(prep: Prepared, ab: Abort) -> Abort:
+def _host_or_kernel(scratch: str, build_path: str | None, ab: Abort) -> Abort:
     """A failure of the host (``evaluation.sandbox.host_errors``) gives no verdict. The kernel's process
     could raise one itself to dodge its verdict, so the host must confirm it: its scratch or build
     folder short of space or failing a write. Unconfirmed, it is the kernel's runtime error."""
@@ -229,7 +261,7 @@ def _host_or_kernel(prep: Prepared, ab: Abort) -> Abort:
         # does not count against the host (host_errors.counts_against_host). A kernel that fakes
         # one gains nothing: after its attempts it ends `failed`, never on a board.
         return Abort(INFRASTRUCTURE_ERROR, f"{killed} (no verdict: {ab.error})", ab.log)
-    confirmed = confirm([prep.sandbox.root, prep.build.path or ""])
+    confirmed = confirm([scratch, build_path or ""])
     if confirmed:
         return Abort(INFRASTRUCTURE_ERROR, f"{ab.error} (the host: {confirmed})", ab.log)
     return Abort("runtime_error", f"{ab.error} (the host had room: the kernel's own error)", ab.log)
@@ -245,72 +277,94 @@ def _timeout_of_a_busy_host(cfg: EvaluationConfig, ab: Abort) -> Abort:
                  ab.log)
 
 
-def _preflight_modules(prep: Prepared) -> None:
-    """A problem or kernel that imports a module this host lacks (e.g. level 4's ``transformers``)
-    ends at once, naming it."""
-    weights = pretrained_models(prep.problem_source)
+def _preflight_problem(problem_source: str) -> None:
+    """A problem that loads pretrained weights, or imports a module this host lacks (e.g. level 4's
+    ``transformers``), ends at once, naming it."""
+    weights = pretrained_models(problem_source)
     if weights:
         raise Abort("runtime_error", "reference failed: the problem loads pretrained weights with from_pretrained ("
                     + ", ".join(weights) + "); the sandbox has no network and no copy of them")
-    missing = missing_modules(prep.problem_source)
+    missing = missing_modules(problem_source)
     if missing:
         raise Abort("runtime_error", "reference failed: the problem needs module(s) not installed on this host: "
                     + ", ".join(missing))
-    # A kernel for one of KernelBench's backends that this host cannot run ends at once, naming
-    # what is missing (the Python package, nvcc, hipcc, ThunderKittens' headers, a GPU).
-    reason = missing_library(kernel_backend(prep.kernel_source), prep.cfg.device)
+
+
+@dataclass
+class StageReport:
+    """What the build stage did, for ``run_started`` to record: the stage never writes the result."""
+
+    abort: Abort | None = None  # how the evaluation ends here, if it does
+    host_s: float = 0.0  # the host's own work the build waited for (its headers, other builds' units)
+    build_cached: bool | None = None  # None: the entry is not locked (no build folder), nothing to say
+    compile_s: float | None = None  # set when this stage compiled
+    steps_s: dict[str, float] = field(default_factory=dict)
+    headers: dict[str, object] = field(default_factory=dict)
+
+    def record(self, res: EvaluationResult) -> None:
+        if self.build_cached is not None:
+            res.build_cached = self.build_cached
+        if self.compile_s is not None:
+            res.timings_s["compile"] = self.compile_s
+            res.environment["build_steps_s"] = self.steps_s
+            res.environment["build_headers"] = self.headers
+
+
+def _build_stage(cfg: EvaluationConfig, kernel_source: str, build: BuildDir, deadline: float) -> StageReport:
+    """The kernel's half before the GPU: a kernel for one of KernelBench's backends that this host
+    cannot run, or that imports a module it lacks, ends at once, naming what is missing (the Python
+    package, nvcc, hipcc, ThunderKittens' headers, a GPU). Then it is compiled off the GPU (no GPU
+    visible to the build process) unless the entry is built; a compiler error, recorded or new, ends
+    the evaluation as ``compile_error`` before the GPU phase. Without an error, the entry is begun: a
+    private folder for what the GPU phase itself builds (Triton, lazy builds)."""
+    reason = missing_library(kernel_backend(kernel_source), cfg.device)
     if reason:
-        raise Abort("compile_error", reason)
-    missing = missing_modules(prep.kernel_source)
+        return StageReport(Abort("compile_error", reason))
+    missing = missing_modules(kernel_source)
     if missing:
-        raise Abort("compile_error", "the kernel needs module(s) not installed on this host: " + ", ".join(missing))
+        return StageReport(Abort("compile_error", "the kernel needs module(s) not installed on this host: "
+                                 + ", ".join(missing)))
+    if not build.locked:
+        return StageReport()
+    failure = recorded_failure(build)
+    if failure is not None:
+        return StageReport(Abort("compile_error", failure.get("error") or "the kernel failed to build",
+                                 failure.get("log", "")))
+    report = StageReport(build_cached=build.built)  # an entry recorded for a killed build was dropped: not cached
+    if not build.built and needs_build(kernel_source):
+        out = build_locked(build, kernel_source, cfg, deadline)
+        report.host_s, report.compile_s, report.steps_s = out.host_s, round(out.seconds, 4), out.steps_s
+        report.headers = {"headers": out.headers, "why": out.headers_why, "wait_s": round(out.headers_s, 3)}
+        if out.status == INFRASTRUCTURE_ERROR:  # killed from outside: retried, never a verdict
+            report.abort = Abort(INFRASTRUCTURE_ERROR, out.error or "the build was killed", out.log)
+        elif out.status in ("compile_error", "timeout", "crashed"):
+            report.abort = Abort(out.status, out.error or "the kernel failed to build", out.log)
+    if report.abort is None and not build.built:
+        build.begin()
+    return report
 
 
-def _build_stage(prep: Prepared, res: EvaluationResult, deadline: float) -> float:
-    """Compile off the GPU (no GPU visible to the build process) unless the entry is built; a compiler
-    error, recorded or new, ends the evaluation as ``compile_error`` before the GPU phase. Then the
-    entry (or a private folder, for what the GPU phase itself builds: Triton, lazy builds) goes to
-    the kernel's uid. Returns the seconds spent on the host's work (waiting for its headers, and for
-    units other builds compiled)."""
-    host_s = 0.0
-    build = prep.build
-    if build.locked:
-        failure = recorded_failure(build)
-        if failure is not None:
-            raise Abort("compile_error", failure.get("error") or "the kernel failed to build", failure.get("log", ""))
-        res.build_cached = build.built  # an entry recorded for a killed build was dropped: not cached
-        if not build.built and needs_build(prep.kernel_source):
-            out = build_locked(build, prep.kernel_source, prep.cfg, deadline)
-            host_s = out.host_s
-            res.timings_s["compile"] = round(out.seconds, 4)
-            res.environment["build_steps_s"] = out.steps_s
-            res.environment["build_headers"] = {"headers": out.headers, "why": out.headers_why,
-                                                "wait_s": round(out.headers_s, 3)}
-            if out.status == INFRASTRUCTURE_ERROR:  # killed from outside: retried, never a verdict
-                raise Abort(INFRASTRUCTURE_ERROR, out.error or "the build was killed", out.log)
-            if out.status in ("compile_error", "timeout", "crashed"):
-                raise Abort(out.status, out.error or "the kernel failed to build", out.log)
-        if not build.built:
-            build.begin()
-    if prep.sandbox.switch_uid and build.locked:
-        if build.private:  # the GPU phase builds (Triton, lazy builds): its own folder
-            build.give_to(prep.sandbox.uids["kernel"])
-        else:  # a published entry: read-only to the kernel
-            build.lend(prep.sandbox.uids["kernel"])
-    return host_s
+def _hand_over(build: BuildDir, kernel_uid: int) -> None:
+    """The locked entry goes to the kernel's uid: a private folder (what the GPU phase builds) as its
+    own, a published entry read-only."""
+    if not build.locked:
+        return
+    if build.private:
+        build.give_to(kernel_uid)
+    else:
+        build.lend(kernel_uid)
 
 
-def _release_build(prep: Prepared, res: EvaluationResult) -> None:
+def _release_build(build: BuildDir, switch_uid: bool, compiled: bool) -> None:
     """Back to root; what the GPU phase built is published if the kernel loaded, else dropped."""
-    build = prep.build
     try:
-        if prep.sandbox.switch_uid and build.locked:
+        if switch_uid and build.locked:
             if build.private:
                 build.give_to(0)
             else:
                 build.reclaim()  # what the kernel added to a published entry goes
         if build.private:
-            if res.compiled:
+            if compiled:
                 build.publish()
             else:
                 build.abandon()
@@ -318,15 +372,15 @@ def _release_build(prep: Prepared, res: EvaluationResult) -> None:
         build.unlock()
 
 
-def _start(prep: Prepared, deadline: float,
+def _start(started: Started, deadline: float,
            res: EvaluationResult) -> tuple[SandboxProcess, SandboxProcess, SandboxProcess | None]:
     """Wait until each started process has imported torch, then have them open the device."""
-    t0 = max(prep.t_started, time.monotonic())  # prepared ahead: only the wait on the critical path counts
-    ready = {p.role: _host_reply(p, ReadyReply, deadline, "failed to start") for p in prep.procs}
+    t0 = max(started.t_started, time.monotonic())  # prepared ahead: only the wait on the critical path counts
+    ready = {p.role: _host_reply(p, ReadyReply, deadline, "failed to start") for p in started.procs}
     res.timings_s["process_start"] = round(time.monotonic() - t0, 4)
-    res.timings_s["device_open"] = _open_device(prep.procs, deadline)
+    res.timings_s["device_open"] = _open_device(started.procs, deadline)
     res.environment["kernel_confinement"] = ready["kernel"].confinement
-    by_role = {p.role: p for p in prep.procs}
+    by_role = {p.role: p for p in started.procs}
     return by_role["reference"], by_role["kernel"], by_role.get("reference2")
 
 

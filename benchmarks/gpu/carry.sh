@@ -6,6 +6,7 @@
 #   .field/KernelBenchLeaderboard  the field's kernels (a checkout made with the `fetch` tool; its
 #            code is never committed), when FIELD_MIRROR names the fetched git directory;
 #   .field/tree-<commit>.tar.gz  the repository at FIELD_TREE_COMMIT, when set (benchmarks/gpu/in_tree.sh);
+#   .field/evaluation-<commit>.tar.gz  evaluation/ at FIELD_EVALUATION_COMMIT, when set (in_tree.sh --overlay);
 #   .field/KernelBench/level{1,2,3}  KernelBench's problems, when KB_MIRROR names the fetched git directory.
 # Run from the repository root. Idempotent: what exists is kept.
 set -euo pipefail
@@ -44,5 +45,12 @@ if [ -n "${FIELD_TREE_COMMIT:-}" ]; then
   tree=.field/tree-$(git rev-parse --short "$FIELD_TREE_COMMIT").tar.gz
   [ -f "$tree" ] || { mkdir -p .field && git archive --format=tar.gz -o "$tree" "$FIELD_TREE_COMMIT"; }
   echo "carry: $tree"
+fi
+# The evaluation library of an earlier commit, for a pass that must go on with the code it began with
+# while the site's code moves on (benchmarks/gpu/in_tree.sh --overlay).
+if [ -n "${FIELD_EVALUATION_COMMIT:-}" ]; then
+  library=.field/evaluation-$(git rev-parse --short "$FIELD_EVALUATION_COMMIT").tar.gz
+  [ -f "$library" ] || { mkdir -p .field && git archive --format=tar.gz -o "$library" "$FIELD_EVALUATION_COMMIT" evaluation; }
+  echo "carry: $library"
 fi
 du -sh .whl .redis .field 2>/dev/null || true

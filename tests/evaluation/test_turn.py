@@ -21,32 +21,32 @@ CFG = dict(correctness_trials=2, timing_trials=3, seed=7, timeout_s=120, round_t
 
 @pytest.fixture
 def prepared(monkeypatch):
-    """Every Prepared that evaluate() makes, as it is made."""
+    """Every sandbox that evaluate() starts (``runner.Started``: its processes), as it is started."""
     made = []
-    real = runner_module.prepare
+    real = runner_module.start_sandbox
 
     def recording(*args, **kwargs):
         made.append(real(*args, **kwargs))
         return made[-1]
 
-    monkeypatch.setattr(runner_module, "prepare", recording)
+    monkeypatch.setattr(runner_module, "start_sandbox", recording)
     return made
 
 
 def test_the_turn_is_held_from_the_started_processes_to_the_end_of_the_evaluation(prepared, monkeypatch):
     seen: dict = {"steps": []}
-    real = runner_module.evaluate_prepared
+    real = runner_module.run_started
 
-    def measuring(prep, pause=None):
+    def measuring(*args, **kwargs):
         seen["steps"].append("evaluate")
-        return real(prep, pause)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner_module, "evaluate_prepared", measuring)
+    monkeypatch.setattr(runner_module, "run_started", measuring)
 
     @contextmanager
     def turn():
-        (prep,) = prepared
-        seen["alive"] = [p.proc is not None and p.proc.poll() is None for p in prep.procs]
+        (started,) = prepared
+        seen["alive"] = [p.proc is not None and p.proc.poll() is None for p in started.procs]
         seen["steps"].append("take")
         yield
         seen["steps"].append("leave")
@@ -67,9 +67,9 @@ def test_a_turn_that_fails_closes_the_sandbox_and_is_no_verdict(prepared):
     problem = read(EVAL_PROBLEMS / "add_one.py")
     with pytest.raises(TimeoutError, match="no turn"):
         evaluate(problem, self_kernel(problem), EvaluationConfig(**CFG), turn=turn)
-    (prep,) = prepared
-    assert all(p.proc.poll() is not None for p in prep.procs), "every process of the sandbox ended"
-    assert not os.path.exists(prep.sandbox.root), "the sandbox's folder is removed"
+    (started,) = prepared
+    assert all(p.proc.poll() is not None for p in started.procs), "every process of the sandbox ended"
+    assert not os.path.exists(started.sandbox.root), "the sandbox's folder is removed"
 
 
 def test_the_kernels_entry_is_locked_before_the_turn_is_taken(prepared):

@@ -56,3 +56,41 @@ def test_it_says_how_to_call_it_when_given_no_command(tmp_path):
     r = subprocess.run(["bash", str(SCRIPT), "only-an-archive"], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 2
     assert "usage:" in r.stderr
+
+
+def test_an_overlay_runs_this_checkout_with_the_archived_folders_as_they_were(tmp_path):
+    """The field's second pass: the site's code of today, the evaluation library the pass began with."""
+    old = tmp_path / "repo"
+    (old / "evaluation").mkdir(parents=True)
+    (old / "evaluation" / "runner.py").write_text("old runner\n")
+    (old / "site.txt").write_text("the old site\n")
+    _git(old, "init", "-q")
+    _git(old, "add", ".")
+    _git(old, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "old")
+    checkout = tmp_path / "checkout"
+    (checkout / "evaluation").mkdir(parents=True)
+    (checkout / "evaluation" / "runner.py").write_text("new runner\n")
+    (checkout / "evaluation" / "added_since.py").write_text("new module\n")
+    (checkout / "site.txt").write_text("the new site\n")
+    (checkout / ".whl").mkdir()
+    (checkout / ".whl" / "a.whl").write_text("wheel")
+    (checkout / ".field").mkdir()
+    archive = checkout / ".field" / "evaluation-old.tar.gz"
+    _git(old, "archive", "--format=tar.gz", "-o", str(archive), "HEAD", "evaluation")
+
+    r = subprocess.run(
+        ["bash", str(SCRIPT), "--overlay", ".field/evaluation-old.tar.gz", "sh", "-c",
+         "cat evaluation/runner.py site.txt .whl/a.whl; echo; ls evaluation; ls -d .field/tree 2>&1 | head -1"],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "over this checkout" in lines[0]
+    assert lines[1:4] == ["old runner", "the new site", "wheel"]
+    assert lines[4:5] == ["runner.py"], "a module the archived library lacked does not stay behind"
+    assert "No such file" in lines[5], "the tree holds no copy of itself"
+    assert (checkout / "evaluation" / "runner.py").read_text() == "new runner\n"

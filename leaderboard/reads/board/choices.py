@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evaluation.results.metrics import fast_p_key
 from leaderboard.boards.scoring import RULE_SAMPLE0
 from problems.models import Hardware, ProblemSet
+
+# KernelBench's headline, fast_1: the p field's default, the board's first number and its order.
+DEFAULT_PICKED_P = 1.0
 
 
 @dataclass(frozen=True)
@@ -36,8 +40,15 @@ class LevelBoard:
     p_error: str
     problem_sets: list[ProblemSet]  # each with .level_counts and .total
     hardware_list: list[Hardware]
-    sort: str
+    sort: str  # the column the query asks to sort by; "" for the default (`sort_key`)
     descending: bool
+    set_named: bool = False  # the query named the set (else it is the featured one)
+
+    @property
+    def sort_key(self) -> str:
+        """The column the rows are sorted by: the one asked for, else the picked p's fast_p (the
+        headline column)."""
+        return self.sort or fast_p_key(DEFAULT_PICKED_P if self.filters.p is None else self.filters.p)
 
     @property
     def level(self) -> str:

@@ -3,8 +3,9 @@ through this package (docs/architecture.md, "How a board is assembled").
 
     parameters (params)  ->  the served build (served)  ->  rows (rows, over store)  ->  columns  ->  page or download
 
-1. `params.read_level_board` reads the visitor's choices; the query string is replaced by its one
-   spelling (`params.level_board_query`), the key the build is kept under.
+1. `params.level_board_for` reads the visitor's choices; the query string is replaced by its one
+   spelling (`params.level_board_query`), the key the build is kept under, and the board is read as
+   that spelling has it.
 2. `served.cached_board` serves the last complete build of that key, or builds it (`_build`).
 3. A build reads the rows (`ranked.board_rows_ranked`: the stored read model, ranked by each row's
    figure: measured here, or published while not yet measured; in the board's own order the
@@ -34,9 +35,7 @@ from problems.models import LEVELS
 
 def level_board(request: HttpRequest, level: str) -> HttpResponse:
     """The level page (or its download, ?export=csv|json) for `level` (one of params.LEVEL_SLUGS)."""
-    board = params.read_level_board(level, request.GET)
-    if params.use_query(request, params.level_board_query(request, board)):
-        board = params.read_level_board(level, request.GET)  # as the cache key has it
+    board = params.level_board_for(level, request)
     return served.cached_board(request, board.filters.problem_set, functools.partial(_build, board))
 
 
@@ -103,7 +102,7 @@ def _context(request: HttpRequest, board: params.LevelBoard, as_of: datetime) ->
         "origin": filters.origin or "",
         "precisions": Precision.values,
         "precision": filters.precision or "",
-        "sort": board.sort,
+        "sort": board.sort_key,
         "descending": board.descending,
         "n_problems": board.n_problems,
         "include_excluded": filters.include_excluded,
@@ -117,8 +116,7 @@ def _context(request: HttpRequest, board: params.LevelBoard, as_of: datetime) ->
 
 def level_grid(request: HttpRequest, level: int) -> HttpResponse:
     """The level's grid of problems x best kernels (leaderboard.reads.board.grid), for ?set=."""
-    board = params.read_level_board(str(level), request.GET)
-    params.use_query(request, params.grid_query(request, board))
+    board = params.grid_board_for(str(level), request)
     return served.cached_board(request, board.filters.problem_set, functools.partial(_grid, board, level))
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.http import HttpRequest, QueryDict
 
@@ -24,15 +25,13 @@ from evaluation.results.metrics import fast_p_key
 from leaderboard.boards.scoring import RULE_SAMPLE0, RULES
 from leaderboard.models import Origin, Precision, Run
 from leaderboard.reads.board import catalogue
-from leaderboard.reads.board.choices import BoardFilters, LevelBoard
+from leaderboard.reads.board.choices import DEFAULT_PICKED_P, BoardFilters, LevelBoard
 from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.rows import SORT_KEYS, count_rows, standard_ps
 from problems.models import LEVELS, Hardware, ProblemSet, named_by
 
 LEVEL_SLUGS = ("all", *(str(level) for level in LEVELS))  # what /levels/<level>/ accepts
 PER_PAGE = 50  # rows on a level page
-# KernelBench's headline, fast_1: the p field's default, the board's first number and its order.
-DEFAULT_PICKED_P = 1.0
 MAX_P = 1000.0
 
 
@@ -49,20 +48,60 @@ def parse_p(text: str | None) -> tuple[float | None, str]:
     return p, ""
 
 
+@dataclass(frozen=True)
+class _Named:
+    """What a board's choices are chosen from, and the rows the query names: each looked up once."""
+
+    problem_sets: list[ProblemSet]
+    hardware_list: list[Hardware]
+    problem_set: ProblemSet | None  # None: the query names no set (or none that exists)
+    hardware: Hardware | None
+
+
+def _named(params: QueryDict) -> _Named:
+    problem_sets, hardware_choices = catalogue.choices()
+    return _Named(
+        problem_sets,
+        hardware_choices,
+        named_by(problem_sets, params.get("set", ""), ProblemSet.SLUG_LENGTH),
+        named_by(hardware_choices, params.get("hardware", ""), Hardware.SLUG_LENGTH),
+    )
+
+
 def read_level_board(level: str, params: QueryDict) -> LevelBoard:
     """The page's choices from its query string; anything unknown falls back to the default (the
     set shown first, any hardware, any origin)."""
+    return _read(level, params, _named(params))
+
+
+def level_board_for(level: str, request: HttpRequest) -> LevelBoard:
+    """The level page's board as the one spelling of its query string has it; that spelling becomes
+    the request's (`level_board_query`, `use_query`): the cache key and the page's links."""
+    named = _named(request.GET)
+    board = _read(level, request.GET, named)
+    if use_query(request, level_board_query(request, board)):
+        board = _read(level, request.GET, named)  # as the cache key has it; it names the same rows
+    return board
+
+
+def grid_board_for(level: str, request: HttpRequest) -> LevelBoard:
+    """The grid's board; its query string becomes the set's slug alone (`grid_query`)."""
+    board = read_level_board(level, request.GET)
+    use_query(request, grid_query(board))
+    return board
+
+
+def _read(level: str, params: QueryDict, named: _Named) -> LevelBoard:
     p, p_error = parse_p(params.get("p"))
-    problem_sets, hardware_choices = catalogue.choices()
-    problem_set = named_by(problem_sets, params.get("set", ""), ProblemSet.SLUG_LENGTH)
+    problem_set = named.problem_set
     if problem_set is None:
         featured = featured_problem_set()
-        problem_set = next((s for s in problem_sets if featured and s.pk == featured.pk), None)
+        problem_set = next((s for s in named.problem_sets if featured and s.pk == featured.pk), None)
     filters = BoardFilters(
         problem_set=problem_set,
         level=None if level == "all" else int(level),
         p=p,
-        hardware=named_by(hardware_choices, params.get("hardware", ""), Hardware.SLUG_LENGTH),
+        hardware=named.hardware,
         setting=params.get("setting") or None,
         origin=params.get("origin") if params.get("origin") in Origin.values else None,
         precision=params.get("precision") if params.get("precision") in Precision.values else None,
@@ -72,11 +111,11 @@ def read_level_board(level: str, params: QueryDict) -> LevelBoard:
     return LevelBoard(
         filters=filters,
         p_error=p_error,
-        problem_sets=problem_sets,
-        hardware_list=hardware_choices,
-        # Ranked by the picked p's fast_p (the headline column) unless the visitor sorts by another.
-        sort=params.get("sort") or fast_p_key(DEFAULT_PICKED_P if p is None else p),
+        problem_sets=named.problem_sets,
+        hardware_list=named.hardware_list,
+        sort=params.get("sort") or "",
         descending=params.get("dir", "desc") != "asc",
+        set_named=named.problem_set is not None,
     )
 
 
@@ -177,12 +216,11 @@ def level_board_query(request: HttpRequest, board: LevelBoard) -> QueryDict:
     """The level page's query string from the choices it read (leaderboard.reads.board.params):
     rows it names by slug, choices that fell back to their default left out, and a text that
     matches nothing (a setting no run has, a sort by no column) spelled one way."""
-    raw = read_only(request, ("set", "setting", "sort", "page", "export"))
-    named_set = named_by(board.problem_sets, raw.get("set", ""), ProblemSet.SLUG_LENGTH)
+    raw = read_only(request, ("setting", "sort", "page", "export"))
     setting = raw.get("setting")
     filters = board.filters
     chosen = {
-        "set": named_set.slug if named_set else None,
+        "set": filters.problem_set.slug if board.set_named and filters.problem_set else None,
         "hardware": filters.hardware.slug if filters.hardware else None,
         "setting": setting if setting is None or setting in run_settings() else NO_SUCH_SETTING,
         "origin": filters.origin,
@@ -202,11 +240,10 @@ def level_board_query(request: HttpRequest, board: LevelBoard) -> QueryDict:
     return query
 
 
-def grid_query(request: HttpRequest, board: LevelBoard) -> QueryDict:
+def grid_query(board: LevelBoard) -> QueryDict:
     """The grid's query string: the set it shows, by slug, when the request named one; nothing
     otherwise (an unknown name shows the default set, as no name does)."""
     query = QueryDict(mutable=True)
-    named = named_by(board.problem_sets, request.GET.get("set", ""), ProblemSet.SLUG_LENGTH)
-    if named is not None:
-        query["set"] = named.slug
+    if board.set_named and board.filters.problem_set is not None:
+        query["set"] = board.filters.problem_set.slug
     return query

@@ -178,7 +178,7 @@ def board_rows_ranked(board: LevelBoard) -> Standings:
     """A level page's rows (`rows.board_rows`): ranked by the database when the board is in its own
     order (sorted by the picked p's fast_p, best first), else sorted in Python."""
     p = board.filters.p
-    own_order = board.sort == fast_p_key(p if p is not None else 1.0) and board.descending
+    own_order = board.sort_key == fast_p_key(p if p is not None else 1.0) and board.descending
     if not own_order or p not in STANDARD_PS:
         return ListedRows(board_rows.board_rows(board))
     return ranked_standings(board.filters)

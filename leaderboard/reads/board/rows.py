@@ -278,7 +278,7 @@ def attach_compared_entries(rows: list[StandingRow], level: int | None, include_
 def board_rows(board: LevelBoard) -> list[StandingRow]:
     """A level page's rows: the runs' standings with the board's filters, sorted (a stable sort:
     ties keep the standings' order)."""
-    return sort_rows(level_standings(board.filters), board.sort, board.descending, interval_p=board.filters.p)
+    return sort_rows(level_standings(board.filters), board.sort_key, board.descending, interval_p=board.filters.p)
 
 
 def count_rows(filters: BoardFilters) -> int:
