@@ -78,8 +78,8 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
     instruments' steps (a run of the instruments alone, after a verdict, may give the GPU to another
     evaluation there) and returns the seconds it waited, which the instruments' budget gets back."""
     cfg = config or EvaluationConfig()
-    build = build_dir_for(kernel_source, cfg)
     try:
+        build = build_dir_for(kernel_source, cfg)
         started = start_sandbox(problem_source, kernel_source, cfg, build.path)
     except OSError as exc:
         reason = host_error(exc)
