@@ -237,7 +237,7 @@ class LeaderboardView(APIView):
     def _page(self, request, filters: BoardFilters, page: int, page_size: int, as_of) -> dict:
         """One page of the board's rows, as the API answers it, "as of" the time its build read."""
         rows = ranked_standings(filters)  # one page made, where the database can rank it
-        shown_p = 1.0 if filters.p is None else filters.p
+        shown_p = filters.picked_p
         first = (page - 1) * page_size
         shown = rows[first : first + page_size]
         attach_repeats(shown, filters.level)  # one query for the shown rows

@@ -101,6 +101,18 @@ def test_the_leaders_by_each_source_are_named_above_the_table(client, field):
     assert "o1-preview" in by_published and "66.7%" in by_published and "published, L40S" in by_published
 
 
+def test_the_leaders_name_the_picked_p_even_p_0(client, field):
+    """p = 0 is a p asked for (correct at all), not the default: the leaders and their heading are
+    fast_0's, as the table's are."""
+    problem_set, listed, measured = field
+    html = client.get(f"/levels/1/?set={problem_set.slug}&p=0").content.decode()
+    box = html[html.index('id="board-leaders"') : html.index('id="level-table"')]
+    by_measured = box[box.index('id="leader-measured"') : box.index('id="leader-published"')]
+    by_published = box[box.index('id="leader-published"') :]
+    assert "(fast_0)" in by_measured and "measured-model" in by_measured and "66.7%" in by_measured
+    assert "(fast_0)" in by_published and "100.0%" in by_published
+
+
 def test_the_published_column_sorts(client, field):
     problem_set, listed, measured = field
     html = client.get(f"/levels/1/?set={problem_set.slug}&sort=published&dir=asc").content.decode()

@@ -15,6 +15,11 @@ from problems.models import Hardware, ProblemSet
 DEFAULT_PICKED_P = 1.0
 
 
+def picked_p(p: float | None) -> float:
+    """The p a board ranks by: the one asked for, else the headline's (p = 0 is a p asked for)."""
+    return DEFAULT_PICKED_P if p is None else p
+
+
 @dataclass(frozen=True)
 class BoardFilters:
     """What selects a board's rows and scores them, the same for the level page, its downloads, the
@@ -30,6 +35,10 @@ class BoardFilters:
     precision: str | None = None  # fp32, fp16, bf16: part of a run's setting
     include_excluded: bool = False  # the scores before reviewers' exclusions
     rule: str = RULE_SAMPLE0  # best-of-n or KernelBench's sample-0 rule (scoring.RULES)
+
+    @property
+    def picked_p(self) -> float:
+        return picked_p(self.p)
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,7 @@ class LevelBoard:
     def sort_key(self) -> str:
         """The column the rows are sorted by: the one asked for, else the picked p's fast_p (the
         headline column)."""
-        return self.sort or fast_p_key(DEFAULT_PICKED_P if self.filters.p is None else self.filters.p)
+        return self.sort or fast_p_key(self.filters.picked_p)
 
     @property
     def level(self) -> str:

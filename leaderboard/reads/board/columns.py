@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluation.results.metrics import fast_p_key
+from leaderboard.reads.board.choices import picked_p
 from leaderboard.reads.board.rows import STANDARD_PS, StandingRow
 from leaderboard.reads.measured import measured_wording
 
@@ -65,7 +66,7 @@ def headline_columns(p: float) -> list[Column]:
 
 
 def columns_for(p: float | None) -> list[Column]:
-    p = 1.0 if p is None else p
+    p = picked_p(p)
     columns = [
         Column("model", "Model", "text"),
         *headline_columns(p),

@@ -65,7 +65,7 @@ def _build(board: params.LevelBoard, request: HttpRequest, as_of: datetime) -> H
         "columns": columns,
         "table": table,
         "page": page,
-        "leaders": standings.leaders(filters.p or params.DEFAULT_PICKED_P),
+        "leaders": standings.leaders(filters.picked_p),
         "any_published": standings.any_published,
         "charts": {"fast_p": charts.fast_p_chart(shown, filters.p)},
     }
@@ -89,7 +89,7 @@ def _context(request: HttpRequest, board: params.LevelBoard, as_of: datetime) ->
         "level_label": board.label,
         "levels": LEVELS,
         "p": filters.p,
-        "p_key": fast_p_key(filters.p or params.DEFAULT_PICKED_P),
+        "p_key": fast_p_key(filters.picked_p),
         "p_text": request.GET.get("p", "") if not board.p_error else "",
         "p_error": board.p_error,
         "problem_sets": board.problem_sets,

@@ -25,7 +25,7 @@ from evaluation.results.metrics import fast_p_key
 from leaderboard.boards.scoring import RULE_SAMPLE0, RULES
 from leaderboard.models import Origin, Precision, Run
 from leaderboard.reads.board import catalogue
-from leaderboard.reads.board.choices import DEFAULT_PICKED_P, BoardFilters, LevelBoard
+from leaderboard.reads.board.choices import DEFAULT_PICKED_P, BoardFilters, LevelBoard, picked_p
 from leaderboard.reads.board.featured import featured_problem_set
 from leaderboard.reads.board.rows import SORT_KEYS, count_rows, standard_ps
 from problems.models import LEVELS, Hardware, ProblemSet, named_by
@@ -189,7 +189,7 @@ def canonical_p(text: str | None) -> str | None:
 def canonical_sort(sort: str, p: float | None) -> str | None:
     """A column the page sorts by; nothing for the default (the picked p's fast_p); UNSORTED for
     every other text (rows.sort_rows leaves the rows in the standings' order for all of them)."""
-    picked = DEFAULT_PICKED_P if p is None else p
+    picked = picked_p(p)
     if not sort or sort == fast_p_key(picked):
         return None
     fast_p = [fast_p_key(standard) for standard in standard_ps(picked)]

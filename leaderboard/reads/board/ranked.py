@@ -56,7 +56,7 @@ class RankedRows(Standings):
 
     def __init__(self, filters: BoardFilters, runs: RunQuerySet, n_problems: int) -> None:
         self.filters, self.runs, self.n_problems = filters, runs, n_problems
-        self.p = 1.0 if filters.p is None else filters.p
+        self.p = filters.picked_p
         self.tally = "best" if filters.rule == RULE_BEST else "s0"
         level = filters.level
         on_level = Q(scores__level=board_stored.ALL_LEVELS if level is None else level)
@@ -167,7 +167,7 @@ def ranked_standings(filters: BoardFilters, *, runs: RunQuerySet | None = None) 
     """`rows.level_standings`, ranked by the database where a stored column holds the figure it
     ranks by (a standard p), else in Python (`level_standings` itself). `runs`: the runs to rank,
     when not those the filters name."""
-    rank_p = 1.0 if filters.p is None else filters.p
+    rank_p = filters.picked_p
     n_problems = board_rows.level_denominator(filters.problem_set, filters.level)
     if rank_p not in STANDARD_PS or n_problems == 0:
         return ListedRows(board_rows.level_standings(filters, runs=runs))
@@ -178,7 +178,7 @@ def board_rows_ranked(board: LevelBoard) -> Standings:
     """A level page's rows (`rows.board_rows`): ranked by the database when the board is in its own
     order (sorted by the picked p's fast_p, best first), else sorted in Python."""
     p = board.filters.p
-    own_order = board.sort_key == fast_p_key(p if p is not None else 1.0) and board.descending
+    own_order = board.sort_key == fast_p_key(board.filters.picked_p) and board.descending
     if not own_order or p not in STANDARD_PS:
         return ListedRows(board_rows.board_rows(board))
     return ranked_standings(board.filters)

@@ -41,7 +41,7 @@ from leaderboard.boards import scoring
 from leaderboard.boards import stored as board_stored
 from leaderboard.boards.scoring import RULE_SAMPLE0, STANDARD_PS, KernelFacts, LevelScore
 from leaderboard.models import Kernel, Run, RunQuerySet, RunScore
-from leaderboard.reads.board.choices import BoardFilters, LevelBoard
+from leaderboard.reads.board.choices import BoardFilters, LevelBoard, picked_p
 from leaderboard.reads.repeats import RowRepeats
 from problems.models import ProblemSet
 
@@ -227,14 +227,14 @@ def level_denominator(problem_set: ProblemSet | None, level: int | None) -> int:
 def make_row(
     run: Run, level: int | None, score: LevelScore, n_problems: int, p: float | None, rule: str
 ) -> StandingRow:
-    return StandingRow(run, level, score, n_problems, standard_ps(p), rule, 1.0 if p is None else p)
+    return StandingRow(run, level, score, n_problems, standard_ps(p), rule, picked_p(p))
 
 
 def rank_rows(rows: list[StandingRow], p: float | None) -> list[StandingRow]:
     """Best fast_p at p (1.0 unless given) by the figure each row ranks by (measured, or published
     while not yet measured) first, then the correctness rate, then the oldest run; each row gets its
     bootstrap interval at that p and is marked tied where it overlaps the row above."""
-    rank_p = 1.0 if p is None else p
+    rank_p = picked_p(p)
     rows.sort(key=lambda row: (-row.rank_value(rank_p), -row.ranked_tally.correct, row.run.pk))
     annotate_intervals(rows, rank_p)
     return rows
@@ -365,7 +365,7 @@ def sort_rows(
     else:
         return rows
     rows = sorted(rows, key=key, reverse=descending)
-    shown_p = interval_p if interval_p is not None else (1.0 if p is None else p)
+    shown_p = interval_p if interval_p is not None else picked_p(p)
     annotate_intervals(rows, shown_p)
     if p != shown_p:
         for row in rows:
