@@ -25,6 +25,7 @@ from evaluation.phases.backends import kernel_backend, missing_library
 from evaluation.phases.correctness import check_correctness, load_models
 from evaluation.phases.memory_plan import check_memory
 from evaluation.phases.problem_facts import problem_digest
+from evaluation.phases.sandboxes import sandbox_for
 from evaluation.phases.seeds import derive_seed
 from evaluation.phases.session import Abort, Pair
 from evaluation.phases.static_checks import analyse, pretrained_models, required_modules
@@ -130,11 +131,7 @@ def evaluate_prepared(prep: Prepared, pause: Callable[[], float] | None = None) 
 def start_sandbox(problem_source: str, kernel_source: str, cfg: EvaluationConfig, build_path: str | None) -> Started:
     """Create the sandbox and start its processes (reference, kernel[, second reference]); the build
     entry's folder is only named, for the kernel's process to load from."""
-    sandbox = Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
-                      hide_paths=cfg.hide_paths, isolation=cfg.isolation, build_dir=build_path,
-                      disable=cfg.disable_defences, cpu_threads=cfg.cpu_threads,
-                      max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb,
-                      extra_env=build_env(cfg))
+    sandbox = sandbox_for(cfg, build_dir=build_path, disable=cfg.disable_defences, extra_env=build_env(cfg))
     try:
         problem_path = sandbox.write_source("problem.py", problem_source)
         kernel_path = sandbox.write_source("kernel.py", kernel_source)

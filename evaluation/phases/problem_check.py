@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from evaluation.phases.compare import compare_outputs, dtype_name, outputs_close, tolerances_for
+from evaluation.phases.sandboxes import sandbox_for
 from evaluation.phases.seeds import derive_seed
 from evaluation.results.types import EvaluationConfig
 from evaluation.sandbox.process import ChildError, SandboxProcess
@@ -50,9 +51,7 @@ def check_problem(problem_source: str, config: EvaluationConfig | None = None) -
     seed = cfg.seed if cfg.seed is not None else secrets.randbits(62)
     report: dict[str, Any] = {"ok": False, "flags": [], "outputs": [], "error": None, "timings_s": {}}
     t_begin = time.monotonic()
-    with Sandbox(device=cfg.device, size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
-                 hide_paths=cfg.hide_paths, isolation=cfg.isolation, cpu_threads=cfg.cpu_threads,
-                 max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb) as sb:
+    with sandbox_for(cfg) as sb:
         path = sb.write_source("problem.py", problem_source)
         proc = sb.spawn("reference", path)
         try:

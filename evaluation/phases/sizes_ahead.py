@@ -18,10 +18,10 @@ from __future__ import annotations
 import time
 
 from evaluation.phases.problem_facts import FACTS, SIZE_FIELDS, ProblemKey, problem_digest, whole_sizes
+from evaluation.phases.sandboxes import sandbox_for
 from evaluation.results.types import EvaluationConfig
 from evaluation.sandbox.process import ChildError
 from evaluation.sandbox.protocol import EstimateReply, EstimateRequest, MalformedReply, ReadyReply, parse
-from evaluation.sandbox.sandbox import Sandbox
 
 #: Seconds a process gets to start and find the sizes (torch's import and the meta device's first use).
 FIND_TIMEOUT_S = 120.0
@@ -36,9 +36,7 @@ def find_sizes(problem_source: str, cfg: EvaluationConfig) -> str:
         return "kept"
     deadline = time.monotonic() + FIND_TIMEOUT_S
     try:
-        with Sandbox(device="cpu", size_scale=cfg.size_scale, memory_limit_mb=cfg.memory_limit_mb,
-                     hide_paths=cfg.hide_paths, isolation=cfg.isolation, cpu_threads=1,
-                     max_processes=cfg.max_processes, file_size_limit_mb=cfg.file_size_limit_mb) as sandbox:
+        with sandbox_for(cfg, device="cpu", cpu_threads=1) as sandbox:
             proc = sandbox.spawn("reference", sandbox.write_source("problem.py", problem_source))
             ready = parse(ReadyReply, proc.recv(deadline))
             if not ready.ok:
