@@ -177,8 +177,8 @@ def ranked_standings(filters: BoardFilters, *, runs: RunQuerySet | None = None) 
 def board_rows_ranked(board: LevelBoard) -> Standings:
     """A level page's rows (`rows.board_rows`): ranked by the database when the board is in its own
     order (sorted by the picked p's fast_p, best first), else sorted in Python."""
-    p = board.filters.p
-    own_order = board.sort_key == fast_p_key(board.filters.picked_p) and board.descending
+    p = board.filters.picked_p
+    own_order = board.sort_key == fast_p_key(p) and board.descending
     if not own_order or p not in STANDARD_PS:
         return ListedRows(board_rows.board_rows(board))
     return ranked_standings(board.filters)
