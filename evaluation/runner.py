@@ -80,7 +80,8 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
     evaluation there) and returns the seconds it waited, which the instruments' budget gets back."""
     cfg = config or EvaluationConfig()
     try:
-        build, started = _make_halves(problem_source, kernel_source, cfg)
+        build = build_dir_for(kernel_source, cfg)
+        started = start_sandbox(problem_source, kernel_source, cfg, build.path)
     except OSError as exc:
         reason = host_error(exc)
         if not reason:
@@ -113,14 +114,8 @@ def _lock_entry_before_turn(build: BuildDir, cfg: EvaluationConfig) -> float:
 def prepare(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None) -> Prepared:
     """Make an evaluation ready ahead: its build entry, and its sandbox's processes started."""
     cfg = config or EvaluationConfig()
-    return Prepared(cfg, kernel_source, *_make_halves(problem_source, kernel_source, cfg))
-
-
-def _make_halves(problem_source: str, kernel_source: str, cfg: EvaluationConfig) -> tuple[BuildDir, Started]:
-    """The kernel's half (its build entry, keyed by its source alone) and the problem's (the sandbox
-    with its processes started, loading the kernel from that entry's folder)."""
-    build = build_dir_for(kernel_source, cfg)
-    return build, start_sandbox(problem_source, kernel_source, cfg, build.path)
+    build = build_dir_for(kernel_source, cfg)  # made apart, as `evaluate` does: neither half carries the other
+    return Prepared(cfg, kernel_source, build, start_sandbox(problem_source, kernel_source, cfg, build.path))
 
 
 def evaluate_prepared(prep: Prepared, pause: Callable[[], float] | None = None) -> EvaluationResult:
