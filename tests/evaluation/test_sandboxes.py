@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 
-from evaluation.phases.sandboxes import sandbox_for
+from evaluation.phases.sandboxes import SandboxArgs, sandbox_for
 from evaluation.results.types import EvaluationConfig
+from evaluation.sandbox.sandbox import Sandbox
 
 
 def test_a_sandbox_takes_the_configs_limits_and_the_callers_overrides():
@@ -20,3 +22,11 @@ def test_a_sandbox_takes_the_configs_limits_and_the_callers_overrides():
     with sandbox_for(cfg, cpu_threads=1, build_dir="/nonexistent/entry", extra_env={"X": "1"}) as own:
         assert own.cpu_threads == 1 and own.build_dir == "/nonexistent/entry" and own.extra_env == {"X": "1"}
         assert own.memory_limit_mb == 3000  # the rest still the config's
+
+
+def test_the_typed_overrides_name_every_argument_of_sandbox():
+    """``SandboxArgs`` spells ``Sandbox``'s keyword arguments out again for mypy. mypy catches a name
+    there that ``Sandbox`` lacks ("Extra argument ... from **args"); this catches the other way, an
+    argument added to ``Sandbox`` that ``sandbox_for`` could not be given."""
+    params = set(inspect.signature(Sandbox.__init__).parameters) - {"self"}
+    assert set(SandboxArgs.__annotations__) == params
