@@ -81,11 +81,17 @@ def wait_for_run(api: Api, run: int, interval: float, timeout: float) -> dict[st
         time.sleep(interval)
 
 
-def report_run(api: Api, run: int) -> int:
+def report_run(api: Api, run: int, hint_verify: bool = False) -> int:
+    """Print the run's fast_p and progress; ``hint_verify``: say how to evaluate what no evaluation
+    waits for (an import alone evaluates nothing)."""
     scores = api.get(f"/api/v1/runs/{run}/scores/", replies.SCORES)
     print(display.fast_p_table(scores))
     progress = scores["progress"]
     print(f"{display.printable(progress['label'])} · {api.settings.url}/runs/{run}/")
+    unevaluated = progress["total"] - progress["evaluated"] - progress["failed"] - progress["pending"]
+    if hint_verify and unevaluated > 0:
+        print(f"{unevaluated} of {progress['total']} kernels are stored, not evaluated: submit again with --verify "
+              "to evaluate them here (--wait follows them)", file=sys.stderr)  # fmt: skip
     return FAILED if progress["failed"] else 0
 
 
@@ -108,7 +114,7 @@ def submit(api: Api, args: argparse.Namespace) -> int:
         print(f"queued {queued['queued']} evaluations ({queued['skipped']} already waiting)")
     if args.wait:
         wait_for_run(api, run, args.interval, args.timeout)
-    return report_run(api, run)
+    return report_run(api, run, hint_verify=not args.verify)
 
 
 def status(api: Api, args: argparse.Namespace) -> int:

@@ -64,7 +64,7 @@ def test_import_verify_watch_and_export_from_the_client(site, workers, tmp_path)
                     "--verify", "--wait", "--interval", "0.5", "--timeout", "240")  # fmt: skip
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr + workers.output(worker)[-3000:]
     run = Run.objects.get()
-    assert "queued 2 evaluations" in submitted.stdout
+    assert "queued 2 evaluations" in submitted.stdout and "not evaluated" not in submitted.stderr
     assert "2 of 2 kernels evaluated" in submitted.stderr  # the progress bar's last line
     assert "fast_1" in submitted.stdout and "sample 0" in submitted.stdout and f"/runs/{run.pk}/" in submitted.stdout
 
@@ -125,5 +125,9 @@ def test_a_config_file_gives_the_site_and_token(site, tmp_path):
     environ = {k: v for k, v in site.items() if k not in ("KBL_URL", "KBL_TOKEN")} | {"KBL_CONFIG": str(config)}
     submitted = kbl(environ, "submit", str(run_zip(tmp_path / "run.zip")), "--model", "M", "--hardware", "cpu")
     assert submitted.returncode == 0, submitted.stderr
+    assert (
+        "submit again with --verify" in submitted.stderr
+        and "2 of 2 kernels are stored, not evaluated" in submitted.stderr
+    )
     status = kbl(environ, "status", str(Run.objects.get().pk))
     assert status.returncode == 0 and "0 of 2 kernels evaluated, 2 not evaluated" in status.stdout
