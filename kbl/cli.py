@@ -82,16 +82,15 @@ def wait_for_run(api: Api, run: int, interval: float, timeout: float) -> dict[st
 
 
 def report_run(api: Api, run: int, hint_verify: bool = False) -> int:
-    """Print the run's fast_p and progress; ``hint_verify``: say how to evaluate what no evaluation
-    waits for (an import alone evaluates nothing)."""
+    """Print the run's fast_p and progress; ``hint_verify``: say how to evaluate the kernels that have no
+    evaluation at all (an import alone evaluates nothing)."""
     scores = api.get(f"/api/v1/runs/{run}/scores/", replies.SCORES)
     print(display.fast_p_table(scores))
     progress = scores["progress"]
     print(f"{display.printable(progress['label'])} · {api.settings.url}/runs/{run}/")
-    unevaluated = progress["total"] - progress["evaluated"] - progress["failed"] - progress["pending"]
-    if hint_verify and unevaluated > 0:
-        print(f"{unevaluated} of {progress['total']} kernels are stored, not evaluated: submit again with --verify "
-              "to evaluate them here (--wait follows them)", file=sys.stderr)  # fmt: skip
+    if hint_verify and progress["not_evaluated"]:
+        print(f"{progress['not_evaluated']} of {progress['total']} kernels are stored, not evaluated: "
+              "submit again with --verify to evaluate them here (--wait follows them)", file=sys.stderr)  # fmt: skip
     return FAILED if progress["failed"] else 0
 
 
