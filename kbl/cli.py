@@ -88,8 +88,8 @@ def report_run(api: Api, run: int, hint_verify: bool = False) -> int:
     print(display.fast_p_table(scores))
     progress = scores["progress"]
     print(f"{display.printable(progress['label'])} · {api.settings.url}/runs/{run}/")
-    if hint_verify and progress["not_evaluated"]:
-        print(f"{progress['not_evaluated']} of {progress['total']} kernels are stored, not evaluated: "
+    if hint_verify and (not_evaluated := progress.get("not_evaluated")):  # a server before it: no hint
+        print(f"{not_evaluated} of {progress['total']} kernels are stored, not evaluated: "
               "submit again with --verify to evaluate them here (--wait follows them)", file=sys.stderr)  # fmt: skip
     return FAILED if progress["failed"] else 0
 

@@ -71,7 +71,8 @@ def expect(value: Any, shape: Any, url: str) -> Any:
 
 
 RUN = {"id": int, "model": str, "setting": str, "precision": str, "hardware": str}
-RUN_PROGRESS = {"total": int, "evaluated": int, "failed": int, "pending": int, "not_evaluated": int, "label": str}
+RUN_PROGRESS = {"total": int, "evaluated": int, "failed": int, "pending": int, "not_evaluated": Optional(int),
+                "label": str}  # fmt: skip
 IMPORTED = {"run": {"id": int}, "kernels": {"created": int, "unchanged": int}, "warnings": Optional([str])}
 VERIFIED = {"queued": int, "skipped": int}
 LEVEL = {
