@@ -20,6 +20,13 @@ echo "selfcheck250: $(wc -w <<< "$left") of 250 problems left on ${card:-an unna
 # measures that call's problems again (2026-12-06, part 3).
 echo "selfcheck250: going on from $(cd "$DONE" 2>/dev/null && ls -- *.jsonl *.jsonl.gz 2>/dev/null | tr '\n' ' ')"
 [ -n "$left" ] || exit 0
+# A sweep cut at the last call's budget may leave a sandbox finishing its timing loop on this host
+# (its own session: the interrupt does not reach it). Wait for the GPU to hold no process, up to
+# 30 s, and say what is still there: the first problem of a call 20 s after such a cut read 1.267.
+gpu_apps() { nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null; }
+for _ in $(seq 30); do [ -z "$(gpu_apps)" ] && break; sleep 1; done
+still=$(gpu_apps | tr '\n' ';')
+echo "selfcheck250: processes on the GPU at the start: ${still:-none}"
 # Partial results survive the budget: the sweep writes each result as it ends. No instruments: a
 # self-check asks only whether the timing reads 1.0 (part 1 on the H100, with them, spent 273 of its
 # 409 s on them: 22 problems in 420 s).
