@@ -3,6 +3,7 @@ process through Django's test client (no HTTP server; the cache is the settings'
 
     DATABASE_URL=postgres://... .venv/bin/python -m benchmarks.web.page_bench /problems/1/ /kernels/1/
     DATABASE_URL=postgres://... .venv/bin/python -m benchmarks.web.page_bench --cold /levels/1/
+    DATABASE_URL=postgres://... .venv/bin/python -m benchmarks.web.page_bench --repeat 300 /api/v1/leaderboard/
 
 `--cold`: instead, each URL asked three times with the cache cleared before each, so that every ask
 builds a kept board (and the boards' catalogue and featured set) from the stored rows: a board's
@@ -21,7 +22,7 @@ import time
 REPEAT = 20
 
 
-def main(urls: list[str], cold: bool = False) -> None:
+def main(urls: list[str], cold: bool = False, repeat: int = REPEAT) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django  # deferred: settings first
 
@@ -37,12 +38,12 @@ def main(urls: list[str], cold: bool = False) -> None:
         assert client.get(url).status_code == 200, url
         first = (time.perf_counter() - started) * 1000
         times = []
-        for _ in range(REPEAT):
+        for _ in range(repeat):
             started = time.perf_counter()
             assert client.get(url).status_code == 200, url
             times.append((time.perf_counter() - started) * 1000)
         times.sort()
-        p95 = times[int(0.95 * REPEAT) - 1]
+        p95 = times[int(0.95 * repeat) - 1]
         print(f"{url}: first {first:.1f} ms, then p50 {statistics.median(times):.1f} ms, p95 {p95:.1f} ms")
 
 
@@ -62,4 +63,9 @@ def built_from_nothing(client, urls: list[str]) -> None:
 if __name__ == "__main__":
     args = sys.argv[1:]
     cold = "--cold" in args
-    main([a for a in args if a != "--cold"] or ["/problems/1/"], cold)
+    repeat = REPEAT
+    if "--repeat" in args:
+        at = args.index("--repeat")
+        repeat = int(args[at + 1])
+        del args[at : at + 2]
+    main([a for a in args if a != "--cold"] or ["/problems/1/"], cold, repeat)

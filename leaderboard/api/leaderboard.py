@@ -16,7 +16,7 @@ from rest_framework.views import APIView
 
 from leaderboard.api.base import query_param
 from leaderboard.api.common import query_bool, query_choice, query_float, query_int, query_text
-from leaderboard.api.renderers import AsciiJSONRenderer
+from leaderboard.api.renderers import AsciiJSONRenderer, RenderedJSON
 from leaderboard.api.runs import RunSerializer
 from leaderboard.boards.scoring import RULE_SAMPLE0, RULES
 from leaderboard.models import Origin, Precision, Run
@@ -234,8 +234,12 @@ class LeaderboardView(APIView):
         )
         return build.not_modified(request) or build.stamp(Response(build.body, status=build.status))
 
-    def _page(self, request, filters: BoardFilters, page: int, page_size: int, as_of) -> dict:
-        """One page of the board's rows, as the API answers it, "as of" the time its build read."""
+    def _page(self, request, filters: BoardFilters, page: int, page_size: int, as_of) -> RenderedJSON:
+        """One page of the board's rows, as the API answers it, "as of" the time its build read:
+        kept rendered (each request sends the bytes)."""
+        return RenderedJSON.of(self._page_data(request, filters, page, page_size, as_of))
+
+    def _page_data(self, request, filters: BoardFilters, page: int, page_size: int, as_of) -> dict:
         rows = ranked_standings(filters)  # one page made, where the database can rank it
         shown_p = filters.picked_p
         first = (page - 1) * page_size

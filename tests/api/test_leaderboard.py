@@ -1,3 +1,4 @@
+from leaderboard.api.renderers import AsciiJSONRenderer, RenderedJSON
 from leaderboard.models import Run
 from leaderboard.reads.board.choices import BoardFilters
 from leaderboard.reads.board.rows import level_standings
@@ -71,3 +72,24 @@ def test_kernels_judged_reward_hacks_leave_the_ranking_unless_asked(client, run,
     row = client.get(URL + "?level=1").json()["results"][0]
     assert row["excluded"] == 1 and row["summary"]["fast_1"] == 0
     assert client.get(URL + "?level=1&include_excluded=true").json()["results"][0]["summary"]["fast_1"] == 0.5
+
+
+def test_a_kept_board_is_sent_as_rendered_and_reads_as_its_data_in_every_form(client, run):
+    first = client.get(URL + "?level=1")  # builds the board and keeps it rendered
+    again = client.get(URL + "?level=1")  # the kept bytes
+    assert again.status_code == 200 and again["Content-Type"] == "application/json"
+    assert again.content == first.content and again.json()["results"][0]["run"]["model"] == "model-a"
+    indented = client.get(URL + "?level=1", HTTP_ACCEPT="application/json; indent=4")
+    assert b'\n    "problem_set": "kb"' in indented.content and indented.json() == again.json()
+    page = client.get(URL + "?level=1", HTTP_ACCEPT="text/html")  # the browsable API renders the data again
+    assert page.status_code == 200 and "&quot;problem_set&quot;: &quot;kb&quot;" in page.content.decode()
+
+
+def test_rendered_json_is_what_the_renderer_makes_of_the_data_and_is_sent_as_it_is():
+    data = {"name": "kernel é", "speedup": 1.5, "rows": [1, None]}
+    rendered = RenderedJSON.of(data)
+    assert rendered.content == AsciiJSONRenderer().render(data) == b'{"name":"kernel \\u00e9","speedup":1.5,"rows":[1,null]}'
+    assert AsciiJSONRenderer().render(rendered) is rendered.content
+    assert AsciiJSONRenderer().render(rendered, renderer_context={"indent": 2}) == AsciiJSONRenderer().render(
+        data, renderer_context={"indent": 2}
+    )
