@@ -88,7 +88,11 @@ def test_a_kept_board_is_sent_as_rendered_and_reads_as_its_data_in_every_form(cl
 def test_rendered_json_is_what_the_renderer_makes_of_the_data_and_is_sent_as_it_is():
     data = {"name": "kernel é", "speedup": 1.5, "rows": [1, None]}
     rendered = RenderedJSON.of(data)
-    assert rendered.content == AsciiJSONRenderer().render(data) == b'{"name":"kernel \\u00e9","speedup":1.5,"rows":[1,null]}'
+    assert (
+        rendered.content
+        == AsciiJSONRenderer().render(data)
+        == b'{"name":"kernel \\u00e9","speedup":1.5,"rows":[1,null]}'
+    )
     assert AsciiJSONRenderer().render(rendered) is rendered.content
     assert AsciiJSONRenderer().render(rendered, renderer_context={"indent": 2}) == AsciiJSONRenderer().render(
         data, renderer_context={"indent": 2}

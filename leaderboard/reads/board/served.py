@@ -110,7 +110,7 @@ VISITOR_PARTS = ("nav", "account", "submit")
 class Kept:
     """One complete build of a board."""
 
-    body: Any  # the HttpResponse, or the API's data
+    body: Any  # the HttpResponse, or the API's data rendered (leaderboard.api.renderers.RenderedJSON)
     version: tuple[int, str]  # BoardState.key its build read
     modified: datetime | None  # when that version was made: Last-Modified
     as_of: float  # epoch seconds just before the build read the version
