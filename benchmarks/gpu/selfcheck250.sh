@@ -26,6 +26,7 @@ echo "selfcheck250: going on from $(cd "$DONE" 2>/dev/null && ls -- *.jsonl *.js
 gpu_apps() { nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null; }
 for _ in $(seq 30); do [ -z "$(gpu_apps)" ] && break; sleep 1; done
 still=$(gpu_apps | tr '\n' ';')
+command -v nvidia-smi >/dev/null || still="unknown (no nvidia-smi)"
 echo "selfcheck250: processes on the GPU at the start: ${still:-none}"
 # Partial results survive the budget: the sweep writes each result as it ends. No instruments: a
 # self-check asks only whether the timing reads 1.0 (part 1 on the H100, with them, spent 273 of its

@@ -66,6 +66,8 @@ if __name__ == "__main__":
     repeat = REPEAT
     if "--repeat" in args:
         at = args.index("--repeat")
+        if at + 1 == len(args) or not args[at + 1].isdigit() or int(args[at + 1]) < 1:
+            sys.exit("page_bench: --repeat takes a number of visits, 1 or more")
         repeat = int(args[at + 1])
         del args[at : at + 2]
     main([a for a in args if a != "--cold"] or ["/problems/1/"], cold, repeat)

@@ -229,8 +229,10 @@ class LeaderboardView(APIView):
         page = _page_number(request, filters, page_size)
         # The cache key: what was read, each value spelled one way.
         board_params.use_query(request._request, _canonical(request, filters, page, page_size))
+        # "json": the kind names the cache key, and a build is kept rendered; code that kept the data
+        # itself used "data", so neither reads the other's builds across a deploy or a rollback.
         build = served.serve(
-            request, filters.problem_set, "data", functools.partial(self._page, request, filters, page, page_size)
+            request, filters.problem_set, "json", functools.partial(self._page, request, filters, page, page_size)
         )
         return build.not_modified(request) or build.stamp(Response(build.body, status=build.status))
 
