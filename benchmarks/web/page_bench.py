@@ -14,6 +14,7 @@ makes one and removes it; BENCH_DATABASE_URL keeps one)."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -60,14 +61,17 @@ def built_from_nothing(client, urls: list[str]) -> None:
         print(f"{url}: built from nothing in {', '.join(took)} ms")
 
 
+def _arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="page_bench", description="Pages' times on a generated database.")
+    parser.add_argument("urls", nargs="*", default=["/problems/1/"])
+    parser.add_argument("--cold", action="store_true", help="each URL built from nothing, three times")
+    parser.add_argument("--repeat", type=int, default=REPEAT, help=f"repeat visits per URL (default {REPEAT})")
+    args = parser.parse_intermixed_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat takes a number of visits, 1 or more")
+    return args
+
+
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    cold = "--cold" in args
-    repeat = REPEAT
-    if "--repeat" in args:
-        at = args.index("--repeat")
-        if at + 1 == len(args) or not args[at + 1].isdigit() or int(args[at + 1]) < 1:
-            sys.exit("page_bench: --repeat takes a number of visits, 1 or more")
-        repeat = int(args[at + 1])
-        del args[at : at + 2]
-    main([a for a in args if a != "--cold"] or ["/problems/1/"], cold, repeat)
+    arguments = _arguments(sys.argv[1:])
+    main(arguments.urls, arguments.cold, arguments.repeat)
