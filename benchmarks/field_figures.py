@@ -1,8 +1,8 @@
 """The field's figures, measured here beside published: per model and level, kernels imported,
-kernels measured on the H200, fast_1 measured here (over the level's problems, unmeasured kernels
+kernels measured here (the card of the results file), fast_1 measured here (over the level's problems, unmeasured kernels
 counting as not fast) beside fast_1 published (L40S), and the published-correct kernels that fail here.
 
-    python3 benchmarks/field_figures.py [data/field/kernelbench_leaderboard_figures.json] [data/field/h200_results.jsonl]
+    python3 benchmarks/field_figures.py [data/field/kernelbench_leaderboard_figures.json] [data/field/h100_results.jsonl]
 
 Reads only the two committed files (figures, no code); prints Markdown tables for docs/field.md.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter, defaultdict
+from pathlib import Path
 
 PROBLEMS_PER_LEVEL = {1: 100, 2: 100, 3: 50}
 
@@ -38,8 +39,10 @@ def main(figures_path: str, results_path: str) -> None:
         cell["correct_here"] += bool(ev.get("correct"))
         if not ev.get("correct"):
             failing.append((names.get(k["source_hash"], k["model"]), k["level"], k["problem"], k["speedup_eager"], ev))
+    card = Path(results_path).name.split("_", 1)[0].upper()  # h100_results.jsonl: measured on the H100
     print(
-        "| model (raw_data.json) | level | kernels imported | measured on H200 | correct here | fast_1 published (L40S) | fast_1 measured (H200) |"
+        f"| model (raw_data.json) | level | kernels imported | measured on {card} | correct here "
+        f"| fast_1 published (L40S) | fast_1 measured ({card}) |"
     )
     print("| --- | --: | --: | --: | --: | --: | --: |")
     for (model, level), c in sorted(by.items(), key=lambda item: (item[0][1], item[0][0])):
@@ -61,4 +64,4 @@ def main(figures_path: str, results_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*(sys.argv[1:] or ["data/field/kernelbench_leaderboard_figures.json", "data/field/h200_results.jsonl"]))
+    main(*(sys.argv[1:] or ["data/field/kernelbench_leaderboard_figures.json", "data/field/h100_results.jsonl"]))

@@ -176,6 +176,16 @@ def compare(a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]]) -> dict[
         ],
         "agree (2 %, or a host-bound interval covers the other)": sum(agree),
         "over 5 % and not covered": sum(g > 0.05 and not ok for g, ok in zip(gaps, agree, strict=True)),
+        "over 5 % and not covered: which": [
+            _pair_line(k, a[k], b[k])
+            for k in same
+            if k in disagreeing and (speedup_gap(a[k]["speedup"], b[k]["speedup"]) or 0.0) > 0.05
+        ],
+        "accusing flags that differ": [
+            f"L{k[1]} {k[2]} {k[0][:8]}: {sorted(_accusing(a[k])) or '-'} / {sorted(_accusing(b[k])) or '-'}"
+            for k in both
+            if _accusing(a[k]) != _accusing(b[k])
+        ],
         "gap median / p90 / max": [round(x, 4) for x in (statistics.median(gaps), p90(gaps), max(gaps))]
         if gaps
         else None,
@@ -193,9 +203,13 @@ def compare(a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]]) -> dict[
 def _pair_line(k: Key, x: dict[str, Any], y: dict[str, Any]) -> str:
     def figure(e: dict[str, Any]) -> str:
         device = _device(e)
-        return f"{e['speedup']:.2f}x" + (f" ({device:.2f}x)" if device else "")
+        return f"{e['speedup']:#.3g}x" + (f" ({device:#.3g}x)" if device else "")  # three figures: 0.0244x
 
     return f"L{k[1]} {k[2]} {k[0][:8]}: {figure(x)} / {figure(y)}"
+
+
+def _accusing(e: dict[str, Any]) -> set[str]:
+    return codes(e.get("flags")) & set(EXPLOIT_FLAGS)
 
 
 def _hb(e: dict[str, Any]) -> list[Any] | None:

@@ -58,6 +58,15 @@ def test_two_passes_agree_within_two_percent_or_by_a_host_bound_cover(tmp_path):
     assert figures["pairs that do not agree: L level problem, speedups (device-time speedups)"] == [
         "L1 3 h3: 2.00x / 3.00x"
     ]
+    assert figures["over 5 % and not covered: which"] == ["L1 3 h3: 2.00x / 3.00x"]
+
+
+def test_accusing_flags_that_differ_between_passes_are_named(tmp_path):
+    a = load(_write(tmp_path / "a.jsonl", [_row(1, flags=["near_zero_reference"]), _row(2)]))
+    b = load(_write(tmp_path / "b.jsonl", [_row(1), _row(2, status="incorrect", flags=["timing_output_mismatch"])]))
+    figures = compare(a, b)
+    # problem 1's near_zero_reference describes the problem, not the kernel: not named
+    assert figures["accusing flags that differ"] == ["L1 2 h2: - / ['timing_output_mismatch']"]
 
 
 def test_different_verdicts_are_named_and_never_paired(tmp_path):
