@@ -4,6 +4,7 @@ pass holds, what each device call did, and how two measurements of the same kern
     python3 benchmarks/field_runs.py pass RESULTS.jsonl
     python3 benchmarks/field_runs.py calls [BEFORE.jsonl] CALL_DIR [CALL_DIR ...]   # in the order they ran
     python3 benchmarks/field_runs.py compare RESULTS_A.jsonl RESULTS_B.jsonl
+    python3 benchmarks/field_runs.py rounds RESULTS.jsonl [...]   # timed against device time, by calls a round
     python3 benchmarks/field_runs.py keep RESULTS.jsonl HARNESS > KEPT.jsonl   # only what that code measured
     python3 benchmarks/field_runs.py other-code RESULTS.jsonl [HARNESS]   # exits 1 if other code (default: this checkout's) measured any
 
@@ -238,6 +239,37 @@ def other_code(path: Path, harness: str) -> Counter[str]:
     return found
 
 
+#: Calls a round, grouped as `rounds` prints them.
+CALL_GROUPS = ((1, 2), (3, 4), (5, 9), (10, 49), (50, 10**6))
+
+
+def rounds_figures(evaluations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each side's timed figure against its device-time figure, by the calls its rounds held
+    (median and p90 of the ratio), over the evaluations where neither side is host-bound: where the
+    two agree, the timed calls hold no time of the host's."""
+    ratios: dict[tuple[int, int], dict[str, list[float]]] = {g: {"reference": [], "kernel": []} for g in CALL_GROUPS}
+    for e in evaluations:
+        timing = e.get("reference_timing") or {}
+        device = timing.get("device") or {}
+        host_bound = device.get("host_bound") or {}
+        if not device.get("reference_ms") or "host_bound" in codes(e.get("notes")) or any(host_bound.values()):
+            continue
+        group = next(g for g in CALL_GROUPS if g[0] <= timing["calls_per_round"] <= g[1])
+        for side in ("reference", "kernel"):
+            timed, held = e.get(f"{side}_ms"), device.get(f"{side}_ms")
+            if timed and held:
+                ratios[group][side].append(timed / held)
+    out: dict[str, Any] = {}
+    for (low, high), sides in ratios.items():
+        if sides["reference"]:
+            label = f"{low}-{high}" if high < 10**6 else f"{low}+"
+            out[f"{label} calls a round: n, reference timed/device median p90, kernel's"] = [
+                len(sides["reference"]),
+                *(round(f(sides[s]), 3) for s in ("reference", "kernel") for f in (statistics.median, p90)),
+            ]
+    return out
+
+
 def _print(title: str, figures: dict[str, Any]) -> None:
     print(f"\n### {title}\n\n| figure | value |\n| --- | --- |")
     for name, value in figures.items():
@@ -257,6 +289,8 @@ def main(argv: list[str]) -> None:
             before = set(load(results_file(folder)))
     elif command == "compare":
         _print(f"{paths[0]} against {paths[1]}", compare(load(paths[0]), load(paths[1])))
+    elif command == "rounds":
+        _print(", ".join(map(str, paths)), rounds_figures([e for p in paths for e in load(p).values()]))
     elif command == "other-code":
         harness = argv[2] if len(argv) > 2 else harness_digest()
         found = other_code(paths[0], harness)

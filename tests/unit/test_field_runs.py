@@ -8,7 +8,17 @@ import time
 
 import pytest
 
-from benchmarks.field_runs import call_figures, compare, keep, load, main, other_code, pass_figures, results_file
+from benchmarks.field_runs import (
+    call_figures,
+    compare,
+    keep,
+    load,
+    main,
+    other_code,
+    pass_figures,
+    results_file,
+    rounds_figures,
+)
 from evaluation.results.harness_id import harness_digest
 
 
@@ -147,3 +157,22 @@ def test_a_calls_results_are_its_one_card_file(tmp_path):
     _write(tmp_path / "h200_results.jsonl", [_row(1)])
     with pytest.raises(SystemExit, match="expected one"):
         results_file(tmp_path)
+
+
+def _timed(calls, ref_ms, ref_device_ms, host_bound=False):
+    row = _row(1, notes=["host_bound"] if host_bound else [])["evaluation"]
+    row.update(reference_ms=ref_ms, kernel_ms=10.0)
+    row["reference_timing"] = {
+        "calls_per_round": calls,
+        "device": {"reference_ms": ref_device_ms, "kernel_ms": 10.0, "host_bound": {"reference": False}},
+    }
+    return row
+
+
+def test_rounds_sets_timed_against_device_time_by_the_calls_a_round_held():
+    evaluations = [_timed(2, 0.40, 0.35), _timed(2, 0.35, 0.35), _timed(50, 0.35, 0.35), _timed(2, 9.0, 0.35, True)]
+    figures = rounds_figures(evaluations)
+    assert figures == {
+        "1-2 calls a round: n, reference timed/device median p90, kernel's": [2, 1.071, 1.143, 1.0, 1.0],
+        "50+ calls a round: n, reference timed/device median p90, kernel's": [1, 1.0, 1.0, 1.0, 1.0],
+    }  # the host-bound one is left out: its timed figure holds the host's dispatch by rule
