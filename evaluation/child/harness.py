@@ -13,6 +13,7 @@ those of the reference process itself and checks every reported time against its
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import json
@@ -27,7 +28,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from evaluation.child import clock, failures, harness_guard, timing_requests
+from evaluation.child import clock, failures, harness_guard, poison, timing_requests
 from evaluation.child.clock import audit, perf_counter_ns
 from evaluation.child.confine import confine
 from evaluation.child.device_setup import DeviceSetup
@@ -435,9 +436,9 @@ class Harness(TimingRequests, DeviceSetup):
         if "harness_guard" in self.disabled:
             return
         _lock_sealed()
-        # The modules whose globals the harness's code reads: its own, its timing half's, its clock's and
-        # its failures' (a kernel that rewrites one of them is found as if it rewrote this one).
-        modules = (sys.modules[__name__], timing_requests, clock, failures)
+        # The modules whose globals the harness's code reads: its own, its timing half's, its clock's, its
+        # failures' and its poison's (a kernel that rewrites one of them is found as if it rewrote this one).
+        modules = (sys.modules[__name__], timing_requests, clock, failures, poison)
         harness_guard.install(self, modules, str(self.spec.get("kernel_path") or ""), SEALED)
 
     def _check_guard(self) -> None:
@@ -469,8 +470,9 @@ class Harness(TimingRequests, DeviceSetup):
         before = self._threads()
         t0 = perf_counter_ns()
         try:
-            outs = self.flatten(self.model(*inputs))
-            self._sync()
+            with self._poisoned():
+                outs = self.flatten(self.model(*inputs))
+                self._sync()
             snapshot = self._snapshot(outs) if self.role == "kernel" else None
         except BaseException as exc:  # noqa: BLE001
             return self._call_failed(exc)
@@ -480,6 +482,14 @@ class Harness(TimingRequests, DeviceSetup):
             return self._reference_outputs(req, outs, run_s)
         self._kernel_checks(before, pristine, tensors, outs)
         return {"ok": True, "run_s": run_s, "flags": self.take_flags(), **self._hand_out(snapshot, int(req.trial))}
+
+    def _poisoned(self) -> contextlib.AbstractContextManager[None]:
+        """Kernel role: memory the kernel's call leaves unwritten reads as NaN (evaluation.child.poison),
+        so its verdict never depends on what the allocator's recycled blocks held. The reference's
+        call, the snapshot and the timed calls run as they are."""
+        if self.role == "kernel" and "poison_unwritten" not in self.disabled:
+            return poison.poison_unwritten(self.torch)
+        return contextlib.nullcontext()
 
     def _snapshot(self, outs: list[Any]) -> Any:
         """Kernel role: the outputs as they are at return, out of the kernel's hands: on the GPU a

@@ -180,7 +180,8 @@ class EvaluationConfig:
     isolation: str = "auto"  # 'auto' (strongest available) | 'none' (plain child processes)
     # Internal switches used by the adversarial tests to show each defence matters. Never set in
     # production. Known names: fresh_inputs, timer_capture, type_check, scale_check, parent_clock,
-    # timing_spot_check, thread_check, torch_patch_check, gc_check, env_scrub, gpu_compare, placement.
+    # timing_spot_check, thread_check, torch_patch_check, gc_check, env_scrub, gpu_compare, placement,
+    # poison_unwritten.
     disable_defences: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:

@@ -1,0 +1,77 @@
+"""evaluation.child.poison: new tensors start as NaN within the block, and torch's modes and the
+warning filters are as they were after it, also when the block raises."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from evaluation.child.poison import poison_unwritten
+
+
+def modes() -> tuple[bool, bool, bool]:
+    return (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.utils.deterministic.fill_uninitialized_memory,
+    )
+
+
+@pytest.fixture(autouse=True)
+def restore_modes():
+    before = modes()
+    yield
+    torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    torch.utils.deterministic.fill_uninitialized_memory = before[2]
+
+
+def test_it_fills_new_tensors_with_nan_and_integers_with_their_largest_value():
+    with poison_unwritten(torch):
+        floats = torch.empty_like(torch.zeros(64, 64))
+        ints = torch.empty(8, dtype=torch.int32)
+    assert bool(floats.isnan().all())
+    assert bool((ints == torch.iinfo(torch.int32).max).all())
+
+
+def test_it_restores_torchs_modes_and_the_warning_filters():
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    before, filters = modes(), list(warnings.filters)
+    with poison_unwritten(torch):
+        assert modes() == (True, True, True)
+    assert modes() == before == (False, False, False)
+    assert warnings.filters == filters
+
+
+def test_it_restores_a_deterministic_mode_that_was_on_before():
+    torch.use_deterministic_algorithms(True)
+    with poison_unwritten(torch):
+        pass
+    assert modes() == (True, False, True)
+
+
+def test_it_restores_them_when_the_block_raises():
+    before, filters = modes(), list(warnings.filters)
+    with pytest.raises(ValueError, match="boom"), poison_unwritten(torch):
+        raise ValueError("boom")
+    assert modes() == before
+    assert warnings.filters == filters
+
+
+def test_it_restores_them_when_the_block_switched_the_mode_off():
+    before = modes()
+    with poison_unwritten(torch):
+        torch.use_deterministic_algorithms(False)
+        torch.utils.deterministic.fill_uninitialized_memory = False
+    assert modes() == before
+
+
+def test_it_silences_the_alerts_of_warn_only_mode_and_nothing_else():
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with poison_unwritten(torch):
+            # put_ without accumulate has no deterministic implementation on the CPU: torch alerts.
+            torch.zeros(5).put_(torch.tensor([0, 0]), torch.tensor([1.0, 2.0]))
+            warnings.warn("the kernel's own warning", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["the kernel's own warning"]
