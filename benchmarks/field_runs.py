@@ -204,9 +204,14 @@ def compare(a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]]) -> dict[
 def _pair_line(k: Key, x: dict[str, Any], y: dict[str, Any]) -> str:
     def figure(e: dict[str, Any]) -> str:
         device = _device(e)
-        return f"{e['speedup']:#.3g}x" + (f" ({device:#.3g}x)" if device else "")  # three figures: 0.0244x
+        return _times(e["speedup"]) + (f" ({_times(device)})" if device else "")
 
     return f"L{k[1]} {k[2]} {k[0][:8]}: {figure(x)} / {figure(y)}"
+
+
+def _times(speedup: float) -> str:
+    """2.00x, 123.40x; below 1x three figures (0.0244x), where two decimals would read 0.02x."""
+    return f"{speedup:.2f}x" if speedup >= 1 else f"{speedup:#.3g}x"
 
 
 def _accusing(e: dict[str, Any]) -> set[str]:

@@ -470,7 +470,7 @@ class Harness(TimingRequests, DeviceSetup):
         before = self._threads()
         t0 = perf_counter_ns()
         try:
-            with self._poisoned():
+            with self._poisoned(req):
                 outs = self.flatten(self.model(*inputs))
                 self._sync()
             snapshot = self._snapshot(outs) if self.role == "kernel" else None
@@ -483,11 +483,12 @@ class Harness(TimingRequests, DeviceSetup):
         self._kernel_checks(before, pristine, tensors, outs)
         return {"ok": True, "run_s": run_s, "flags": self.take_flags(), **self._hand_out(snapshot, int(req.trial))}
 
-    def _poisoned(self) -> contextlib.AbstractContextManager[None]:
-        """Kernel role: memory the kernel's call leaves unwritten reads as NaN (evaluation.child.poison),
-        so its verdict never depends on what the allocator's recycled blocks held. The reference's
-        call, the snapshot and the timed calls run as they are."""
-        if self.role == "kernel" and "poison_unwritten" not in self.disabled:
+    def _poisoned(self, req: CorrectRequest) -> contextlib.AbstractContextManager[None]:
+        """Kernel role, in the calls the parent asks it for (``req.poison``): memory the kernel's call
+        leaves unwritten reads as NaN (evaluation.child.poison), so its verdict never depends on what
+        the allocator's recycled blocks held. The reference's call, the snapshot and the timed calls
+        run as they are."""
+        if self.role == "kernel" and req.poison:
             return poison.poison_unwritten(self.torch)
         return contextlib.nullcontext()
 

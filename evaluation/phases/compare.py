@@ -32,6 +32,7 @@ class Comparison:
     # (1.0 is the tolerance's edge; the near-tolerance rule reads it).
     tol_ratio: float = 0.0
     details: list[str] = field(default_factory=list)
+    unexpected_nan: bool = False  # the output has NaN where the reference has none
 
 
 CHUNK = 1 << 22
@@ -119,7 +120,8 @@ def _compare_chunk(c: Comparison, tag: str, rc: Any, oc: Any, a_tol: float, r_to
     r_nan, o_nan = rc.isnan(), oc.isnan()
     if bool((r_nan != o_nan).any()):
         c.ok = False
-        c.reason = f"{tag} has NaN where the reference has none" if bool((o_nan & ~r_nan).any()) else \
+        c.unexpected_nan = bool((o_nan & ~r_nan).any())
+        c.reason = f"{tag} has NaN where the reference has none" if c.unexpected_nan else \
             f"{tag} lacks NaN where the reference has one"
         c.max_abs_diff = math.inf
         return False

@@ -100,7 +100,8 @@ def check_correctness(pair: Pair, sandbox: Sandbox) -> list[str]:
 def _trial(pair: Pair, sandbox: Sandbox, i: int, seen: _Trials) -> None:
     cfg = pair.cfg
     seed = derive_seed(pair.master, "correct", i if pair.defence_on("fresh_inputs") else 0)
-    msg = CorrectRequest(seed=seed, trial=i, spot_seed=derive_seed(pair.master, "dependence"))
+    poisoned = poisons(pair, i)
+    msg = CorrectRequest(seed=seed, trial=i, spot_seed=derive_seed(pair.master, "dependence"), poison=poisoned)
     r_ref, r_ker = pair.both(msg, CorrectReply)
     pair.merge_flags(r_ker)
     if not r_ker.ok:
@@ -118,7 +119,25 @@ def _trial(pair: Pair, sandbox: Sandbox, i: int, seen: _Trials) -> None:
         seen.input_dependent = not spots_match(seen.first_spot, r_ref.spot, seen.out_dtypes, cfg.atol, cfg.rtol)
     if not cmp.ok:
         pair.res.timings_s["correctness"] = round(time.monotonic() - seen.t0, 4)
-        raise Abort("incorrect", f"trial {i + 1}: {cmp.reason}{_near_miss(pair, cmp, i)}")
+        raise Abort("incorrect", f"trial {i + 1}: {cmp.reason}{_poison_hint(cmp, poisoned)}{_near_miss(pair, cmp, i)}")
+
+
+def poisons(pair: Pair, i: int) -> bool:
+    """Whether trial ``i`` runs the kernel's call with the memory it leaves unwritten poisoned
+    (evaluation.child.poison): every trial but the first. The first call is the kernel's own
+    start: what it compiles, autotunes or captures in a CUDA graph then is what the timed calls run,
+    and the poison would be in it (a captured graph would replay the fills in every timed call, and
+    torch.compile's graph would be one made for deterministic mode). One poisoned trial fails a kernel
+    that returns memory it never wrote, every time. The instruments' reruns are not poisoned: the
+    determinism check must see the operators the timed calls run."""
+    return i > 0 and pair.defence_on("poison_unwritten")
+
+
+def _poison_hint(cmp: Comparison, poisoned: bool) -> str:
+    if poisoned and cmp.unexpected_nan:
+        return (" (in this trial, memory the kernel's call took from torch.empty and left unwritten reads as "
+                "NaN: the output, or something it was computed from, was never written)")
+    return ""
 
 
 def _near_tolerance(pair: Pair, sandbox: Sandbox, seen: _Trials) -> None:

@@ -115,9 +115,16 @@ def _seeds(pair: Pair, tag: str, r: int, n: int) -> list[int]:
     return [derive_seed(pair.master, tag, r, c) for c in range(n)]
 
 
+#: Rounds a timing keeps however slow its calls (the budget cuts the rest).
+MIN_ROUNDS = 6
+
+
 def _warm_up(pair: Pair) -> tuple[int, int, float]:
     """Warm every process; return (calls per round, rounds, host-clock overhead of an empty timed
-    region in ns). Rounds are cut (to 6 at least) when ``timing_budget_s`` would be exceeded."""
+    region in ns). Rounds are cut (to MIN_ROUNDS at least) when ``timing_budget_s`` would be
+    exceeded. On the GPU a round holds GPU_MIN_CALLS calls at least, as far as MIN_ROUNDS such
+    rounds fit the budget: a forward of 0.1-0.7 s is timed in rounds of 1-2 calls as before,
+    rather than taking four times the budget."""
     cfg = pair.cfg
     warm = TimeRequest(seeds=_seeds(pair, "warm", 0, cfg.warmup_calls), calibrate=True)
     w_ref, _ = _call(pair, pair.ref, warm)
@@ -128,14 +135,15 @@ def _warm_up(pair: Pair) -> tuple[int, int, float]:
     t_ker = median(w_ker.times_ns) if w_ker.times_ns else 1e6
     per_call = max(t_ref, t_ker, 1.0)
     calls = int(max(1, min(cfg.max_calls_per_round, math.ceil(cfg.round_target_s * 1e9 / per_call))))
-    if cfg.device == "cuda":
-        calls = max(calls, min(GPU_MIN_CALLS, cfg.max_calls_per_round))
     null_host = median(w_ref.null_host_ns) if w_ref.null_host_ns else 0.0
+    n_procs = 3 if pair.ref2 is not None else 2
+    call_s = n_procs * (per_call + null_host) / 1e9  # one call of every process
+    if cfg.device == "cuda":
+        fit = int(cfg.timing_budget_s / (MIN_ROUNDS * call_s)) if cfg.timing_budget_s is not None else GPU_MIN_CALLS
+        calls = max(calls, min(GPU_MIN_CALLS, cfg.max_calls_per_round, fit))
     n_rounds = cfg.timing_trials
     if cfg.timing_budget_s is not None:
-        n_procs = 3 if pair.ref2 is not None else 2
-        per_round_s = n_procs * calls * (per_call + null_host) / 1e9
-        n_rounds = min(n_rounds, max(6, int(cfg.timing_budget_s / per_round_s)))
+        n_rounds = min(n_rounds, max(MIN_ROUNDS, int(cfg.timing_budget_s / (calls * call_s))))
     return calls, n_rounds, null_host
 
 
@@ -154,8 +162,12 @@ def round_figure(times_ns: list[int], device: str) -> float:
     sized by the slower): on two H100 hosts a 0.35 ms reference read 0.35-0.40 ms beside kernels of
     5-18 ms (2-4 calls a round) while its device-time calls read 0.347 in both (docs/field.md, "The
     whole field measured twice")."""
-    timed = times_ns[:-1] if device == "cuda" and len(times_ns) > 1 else times_ns
-    return median(timed) / 1e6
+    return median(times_ns[: figured_calls(len(times_ns), device)]) / 1e6
+
+
+def figured_calls(calls: int, device: str) -> int:
+    """How many of a round's calls its figure comes from (round_figure)."""
+    return calls - 1 if device == "cuda" and calls > 1 else calls
 
 
 def extra_rounds(cfg: EvaluationConfig, n_rounds: int) -> int:
@@ -548,7 +560,7 @@ def _check_parent_clock_gpu(pair: Pair, rounds: Rounds) -> None:
 
 def _report(pair: Pair, rounds: Rounds) -> None:
     cfg, res = pair.cfg, pair.res
-    total_calls = rounds.calls * len(rounds.ker)
+    total_calls = figured_calls(rounds.calls, cfg.device) * len(rounds.ker)
     ref_rounds = mean_of_pairs(rounds.ref, rounds.ref2)
     res.reference_ms = summary(ref_rounds, total_calls)
     res.kernel_ms = summary(rounds.ker, total_calls)

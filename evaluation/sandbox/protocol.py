@@ -213,6 +213,7 @@ class CorrectRequest(Request):
     trial: int = 0
     spot_seed: int | None = None  # spot values of the outputs for the parent's cross-check
     save: bool = False  # the reference writes its outputs to a file (a problem's own check)
+    poison: bool = False  # kernel role: memory the call leaves unwritten reads as NaN (evaluation.child.poison)
 
 
 @dataclass(frozen=True)

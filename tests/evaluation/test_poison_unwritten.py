@@ -41,9 +41,21 @@ def test_the_reference_is_exactly_zero_beyond_the_first_1024_columns():
 def test_it_fails_a_kernel_that_leaves_part_of_its_output_unwritten():
     res = run(CUMPROD, FIRST_1024, timing_trials=0)
     assert res.status == "incorrect", res.to_dict()
-    # On the first trial, by the poison: without it, the leftover values decide, and the same
-    # kernel passed some evaluations and failed others on later trials, outside the tolerance.
-    assert res.error.startswith("trial 1: output has NaN where the reference has none"), res.error
+    # On the first poisoned trial (the first trial runs as the kernel's start, unpoisoned), and the
+    # error says where the NaN came from: without the poison the leftover values decide, and the
+    # same kernel passed some evaluations and failed others on later trials, outside the tolerance.
+    assert res.error.startswith("trial 2: output has NaN where the reference has none"), res.error
+    assert "left unwritten reads as NaN" in res.error, res.error
+
+
+def test_the_first_trial_runs_unpoisoned():
+    # A kernel that computes from memory it never wrote, multiplied by zero: NaN only where torch's
+    # fill is on. It fails its second trial, so its first ran unpoisoned and was correct.
+    zero_times_unwritten = kernel(
+        "        scratch = torch.empty_like(x)\n        torch.cumprod(x, dim=1, out=out)\n        out += 0 * scratch"
+    )
+    res = run(CUMPROD, zero_times_unwritten, timing_trials=0)
+    assert res.status == "incorrect" and res.error.startswith("trial 2: "), res.error
 
 
 def test_it_passes_an_honest_kernel_that_writes_all_of_its_empty_output():

@@ -176,3 +176,12 @@ def test_rounds_sets_timed_against_device_time_by_the_calls_a_round_held():
         "1-2 calls a round: n, reference timed/device median p90, kernel's": [2, 1.071, 1.143, 1.0, 1.0],
         "50+ calls a round: n, reference timed/device median p90, kernel's": [1, 1.0, 1.0, 1.0, 1.0],
     }  # the host-bound one is left out: its timed figure holds the host's dispatch by rule
+
+
+def test_a_pair_line_keeps_three_figures_below_one_and_two_decimals_above(tmp_path):
+    a = load(_write(tmp_path / "a.jsonl", [_row(1, speedup=0.0236), _row(2, speedup=123.4)]))
+    b = load(_write(tmp_path / "b.jsonl", [_row(1, speedup=0.0258), _row(2, speedup=140.0)]))
+    assert compare(a, b)["over 5 % and not covered: which"] == [
+        "L1 1 h1: 0.0236x / 0.0258x",
+        "L1 2 h2: 123.40x / 140.00x",
+    ]

@@ -4,11 +4,13 @@ warning filters are as they were after it, also when the block raises."""
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from evaluation.child.poison import poison_unwritten
+from evaluation.phases.correctness import poisons
 
 
 def modes() -> tuple[bool, bool, bool]:
@@ -75,3 +77,10 @@ def test_it_silences_the_alerts_of_warn_only_mode_and_nothing_else():
             torch.zeros(5).put_(torch.tensor([0, 0]), torch.tensor([1.0, 2.0]))
             warnings.warn("the kernel's own warning", UserWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["the kernel's own warning"]
+
+
+def test_the_parent_poisons_every_trial_but_the_first_unless_the_defence_is_off():
+    on = SimpleNamespace(defence_on=lambda name: True)
+    off = SimpleNamespace(defence_on=lambda name: name != "poison_unwritten")
+    assert [poisons(on, i) for i in range(4)] == [False, True, True, True]
+    assert not any(poisons(off, i) for i in range(4))

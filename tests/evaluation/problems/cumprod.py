@@ -4,7 +4,7 @@ import torch.nn as nn
 
 class Model(nn.Module):
     """KernelBench L1 90's shape: a running product along each row of 4000 uniform values, which
-    underflows to exactly 0 a few hundred columns in. A kernel that writes only the first 1024 columns
+    underflows to exactly 0 about a hundred columns in. A kernel that writes only the first 1024 columns
     of an uninitialised output matches it wherever the leftover memory happens to be 0."""
 
     def __init__(self, dim):
