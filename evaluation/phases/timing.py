@@ -118,6 +118,11 @@ def _seeds(pair: Pair, tag: str, r: int, n: int) -> list[int]:
 #: Rounds a timing keeps however slow its calls (the budget cuts the rest).
 MIN_ROUNDS = 6
 
+#: Calls a timed round holds at least on the GPU: the round's check call, whose events time the
+#: host's dispatch too, and three timed behind the GPU-side wait, whose median a single slow call
+#: cannot move (round_figure).
+GPU_MIN_CALLS = 4
+
 
 def _warm_up(pair: Pair) -> tuple[int, int, float]:
     """Warm every process; return (calls per round, rounds, host-clock overhead of an empty timed
@@ -145,12 +150,6 @@ def _warm_up(pair: Pair) -> tuple[int, int, float]:
     if cfg.timing_budget_s is not None:
         n_rounds = min(n_rounds, max(MIN_ROUNDS, int(cfg.timing_budget_s / (calls * call_s))))
     return calls, n_rounds, null_host
-
-
-#: Calls a timed round holds at least on the GPU: the round's check call, whose events time the
-#: host's dispatch too, and three timed behind the GPU-side wait, whose median a single slow call
-#: cannot move (round_figure).
-GPU_MIN_CALLS = 4
 
 
 def round_figure(times_ns: list[int], device: str) -> float:
