@@ -3,6 +3,8 @@ parts: which problems are left, and what the parts measured together.
 
     python3 benchmarks/selfcheck_parts.py remaining KERNELBENCH_DIR DONE_DIR   # globs for `sweep --problems`
     python3 benchmarks/selfcheck_parts.py summary DONE_DIR [PART.jsonl ...]    # Markdown for docs/field.md
+    python3 benchmarks/selfcheck_parts.py outside DONE_DIR                     # names outside 2 % of 1.0
+    python3 benchmarks/selfcheck_parts.py compare BEFORE_DIR AFTER_DIR         # the problems both measured
 
 DONE_DIR holds the parts committed so far (`*.jsonl`, or `*.jsonl.gz`), each line one result of
 `python -m evaluation sweep --json --out`. A problem whose result was no verdict (the host's
@@ -81,6 +83,30 @@ def _covers_one(interval: Any) -> bool:
     return bool(interval) and interval[0] <= 1.0 <= interval[1]
 
 
+def outside(rows: dict[str, dict[str, Any]]) -> list[str]:
+    """The problems whose speedup is more than 2 % from 1.0, in KernelBench's order."""
+    return [n for n, r in rows.items() if r.get("speedup") and abs(r["speedup"] - 1) > WITHIN]
+
+
+def compare(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> list[str]:
+    """Markdown: on the problems both measured, within 2 % before and after, and each one outside
+    2 % in either with its speedup and calls per round (the round's figure depends on them)."""
+    both = [n for n in before if n in after and before[n].get("speedup") and after[n].get("speedup")]
+    within = {k: sum(1 for n in both if abs(rows[n]["speedup"] - 1) <= WITHIN) for k, rows in
+              (("before", before), ("after", after))}  # fmt: skip
+    lines = [f"{len(both)} problems measured by both: within 2 % before {within['before']}, after {within['after']}",
+             "", "| problem | before: speedup (calls/round) | after |", "| --- | --: | --: |"]  # fmt: skip
+    for name in both:
+        if abs(before[name]["speedup"] - 1) > WITHIN or abs(after[name]["speedup"] - 1) > WITHIN:
+            lines.append(f"| {name} | {_figure(before[name])} | {_figure(after[name])} |")
+    return lines
+
+
+def _figure(row: dict[str, Any]) -> str:
+    calls = (row.get("reference_ms") or {}).get("calls_per_round", "?")
+    return f"{row['speedup']:.3f} ({calls})"
+
+
 def main(argv: list[str]) -> int:
     if len(argv) >= 3 and argv[0] == "remaining":
         print(" ".join(remaining(argv[1], argv[2])))
@@ -90,6 +116,12 @@ def main(argv: list[str]) -> int:
         print("| figure | value |\n| --- | --- |")
         for name, value in summary(rows):
             print(f"| {name} | {value} |")
+        return 0
+    if len(argv) == 2 and argv[0] == "outside":
+        print(" ".join(outside(results(done_files(argv[1])))))
+        return 0
+    if len(argv) == 3 and argv[0] == "compare":
+        print("\n".join(compare(results(done_files(argv[1])), results(done_files(argv[2])))))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

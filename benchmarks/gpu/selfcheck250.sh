@@ -2,7 +2,7 @@
 # The 250-problem self-check on one GPU, in parts that resume: each call measures, within its
 # budget, the problems of levels 1-3 that benchmarks/results/h200_selfcheck250/ does not yet hold.
 #   here, once:  KB_MIRROR=/work/.mirror/ScalingIntelligence+KernelBench/repo bash benchmarks/gpu/carry.sh
-#   device run:  SELFCHECK_BUDGET_S=540 bash benchmarks/gpu/selfcheck250.sh   (carry: [".field"])
+#   device run:  SELFCHECK_BUDGET_S=540 bash benchmarks/gpu/selfcheck250.sh   (carry: [".field/KernelBench"])
 #   then here:   copy $OUT/selfcheck250.jsonl to benchmarks/results/CARD_selfcheck250/partN.jsonl
 # A self-check compares a card with itself, so each card keeps its own parts: CARD is h200 or h100
 # (SELFCHECK_DONE names another folder).
@@ -15,6 +15,11 @@ DONE=${SELFCHECK_DONE:-benchmarks/results/${card:-gpu}_selfcheck250}
 mkdir -p "$OUT"
 [ -d "$KB/level1" ] || { echo "selfcheck250: no KernelBench problems at $KB (carry.sh with KB_MIRROR)"; exit 2; }
 left=$(python3 benchmarks/selfcheck_parts.py remaining "$KB" "$DONE")
+# SELFCHECK_ONLY (names `levelL/NAME`, space-separated): of those left, measure only these, e.g. the
+# problems another code's parts found outside 2 % (`selfcheck_parts.py outside DIR`).
+if [ -n "${SELFCHECK_ONLY:-}" ]; then
+  left=$(for name in $left; do case " $SELFCHECK_ONLY " in *" $name "*) printf '%s ' "$name" ;; esac; done)
+fi
 echo "selfcheck250: $(wc -w <<< "$left") of 250 problems left on ${card:-an unnamed card} ($DONE); budget ${SELFCHECK_BUDGET_S:-540} s"
 # The parts this checkout holds: a call made before the last call's file was committed as a part
 # measures that call's problems again (2026-12-06, part 3).

@@ -45,3 +45,19 @@ def test_the_summary_counts_the_bound_and_the_cover_and_names_the_rest(tmp_path)
     assert figures["problems measured"] == "3 of 250" and figures["correct"] == 2
     assert figures["within 2 % of 1.0"] == "1 of 2" and figures["95 % interval covers 1.0"] == "1 of 2"
     assert figures["neither"] == ["level1/2_B 1.040"]
+
+
+def test_outside_names_the_problems_beyond_2_percent_and_compare_shows_them_beside_the_other_code(tmp_path):
+    before, after = tmp_path / "before", tmp_path / "after"
+    before.mkdir(), after.mkdir()
+    (before / "part1.jsonl").write_text("\n".join([
+        _row(1, "1_A", speedup=1.01), _row(1, "2_B", speedup=1.05), _row(2, "1_D", speedup=0.97),
+    ]) + "\n")  # fmt: skip
+    (after / "part1.jsonl").write_text(_row(1, "2_B", speedup=1.005) + "\n" + _row(1, "1_A", speedup=1.03) + "\n")
+    assert selfcheck_parts.main(["outside", str(before)]) == 0
+    assert selfcheck_parts.outside(selfcheck_parts.results(selfcheck_parts.done_files(str(before)))) == [
+        "level1/2_B", "level2/1_D"]  # fmt: skip
+    lines = selfcheck_parts.compare(selfcheck_parts.results([str(before / "part1.jsonl")]),
+                                    selfcheck_parts.results([str(after / "part1.jsonl")]))  # fmt: skip
+    assert lines[0] == "2 problems measured by both: within 2 % before 1, after 1"
+    assert lines[4:] == ["| level1/1_A | 1.010 (?) | 1.030 (?) |", "| level1/2_B | 1.050 (?) | 1.005 (?) |"]
