@@ -64,6 +64,10 @@ class Prepared:
     build: BuildDir
     started: Started
 
+    def close(self) -> None:
+        """Given up without being run (a sweep interrupted): its processes and folder go."""
+        _close_unrun(self.started, self.build)
+
 
 def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig | None = None,
              turn: Callable[[], AbstractContextManager[object]] | None = None,
@@ -94,8 +98,7 @@ def evaluate(problem_source: str, kernel_source: str, config: EvaluationConfig |
                 waited_s = _lock_entry_before_turn(build, cfg)
                 held.enter_context(turn())
             except BaseException:
-                started.sandbox.close()
-                build.unlock()
+                _close_unrun(started, build)
                 raise
         return run_started(cfg, kernel_source, build, started, waited_s, pause)
 
@@ -166,10 +169,15 @@ def run_started(cfg: EvaluationConfig, kernel_source: str, build: BuildDir, star
     master = cfg.seed if cfg.seed is not None else secrets.randbits(62)
     if cfg.seed is not None:
         res.seed = cfg.seed
-    _static_checks(cfg, res, started.problem_source, kernel_source)
-    # Waits while another process builds or uses this source; a dead owner's lock is already gone.
     t_wait = time.monotonic()
-    build.lock(deadline)  # held already where ``evaluate`` took it before a turn
+    try:
+        _static_checks(cfg, res, started.problem_source, kernel_source)
+        # Waits while another process builds or uses this source; a dead owner's lock is already gone.
+        t_wait = time.monotonic()
+        build.lock(deadline)  # held already where ``evaluate`` took it before a turn
+    except BaseException:  # its deadline passed, or the sweep was interrupted: nothing left running
+        _close_unrun(started, build)
+        raise
     res.timings_s["build_wait"] = round(waited_s + time.monotonic() - t_wait, 4)
     deadline += time.monotonic() - t_wait  # another evaluation's time, not this kernel's
     res.build_cached = build.built
@@ -184,6 +192,15 @@ def run_started(cfg: EvaluationConfig, kernel_source: str, build: BuildDir, star
             _release_build(build, started.sandbox.switch_uid, res.compiled)
     _finish(cfg, res, started.sandbox, log_parts, t_begin)
     return res
+
+
+def _close_unrun(started: Started, build: BuildDir) -> None:
+    """An evaluation given up before its phases: its sandbox's processes (their own sessions: nothing
+    else ends them) and folder go, and the entry's lock if it was taken."""
+    try:
+        started.sandbox.close()
+    finally:
+        build.unlock()
 
 
 def _static_checks(cfg: EvaluationConfig, res: EvaluationResult, problem_source: str, kernel_source: str) -> None:

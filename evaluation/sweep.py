@@ -20,6 +20,7 @@ import multiprocessing as mp
 import os
 import queue as queue_mod
 import re
+import signal
 import sys
 import time
 from collections import deque
@@ -122,7 +123,17 @@ def _worker(gpu: str, timing: list[int], others: list[int], cfg: EvaluationConfi
         if others:
             os.sched_setaffinity(0, others)
         cfg = dataclasses.replace(cfg, cpus=tuple(timing))
+    signal.signal(signal.SIGINT, _stopped)
+    signal.signal(signal.SIGTERM, _stopped)
     ahead: deque[tuple[Task, Prepared | None]] = deque()
+    try:
+        _evaluate_in_turn(gpu, cfg, tasks, results, ahead)
+    finally:
+        _close_ahead(ahead)
+
+
+def _evaluate_in_turn(gpu: str, cfg: EvaluationConfig, tasks: Any, results: Any,
+                      ahead: deque[tuple[Task, Prepared | None]]) -> None:
     more = True
     while True:
         while more and len(ahead) < PREPARE_AHEAD:
@@ -139,6 +150,16 @@ def _worker(gpu: str, timing: list[int], others: list[int], cfg: EvaluationConfi
             results.put(Outcome(task, gpu, _slim(evaluate_prepared(prep).to_dict())))
         except Exception as exc:  # noqa: BLE001 - report and go on with the next problem
             results.put(Outcome(task, gpu, {"status": "harness_error", "error": f"{type(exc).__name__}: {exc}"}))
+
+
+def _close_ahead(ahead: deque[tuple[Task, Prepared | None]]) -> None:
+    """The sandboxes started ahead and never run (a sweep interrupted): their processes live in
+    their own sessions, which an interrupt of the sweep does not reach, and would otherwise hold
+    the GPU's memory into whatever runs next on it."""
+    while ahead:
+        _task, prep = ahead.popleft()
+        if prep is not None:
+            prep.close()
 
 
 def _prepare(task: Task, cfg: EvaluationConfig) -> Prepared | None:
@@ -183,6 +204,9 @@ def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: Te
     pool, builds = _start_builds(tasks, cfg, build_workers, cores.builds)
     try:
         outcomes = _collect(results, procs, len(tasks), out, progress, builds)
+    except KeyboardInterrupt:
+        _stop_workers(procs)
+        raise
     finally:
         if pool is not None:
             pool.close(wait=False)
@@ -192,6 +216,34 @@ def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: Te
     if pool is not None:
         summary["build_pool"] = pool.sizer.describe()
     return summary
+
+
+#: Seconds an interrupted sweep gives its GPU workers to close their sandboxes before it exits (and
+#: multiprocessing terminates them, daemons, without their ``finally``).
+STOP_WAIT_S = 20.0
+
+
+def _stop_workers(procs: list[Any]) -> None:
+    """Stop each GPU worker still running (a Ctrl-C reaches the whole group, an interrupt of this
+    process alone does not; a worker takes the first stop of either kind and ignores the rest) and
+    wait for it to close the sandboxes it holds; kill what is left after STOP_WAIT_S."""
+    deadline = time.monotonic() + STOP_WAIT_S
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=5)
+
+
+def _stopped(signum: int, frame: Any) -> None:
+    """A GPU worker's first SIGINT or SIGTERM: both ignored from now on, so that a second one (a
+    Ctrl-C to the group, then the sweep's own stop) cannot cut the closing of its sandboxes short."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def _start_builds(tasks: list[Task], cfg: EvaluationConfig, workers: int | None,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from evaluation.sweep import Outcome, Task, find_tasks, format_summary, self_kernel, summarise
@@ -201,3 +203,33 @@ def test_a_sweep_of_kernels_ends_with_fast_p_not_self_speedup_error():
     assert "self-speedup" not in text and "covers 1.0" not in text
     assert "level 1: 2/4 correct (fast_0 50.0%), fast_1 50.0%, fast_2 25.0% of the 4 kernels evaluated" in text
     assert "level 2: 1/1 correct" in text
+
+
+def test_an_interrupted_sweep_leaves_no_sandbox_behind(tmp_path):
+    """Ctrl-C (SIGINT to the sweep's process group) while it evaluates: the sandbox it evaluates in
+    and the one it started ahead are both closed (their folders gone with their processes, which run
+    in their own sessions, out of the interrupt's reach)."""
+    kb = kb_tree(tmp_path)
+    for n in range(2, 7):  # enough problems that the sweep is still going when it is interrupted
+        (kb / "KernelBench" / "level1" / f"{n}_add_one.py").write_text(read(EVAL_PROBLEMS / "add_one.py"))
+    work, out = tmp_path / "work", tmp_path / "results.jsonl"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"KB_WORK_DIR": str(work)}
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "evaluation", "sweep", str(kb), "--levels", "1", "--device", "cpu",
+         "--instruments", "none", "--out", str(out)],
+        cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not (out.exists() and out.read_text().strip()) and time.monotonic() < deadline:
+            assert sweep.poll() is None, sweep.stderr.read()
+            time.sleep(0.1)
+        assert len(list(work.iterdir())) >= 2, "one sandbox evaluating and one started ahead"
+        os.killpg(sweep.pid, signal.SIGINT)
+        sweep.wait(timeout=60)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    assert len(out.read_text().splitlines()) < 7, "interrupted before its end"
+    assert list(work.iterdir()) == [], sweep.stderr.read()
