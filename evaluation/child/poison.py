@@ -36,9 +36,22 @@ def poison_unwritten(torch: Any) -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=ALERT)
         try:
-            torch.use_deterministic_algorithms(True, warn_only=True)
+            _set_deterministic(torch, True, warn_only=True)
             torch.utils.deterministic.fill_uninitialized_memory = True
             yield
         finally:
-            torch.use_deterministic_algorithms(algorithms, warn_only=warn_only)
+            _set_deterministic(torch, algorithms, warn_only=warn_only)
             torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
+def _set_deterministic(torch: Any, mode: bool, warn_only: bool) -> None:
+    """torch's deterministic mode, set where torch keeps it. ``torch.use_deterministic_algorithms``
+    first imports ``torch._inductor.config`` (for torch.compile's own switch), which imports
+    torch._dynamo and Triton: 1.5 s on the CPU, and about 5 s of every GPU evaluation's correctness
+    phase (GPU check run 23), in the first poisoned trial. A kernel that compiles with Inductor
+    builds its graphs as it would without the poison."""
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:  # a torch without it: the public way, import and all
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        setter(mode, warn_only=warn_only)

@@ -3,7 +3,10 @@ warning filters are as they were after it, also when the block raises."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +14,8 @@ import torch
 
 from evaluation.child.poison import poison_unwritten
 from evaluation.phases.correctness import poisons
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def modes() -> tuple[bool, bool, bool]:
@@ -84,3 +89,20 @@ def test_the_parent_poisons_every_trial_but_the_first_unless_the_defence_is_off(
     off = SimpleNamespace(defence_on=lambda name: name != "poison_unwritten")
     assert [poisons(on, i) for i in range(4)] == [False, True, True, True]
     assert not any(poisons(off, i) for i in range(4))
+
+
+def test_it_does_not_import_torch_compile():
+    """``torch.use_deterministic_algorithms`` imports torch._inductor (and torch._dynamo, Triton) to
+    set torch.compile's switch: 1.5 s on this CPU, about 5 s of each GPU evaluation's correctness
+    phase. The block sets torch's own switch alone; in a fresh process, nothing else comes in."""
+    code = (
+        "import sys, torch\n"
+        "from evaluation.child.poison import poison_unwritten\n"
+        "with poison_unwritten(torch):\n"
+        "    x = torch.empty(4)\n"
+        "print(bool(x.isnan().all()), 'torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.split()
+    assert out == ["True", "False", "False"], out
