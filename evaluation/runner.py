@@ -175,7 +175,7 @@ def run_started(cfg: EvaluationConfig, kernel_source: str, build: BuildDir, star
         # Waits while another process builds or uses this source; a dead owner's lock is already gone.
         t_wait = time.monotonic()
         build.lock(deadline)  # held already where ``evaluate`` took it before a turn
-    except BaseException:  # its deadline passed, or the sweep was interrupted: nothing left running
+    except BaseException:  # a check that failed on our side, or the sweep interrupted: nothing left running
         _close_unrun(started, build)
         raise
     res.timings_s["build_wait"] = round(waited_s + time.monotonic() - t_wait, 4)

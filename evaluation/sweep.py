@@ -143,19 +143,23 @@ def _evaluate_in_turn(gpu: str, cfg: EvaluationConfig, tasks: Any, results: Any,
                 ahead.append((nxt, _prepare(nxt, cfg)))
         if not ahead:
             return
-        task, prep = ahead.popleft()
+        # The running evaluation stays first in `ahead` until it ends: a stop that cuts its own close
+        # short (an interrupt lands anywhere) leaves it to _close_ahead, which closes it again.
+        task, prep = ahead[0]
         try:
             if prep is None:
                 raise RuntimeError("the sandbox could not be prepared")
             results.put(Outcome(task, gpu, _slim(evaluate_prepared(prep).to_dict())))
         except Exception as exc:  # noqa: BLE001 - report and go on with the next problem
             results.put(Outcome(task, gpu, {"status": "harness_error", "error": f"{type(exc).__name__}: {exc}"}))
+        ahead.popleft()
 
 
 def _close_ahead(ahead: deque[tuple[Task, Prepared | None]]) -> None:
-    """The sandboxes started ahead and never run (a sweep interrupted): their processes live in
-    their own sessions, which an interrupt of the sweep does not reach, and would otherwise hold
-    the GPU's memory into whatever runs next on it."""
+    """The sandboxes of a stopped worker: the running evaluation's (closed again: closing is
+    idempotent) and those started ahead. Their processes live in their own sessions, which an
+    interrupt of the sweep does not reach, and would otherwise hold the GPU's memory into whatever
+    runs next on it."""
     while ahead:
         _task, prep = ahead.popleft()
         if prep is not None:
@@ -201,11 +205,13 @@ def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: Te
     t0 = time.monotonic()
     for p in procs:
         p.start()
-    pool, builds = _start_builds(tasks, cfg, build_workers, cores.builds)
+    pool = None
     try:
+        pool, builds = _start_builds(tasks, cfg, build_workers, cores.builds)
         outcomes = _collect(results, procs, len(tasks), out, progress, builds)
     except KeyboardInterrupt:
         _stop_workers(procs)
+        queue.cancel_join_thread()  # the tasks still queued: exiting must not wait to flush them
         raise
     finally:
         if pool is not None:
@@ -218,9 +224,9 @@ def run_sweep(tasks: list[Task], cfg: EvaluationConfig, gpus: list[str], out: Te
     return summary
 
 
-#: Seconds an interrupted sweep gives its GPU workers to close their sandboxes before it exits (and
-#: multiprocessing terminates them, daemons, without their ``finally``).
-STOP_WAIT_S = 20.0
+#: Seconds an interrupted sweep gives its GPU workers to close their sandboxes before it kills them:
+#: a close kills a sandbox's processes and waits for them, seconds where a GPU context is torn down.
+STOP_WAIT_S = 30.0
 
 
 def _stop_workers(procs: list[Any]) -> None:

@@ -12,6 +12,7 @@ largest value, so such a kernel fails every time.
 from __future__ import annotations
 
 import contextlib
+import sys
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -45,13 +46,17 @@ def poison_unwritten(torch: Any) -> Iterator[None]:
 
 
 def _set_deterministic(torch: Any, mode: bool, warn_only: bool) -> None:
-    """torch's deterministic mode, set where torch keeps it. ``torch.use_deterministic_algorithms``
-    first imports ``torch._inductor.config`` (for torch.compile's own switch), which imports
-    torch._dynamo and Triton: 1.5 s on the CPU, and about 5 s of every GPU evaluation's correctness
-    phase (GPU check run 23), in the first poisoned trial. A kernel that compiles with Inductor
-    builds its graphs as it would without the poison."""
+    """torch's deterministic mode, as ``torch.use_deterministic_algorithms`` sets it, without its
+    import: that function first imports ``torch._inductor.config`` (torch.compile's own switch),
+    which imports torch._dynamo and Triton: 1.1-1.5 s on the CPU, and about 5 s of every GPU
+    evaluation's correctness phase (GPU check run 23), in the first poisoned trial. torch.compile's
+    switch is set only where the kernel's process has loaded it (a kernel that compiles); torch.compile
+    itself sets it back to the mode after each compile, so it is set on the way out as well."""
     setter = getattr(torch._C, "_set_deterministic_algorithms", None)
     if setter is None:  # a torch without it: the public way, import and all
         torch.use_deterministic_algorithms(mode, warn_only=warn_only)
-    else:
-        setter(mode, warn_only=warn_only)
+        return
+    setter(mode, warn_only=warn_only)
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None:
+        setattr(inductor, "deterministic", mode)  # noqa: B010 - its type declares no such attribute

@@ -340,11 +340,16 @@ class SandboxProcess:
             except (ChildError, subprocess.TimeoutExpired, OSError):
                 pass
         self.kill()
-        for fd in (self._cmd_w, self._resp_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        # Each descriptor forgotten before it is closed: a second close (a sweep's worker closes
+        # again what an interrupt cut short) never closes a number the process has since reused.
+        for name in ("_cmd_w", "_resp_r"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                setattr(self, name, -1)
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         self.fd_sock.close()
         self._log.close()
 

@@ -225,6 +225,8 @@ def test_an_interrupted_sweep_leaves_no_sandbox_behind(tmp_path):
         while not (out.exists() and out.read_text().strip()) and time.monotonic() < deadline:
             assert sweep.poll() is None, sweep.stderr.read()
             time.sleep(0.1)
+        while len(list(work.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert len(list(work.iterdir())) >= 2, "one sandbox evaluating and one started ahead"
         os.killpg(sweep.pid, signal.SIGINT)
         sweep.wait(timeout=60)

@@ -106,3 +106,22 @@ def test_it_does_not_import_torch_compile():
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
     ).stdout.split()
     assert out == ["True", "False", "False"], out
+
+
+def test_torch_compiles_switch_follows_the_mode_where_it_is_loaded_and_is_set_back():
+    """Where a kernel's process has loaded torch.compile (it compiles), its own deterministic switch is
+    on within the block, as ``torch.use_deterministic_algorithms`` would set it, and back after it,
+    also when a compile inside the block set it on again (torch.compile restores the mode after each
+    compile through that function)."""
+    code = (
+        "import sys, torch, torch._inductor.config as c\n"
+        "from evaluation.child.poison import poison_unwritten\n"
+        "with poison_unwritten(torch):\n"
+        "    inside = c.deterministic\n"
+        "    torch.use_deterministic_algorithms(True, warn_only=True)  # what a compile's restore does\n"
+        "print(inside, c.deterministic, torch.are_deterministic_algorithms_enabled())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout.split()
+    assert out == ["True", "False", "False"], out

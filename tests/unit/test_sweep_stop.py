@@ -45,8 +45,9 @@ def test_a_worker_stopped_mid_evaluation_closes_the_sandbox_it_prepared_ahead(mo
     tasks = _Queue([Task(1, "1_A", None), Task(1, "2_B", None), Task(1, "3_C", None), None])
     with pytest.raises(KeyboardInterrupt):
         sweep._worker("cpu", [], [], SimpleNamespace(), tasks, _Queue([]))
-    # 1_A was being evaluated (its own close is run_started's); 2_B waited, started ahead.
-    assert closed == ["2_B"]
+    # 1_A was being evaluated: closed again (run_started's own close may have been cut short by the
+    # stop); 2_B waited, started ahead.
+    assert closed == ["1_A", "2_B"]
     assert handlers == {signal.SIGINT: sweep._stopped, signal.SIGTERM: sweep._stopped}
 
 
@@ -64,6 +65,8 @@ def _closing_worker(marker: str, stubborn: bool) -> None:
     signal.signal(signal.SIGINT, sweep._stopped)
     signal.signal(signal.SIGTERM, sweep._stopped)
     try:
+        with open(marker + ".ready", "w"):
+            pass
         while True:
             time.sleep(0.05)
     finally:
@@ -74,12 +77,20 @@ def _closing_worker(marker: str, stubborn: bool) -> None:
             time.sleep(0.05)
 
 
+def _started(p, marker: str) -> None:
+    """Wait until the worker has its handlers (a signal before them ends it some other way)."""
+    deadline = time.monotonic() + 60
+    while not os.path.exists(marker + ".ready"):
+        assert p.is_alive() and time.monotonic() < deadline
+        time.sleep(0.02)
+
+
 def test_the_sweep_stops_its_workers_and_lets_them_close_even_after_a_ctrl_c_reached_them(tmp_path, monkeypatch):
     ctx = mp.get_context("fork")
     marker = str(tmp_path / "closed")
     p = ctx.Process(target=_closing_worker, args=(marker, False), daemon=True)
     p.start()
-    time.sleep(0.5)
+    _started(p, marker)
     os.kill(p.pid, signal.SIGINT)  # the group's Ctrl-C; then the sweep's own stop at once
     sweep._stop_workers([p])
     assert not p.is_alive() and open(marker).read() == "closed"
@@ -88,9 +99,10 @@ def test_the_sweep_stops_its_workers_and_lets_them_close_even_after_a_ctrl_c_rea
 def test_a_worker_that_does_not_end_is_killed_after_the_wait(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep, "STOP_WAIT_S", 1.0)
     ctx = mp.get_context("fork")
-    p = ctx.Process(target=_closing_worker, args=(str(tmp_path / "closed"), True), daemon=True)
+    marker = str(tmp_path / "closed")
+    p = ctx.Process(target=_closing_worker, args=(marker, True), daemon=True)
     p.start()
-    time.sleep(0.5)
+    _started(p, marker)
     t0 = time.monotonic()
     sweep._stop_workers([p])
     assert not p.is_alive() and p.exitcode == -signal.SIGKILL and time.monotonic() - t0 < 4
