@@ -91,20 +91,26 @@ def test_the_parent_poisons_every_trial_but_the_first_unless_the_defence_is_off(
     assert not any(poisons(off, i) for i in range(4))
 
 
+def _in_a_fresh_process(block: str, after: str) -> list[str]:
+    """What ``print(after)`` prints, split, after ``block`` ran within the poison in a new Python that
+    has imported torch (and ``c``, torch.compile's config, where ``block`` names it)."""
+    imports = "import torch._inductor.config as c\n" if "c." in block else ""
+    code = (
+        f"import sys, torch\n{imports}from evaluation.child.poison import poison_unwritten\n"
+        f"with poison_unwritten(torch):\n{block}print({after})\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    return run.stdout.split()
+
+
 def test_it_does_not_import_torch_compile():
     """``torch.use_deterministic_algorithms`` imports torch._inductor (and torch._dynamo, Triton) to
     set torch.compile's switch: 1.5 s on this CPU, about 5 s of each GPU evaluation's correctness
     phase. The block sets torch's own switch alone; in a fresh process, nothing else comes in."""
-    code = (
-        "import sys, torch\n"
-        "from evaluation.child.poison import poison_unwritten\n"
-        "with poison_unwritten(torch):\n"
-        "    x = torch.empty(4)\n"
-        "print(bool(x.isnan().all()), 'torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules)\n"
+    out = _in_a_fresh_process(
+        "    x = torch.empty(4)\n",
+        "bool(x.isnan().all()), 'torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules",
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
-    ).stdout.split()
     assert out == ["True", "False", "False"], out
 
 
@@ -113,15 +119,9 @@ def test_torch_compiles_switch_follows_the_mode_where_it_is_loaded_and_is_set_ba
     on within the block, as ``torch.use_deterministic_algorithms`` would set it, and back after it,
     also when a compile inside the block set it on again (torch.compile restores the mode after each
     compile through that function)."""
-    code = (
-        "import sys, torch, torch._inductor.config as c\n"
-        "from evaluation.child.poison import poison_unwritten\n"
-        "with poison_unwritten(torch):\n"
+    out = _in_a_fresh_process(
         "    inside = c.deterministic\n"
-        "    torch.use_deterministic_algorithms(True, warn_only=True)  # what a compile's restore does\n"
-        "print(inside, c.deterministic, torch.are_deterministic_algorithms_enabled())\n"
+        "    torch.use_deterministic_algorithms(True, warn_only=True)  # what a compile's restore does\n",
+        "inside, c.deterministic, torch.are_deterministic_algorithms_enabled()",
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
-    ).stdout.split()
     assert out == ["True", "False", "False"], out
