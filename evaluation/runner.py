@@ -65,7 +65,8 @@ class Prepared:
     started: Started
 
     def close(self) -> None:
-        """Given up without being run (a sweep interrupted): its processes and folder go."""
+        """Its processes and folder go, and the entry's lock: one never run (a sweep interrupted), or
+        one whose own close an interrupt may have cut short (closing again is safe)."""
         _close_unrun(self.started, self.build)
 
 
@@ -169,7 +170,6 @@ def run_started(cfg: EvaluationConfig, kernel_source: str, build: BuildDir, star
     master = cfg.seed if cfg.seed is not None else secrets.randbits(62)
     if cfg.seed is not None:
         res.seed = cfg.seed
-    t_wait = time.monotonic()
     try:
         _static_checks(cfg, res, started.problem_source, kernel_source)
         # Waits while another process builds or uses this source; a dead owner's lock is already gone.
@@ -195,8 +195,8 @@ def run_started(cfg: EvaluationConfig, kernel_source: str, build: BuildDir, star
 
 
 def _close_unrun(started: Started, build: BuildDir) -> None:
-    """An evaluation given up before its phases: its sandbox's processes (their own sessions: nothing
-    else ends them) and folder go, and the entry's lock if it was taken."""
+    """An evaluation given up (before its phases, or a stopped sweep's): its sandbox's processes (their
+    own sessions: nothing else ends them) and folder go, and the entry's lock if it was taken."""
     try:
         started.sandbox.close()
     finally:

@@ -52,11 +52,7 @@ def _set_deterministic(torch: Any, mode: bool, warn_only: bool) -> None:
     evaluation's correctness phase (GPU check run 23), in the first poisoned trial. torch.compile's
     switch is set only where the kernel's process has loaded it (a kernel that compiles); torch.compile
     itself sets it back to the mode after each compile, so it is set on the way out as well."""
-    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
-    if setter is None:  # a torch without it: the public way, import and all
-        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
-        return
-    setter(mode, warn_only=warn_only)
+    torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
     inductor = sys.modules.get("torch._inductor.config")
     if inductor is not None:
         setattr(inductor, "deterministic", mode)  # noqa: B010 - its type declares no such attribute
