@@ -9,10 +9,14 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
-from django.db.models import Max, Min, QuerySet, Subquery, Sum
+from django.db import connection
+from django.db.models import QuerySet
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from leaderboard.boards.scoring import STANDARD_PS, KernelFacts, LevelScore, Tally
 from leaderboard.evaluations.clock import db_now
@@ -248,22 +252,50 @@ class BoardState:
         return self.version, self.updated_at.isoformat() if self.updated_at else ""
 
 
+# The two states a kept board's request reads, written in SQL: the ORM compiled board_state's
+# query in about 2 ms, five times what PostgreSQL took to run it (2.5 ms against 0.45 a call at 20k,
+# in-process), on every board request.
+_BOARD_STATE = """
+    SELECT v.version, v.updated_at,
+        (SELECT d.marked_at FROM {dirty} d
+         WHERE d.failed_at IS NULL AND d.run_id IN (SELECT r.id FROM {run} r WHERE r.problem_set_id = %s)
+         ORDER BY d.marked_at LIMIT 1)
+    FROM {version} v WHERE v.problem_set_id = %s"""
+
+_EVERY_SET_STATE = """
+    SELECT COALESCE(SUM(v.version), 0), MAX(v.updated_at),
+        (SELECT MIN(d.marked_at) FROM {dirty} d WHERE d.failed_at IS NULL)
+    FROM {version} v"""
+
+
+@cache  # the models' tables are fixed once the apps are loaded
+def _sql(template: str) -> str:
+    tables = {"version": BoardVersion._meta.db_table, "dirty": DirtyRun._meta.db_table, "run": Run._meta.db_table}
+    return template.format(**tables)
+
+
+def _moment(value: datetime | str | None) -> datetime | None:
+    """A timestamp as a cursor gives it (a datetime on PostgreSQL, Django's stored text on SQLite)
+    as the ORM gives it: aware."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if value is None or timezone.is_aware(value):
+        return value
+    return timezone.make_aware(value, UTC)  # Django stores UTC (USE_TZ)
+
+
 def board_state(problem_set: ProblemSet | None) -> BoardState:
     """The version of a problem set's boards and its oldest dirty mark, in one query."""
     if problem_set is None:
         return BoardState(0, None, None)
-    of_set = Run.objects.filter(problem_set=problem_set).values("pk")
-    oldest_mark = (
-        DirtyRun.objects.filter(run_id__in=of_set, failed_at__isnull=True).order_by("marked_at").values("marked_at")[:1]
-    )
-    row = (
-        BoardVersion.objects.filter(problem_set=problem_set)
-        .annotate(dirty_since=Subquery(oldest_mark))
-        .values_list("version", "updated_at", "dirty_since")
-        .first()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(_BOARD_STATE), [problem_set.pk, problem_set.pk])
+        row = cursor.fetchone()
     # No row: nothing was ever scored in the set, and nothing of it is kept built.
-    return BoardState(*row) if row else BoardState(0, None, None)
+    if row is None:
+        return BoardState(0, None, None)
+    version, updated_at, dirty_since = row
+    return BoardState(version, _moment(updated_at), _moment(dirty_since))
 
 
 def every_set_state() -> BoardState:
@@ -271,11 +303,10 @@ def every_set_state() -> BoardState:
     model's page, the lists of models, problems and reported scores): the versions' sum, which any
     set's bump moves (so that one bump since a build is a sum one higher, as `served` reads it), the
     last time one moved, and the oldest mark still waiting in any set. One query."""
-    oldest_mark = DirtyRun.objects.filter(failed_at__isnull=True).order_by("marked_at").values("marked_at")[:1]
-    row = BoardVersion.objects.aggregate(
-        version=Sum("version"), updated_at=Max("updated_at"), dirty_since=Min(Subquery(oldest_mark))
-    )
-    return BoardState(row["version"] or 0, row["updated_at"], row["dirty_since"])
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(_EVERY_SET_STATE))
+        version, updated_at, dirty_since = cursor.fetchone()
+    return BoardState(int(version), _moment(updated_at), _moment(dirty_since))
 
 
 def measured_here(run_ids: Iterable[int]) -> dict[int, int]:

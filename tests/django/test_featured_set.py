@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from leaderboard.models import Origin, Run
+from leaderboard.reads.board import catalogue
 from leaderboard.reads.board.featured import KEY, featured_problem_set, keep_featured, keep_featured_if_missing
 from tests.pagekit import make_run, make_set, plain_static  # noqa: F401
 
@@ -52,6 +53,7 @@ def _runs_read(make_runs, n: int, starter) -> list[str]:
     for _ in range(n):
         make_runs(starter)
     keep_featured()
+    catalogue.choices()  # kept, as the request before left it
     with CaptureQueriesContext(connection) as read:
         assert featured_problem_set() is not None
     return [query["sql"] for query in read.captured_queries]
@@ -61,8 +63,24 @@ def test_a_board_request_reads_the_kept_choice_without_counting_runs(demo_and_re
     starter, _ = demo_and_real
     few = _runs_read(lambda s: make_run(s, origin=Origin.DEMO, is_demo=True), 0, starter)
     many = _runs_read(lambda s: make_run(s, origin=Origin.DEMO, is_demo=True), 20, starter)
-    assert len(few) == len(many) <= 1
+    assert len(few) == len(many) <= 1  # the catalogue's key
     assert not any(Run._meta.db_table in sql for sql in few + many)  # nothing that grows with the runs
+
+
+def test_the_kept_choice_is_found_among_the_catalogues_sets_with_no_query(demo_and_real):
+    _, kernelbench = demo_and_real
+    keep_featured()
+    sets = catalogue.problem_sets_with_counts()
+    with CaptureQueriesContext(connection) as read:
+        chosen = featured_problem_set(among=sets)
+    assert chosen == kernelbench and chosen.total == kernelbench.problems.count()
+    assert read.captured_queries == []
+
+
+def test_a_kept_choice_the_catalogue_lacks_is_read_by_its_key(demo_and_real):
+    _, kernelbench = demo_and_real
+    keep_featured()
+    assert featured_problem_set(among=[]) == kernelbench
 
 
 def test_a_new_run_renews_the_kept_choice_once_committed(django_capture_on_commit_callbacks):

@@ -6,8 +6,8 @@ the most measured or imported runs, so that the demo's set never hides a real on
 anywhere, the set with the most runs (ties by name). Counting the runs of every set took 1 ms at
 1,500 runs and 27-37 ms at 50,000, on every board request. So the choice is kept in the cache
 (`keep_featured`): by a write that adds, changes or deletes a run (after its commit), and by the
-background re-scorer's sweep (leaderboard/ops/kept_boards.py); a request reads it with one query by
-primary key, whatever the number of runs. Only a request that finds nothing kept (the cache emptied,
+background re-scorer's sweep (leaderboard/ops/kept_boards.py); a request finds the kept key among
+the boards' catalogue of sets (no query of its own), whatever the number of runs. Only a request that finds nothing kept (the cache emptied,
 or a site with no re-scorer and a per-process cache) counts, and keeps what it counted."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from django.core.cache import cache
 from django.db.models import Count, Q
 
 from leaderboard.models import Origin
-from problems.models import ProblemSet
+from leaderboard.reads.board import catalogue
+from problems.models import ProblemSet, named_by
 
 KEY = "boards:featured-set"
 NONE = 0  # kept when there is no set at all
@@ -25,17 +26,24 @@ NONE = 0  # kept when there is no set at all
 KEPT_SECONDS = 600
 
 
-def featured_problem_set() -> ProblemSet | None:
-    """The kept choice (counted and kept when nothing is)."""
+def featured_problem_set(among: list[ProblemSet] | None = None) -> ProblemSet | None:
+    """The kept choice (counted and kept when nothing is), found among the problem sets `among`
+    (the boards' catalogue when not given: leaderboard/reads/board/catalogue.py) with no query of its
+    own; a set that is not among them is read by its key."""
+    sets = catalogue.problem_sets_with_counts() if among is None else among
     if settings.FEATURED_PROBLEM_SET:
-        named = ProblemSet.objects.resolve(settings.FEATURED_PROBLEM_SET)
+        named = named_by(sets, settings.FEATURED_PROBLEM_SET, ProblemSet.SLUG_LENGTH)
+        if named is None:  # not in the catalogue kept: perhaps created since
+            named = ProblemSet.objects.resolve(settings.FEATURED_PROBLEM_SET)
         if named is not None:
             return named
     pk = cache.get(KEY)
     if pk is None:
         return keep_featured()
-    chosen = ProblemSet.objects.filter(pk=pk).first() if pk != NONE else None
-    return chosen if chosen is not None or pk == NONE else keep_featured()  # a kept set deleted since
+    if pk == NONE:
+        return None
+    chosen = next((s for s in sets if s.pk == pk), None) or ProblemSet.objects.filter(pk=pk).first()
+    return chosen if chosen is not None else keep_featured()  # a kept set deleted since
 
 
 def keep_featured() -> ProblemSet | None:

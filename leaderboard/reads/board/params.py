@@ -95,7 +95,7 @@ def _read(level: str, params: QueryDict, named: _Named) -> LevelBoard:
     p, p_error = parse_p(params.get("p"))
     problem_set = named.problem_set
     if problem_set is None:
-        featured = featured_problem_set()
+        featured = featured_problem_set(among=named.problem_sets)
         problem_set = next((s for s in named.problem_sets if featured and s.pk == featured.pk), None)
     filters = BoardFilters(
         problem_set=problem_set,
