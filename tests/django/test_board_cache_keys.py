@@ -212,3 +212,17 @@ def test_a_catalogue_write_shows_whichever_process_made_it():
     Hardware.objects.filter(pk=hardware.pk).update(name="Renamed elsewhere")  # no signal, no cache here
     BoardVersion.objects.update(updated_at=Now())  # what that process's bump_all_versions wrote
     assert [h.name for h in catalogue.choices()[1]] == ["Renamed elsewhere"]
+
+
+def test_the_catalogues_key_draws_no_cache_key_warning():
+    # A key with a space (a timestamp as the cursor gives it) drew Django's memcached warning on every
+    # board request.
+    from django.core.cache.backends.base import memcache_key_warnings
+
+    from leaderboard.reads.board import catalogue
+    from tests.pagekit import make_run, make_set
+
+    make_run(make_set("KernelBench v0.1", levels=(1,)))
+    run_rescorer()
+    key = catalogue._key()
+    assert "none" not in key and list(memcache_key_warnings(key)) == []

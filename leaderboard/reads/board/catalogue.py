@@ -53,7 +53,10 @@ def _key() -> str:
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT MIN(updated_at), COUNT(*) FROM {BoardVersion._meta.db_table}")
         oldest, sets = cursor.fetchone()
-    return f"boards:catalogue:{oldest or 'none'}:{sets}"
+    # The time as the cursor gives it (a datetime on PostgreSQL, text on SQLite), without its space:
+    # a key with one draws Django's warning for memcached on every request.
+    oldest = str(oldest).replace(" ", "T") if oldest else "none"
+    return f"boards:catalogue:{oldest}:{sets}"
 
 
 def _read() -> tuple[list[ProblemSet], list[Hardware]]:

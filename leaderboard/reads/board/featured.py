@@ -7,8 +7,9 @@ anywhere, the set with the most runs (ties by name). Counting the runs of every 
 1,500 runs and 27-37 ms at 50,000, on every board request. So the choice is kept in the cache
 (`keep_featured`): by a write that adds, changes or deletes a run (after its commit), and by the
 background re-scorer's sweep (leaderboard/ops/kept_boards.py); a request finds the kept key among
-the boards' catalogue of sets (no query of its own), whatever the number of runs. Only a request that finds nothing kept (the cache emptied,
-or a site with no re-scorer and a per-process cache) counts, and keeps what it counted."""
+the boards' catalogue of sets (no query of its own), whatever the number of runs. Only a request
+that finds nothing kept (the cache emptied, or a site with no re-scorer and a per-process cache)
+counts, and keeps what it counted."""
 
 from __future__ import annotations
 
