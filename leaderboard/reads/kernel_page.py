@@ -4,7 +4,9 @@ evaluation the page describes."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.utils.safestring import SafeString
 
@@ -98,3 +100,47 @@ def shown_details(evaluation: Evaluation | None, raw_output: bool) -> dict:
             instruments=instrument_views(disclosure.public_instruments(evaluation.instruments)),
         )
     return shown
+
+
+@dataclass(frozen=True)
+class GpuTime:
+    """An evaluation's device-time figures, as the scoring library stores them beside KernelBench's
+    (evaluation/phases/host_bound.py: each timed call queued behind a wait on the GPU, so that the
+    events time the forward's GPU work and not the host's dispatch)."""
+
+    speedup: float | None  # None: withheld (`withheld` says why)
+    low: float | None
+    high: float | None
+    reference_ms: float | None
+    kernel_ms: float | None
+    host_bound: tuple[str, ...]  # the sides whose KernelBench figure times the host's dispatch
+    withheld: str
+
+
+def gpu_time(evaluation: Evaluation | None) -> GpuTime | None:
+    """The device-time figures of a correct evaluation made on a GPU (stored with its reference's
+    timing), or None: a CPU's, an imported one without them, an incorrect kernel's."""
+    if evaluation is None or not evaluation.correct or not isinstance(evaluation.reference_timing, dict):
+        return None
+    device = evaluation.reference_timing.get("device")
+    if not isinstance(device, dict):
+        return None
+    interval = device.get("speedup_interval")
+    low, high = interval if isinstance(interval, list | tuple) and len(interval) == 2 else (None, None)
+    bound = device.get("host_bound") if isinstance(device.get("host_bound"), dict) else {}
+    return GpuTime(
+        speedup=_finite(device.get("speedup")),
+        low=_finite(low),
+        high=_finite(high),
+        reference_ms=_finite(device.get("reference_ms")),
+        kernel_ms=_finite(device.get("kernel_ms")),
+        host_bound=tuple(side for side in ("reference", "kernel") if bound.get(side) is True),
+        withheld=str(device.get("withheld") or ""),
+    )
+
+
+def _finite(value: object) -> float | None:
+    """A stored figure as a number, None where it is missing or not one (stored JSON is anyone's)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)

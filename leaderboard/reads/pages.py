@@ -171,6 +171,7 @@ def kernel(kernel: Kernel, query: Any, raw_output: bool) -> Context:
         "evaluation": evaluation,
         "evaluation_demo": kernel_page.is_demo(evaluation),
         "measured_text": kernel_page.measured_text(evaluation),
+        "gpu_time": kernel_page.gpu_time(evaluation),
         "raw_output": raw_output,
         "shown": kernel_page.shown_details(evaluation, raw_output),
         "history": history,
