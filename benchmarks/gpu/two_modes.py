@@ -14,9 +14,10 @@ timing's own steps off (``EvaluationConfig.disable_defences``; the CLI has no sw
 - ``no_placement``: the round's new placement of the inputs and outputs (``placement``) left out.
 
 Each line of the output is one evaluation: the variant, its speedup and interval, the device-time
-speedup, and each round's per-call milliseconds for each process (the round's last call is its check
-call, left out of the round's figure on a GPU). The summary printed at the end gives, per variant and
-process, the calls' median and the share of calls more than 10 % above the process's fastest call.
+speedup, and each round's per-call milliseconds for each process, every call kept (on a GPU the
+round's last call is its check call, which the round's figure leaves out). The summary printed at the
+end gives, per variant and process, the figured calls' median and the share of them more than 10 %
+above the fastest call of the same process.
 
 No Django: the library alone, as `python -m evaluation sweep` runs it.
 """
@@ -77,6 +78,7 @@ def measure(problem: str, variant: str, device: str) -> dict[str, Any]:
     return {
         "problem": Path(problem).stem,
         "variant": variant,
+        "device": device,
         "status": result.status,
         "speedup": result.speedup,
         "speedup_interval": result.speedup_interval,
@@ -87,7 +89,9 @@ def measure(problem: str, variant: str, device: str) -> dict[str, Any]:
 
 
 def summary(lines: list[dict[str, Any]]) -> list[str]:
-    """Per variant and process: the calls' median ms and the share in the slow mode."""
+    """Per variant and process: the timed calls' median ms and the share in the slow mode, each call
+    against the fastest of its own evaluation's process (two evaluations are two processes), the
+    rounds' check calls left out as the round's figure leaves them (they wait for the flush)."""
     out = []
     for variant in dict.fromkeys(line["variant"] for line in lines):
         mine = [line for line in lines if line["variant"] == variant]
@@ -95,16 +99,23 @@ def summary(lines: list[dict[str, Any]]) -> list[str]:
         out.append(f"{variant}: speedup {speedups or 'none'}")
         roles = dict.fromkeys(role for line in mine for r in line["rounds"] for role in r)
         for role in roles:
-            times = [t for line in mine for r in line["rounds"] for t in r.get(role, [])]
-            if not times:
-                continue
-            fastest = min(times)
-            slow = sum(t > SLOW * fastest for t in times) / len(times)
-            out.append(
-                f"  {role}: {len(times)} calls, median {statistics.median(times):.4f} ms, "
-                f"fastest {fastest:.4f}, above {SLOW:.2f}x the fastest: {slow:.0%}"
-            )
+            times, slow = [], 0
+            for line in mine:
+                own = [t for r in line["rounds"] for t in figured(r.get(role, []), line["device"])]
+                if own:
+                    times += own
+                    slow += sum(t > SLOW * min(own) for t in own)
+            if times:
+                out.append(
+                    f"  {role}: {len(times)} calls, median {statistics.median(times):.4f} ms, "
+                    f"above {SLOW:.2f}x its process's fastest: {slow / len(times):.0%}"
+                )
     return out
+
+
+def figured(calls: list[float], device: str) -> list[float]:
+    """The calls a round's figure is made of (timing.figured_calls: on a GPU all but the check call)."""
+    return calls[: timing.figured_calls(len(calls), device)]
 
 
 def main(argv: list[str]) -> int:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from django.utils.safestring import SafeString
 
+from evaluation.results.metrics import MIN_RUNTIME_MS, speedup_problem
 from leaderboard.evaluations import progress as lifecycle
 from leaderboard.models import Evaluation, Kernel, Origin
 from leaderboard.reads import disclosure
@@ -117,30 +118,50 @@ class GpuTime:
     withheld: str
 
 
+WITHHELD_CHARS = 300  # the stored reason is shown as text; a longer one is cut
+
+
 def gpu_time(evaluation: Evaluation | None) -> GpuTime | None:
     """The device-time figures of a correct evaluation made on a GPU (stored with its reference's
-    timing), or None: a CPU's, an imported one without them, an incorrect kernel's."""
-    if evaluation is None or not evaluation.correct or not isinstance(evaluation.reference_timing, dict):
+    timing), or None: a CPU's, an imported one without them, an incorrect kernel's, one whose
+    KernelBench speedup was refused as implausible. The stored figures are checked as a speedup is
+    before it is stored (attempts._apply_speedup): an exchanged result's JSON is stored as it came,
+    so a figure that no measurement could give (not positive, above MAX_SPEEDUP, a kernel time under
+    the floor, an interval that does not hold it) is not shown."""
+    if evaluation is None or evaluation.speedup is None or not isinstance(evaluation.reference_timing, dict):
         return None
     device = evaluation.reference_timing.get("device")
     if not isinstance(device, dict):
         return None
+    kernel_ms = _finite(device.get("kernel_ms"))
+    speedup = _finite(device.get("speedup"))
+    if speedup_problem(speedup) or (speedup is not None and (kernel_ms is None or kernel_ms < MIN_RUNTIME_MS)):
+        speedup = None
     interval = device.get("speedup_interval")
-    low, high = interval if isinstance(interval, list | tuple) and len(interval) == 2 else (None, None)
+    low, high = (
+        (_finite(v) for v in interval) if isinstance(interval, list | tuple) and len(interval) == 2 else (None, None)
+    )
+    if speedup is None or low is None or high is None or not 0 < low <= speedup <= high:
+        low = high = None
+    withheld = device.get("withheld")
     bound = device.get("host_bound") if isinstance(device.get("host_bound"), dict) else {}
     return GpuTime(
-        speedup=_finite(device.get("speedup")),
-        low=_finite(low),
-        high=_finite(high),
+        speedup=speedup,
+        low=low,
+        high=high,
         reference_ms=_finite(device.get("reference_ms")),
-        kernel_ms=_finite(device.get("kernel_ms")),
+        kernel_ms=kernel_ms,
         host_bound=tuple(side for side in ("reference", "kernel") if bound.get(side) is True),
-        withheld=str(device.get("withheld") or ""),
+        withheld=withheld[:WITHHELD_CHARS] if isinstance(withheld, str) else "",
     )
 
 
 def _finite(value: object) -> float | None:
-    """A stored figure as a number, None where it is missing or not one (stored JSON is anyone's)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    """A stored figure as a number, None where it is missing or not a finite one (stored JSON is anyone's)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past a float's range
+        return None
+    return number if math.isfinite(number) else None

@@ -33,7 +33,7 @@ def _finite(value: object) -> float | None:
     """The value as a finite float, or None when it is missing, not a number, NaN or infinite."""
     try:
         number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer past a float's range
         return None
     return number if math.isfinite(number) else None
 

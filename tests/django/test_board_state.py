@@ -67,3 +67,13 @@ def test_a_whole_second_reads_back_as_it_was_stored(two_sets):
     _scored(ours, 1, whole_second)
     _mark(run, whole_second)
     assert stored.board_state(ours) == stored.BoardState(1, whole_second, whole_second)
+
+
+def test_marks_waiting_before_any_set_was_scored_are_still_reported(two_sets):
+    # Nothing scored yet (no version rows), results already stored: a build of every set's page is
+    # as of the oldest of them (it is never kept without a version; served.py).
+    run = make_run(two_sets[0])
+    DirtyRun.objects.all().delete()
+    BoardVersion.objects.all().delete()
+    _mark(run, T0)
+    assert stored.every_set_state() == stored.BoardState(0, None, T0)

@@ -58,6 +58,44 @@ def test_no_row_without_a_device_figure_or_for_an_incorrect_kernel(client):
 
 
 def test_stored_figures_that_are_not_numbers_read_as_missing():
-    kernel = _kernel_with({"speedup": "fast", "speedup_interval": [True, "x"], "host_bound": "yes"})
+    kernel = _kernel_with({"speedup": "fast", "speedup_interval": [True, "x"], "host_bound": "yes", "withheld": 7})
     shown = gpu_time(kernel.latest_evaluation)
     assert shown is not None and shown.speedup is None and shown.low is None and shown.host_bound == ()
+    assert shown.withheld == ""
+
+
+@pytest.mark.parametrize(
+    "figures",
+    [
+        {"speedup": -3.0},  # not positive
+        {"speedup": 0},
+        {"speedup": 4e7},  # above MAX_SPEEDUP
+        {"speedup": 10.0, "kernel_ms": 1e-6},  # a kernel time under the physical floor
+        {"speedup": 10**400},  # past a float's range
+    ],
+)
+def test_a_figure_no_measurement_could_give_is_not_shown(client, figures):
+    kernel = _kernel_with({**DEVICE, **figures})
+    shown = gpu_time(kernel.latest_evaluation)
+    assert shown is not None and shown.speedup is None and shown.low is None
+    row = _gpu_row(client, kernel)
+    assert "<strong>" not in row and row.startswith("–")
+
+
+def test_an_interval_that_does_not_hold_its_figure_is_left_out():
+    shown = gpu_time(_kernel_with({**DEVICE, "speedup_interval": [1.5, 2.0]}).latest_evaluation)
+    assert shown.speedup == DEVICE["speedup"] and shown.low is None and shown.high is None
+
+
+def test_no_row_where_kernelbenchs_speedup_was_refused_as_implausible(client):
+    kernel = _kernel_with(DEVICE)
+    kernel.latest_evaluation.speedup = None  # what attempts._apply_speedup stores with implausible_speedup
+    kernel.latest_evaluation.save(update_fields=["speedup"])
+    assert gpu_time(Kernel.objects.get(pk=kernel.pk).latest_evaluation) is None
+    assert _gpu_row(client, kernel) == ""
+
+
+def test_a_huge_stored_integer_reads_as_missing_in_the_templates_filters():
+    from leaderboard.templatetags.leaderboard_tags import ms, times
+
+    assert times(10**400) == "–" and ms(10**400) == "–"

@@ -29,3 +29,13 @@ def test_the_wrapper_is_taken_off_after_the_evaluation():
     with two_modes.CallTimes():
         assert timing._watched_call is not watched
     assert timing._watched_call is watched
+
+
+def test_the_summary_leaves_the_check_call_out_and_compares_each_process_with_itself():
+    # Two evaluations (two processes), one 10 % slower throughout: no call is in the slow mode.
+    def line(scale: float) -> dict:
+        rounds = [{"reference": [1.0 * scale, 1.0 * scale, 1.0 * scale, 9.0]} for _ in range(2)]
+        return {"variant": "default", "device": "cuda", "speedup": 1.0, "rounds": rounds}
+
+    (head, reference) = two_modes.summary([line(1.0), line(1.1)])
+    assert reference.startswith("  reference: 12 calls") and reference.endswith("fastest: 0%")
