@@ -109,7 +109,7 @@ class GpuTime:
     (evaluation/phases/host_bound.py: each timed call queued behind a wait on the GPU, so that the
     events time the forward's GPU work and not the host's dispatch)."""
 
-    speedup: float | None  # None: withheld (`withheld` says why)
+    speedup: float | None  # None: withheld (`withheld` says why), or not a figure a measurement gives
     low: float | None
     high: float | None
     reference_ms: float | None
