@@ -25,6 +25,7 @@ No Django: the library alone, as `python -m evaluation sweep` runs it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -127,16 +128,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", help="JSON lines, one an evaluation (default: standard output)")
     args = parser.parse_args(argv)
     lines = []
-    sink = open(args.out, "w") if args.out else sys.stdout  # noqa: SIM115  (closed below when a file)
-    try:
+    with open(args.out, "w") if args.out else contextlib.nullcontext(sys.stdout) as sink:
         for _ in range(args.repeat):
             for variant in args.variants:
                 line = measure(args.problem, variant, args.device)
                 lines.append(line)
                 print(json.dumps(line), file=sink, flush=True)
-    finally:
-        if args.out:
-            sink.close()
     print("\n".join(summary(lines)), file=sys.stderr)
     return 0 if all(line["status"] == "correct" for line in lines) else 1
 

@@ -23,6 +23,8 @@ from leaderboard.evaluations.clock import db_now
 from leaderboard.models import (
     BoardVersion,
     DirtyRun,
+    Evaluation,
+    Kernel,
     KernelQuerySet,
     LanguageModel,
     Origin,
@@ -268,10 +270,20 @@ _EVERY_SET_STATE = """
     FROM {version} v"""
 
 
+class _Tables(dict):
+    """The tables a read model's SQL names; any other {name} stays for the caller to fill."""
+
+    def __missing__(self, name: str) -> str:
+        return "{" + name + "}"
+
+
 @cache  # the models' tables are fixed once the apps are loaded
-def _sql(template: str) -> str:
-    tables = {"version": BoardVersion._meta.db_table, "dirty": DirtyRun._meta.db_table, "run": Run._meta.db_table}
-    return template.format(**tables)
+def with_tables(template: str) -> str:
+    """SQL `template` with {version}, {dirty}, {evaluation}, {kernel} and {run} named as the models'
+    tables (the SQL the request path reads in place of the ORM's compiling: this module's states,
+    leaderboard/reads/page_signatures.py, the catalogue's key)."""
+    models = {"version": BoardVersion, "dirty": DirtyRun, "evaluation": Evaluation, "kernel": Kernel, "run": Run}
+    return template.format_map(_Tables({name: model._meta.db_table for name, model in models.items()}))
 
 
 def _moment(value: datetime | str | None) -> datetime | None:
@@ -289,7 +301,7 @@ def board_state(problem_set: ProblemSet | None) -> BoardState:
     if problem_set is None:
         return BoardState(0, None, None)
     with connection.cursor() as cursor:
-        cursor.execute(_sql(_BOARD_STATE), [problem_set.pk, problem_set.pk])
+        cursor.execute(with_tables(_BOARD_STATE), [problem_set.pk, problem_set.pk])
         row = cursor.fetchone()
     # No row: nothing was ever scored in the set, and nothing of it is kept built.
     if row is None:
@@ -304,7 +316,7 @@ def every_set_state() -> BoardState:
     set's bump moves (so that one bump since a build is a sum one higher, as `served` reads it), the
     last time one moved, and the oldest mark still waiting in any set. One query."""
     with connection.cursor() as cursor:
-        cursor.execute(_sql(_EVERY_SET_STATE))
+        cursor.execute(with_tables(_EVERY_SET_STATE))
         version, updated_at, dirty_since = cursor.fetchone()
     return BoardState(int(version), _moment(updated_at), _moment(dirty_since))
 

@@ -138,9 +138,7 @@ def gpu_time(evaluation: Evaluation | None) -> GpuTime | None:
     if speedup_problem(speedup) or (speedup is not None and (kernel_ms is None or kernel_ms < MIN_RUNTIME_MS)):
         speedup = None
     interval = device.get("speedup_interval")
-    low, high = (
-        (_finite(v) for v in interval) if isinstance(interval, list | tuple) and len(interval) == 2 else (None, None)
-    )
+    low, high = map(_finite, interval) if isinstance(interval, list | tuple) and len(interval) == 2 else (None, None)
     if speedup is None or low is None or high is None or not 0 < low <= speedup <= high:
         low = high = None
     withheld = device.get("withheld")

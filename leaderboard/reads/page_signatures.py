@@ -11,24 +11,12 @@ page is not to be kept: an evaluation is pending (the page follows it), nothing 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
 
 from django.db import connection
 
-from leaderboard.models import BoardVersion, DirtyRun, Evaluation, Kernel, Run
+from leaderboard.boards.stored import with_tables
 
 Signature = tuple
-
-
-@cache  # the models' tables are fixed once the apps are loaded
-def _tables() -> dict[str, str]:
-    return {
-        "version": BoardVersion._meta.db_table,
-        "dirty": DirtyRun._meta.db_table,
-        "evaluation": Evaluation._meta.db_table,
-        "kernel": Kernel._meta.db_table,
-        "run": Run._meta.db_table,
-    }
 
 
 # The marks: their number and the latest write that made or renewed one (a write to a run already
@@ -65,12 +53,6 @@ _RUNS = (
 _BOARDS_ONLY = "SELECT" + _BOARDS
 
 
-@cache
-def _sql(template: str) -> str:
-    """`template` with the tables named (a run page's ids left as `{ids}`)."""
-    return template.format(ids="{ids}", **_tables())
-
-
 def _kept_or_none(row: Sequence, objects: int) -> Signature | None:
     """The signature of a row (the boards' four, the objects found, then the evaluations' three),
     or None when the page is not to be kept."""
@@ -83,7 +65,7 @@ def _kept_or_none(row: Sequence, objects: int) -> Signature | None:
 def kernel(pk: int) -> Signature | None:
     """A kernel page's signature."""
     with connection.cursor() as cursor:
-        cursor.execute(_sql(_KERNEL), [pk, pk])
+        cursor.execute(with_tables(_KERNEL), [pk, pk])
         return _kept_or_none(cursor.fetchone(), 1)
 
 
@@ -91,7 +73,7 @@ def runs(pks: Sequence[int]) -> Signature | None:
     """A run page's signature (the run's, and the run it is compared with)."""
     ids = ", ".join(str(int(pk)) for pk in pks)
     with connection.cursor() as cursor:
-        cursor.execute(_sql(_RUNS).replace("{ids}", ids))
+        cursor.execute(with_tables(_RUNS).replace("{ids}", ids))
         return _kept_or_none(cursor.fetchone(), len(set(pks)))
 
 
@@ -99,6 +81,6 @@ def boards() -> Signature | None:
     """The signature of a page that shows kernels of any set by their stored review state and
     figures (the review queue): every write that moves them marks its run."""
     with connection.cursor() as cursor:
-        cursor.execute(_sql(_BOARDS_ONLY))
+        cursor.execute(with_tables(_BOARDS_ONLY))
         version, updated_at, marks, last_mark = cursor.fetchone()
         return None if updated_at is None else (version, str(updated_at), marks, str(last_mark))

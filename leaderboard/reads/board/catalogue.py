@@ -18,7 +18,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import Count
 
-from leaderboard.models import BoardVersion
+from leaderboard.boards.stored import with_tables
 from problems.models import LEVELS, Hardware, Problem, ProblemSet
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def choices() -> tuple[list[ProblemSet], list[Hardware]]:
 def _key() -> str:
     # In SQL: the ORM compiled this one-row aggregate in more time than it took to run.
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT MIN(updated_at), COUNT(*) FROM {BoardVersion._meta.db_table}")
+        cursor.execute(with_tables("SELECT MIN(updated_at), COUNT(*) FROM {version}"))
         oldest, sets = cursor.fetchone()
     # The time as the cursor gives it (a datetime on PostgreSQL, text on SQLite), without its space:
     # a key with one draws Django's warning for memcached on every request.
