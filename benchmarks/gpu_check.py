@@ -256,6 +256,16 @@ def job_seconds_from_log(text: str) -> dict[str, float]:
     return seconds
 
 
+_WORKERS_STARTED = re.compile(r"starting (\d+) workers?\b")
+
+
+def workers_started(text: str) -> int:
+    """Workers `evalworker` started (its ``starting N workers`` line; one where it ran a single
+    worker in its own process and printed none): on the check's one GPU, the workers per GPU."""
+    m = _WORKERS_STARTED.search(text)
+    return int(m.group(1)) if m else 1
+
+
 def summary(
     table: list[dict[str, Any]],
     util_csv: Path | None,
@@ -396,7 +406,7 @@ def main(argv: list[str]) -> None:
             "commit": os.environ.get("GPU_CHECK_COMMIT", ""),
             "ran_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "device": os.environ.get("GPU_CHECK_DEVICE", ""),
-            "workers_per_gpu": int(os.environ.get("EVAL_WORKERS_PER_GPU") or 1),
+            "workers_per_gpu": workers_started(log),
             **summary(table, Path(argv[2]), selfchecks, builds_from_log(log), job_seconds_from_log(log)),
             # The GPU exploit suite's last line (pytest), where the check ran it.
             "gpu_exploits": (

@@ -29,6 +29,9 @@ DEVICE_SLACK_MAX_US = 20_000.0
 DEVICE_TRIES = 4
 #: Inputs a process makes ahead of a timing request (TimingRequests.prepare); beyond it, in the request.
 PREPARE_BYTES = 256 * 2**20
+#: A process holding more device memory than this keeps its places (TimingRequests._re_place): giving
+#: that much back each round and mapping it again slowed the next rounds' memory-bound calls.
+PLACE_MAX_RESERVED_BYTES = 6 * 2**30
 
 
 class TimedCall(NamedTuple):
@@ -159,8 +162,16 @@ class TimingRequests:
         tensors lay (same cuDNN kernels, other addresses; benchmarks/gpu/ct3d_probe.py), and a
         process keeps its places for life: identical code then read 0.89-1.30 against itself. Drawn
         anew each round, places become noise that the rounds average over, in every process alike.
-        The first places stay referenced (a kernel may hold their addresses, e.g. in a CUDA graph)."""
+        The first places stay referenced (a kernel may hold their addresses, e.g. in a CUDA graph).
+
+        Not above PLACE_MAX_RESERVED_BYTES of the allocator's memory: on an H100 the 6 GB elementwise
+        problems (level 1's ReLU, LeakyReLU, Tanh against themselves) ran 81-89 % of their timed calls
+        some 16 % slower than the process's fastest with a release and new places each round, and
+        1-4 % with places kept (benchmarks/results/two_modes_5a37961/). The ConvTranspose3d problems
+        the placement was made for (level2/77, level1/68) hold under half of it."""
         torch = self.torch
+        if torch.cuda.memory_reserved() > PLACE_MAX_RESERVED_BYTES:
+            return
         self._place_pad = None
         modules = list(self.model.modules()) if isinstance(self.model, torch.nn.Module) else []
         if self._first_places is None:

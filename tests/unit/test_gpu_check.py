@@ -96,3 +96,10 @@ def test_the_summary_gives_each_stages_median_over_the_evaluations_that_recorded
     ms[0]["stages"]["eval_turn_wait"] = 1.5
     s = summary([{"measurements": ms}], None, [], [])
     assert s["evaluation_median_s"] == {"total": 5.0, "process_start": 0.3, "turn_wait": 1.5}
+
+
+def test_the_workers_per_gpu_come_from_the_workers_log():
+    from benchmarks.gpu_check import workers_started
+
+    assert workers_started("worker vm.1: h100 (...)\nworker vm.1: starting 2 workers\n") == 2
+    assert workers_started("worker vm.1: h100 (...); queues eval-h100\n") == 1
