@@ -168,7 +168,7 @@ class TimingRequests:
         problems (level 1's ReLU, LeakyReLU, Tanh against themselves) ran 81-89 % of their timed calls
         some 16 % slower than the process's fastest with a release and new places each round, and
         1-4 % with places kept (benchmarks/results/two_modes_5a37961/). The ConvTranspose3d problems
-        the placement was made for (level2/77, level1/68) hold under half of it."""
+        the placement was made for (level2/77, level1/68) hold 0.1-1.7 GB of inputs and outputs."""
         torch = self.torch
         if torch.cuda.memory_reserved() > PLACE_MAX_RESERVED_BYTES:
             return
