@@ -165,10 +165,12 @@ class TimingRequests:
         The first places stay referenced (a kernel may hold their addresses, e.g. in a CUDA graph).
 
         Not above PLACE_MAX_RESERVED_BYTES of the allocator's memory: on an H100 the 6 GB elementwise
-        problems (level 1's ReLU, LeakyReLU, Tanh against themselves) ran 81-89 % of their timed calls
+        problems (level 1's ReLU, LeakyReLU, Tanh against themselves) ran 58-89 % of their timed calls
         some 16 % slower than the process's fastest with a release and new places each round, and
         1-4 % with places kept (benchmarks/results/two_modes_5a37961/). The ConvTranspose3d problems
-        the placement was made for (level2/77, level1/68) hold 0.1-1.7 GB of inputs and outputs."""
+        the placement was made for (level2/77, level1/68) hold 0.1-1.7 GB of inputs and outputs.
+        Each process reads its own memory, the kernel's too: one that holds more than the reference
+        keeps its places where the reference is re-placed (docs/evaluation.md, "Open problems")."""
         torch = self.torch
         if torch.cuda.memory_reserved() > PLACE_MAX_RESERVED_BYTES:
             return
