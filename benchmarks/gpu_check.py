@@ -259,11 +259,14 @@ def job_seconds_from_log(text: str) -> dict[str, float]:
 _WORKERS_STARTED = re.compile(r"starting (\d+) workers?\b")
 
 
-def workers_started(text: str) -> int:
+def workers_started(text: str) -> int | None:
     """Workers `evalworker` started (its ``starting N workers`` line; one where it ran a single
-    worker in its own process and printed none): on the check's one GPU, the workers per GPU."""
+    worker in its own process and printed none; None where the log holds no worker at all): on the
+    check's one GPU, the workers per GPU."""
     m = _WORKERS_STARTED.search(text)
-    return int(m.group(1)) if m else 1
+    if m:
+        return int(m.group(1))
+    return 1 if re.search(r"^worker \S+: ", text, re.M) else None
 
 
 def summary(

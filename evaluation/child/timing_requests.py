@@ -29,9 +29,6 @@ DEVICE_SLACK_MAX_US = 20_000.0
 DEVICE_TRIES = 4
 #: Inputs a process makes ahead of a timing request (TimingRequests.prepare); beyond it, in the request.
 PREPARE_BYTES = 256 * 2**20
-#: A process holding more device memory than this keeps its places (TimingRequests._re_place): giving
-#: that much back each round and mapping it again slowed the next rounds' memory-bound calls.
-PLACE_MAX_RESERVED_BYTES = 6 * 2**30
 
 
 class TimedCall(NamedTuple):
@@ -162,18 +159,8 @@ class TimingRequests:
         tensors lay (same cuDNN kernels, other addresses; benchmarks/gpu/ct3d_probe.py), and a
         process keeps its places for life: identical code then read 0.89-1.30 against itself. Drawn
         anew each round, places become noise that the rounds average over, in every process alike.
-        The first places stay referenced (a kernel may hold their addresses, e.g. in a CUDA graph).
-
-        Not above PLACE_MAX_RESERVED_BYTES of the allocator's memory: on an H100 the 6 GB elementwise
-        problems (level 1's ReLU, LeakyReLU, Tanh against themselves) ran 58-89 % of their timed calls
-        some 16 % slower than the process's fastest with a release and new places each round, and
-        1-4 % with places kept (benchmarks/results/two_modes_5a37961/). The ConvTranspose3d problems
-        the placement was made for (level2/77, level1/68) hold 0.1-1.7 GB of inputs and outputs.
-        Each process reads its own memory, the kernel's too: one that holds more than the reference
-        keeps its places where the reference is re-placed (docs/evaluation.md, "Open problems")."""
+        The first places stay referenced (a kernel may hold their addresses, e.g. in a CUDA graph)."""
         torch = self.torch
-        if torch.cuda.memory_reserved() > PLACE_MAX_RESERVED_BYTES:
-            return
         self._place_pad = None
         modules = list(self.model.modules()) if isinstance(self.model, torch.nn.Module) else []
         if self._first_places is None:
@@ -207,11 +194,13 @@ class TimingRequests:
         return {"ok": True}
 
     def place(self, req: PlaceRequest) -> dict[str, Any]:
-        """A round's new places (``_re_place``) and one untimed call on them, in a request of its own
-        so that the parent's clock around the timing request does not see it."""
+        """A round's new places (``_re_place``; not where the parent says to keep them) and one untimed
+        call on them, in a request of its own so that the parent's clock around the timing request
+        does not see it."""
         if self.device == "cuda" and "placement" not in self.disabled:
             # An exception (the kernel's call failing) becomes the failed reply in main()'s loop.
-            self._re_place(int(req.seed))
+            if not req.keep_places:
+                self._re_place(int(req.seed))
             self._timed_call(self.gen_inputs(int(req.input_seed)))
         return {"ok": True}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from evaluation.phases.compare import spot_miss
 from evaluation.phases.host_bound import DEVICE_HOST_BOUND_SPREAD, report_device_time, side_range
@@ -268,10 +269,34 @@ def _spot_check(rounds: Rounds, r: int, calls: str, miss: str) -> None:
         rounds.spot_mismatch, rounds.spot_detail = r, f"{calls}: {miss}"
 
 
+#: A problem whose inputs and outputs (the reference's, as the memory plan found them) exceed this
+#: keeps its places in every process (keeps_places).
+PLACE_MAX_TENSOR_MB = 4096
+
+
+def keeps_places(environment: dict[str, Any]) -> bool:
+    """Whether this evaluation's processes keep their tensors' places from round to round, decided
+    once for all of them from the reference's sizes (``input_mb``, ``output_mb``; unknown: re-placed).
+
+    On an H100 the 6 GB elementwise problems (level 1's ReLU, LeakyReLU, Tanh against themselves) ran
+    58-89 % of their timed calls some 16 % above each process's fastest with new places each round (a
+    release of some 12 GB a process and its allocation anew: the process timed first after it ran
+    every call slow), and 0-4 % with places kept (benchmarks/results/two_modes_5a37961/). The
+    ConvTranspose3d problems the placement was made for hold 0.1-3.5 GB of inputs and outputs. Not
+    each process by its own memory: a kernel could then keep its places by holding, or seeming to
+    hold, more than the reference."""
+    input_mb, output_mb = environment.get("input_mb"), environment.get("output_mb")
+    if input_mb is None or output_mb is None:
+        return False
+    return float(input_mb) + float(output_mb) > PLACE_MAX_TENSOR_MB
+
+
 def _place(pair: Pair, seed: int, input_seed: int) -> None:
     """Every process moves its tensors to new device addresses for this round (see evaluation.child.timing_requests, _re_place),
-    in a request of its own: the parent's clock around the timing requests does not see it."""
-    _ask_every_process(pair, PlaceRequest(seed=seed, input_seed=input_seed))
+    or keeps them (keeps_places), in a request of its own: the parent's clock around the timing
+    requests does not see it."""
+    keep = keeps_places(pair.res.environment)
+    _ask_every_process(pair, PlaceRequest(seed=seed, input_seed=input_seed, keep_places=keep))
 
 
 def _prepare(pair: Pair, seeds: list[int]) -> None:

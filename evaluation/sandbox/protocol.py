@@ -269,11 +269,13 @@ class SettleRequest(Request):
 
 @dataclass(frozen=True)
 class PlaceRequest(Request):
-    """New tensor places for a round, and one untimed call on them."""
+    """New tensor places for a round, and one untimed call on them; with ``keep_places`` the call alone
+    (the parent decides for every process of the evaluation alike: evaluation.phases.timing, keeps_places)."""
 
     op: ClassVar[str] = "place"
     seed: int = 0
     input_seed: int = 0
+    keep_places: bool = False
 
 
 @dataclass(frozen=True)

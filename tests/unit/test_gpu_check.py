@@ -103,3 +103,4 @@ def test_the_workers_per_gpu_come_from_the_workers_log():
 
     assert workers_started("worker vm.1: h100 (...)\nworker vm.1: starting 2 workers\n") == 2
     assert workers_started("worker vm.1: h100 (...); queues eval-h100\n") == 1
+    assert workers_started("") is None  # no worker's log: unknown, not one
