@@ -4,6 +4,7 @@ the memory-bound calls that followed (benchmarks/results/two_modes_5a37961/). Th
 from the reference's sizes, for every process alike (evaluation/phases/timing.py, keeps_places). The
 moves themselves need a GPU; here torch is a stand-in that records what the placement asked of it."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -21,7 +22,9 @@ from evaluation.sandbox.protocol import PlaceRequest, parse_request
         ({"input_mb": PLACE_MAX_TENSOR_MB, "output_mb": 0.1}, True),
         ({"input_mb": PLACE_MAX_TENSOR_MB / 2, "output_mb": PLACE_MAX_TENSOR_MB / 2}, False),  # at the bound
         ({"input_mb": 64.0, "output_mb": 544.6}, False),  # a ConvTranspose3d problem
-        ({"input_mb": None, "output_mb": 9000.0}, False),  # sizes unknown: re-placed, as before the bound
+        ({"input_mb": 3000.0, "output_mb": None}, True),  # outputs unknown: about the inputs' size
+        ({"input_mb": 1000.0, "output_mb": None}, False),
+        ({"input_mb": None, "output_mb": None}, False),  # sizes unknown: re-placed, as before the bound
         ({}, False),
     ],
 )
@@ -29,17 +32,21 @@ def test_places_are_kept_only_for_problems_whose_tensors_pass_the_bound(environm
     assert keeps_places(environment) is keep
 
 
-def test_the_parent_sends_one_decision_to_every_process(monkeypatch):
+@pytest.mark.parametrize(
+    ("environment", "keep"),
+    [({"input_mb": 6144.0, "output_mb": 6144.0}, True), ({"input_mb": 64.0, "output_mb": 544.6}, False)],
+)
+def test_the_parent_sends_one_decision_to_every_process(monkeypatch, environment, keep):
     sent = []
     monkeypatch.setattr(timing, "_ask_every_process", lambda pair, msg: sent.append(msg))
-    pair = SimpleNamespace(res=SimpleNamespace(environment={"input_mb": 6144.0, "output_mb": 6144.0}))
-    timing._place(pair, seed=7, input_seed=11)
-    assert sent == [PlaceRequest(seed=7, input_seed=11, keep_places=True)]
+    timing._place(SimpleNamespace(res=SimpleNamespace(environment=environment)), seed=7, input_seed=11)
+    assert sent == [PlaceRequest(seed=7, input_seed=11, keep_places=keep)]
 
 
-def test_the_decision_reaches_the_process_through_the_protocol():
-    request = PlaceRequest(seed=7, input_seed=11, keep_places=True)
-    assert parse_request(request.message()) == request
+@pytest.mark.parametrize("keep", [True, False])
+def test_the_decision_reaches_the_process_through_the_protocol(keep):
+    request = PlaceRequest(seed=7, input_seed=11, keep_places=keep)
+    assert parse_request(json.loads(json.dumps(request.message()))) == request
 
 
 def _process() -> tuple[TimingRequests, list[str]]:
