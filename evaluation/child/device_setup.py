@@ -63,6 +63,9 @@ class DeviceSetup:
             l2 = int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
             self._l2_buf = torch.empty(max(2 * l2, 128 * 2**20), dtype=torch.int8, device="cuda")
             self._gpu_sleep = torch.cuda._sleep
+            # The placement's release of cached blocks: taken here, so that a kernel replacing
+            # torch._C._cuda_emptyCache cannot keep its own places while the reference's move.
+            self._empty_cache = torch._C._cuda_emptyCache
             self._slack_cycles = self._cycles_for(LAUNCH_SLACK_US)
 
     def open_device_request(self, req: OpenDeviceRequest) -> dict[str, Any]:

@@ -694,7 +694,7 @@ def _cell_filled(cell: Any) -> bool:
 #: The harness's clock and GPU timing objects: read-only properties once the kernel is imported
 #: (harness_guard.sealed_slots); an assignment to them from the kernel's code raises.
 SEALED = ("timer_fn", "_sync", "_cuda_sync", "_ev_record", "_ev_elapsed", "_ev_query", "_current_stream",
-          "_ev_start", "_ev_end", "_l2_buf", "_gpu_sleep", "_slack_cycles")
+          "_ev_start", "_ev_end", "_l2_buf", "_gpu_sleep", "_slack_cycles", "_empty_cache")
 _sealed_props, _lock_sealed = harness_guard.sealed_slots(SEALED)
 for _name, _prop in _sealed_props.items():
     setattr(Harness, _name, _prop)

@@ -40,7 +40,7 @@ _BY_CALLER = {"sys._getframe": "sys._getframe", "sys.settrace": "sys.settrace", 
 #: Harness attributes whose change means the timing was tampered with (the rest: harness access): the
 #: sealed slots, the clock, and anything of the harness's timing half (its class and its module).
 TIMING_NAMES = frozenset({"timer_fn", "_sync", "_cuda_sync", "_ev_record", "_ev_elapsed", "_ev_query",
-                          "_current_stream", "_ev_start", "_ev_end", "_l2_buf", "_gpu_sleep", "_slack_cycles", "_timed_call",
+                          "_current_stream", "_ev_start", "_ev_end", "_l2_buf", "_gpu_sleep", "_slack_cycles", "_empty_cache", "_timed_call",
                           "time_calls", "perf_counter_ns", "TimingRequests", "timing_requests"})
 
 

@@ -89,6 +89,7 @@ class TimingRequests:
     _ev_end: Any
     _l2_buf: Any
     _gpu_sleep: Callable[[int], None]
+    _empty_cache: Callable[[], None]
     _slack_cycles: int
     # Its methods.
     gen_inputs: Callable[[int], list[Any]]
@@ -166,7 +167,7 @@ class TimingRequests:
         if self._first_places is None:
             self._first_places = [t for m in modules for t in (*m._parameters.values(), *m._buffers.values())
                                   if t is not None]
-        torch.cuda.empty_cache()
+        self._empty_cache()
         rng = random.Random(seed)
         self._place_pad = torch.empty(rng.randint(1, 64) * 2**20 + rng.randint(0, 2047) * 512,
                                       dtype=torch.uint8, device="cuda")
@@ -190,7 +191,7 @@ class TimingRequests:
         self._prepared = {}
         if self.device == "cuda":
             self._cuda_sync()
-            self.torch.cuda.empty_cache()
+            self._empty_cache()
         return {"ok": True}
 
     def place(self, req: PlaceRequest) -> dict[str, Any]:

@@ -51,16 +51,16 @@ def test_the_decision_reaches_the_process_through_the_protocol(keep):
 
 def _process() -> tuple[TimingRequests, list[str]]:
     asked: list[str] = []
-    cuda = SimpleNamespace(empty_cache=lambda: asked.append("release"))
 
     def empty(n: int, **_kw: object) -> object:
         asked.append("pad")
         return object()
 
-    torch = SimpleNamespace(cuda=cuda, empty=empty, uint8="uint8", nn=SimpleNamespace(Module=type("Module", (), {})))
+    torch = SimpleNamespace(empty=empty, uint8="uint8", nn=SimpleNamespace(Module=type("Module", (), {})))
     proc = object.__new__(TimingRequests)
     proc.torch, proc.model, proc._first_places, proc._place_pad = torch, object(), None, None
     proc.device, proc.disabled = "cuda", set()
+    proc._empty_cache = lambda: asked.append("release")  # the harness's sealed slot on a GPU
     proc.gen_inputs = lambda seed: asked.append(f"inputs {seed}") or []
     proc._timed_call = lambda inputs: asked.append("untimed call")
     return proc, asked
