@@ -106,6 +106,25 @@ def test_scale_aware_check():
     assert c.ok and c.near_zero
 
 
+def test_the_scale_check_ignores_rounding_in_the_subnormal_range():
+    """A reduction that underflows (a product of 256 normals: outputs 0 and a few subnormals) done in
+    another order differs by a few subnormal steps; that is no error. A zero output against a
+    reference whose values are normal, however small, still fails."""
+    step = 1.401298464324817e-45  # float32's smallest subnormal
+    ref = torch.zeros(64, 64)
+    ref[0, :8] = torch.tensor([3, 17, 100, 1000, 5, 9, 80, 2]) * step
+    out = ref.clone()
+    out[0, :8] += torch.tensor([1, -1, 1, 2, -1, 1, -1, 1]) * step
+    c = compare_outputs([ref], [out], None, None)
+    assert c.ok and c.near_zero, c.reason
+    normal = torch.randn(64, 64) * 1e-30  # tiny, but above the subnormal range
+    c = compare_outputs([normal], [torch.zeros_like(normal)], None, None)
+    assert not c.ok and "scale" in c.reason
+    half = (torch.randn(64, 64) * 1e-3).half()
+    assert not compare_outputs([half], [torch.zeros_like(half)], None, None).ok
+    assert compare_outputs([torch.arange(10)], [torch.arange(10)], None, None).ok
+
+
 def test_spots_match():
     assert spots_match([[1.0, 2.0]], [[1.0, 2.00001]], ["float32"], None, None)
     assert not spots_match([[1.0, 2.0]], [[1.0, 2.1]], ["float32"], None, None)
