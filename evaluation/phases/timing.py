@@ -285,8 +285,8 @@ def keeps_places(environment: dict[str, Any]) -> bool:
     every call slow), and 0-4 % with places kept (benchmarks/results/two_modes_5a37961/). The
     ConvTranspose3d problems the placement was made for hold 0.1-3.5 GB of inputs and outputs. Not
     each process by its own memory: a kernel could then keep its places by holding, or seeming to
-    hold, more than the reference (what the kernel's process does with its own allocator, e.g. a
-    release made a no-op, is still its own: docs/evaluation.md, "Open problems")."""
+    hold, more than the reference (the release itself is the harness's sealed copy, so the kernel
+    cannot make it a no-op: docs/evaluation.md, "Open problems")."""
     input_mb, output_mb = environment.get("input_mb"), environment.get("output_mb")
     if input_mb is None:
         return False

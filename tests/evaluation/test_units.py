@@ -122,6 +122,12 @@ def test_the_scale_check_ignores_rounding_in_the_subnormal_range():
     assert not c.ok and "scale" in c.reason
     half = (torch.randn(64, 64) * 1e-3).half()
     assert not compare_outputs([half], [torch.zeros_like(half)], None, None).ok
+    # float16's subnormals are real values: a softmax over 393,216 elements (L1 23 in fp16) lies there.
+    softmax = torch.softmax(torch.rand(2, 393216), dim=1).half()
+    assert float(softmax.max()) < torch.finfo(torch.float16).tiny
+    for fake in (torch.zeros_like(softmax), torch.full_like(softmax, 2.5e-6)):
+        c = compare_outputs([softmax], [fake], None, None)
+        assert not c.ok and "scale" in c.reason
     assert compare_outputs([torch.arange(10)], [torch.arange(10)], None, None).ok
 
 
