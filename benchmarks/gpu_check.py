@@ -89,11 +89,19 @@ def chosen_kernels() -> list[Any]:
     return kernels
 
 
-def queue() -> None:
+def queue(order: str = "") -> None:
+    """Queue the set in CHECK_SET's order or (``rotated``) with its first kernel last: with two
+    workers per GPU the first evaluation of pass 2 runs beside the other worker's paused follow-up
+    (docs/workers.md), and the next launch-bound kernel there (L2 14 GPT-4o) tells that place from
+    that kernel (L2 14 Claude)."""
     from leaderboard.evaluations.queue import request_evaluations  # deferred: needs Django set up
     from problems.models import Hardware  # deferred: needs Django set up
 
     kernels = chosen_kernels()
+    if order == "rotated":
+        kernels = kernels[1:] + kernels[:1]
+    elif order:
+        raise SystemExit(f"gpu_check: unknown order {order!r} (rotated, or nothing)")
     requested = request_evaluations(kernels, Hardware.objects.get(slug="h200"), None)
     print(f"gpu_check: {len(requested.queued)} of {len(CHECK_SET)} kernels queued ({len(requested.skipped)} pending)")
 
@@ -216,6 +224,37 @@ def gpu_busy(csv_path: Path, start: float, end: float) -> float | None:
     return busy / total if total else None
 
 
+def sm_clock_mhz(csv_path: Path, start: float, end: float) -> float | None:
+    """Median SM clock (MHz) of nvidia-smi's samples between start and end (epoch seconds): the
+    fourth column, sampled from run 28 on; None where the samples lack it."""
+    from datetime import datetime  # deferred: only the summary reads the samples
+
+    clocks = []
+    for line in csv_path.read_text().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        try:
+            t = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            mhz = float(parts[3])
+        except (ValueError, IndexError):
+            continue
+        if start <= t <= end:
+            clocks.append(mhz)
+    return statistics.median(clocks) if clocks else None
+
+
+def with_clocks(table: list[dict[str, Any]], util_csv: Path | None) -> None:
+    """Each measurement's median SM clock over its evaluation (``sm_clock_mhz``), where sampled."""
+    for r in table:
+        for m in r["measurements"]:
+            have = util_csv is not None and util_csv.exists() and m["started_at"] and m["finished_at"]
+            m["sm_clock_mhz"] = sm_clock_mhz(util_csv, m["started_at"], m["finished_at"]) if have else None
+
+
+def _pass_clock(ms: list[dict[str, Any]]) -> float | None:
+    clocks = [m["sm_clock_mhz"] for m in ms if m.get("sm_clock_mhz") is not None]
+    return statistics.median(clocks) if clocks else None
+
+
 def _pass_busy(util_csv: Path | None, ms: list[dict[str, Any]]) -> float | None:
     starts = [m["started_at"] for m in ms if m["started_at"]]
     ends = [m["finished_at"] for m in ms if m["finished_at"]]
@@ -316,6 +355,8 @@ def summary(
         "gpu_busy": gpu_busy(util_csv, min(starts), max(ends)) if util_csv and util_csv.exists() and starts else None,
         # Each pass apart too: the first holds the cold builds' wait, the second the GPU's own pace.
         "gpu_busy_by_pass": [_pass_busy(util_csv, p) for p in passes],
+        # The SM clock over each pass's evaluations (median of their medians; with_clocks).
+        "sm_clock_mhz_by_pass": [_pass_clock(p) for p in passes],
         "kernels_per_min": _rate(ms),
         # Each pass apart: the first waits for cold builds, the second finds them built.
         "kernels_per_min_by_pass": [_rate(p) for p in passes],
@@ -392,12 +433,13 @@ def p90(values: list[float]) -> float:
 def main(argv: list[str]) -> None:
     _setup()
     if argv[0] == "queue":
-        queue()
+        queue(argv[1] if len(argv) > 1 else "")
     elif argv[0] == "wait":
         wait(float(argv[1]))
     elif argv[0] == "summary":
         out = Path(argv[1])
         table = rows()
+        with_clocks(table, Path(argv[2]))
         selfchecks = (
             [json.loads(x) for x in Path(argv[3]).read_text().splitlines() if x.strip()]
             if Path(argv[3]).exists()

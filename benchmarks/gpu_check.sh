@@ -9,7 +9,7 @@
 #   device run: bash benchmarks/gpu_check.sh      (carry .whl .redis .field/KernelBenchLeaderboard: the whole
 #   .field, with KernelBench's problems and an older tree, is over the device tool's 64 MiB beside the rest)
 # Environment: CHECK_BUDGET_S (530: the two passes and self-checks), EXPLOIT_BUDGET_S (150; 0 skips the
-# GPU exploit suite), PY (python3).
+# GPU exploit suite), CHECK_PASS2_ORDER (rotated: pass 2 queues the set's first kernel last), PY (python3).
 set -uo pipefail
 PY=${PY:-python3}
 OUT=${OUT:-/tmp/kb-gpu-check}
@@ -42,7 +42,7 @@ M shell -c "from problems.models import Hardware; Hardware.objects.get_or_create
 M import_kernelbench_leaderboard .field/KernelBenchLeaderboard --hardware h200 > "$OUT/import.log" 2>&1
 say "field imported: $(tail -1 "$OUT/import.log")"
 
-nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits -l 1 > "$OUT/gpu_util.csv" 2>/dev/null &
+nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used,clocks.sm --format=csv,noheader,nounits -l 1 > "$OUT/gpu_util.csv" 2>/dev/null &
 SAMPLER=$!
 setsid "$PY" manage.py evalworker --queue eval-h200 --device cuda > "$OUT/evalworker.log" 2>&1 &
 WORKER=$!
@@ -50,7 +50,7 @@ say "evalworker $WORKER started"
 "$PY" benchmarks/gpu_check.py queue | tee -a "$OUT/check.log"
 "$PY" benchmarks/gpu_check.py wait $(( START + BUDGET * 55 / 100 )) | tee -a "$OUT/check.log"
 say "pass 1 over"
-"$PY" benchmarks/gpu_check.py queue | tee -a "$OUT/check.log"
+"$PY" benchmarks/gpu_check.py queue ${CHECK_PASS2_ORDER:-} | tee -a "$OUT/check.log"
 "$PY" benchmarks/gpu_check.py wait $(( START + BUDGET - 75 )) | tee -a "$OUT/check.log"
 say "pass 2 over"
 kill -TERM -- "-$WORKER" 2>/dev/null

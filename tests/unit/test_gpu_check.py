@@ -104,3 +104,28 @@ def test_the_workers_per_gpu_come_from_the_workers_log():
     assert workers_started("worker vm.1: h100 (...)\nworker vm.1: starting 2 workers\n") == 2
     assert workers_started("worker vm.1: h100 (...); queues eval-h100\n") == 1
     assert workers_started("") is None  # no worker's log: unknown, not one
+
+
+def test_each_measurement_gets_the_sm_clock_sampled_over_its_evaluation(tmp_path):
+    from datetime import datetime
+
+    from benchmarks.gpu_check import with_clocks
+
+    def at(second: int) -> str:
+        return datetime(2026, 12, 7, 21, 0, second).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+
+    csv = tmp_path / "gpu_util.csv"
+    clocks = [1000, 1980, 1980, 1755, 1980, 1000]
+    csv.write_text("".join(f"{at(i)}, 90, 2300, {mhz}\n" for i, mhz in enumerate(clocks)) + "garbled line\n")
+    first, second, unsampled = _m(), _m(), _m()
+    start = datetime(2026, 12, 7, 21, 0, 0).timestamp()
+    first["started_at"], first["finished_at"] = start + 1, start + 3  # 1980, 1980, 1755
+    second["started_at"], second["finished_at"] = start + 3, start + 4  # 1755, 1980
+    table = [{"measurements": [first, second]}, {"measurements": [unsampled]}]
+    with_clocks(table, csv)
+    assert (first["sm_clock_mhz"], second["sm_clock_mhz"], unsampled["sm_clock_mhz"]) == (1980, 1867.5, None)
+    assert summary(table, csv, [], [])["sm_clock_mhz_by_pass"] == [1980, 1867.5]  # pass 1: first (and unsampled)
+    old = tmp_path / "old.csv"  # the samples before clocks.sm was asked for: three columns
+    old.write_text(f"{at(2)}, 90, 2300\n")
+    with_clocks(table, old)
+    assert first["sm_clock_mhz"] is None and summary(table, old, [], [])["sm_clock_mhz_by_pass"] == [None, None]
