@@ -12,7 +12,8 @@
 # card measured them, and a file of one card never goes on with another's.
 #
 # Environment: FIELD_BUDGET_S (480: seconds for the whole script), FIELD_LEVELS ("1 2 3"),
-# FIELD_LIMIT (kernels to queue this call; default all not yet measured), FIELD_COMMIT (the
+# FIELD_LIMIT (kernels to queue this call; default all not yet measured), FIELD_PROBLEMS (only these
+# problems' kernels, as LEVEL/NUMBER words: "1/50"), FIELD_COMMIT (the
 # checkout's commit), FIELD_RESULTS (the previous results file; refused if other code measured any of
 # it, unless FIELD_MIX_CODE=1), FIELD_CODE_COMMIT (the commit each
 # result names as the code that measured it; default this checkout's), PY (python3), SKIP_INSTALL=1.
@@ -70,9 +71,11 @@ M migrate -v0 --noinput
 M shell -c "from problems.models import Hardware; Hardware.objects.get_or_create(slug='$HW', defaults={'name': '$HW_NAME'})"
 M import_kernelbench_leaderboard "$CHECKOUT" --commit "$COMMIT" --hardware "$HW" | tee -a "$OUT/field_verify.log"
 M import_results "$PREVIOUS" --missing-ok | tee -a "$OUT/field_verify.log"
-limit=(); [ -n "${FIELD_LIMIT:-}" ] && limit=(--limit "$FIELD_LIMIT")
+which=(); [ -n "${FIELD_LIMIT:-}" ] && which=(--limit "$FIELD_LIMIT")
+# shellcheck disable=SC2206  # FIELD_PROBLEMS is a list of words
+[ -n "${FIELD_PROBLEMS:-}" ] && which+=(--problems $FIELD_PROBLEMS)
 # shellcheck disable=SC2086  # LEVELS is a list of words
-M import_kernelbench_leaderboard "$CHECKOUT" --commit "$COMMIT" --hardware "$HW" --verify --levels $LEVELS "${limit[@]}" \
+M import_kernelbench_leaderboard "$CHECKOUT" --commit "$COMMIT" --hardware "$HW" --verify --levels $LEVELS "${which[@]}" \
   | grep -E "verify:|runs," | tee -a "$OUT/field_verify.log"
 
 setsid "$PY" manage.py evalworker --queue "eval-$HW" --device cuda > "$OUT/evalworker.log" 2>&1 &

@@ -44,14 +44,16 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import reduce
 from pathlib import Path
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 
 from evaluation.results.metrics import MIN_RUNTIME_MS, speedup_problem
 from leaderboard.boards import marks as board_marks
@@ -517,8 +519,10 @@ def verify_field(
     limit: int | None = None,
     *,
     by: Author,
+    problems: list[tuple[int, int]] | None = None,
 ) -> tuple[Requested, int]:
-    """`by` queues the set's kernels for evaluation on `hardware` through the normal queue, highest
+    """`by` queues the set's kernels (of `levels`, of `problems` as (level, number)) for evaluation
+    on `hardware` through the normal queue, highest
     published speedup first (so a GPU host lent for part of the field settles the claims that decide
     fast_p first: a kernel left unmeasured claims less than every measured one), then level, problem
     and model, skipping kernels without stored source, those waiting for an evaluation
@@ -530,6 +534,10 @@ def verify_field(
     )
     if levels:
         kernels = kernels.filter(problem__level__in=levels)
+    if problems:
+        kernels = kernels.filter(
+            reduce(operator.or_, (Q(problem__level=lvl, problem__number=n) for lvl, n in problems))
+        )
     done = Evaluation.objects.filter(hardware=hardware, state=Evaluation.State.DONE, origin="measured")
     done_keys = set(done.filter(kernel__in=kernels).values_list("kernel_id", "rules_id"))
     waiting = set(

@@ -285,3 +285,15 @@ def test_verify_queues_part_of_the_field_and_goes_on_where_it_stopped(leaderboar
     assert "verify: queued 1 on h200; 0 more" in out
     assert len(first | set(Evaluation.objects.values_list("kernel_id", flat=True))) == 4
     assert set(Evaluation.objects.values_list("hardware__slug", flat=True)) == {"h200"}
+
+
+def test_verify_can_be_told_which_problems(leaderboard):
+    run_command(leaderboard)
+    out = run_command(leaderboard, "--verify", "--problems", "1/2")
+    assert "verify: queued 2 on h200; 0 more not yet measured there" in out
+    assert set(Evaluation.objects.values_list("kernel__problem__number", flat=True)) == {2}
+    out = run_command(leaderboard, "--verify", "--problems", "1/1", "2/1")  # level 2's problem has none
+    assert "verify: queued 2 on h200; 0 more" in out
+    assert Evaluation.objects.count() == 4
+    with pytest.raises(CommandError, match="LEVEL/NUMBER"):
+        run_command(leaderboard, "--verify", "--problems", "9/1")

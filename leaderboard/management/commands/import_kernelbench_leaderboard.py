@@ -1,3 +1,4 @@
+import argparse
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -17,6 +18,14 @@ from leaderboard.management.authors import command_author
 from problems.kernelbench_files import MalformedInput
 from problems.management.commands.import_problems import DEFAULT_SET
 from problems.models import LEVELS, Hardware, ProblemSet
+
+
+def level_and_number(text: str) -> tuple[int, int]:
+    """A problem named as LEVEL/NUMBER (1/50)."""
+    level, _, number = text.partition("/")
+    if not (level.isdigit() and number.isdigit()) or int(level) not in LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not LEVEL/NUMBER with a level of {sorted(LEVELS)} (e.g. 1/50)")
+    return int(level), int(number)
 
 
 class Command(BaseCommand):
@@ -53,6 +62,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--limit", type=int, help="With --verify: at most this many kernels (those not yet measured first)."
         )
+        parser.add_argument(
+            "--problems",
+            type=level_and_number,
+            nargs="+",
+            metavar="LEVEL/NUMBER",
+            help="With --verify: only these problems' kernels (e.g. 1/50 2/14).",
+        )
 
     def handle(self, path: Path, hardware: str, commit: str, compare_with: str, verify: bool, **options):
         found = Hardware.objects.resolve(hardware)
@@ -74,11 +90,13 @@ class Command(BaseCommand):
             raise CommandError("nothing imported:\n  " + "\n  ".join(exc.errors)) from None
         self._report(result)
         if verify:
-            self._verify(result, found, options["levels"], options["limit"])
+            self._verify(result, found, options["levels"], options["limit"], options["problems"])
 
-    def _verify(self, result: LeaderboardImport, hardware: Hardware, levels, limit) -> None:
+    def _verify(self, result: LeaderboardImport, hardware: Hardware, levels, limit, problems) -> None:
         try:
-            requested, left = verify_field(result.problem_set, hardware, levels, limit, by=command_author(self))
+            requested, left = verify_field(
+                result.problem_set, hardware, levels, limit, by=command_author(self), problems=problems
+            )
         except EvaluationRefused as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
