@@ -205,40 +205,34 @@ def device_agreement(twice: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def gpu_busy(csv_path: Path, start: float, end: float) -> float | None:
-    """Share of nvidia-smi's one-second samples, taken between start and end (epoch seconds), with
-    the GPU busy (utilization.gpu > 0)."""
+def sampled(csv_path: Path, start: float, end: float, column: int) -> list[float]:
+    """One column of nvidia-smi's one-second samples (timestamp, utilization.gpu, memory.used,
+    clocks.sm) taken between start and end (epoch seconds); lines without it are skipped."""
     from datetime import datetime  # deferred: only the summary reads the samples
 
-    busy = total = 0
+    values = []
     for line in csv_path.read_text().splitlines():
         parts = [p.strip() for p in line.split(",")]
         try:
             t = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-            util = float(parts[1])
+            value = float(parts[column])
         except (ValueError, IndexError):
             continue
         if start <= t <= end:
-            total += 1
-            busy += util > 0
-    return busy / total if total else None
+            values.append(value)
+    return values
+
+
+def gpu_busy(csv_path: Path, start: float, end: float) -> float | None:
+    """Share of the samples between start and end with the GPU busy (utilization.gpu > 0)."""
+    util = sampled(csv_path, start, end, 1)
+    return sum(u > 0 for u in util) / len(util) if util else None
 
 
 def sm_clock_mhz(csv_path: Path, start: float, end: float) -> float | None:
-    """Median SM clock (MHz) of nvidia-smi's samples between start and end (epoch seconds): the
-    fourth column, sampled from run 28 on; None where the samples lack it."""
-    from datetime import datetime  # deferred: only the summary reads the samples
-
-    clocks = []
-    for line in csv_path.read_text().splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        try:
-            t = datetime.strptime(parts[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-            mhz = float(parts[3])
-        except (ValueError, IndexError):
-            continue
-        if start <= t <= end:
-            clocks.append(mhz)
+    """Median SM clock (MHz) of the samples between start and end: sampled from run 28 on; None
+    where the samples lack it."""
+    clocks = sampled(csv_path, start, end, 3)
     return statistics.median(clocks) if clocks else None
 
 
