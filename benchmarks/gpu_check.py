@@ -4,7 +4,7 @@ the figures DESIGN.md names, written as `summary.json` beside one row per kernel
 
 Run by benchmarks/gpu_check.sh on a bare GPU host (Redis and the worker started there); here only
 its pure parts are tested (tests/unit/test_gpu_check.py). Usage, with Django configured:
-    python benchmarks/gpu_check.py queue            # pass 1: queue the set
+    python benchmarks/gpu_check.py queue [rotated]  # queue the set (rotated: its first kernel last)
     python benchmarks/gpu_check.py wait DEADLINE    # until nothing is pending or the epoch DEADLINE
     python benchmarks/gpu_check.py summary OUT_DIR GPU_UTIL_CSV SELFCHECK_JSONL WORKER_LOG
 """

@@ -14,6 +14,11 @@ set -uo pipefail
 PY=${PY:-python3}
 OUT=${OUT:-/tmp/kb-gpu-check}
 BUDGET=${CHECK_BUDGET_S:-530}
+PASS2_ORDER=${CHECK_PASS2_ORDER:-}
+case "$PASS2_ORDER" in
+  "" | rotated) ;;
+  *) echo "gpu_check: CHECK_PASS2_ORDER is rotated or unset, not '$PASS2_ORDER'" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 START=$(date +%s)
@@ -50,7 +55,7 @@ say "evalworker $WORKER started"
 "$PY" benchmarks/gpu_check.py queue | tee -a "$OUT/check.log"
 "$PY" benchmarks/gpu_check.py wait $(( START + BUDGET * 55 / 100 )) | tee -a "$OUT/check.log"
 say "pass 1 over"
-"$PY" benchmarks/gpu_check.py queue ${CHECK_PASS2_ORDER:-} | tee -a "$OUT/check.log"
+"$PY" benchmarks/gpu_check.py queue "$PASS2_ORDER" | tee -a "$OUT/check.log"
 "$PY" benchmarks/gpu_check.py wait $(( START + BUDGET - 75 )) | tee -a "$OUT/check.log"
 say "pass 2 over"
 kill -TERM -- "-$WORKER" 2>/dev/null

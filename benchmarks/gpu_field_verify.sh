@@ -11,7 +11,7 @@
 # The card (h200, h100) is the GPU's, as nvidia-smi names it, or FIELD_HARDWARE: the results say which
 # card measured them, and a file of one card never goes on with another's.
 #
-# Environment: FIELD_BUDGET_S (480: seconds for the whole script), FIELD_LEVELS ("1 2 3"),
+# Environment: FIELD_BUDGET_S (480: seconds for the whole script), FIELD_LEVELS ("1 2 3 4"),
 # FIELD_LIMIT (kernels to queue this call; default all not yet measured), FIELD_PROBLEMS (only these
 # problems' kernels, as LEVEL/NUMBER words: "1/50"), FIELD_COMMIT (the
 # checkout's commit), FIELD_RESULTS (the previous results file; refused if other code measured any of
@@ -22,7 +22,8 @@ PY=${PY:-python3}
 OUT=${OUT:-/tmp/kb-field-out}
 BUDGET=${FIELD_BUDGET_S:-480}
 RESERVE=${FIELD_EXPORT_RESERVE_S:-45}  # stop the workers this long before the budget ends
-LEVELS=${FIELD_LEVELS:-1 2 3}
+# With FIELD_PROBLEMS and no FIELD_LEVELS, every level (the two filters are both applied).
+LEVELS=${FIELD_LEVELS:-1 2 3 4}
 CHECKOUT=${FIELD_CHECKOUT:-.field/KernelBenchLeaderboard}
 COMMIT=${FIELD_COMMIT:-170ca7965f53bba599d1078b6fcaa5dd2658ec50}
 HW=${FIELD_HARDWARE:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -o 'H[0-9]00' | tr H h)}

@@ -67,7 +67,7 @@ class Command(BaseCommand):
             type=level_and_number,
             nargs="+",
             metavar="LEVEL/NUMBER",
-            help="With --verify: only these problems' kernels (e.g. 1/50 2/14).",
+            help="With --verify: only these problems' kernels (e.g. 1/50 2/14; with --levels, those of its levels).",
         )
 
     def handle(self, path: Path, hardware: str, commit: str, compare_with: str, verify: bool, **options):
