@@ -314,22 +314,6 @@ def summary(
     starts = [m["started_at"] for m in ms if m["started_at"]]
     ends = [m["finished_at"] for m in ms if m["finished_at"]]
     seconds = [b["seconds"] for b in builds]
-    # The instruments run in the evaluation, or later in a follow-up job of their own (the site's
-    # deferred instruments): then the follow-up's whole time is theirs, and GPU-held time too.
-    # The worker's log holds every follow-up's time; the rows only those still stored.
-    later = max(sum(m["stages"].get("instruments_later_total", 0.0) for m in ms), (jobs or {}).get("instruments", 0.0))
-    instr = sum(m["stages"].get("eval_instruments", 0.0) for m in ms if "instruments_later_total" not in m["stages"])
-    instr += later
-    # GPU-held time of an evaluation: its wall time less the waits for its build and processes.
-    gpu_held = later + sum(
-        max(
-            0.0,
-            m["stages"].get("eval_total", 0.0)
-            - m["stages"].get("eval_build_wait", 0.0)
-            - m["stages"].get("eval_compile", 0.0),
-        )
-        for m in ms
-    )
     clean = [m for r in table for m in r["measurements"] if m["status"] == "correct"]
     headers = [b.get("headers") for b in builds]
     passes = [[r["measurements"][i] for r in table if len(r["measurements"]) > i] for i in (0, 1)]
@@ -344,7 +328,7 @@ def summary(
             sum(r["measurements"][0]["status"] == r["measurements"][1]["status"] for r in twice), len(twice)
         ),
         "exploit_flags_on_clean": sum(len(set(m["flags"]) & EXPLOIT_FLAGS) for m in clean),
-        "instruments_share": _share(instr, gpu_held),
+        "instruments_share": _instruments_share(ms, jobs),
         "worker_job_seconds": {k: round(v, 1) for k, v in (jobs or {}).items()},
         "gpu_busy": gpu_busy(util_csv, min(starts), max(ends)) if util_csv and util_csv.exists() and starts else None,
         # Each pass apart too: the first holds the cold builds' wait, the second the GPU's own pace.
@@ -364,6 +348,28 @@ def summary(
         "selfchecks": [{k: s.get(k) for k in ("problem", "speedup", "speedup_interval", "device")} for s in selfchecks],
         "evaluation_median_s": stage_medians(ms),
     }
+
+
+def _instruments_share(ms: list[dict[str, Any]], jobs: dict[str, float] | None) -> float | None:
+    """The instruments' share of the GPU-held time. They run in the evaluation, or later in a
+    follow-up job of their own (the site's deferred instruments): then the follow-up's whole time is
+    theirs, and GPU-held time too. The worker's log holds every follow-up's time; the rows only
+    those still stored."""
+    later = max(sum(m["stages"].get("instruments_later_total", 0.0) for m in ms), (jobs or {}).get("instruments", 0.0))
+    instr = later + sum(
+        m["stages"].get("eval_instruments", 0.0) for m in ms if "instruments_later_total" not in m["stages"]
+    )
+    # GPU-held time of an evaluation: its wall time less the waits for its build and processes.
+    gpu_held = later + sum(
+        max(
+            0.0,
+            m["stages"].get("eval_total", 0.0)
+            - m["stages"].get("eval_build_wait", 0.0)
+            - m["stages"].get("eval_compile", 0.0),
+        )
+        for m in ms
+    )
+    return _share(instr, gpu_held)
 
 
 #: An evaluation's stages whose medians the summary gives: its whole time, the wait for its sandboxed
