@@ -230,8 +230,8 @@ def gpu_busy(csv_path: Path, start: float, end: float) -> float | None:
 
 
 def sm_clock_mhz(csv_path: Path, start: float, end: float) -> float | None:
-    """Median SM clock (MHz) of the samples between start and end: sampled from run 28 on; None
-    where the samples lack it."""
+    """Median SM clock (MHz) of the samples between start and end; None where the samples lack it
+    (gpu_check.sh asks for it since 55c7ffe; earlier runs' files have three columns)."""
     clocks = sampled(csv_path, start, end, 3)
     return statistics.median(clocks) if clocks else None
 

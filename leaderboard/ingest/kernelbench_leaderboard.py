@@ -522,13 +522,12 @@ def verify_field(
     problems: list[tuple[int, int]] | None = None,
 ) -> tuple[Requested, int]:
     """`by` queues the set's kernels (of `levels`, of `problems` as (level, number)) for evaluation
-    on `hardware` through the normal queue, highest
-    published speedup first (so a GPU host lent for part of the field settles the claims that decide
-    fast_p first: a kernel left unmeasured claims less than every measured one), then level, problem
-    and model, skipping kernels without stored source, those waiting for an evaluation
-    there, and those that already have a finished one there under their run's rules (so each call
-    goes on where the last stopped); at most `limit`. Returns what was requested and how many
-    kernels are left after it."""
+    on `hardware` through the normal queue, highest published speedup first (so a GPU host lent for
+    part of the field settles the claims that decide fast_p first: a kernel left unmeasured claims
+    less than every measured one), then level, problem and model, skipping kernels without stored
+    source, those waiting for an evaluation there, and those that already have a finished one there
+    under their run's rules (so each call goes on where the last stopped); at most `limit`. Returns
+    what was requested and how many kernels are left after it."""
     kernels = Kernel.objects.filter(
         problem__problem_set=problem_set, run__published_source=PUBLISHED_SOURCE, run__hardware=hardware
     )
