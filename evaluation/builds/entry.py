@@ -16,8 +16,10 @@ Layout under ``build_cache_dir``:
 
 The key is the source, the device kind, torch (its version names the CUDA build, e.g.
 ``2.11.0+cu130``), the CUDA toolkit, Python, the target architecture and the compiler settings
-(those of the environment too: evaluation.builds.cu_flags);
-never a device index, so one build serves every GPU of a host (and every host sharing the folder).
+(those of the environment too: evaluation.builds.cu_flags), and the folders whose paths torch writes
+into ``build.ninja`` (``key_paths``: a checkout or an environment elsewhere gets entries of its own);
+never a device index, so one build serves every GPU of a host (and every host sharing the folder
+with the same paths).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -32,10 +35,12 @@ import secrets
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 
 from evaluation.builds.cu_flags import nvcc_append_flags
 from evaluation.builds.nvcc_steps import enabled as split_nvcc
+from evaluation.builds.nvcc_steps import real_nvcc
 from evaluation.results.harness_id import torch_version
 from evaluation.sandbox.safe_files import (
     TreePolicy,
@@ -93,10 +98,28 @@ def cuda_toolkit_version() -> str:
     return m.group(1) if m else ""
 
 
+#: This package's folder: ninja's commands name its compiler shims (builds/unit_cc, builds/nvcc_split).
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def key_paths(device: str) -> tuple[str, ...]:
+    """The folders whose paths torch writes into an entry's ``build.ninja``: this package (the
+    compiler shims), torch (its headers and libraries), Python's headers and, for CUDA, the toolkit.
+    torch rewrites ``build.ninja`` wherever one of them differs, and a kernel cannot write in a
+    published entry (``lend``: read-only), so an entry made by a checkout or an environment at other
+    paths would fail the kernel's load, which reads as a compile error: such paths get their own."""
+    spec = importlib.util.find_spec("torch")  # its location, without importing it
+    torch_dirs = list(spec.submodule_search_locations or []) if spec else []
+    paths = [PACKAGE_DIR, os.path.abspath(torch_dirs[0]) if torch_dirs else "", sysconfig.get_paths()["include"]]
+    if device == "cuda":
+        paths.append(os.path.dirname(os.path.dirname(real_nvcc())))  # the toolkit torch finds, as it finds it
+    return tuple(paths)
+
+
 def build_key(kernel_source: str, device: str, arch: str = "") -> str:
     """The cache key of a kernel source; ``arch`` is the target architecture (TORCH_CUDA_ARCH_LIST)."""
     parts = [BUILD_FORMAT, kernel_source, device, torch_version(), sys.version.split()[0],
-             cuda_toolkit_version() if device == "cuda" else "", arch]
+             cuda_toolkit_version() if device == "cuda" else "", arch, *key_paths(device)]
     parts += [f"{k}={os.environ.get(k, '')}" for k in COMPILER_ENV]
     if units_enabled():  # the build's CXX is then evaluation/builds/unit_cc: in ninja's commands
         parts.append("units")

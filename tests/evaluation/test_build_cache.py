@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from evaluation.builds import entry
 from evaluation.builds.entry import BUILT_MARKER, BuildDir, build_key, needs_build
 from evaluation.builds.stage import BuildOutcome, default_build_workers, ninja_steps, prebuild
 from evaluation.results.types import EvaluationConfig
@@ -25,6 +26,15 @@ def test_key_has_no_device_index(monkeypatch):
     assert build_key(SRC, "cpu") != on_gpu0
     monkeypatch.setenv("CXX", "clang++")
     assert build_key(SRC, "cuda", "9.0") != on_gpu0  # so is the compiler
+
+
+def test_another_checkout_or_environment_gets_entries_of_its_own(monkeypatch):
+    here = build_key(SRC, "cpu")
+    monkeypatch.setattr(entry, "PACKAGE_DIR", "/srv/another-checkout/evaluation")
+    assert build_key(SRC, "cpu") != here  # ninja's file names the package's compiler shims
+    monkeypatch.undo()
+    monkeypatch.setattr(entry.sysconfig, "get_paths", lambda: {"include": "/opt/another-python/include"})
+    assert build_key(SRC, "cpu") != here  # and Python's headers (torch's own folder likewise)
 
 
 def test_one_entry_serves_every_device(tmp_path, monkeypatch):

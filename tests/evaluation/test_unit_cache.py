@@ -20,6 +20,8 @@ import contextlib
 import glob
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import struct
@@ -30,6 +32,7 @@ import time
 import pytest
 
 from evaluation.builds import units
+from evaluation.builds.entry import key_paths
 from evaluation.builds.pch import lock_held
 from evaluation.builds.stage import build_dir_for, build_env, prebuild
 from evaluation.builds.unit_names import compiled_name
@@ -142,6 +145,65 @@ def test_the_second_kernel_gets_the_wrapper_the_server_compiled(builds):
     ninja = venv_ninja if os.path.exists(venv_ninja) else "ninja"
     r = subprocess.run([ninja, "-n", "-d", "explain"], cwd=ext, capture_output=True, text=True, timeout=60)
     assert "no work to do" in r.stdout, r.stdout + r.stderr
+
+
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_every_folder_build_ninja_names_outside_its_entry_is_in_the_key(builds):
+    """torch rewrites ``build.ninja`` when a path in it differs, which a kernel may not do in a
+    published entry: a cache shared with a checkout or an environment elsewhere failed every cached
+    kernel's load as a compile error (the field's pass on the GPU, a tree unpacked beside another)."""
+    cache, exts, _ = builds
+    ext = exts["B"]
+    with open(os.path.join(ext, "build.ninja"), encoding="utf-8") as fh:
+        named = set(re.findall(r"(?:^|[\s=]|-isystem|-I|-L)(/[^\s:]+)", fh.read(), re.MULTILINE))
+    entry = os.path.dirname(os.path.dirname(ext))
+    outside = {p for p in named if not p.startswith(entry + os.sep)}
+    roots = key_paths("cpu")
+    assert outside and units.SHIM in outside, named  # the shim, torch's headers and libraries, Python's headers
+    assert not [p for p in outside if not any(p == r or p.startswith(r + os.sep) for r in roots)], (outside, roots)
+
+
+#: B's kernel computes x * 2.0 + 0.25 through its wrapper.
+B_PROBLEM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2.0 + 0.25
+
+
+def get_inputs():
+    return [torch.randn(4096)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_a_checkout_elsewhere_sharing_the_cache_gets_its_own_entry_not_a_compile_error(builds, tmp_path):
+    """B, published by this checkout, evaluated by a copy of the package at another path with the
+    same cache: before the paths were in the key, its load failed (PermissionError on build.ninja)."""
+    cache, _, _ = builds
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(ROOT / "evaluation", elsewhere / "evaluation", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "problem.py").write_text(B_PROBLEM)
+    (tmp_path / "kernel.py").write_text(B)
+    env = {**os.environ, "PYTHONPATH": str(elsewhere), "KB_BUILD_CACHE": cache, "KB_PCH": "0", "KB_UNITS": "1"}
+    args = ["--problem", str(tmp_path / "problem.py"), "--kernel", str(tmp_path / "kernel.py"),
+            "--instruments", "none", "--timing-trials", "5", "--json"]  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "evaluation", "evaluate", *args],
+                       cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    result = json.loads(r.stdout)
+    assert result["status"] == "correct", (result.get("error"), r.stderr[-2000:])
+    assert result["build_cached"] is False  # its own entry, built (its wrapper served by the unit cache)
 
 
 @needs_cxx
