@@ -78,6 +78,16 @@ for pk in 2_14 1_12; do
     | "$PY" -c "import json,sys; d=json.load(sys.stdin); d['problem']='$pk'; d.pop('log',None); print(json.dumps(d))" >> "$OUT/selfcheck.jsonl" 2>>"$OUT/check.log"
 done
 kill "$SAMPLER" 2>/dev/null; SAMPLER=""
+# Every path the check's CUDA builds wrote into build.ninja is in their key (evaluation.builds.entry.key_paths):
+# else a checkout or an environment at other paths, sharing the cache, fails those kernels' loads.
+"$PY" -c "
+import os, sys
+from evaluation.builds.entry import paths_outside_key
+root = sys.argv[1]
+entries = [os.path.join(root, n) for n in sorted(os.listdir(root)) if not n.startswith('.')]
+outside = sorted({p for e in entries for p in paths_outside_key(e, 'cuda')})
+print(f'build.ninja paths outside the key: {len(outside)} in {len(entries)} entries {outside[:5]}')
+" "$KB_BUILD_CACHE" 2>&1 | while read -r line; do say "$line"; done
 
 # The GPU exploit suite (tests/adversarial/test_exploits_gpu.py: side streams, patched events, the
 # harness's clock swapped from the kernel's process), within EXPLOIT_BUDGET_S; no Django here, so

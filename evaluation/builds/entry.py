@@ -116,6 +116,22 @@ def key_paths(device: str) -> tuple[str, ...]:
     return tuple(paths)
 
 
+#: An absolute path in ``build.ninja``: a value, a word of a command, or glued to -isystem, -I or -L.
+_NINJA_PATH = re.compile(r"(?:^|[\s=]|-isystem|-I|-L)(/[^\s:]+)", re.MULTILINE)
+
+
+def paths_outside_key(entry: str, device: str) -> list[str]:
+    """The paths an entry's ``build.ninja`` files name outside the entry itself and outside
+    ``key_paths(device)``: none while the key is whole (the build tests check it on the CPU, the GPU
+    check on its CUDA builds)."""
+    named: set[str] = set()
+    for name in subdirectories(entry, ["torch_extensions"]):
+        raw = read_below(entry, ["torch_extensions", name, "build.ninja"], MAX_READ_BYTES)
+        named.update(_NINJA_PATH.findall((raw or b"").decode("utf-8", "replace")))
+    roots = [entry, *key_paths(device)]
+    return sorted(p for p in named if not any(p == r or p.startswith(r.rstrip(os.sep) + os.sep) for r in roots if r))
+
+
 def build_key(kernel_source: str, device: str, arch: str = "") -> str:
     """The cache key of a kernel source; ``arch`` is the target architecture (TORCH_CUDA_ARCH_LIST)."""
     parts = [BUILD_FORMAT, kernel_source, device, torch_version(), sys.version.split()[0],
