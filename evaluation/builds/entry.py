@@ -40,7 +40,7 @@ import time
 
 from evaluation.builds.cu_flags import nvcc_append_flags
 from evaluation.builds.nvcc_steps import enabled as split_nvcc
-from evaluation.builds.nvcc_steps import real_nvcc
+from evaluation.paths import PACKAGE_DIR
 from evaluation.results.harness_id import torch_version
 from evaluation.sandbox.safe_files import (
     TreePolicy,
@@ -52,6 +52,7 @@ from evaluation.sandbox.safe_files import (
     subdirectories,
     write_new,
 )
+from evaluation.sandbox.sandbox import sandbox_path
 
 BUILT_MARKER = ".kb_built"
 #: A build that failed in the compiler: its message, so that the source is not compiled again.
@@ -98,44 +99,59 @@ def cuda_toolkit_version() -> str:
     return m.group(1) if m else ""
 
 
-#: This package's folder: ninja's commands name its compiler shims (builds/unit_cc, builds/nvcc_split).
-PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def torch_cuda_home() -> str:
+    """The CUDA toolkit torch finds in a kernel's or a build's process, found as torch finds it
+    (``cpp_extension._find_cuda_home``: CUDA_HOME or CUDA_PATH, else nvcc on the sandbox's PATH, else
+    /usr/local/cuda where it exists); "" without one."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        return home
+    nvcc = shutil.which("nvcc", path=sandbox_path())
+    if nvcc:
+        return os.path.dirname(os.path.dirname(nvcc))
+    return "/usr/local/cuda" if os.path.exists("/usr/local/cuda") else ""
 
 
 def key_paths(device: str) -> tuple[str, ...]:
-    """The folders whose paths torch writes into an entry's ``build.ninja``: this package (the
-    compiler shims), torch (its headers and libraries), Python's headers and, for CUDA, the toolkit.
-    torch rewrites ``build.ninja`` wherever one of them differs, and a kernel cannot write in a
-    published entry (``lend``: read-only), so an entry made by a checkout or an environment at other
-    paths would fail the kernel's load, which reads as a compile error: such paths get their own."""
+    """The folders whose paths torch writes into an entry's ``build.ninja``: this package (its
+    compiler shims, builds/unit_cc and builds/nvcc_split), torch (its headers and libraries), Python's
+    headers and, for CUDA, the toolkit. torch rewrites ``build.ninja`` wherever one of them differs,
+    and a kernel cannot write in a published entry (``lend``: read-only), so an entry made by a
+    checkout or an environment at other paths would fail the kernel's load: such paths get their own."""
     spec = importlib.util.find_spec("torch")  # its location, without importing it
     torch_dirs = list(spec.submodule_search_locations or []) if spec else []
-    paths = [PACKAGE_DIR, os.path.abspath(torch_dirs[0]) if torch_dirs else "", sysconfig.get_paths()["include"]]
+    paths = [PACKAGE_DIR, os.path.abspath(torch_dirs[0]) if torch_dirs else "",
+             sysconfig.get_path("include", scheme="posix_prefix")]  # fmt: skip  (as torch asks for it)
     if device == "cuda":
-        paths.append(os.path.dirname(os.path.dirname(real_nvcc())))  # the toolkit torch finds, as it finds it
+        paths.append(torch_cuda_home())
     return tuple(paths)
 
 
-#: An absolute path in ``build.ninja``: a value, a word of a command, or glued to -isystem, -I or -L.
-_NINJA_PATH = re.compile(r"(?:^|[\s=]|-isystem|-I|-L)(/[^\s:]+)", re.MULTILINE)
+#: An absolute path in ``build.ninja``: a value, a word of a command (maybe quoted), or glued to
+#: -isystem, -I, -L or a comma (-Wl,-rpath,/x).
+_NINJA_PATH = re.compile(r"(?:^|[\s=,'\"]|-isystem|-I|-L)(/[^\s:,'\"]+)", re.MULTILINE)
 
 
 def paths_outside_key(entry: str, device: str) -> list[str]:
-    """The paths an entry's ``build.ninja`` files name outside the entry itself and outside
-    ``key_paths(device)``: none while the key is whole (the build tests check it on the CPU, the GPU
-    check on its CUDA builds)."""
+    """The paths an entry's ``build.ninja`` files name outside the entry itself, ``key_paths(device)``
+    and the compilers the environment names (COMPILER_ENV): none while the key is whole (the build
+    tests check it on the CPU, the GPU check on its CUDA builds)."""
     named: set[str] = set()
     for name in subdirectories(entry, ["torch_extensions"]):
         raw = read_below(entry, ["torch_extensions", name, "build.ninja"], MAX_READ_BYTES)
         named.update(_NINJA_PATH.findall((raw or b"").decode("utf-8", "replace")))
-    roots = [entry, *key_paths(device)]
-    return sorted(p for p in named if not any(p == r or p.startswith(r.rstrip(os.sep) + os.sep) for r in roots if r))
+    roots = [entry, *key_paths(device), *(os.environ.get(k, "") for k in COMPILER_ENV)]
+    roots = [r.rstrip(os.sep) for r in roots if os.path.isabs(r)]
+    return sorted(p for p in named if not any(p == r or p.startswith(r + os.sep) for r in roots))
 
 
-def build_key(kernel_source: str, device: str, arch: str = "") -> str:
-    """The cache key of a kernel source; ``arch`` is the target architecture (TORCH_CUDA_ARCH_LIST)."""
+def build_key(kernel_source: str, device: str, arch: str = "", root: str = "") -> str:
+    """The cache key of a kernel source; ``arch`` is the target architecture (TORCH_CUDA_ARCH_LIST),
+    ``root`` the cache's folder (its path is in ``build.ninja`` too: one folder reached by two paths,
+    a mount, gets an entry for each)."""
     parts = [BUILD_FORMAT, kernel_source, device, torch_version(), sys.version.split()[0],
-             cuda_toolkit_version() if device == "cuda" else "", arch, *key_paths(device)]
+             cuda_toolkit_version() if device == "cuda" else "", arch, *key_paths(device),
+             os.path.abspath(root) if root else ""]  # fmt: skip
     parts += [f"{k}={os.environ.get(k, '')}" for k in COMPILER_ENV]
     if units_enabled():  # the build's CXX is then evaluation/builds/unit_cc: in ninja's commands
         parts.append("units")
@@ -162,7 +178,7 @@ class BuildDir:
 
     def __init__(self, cache_root: str, kernel_source: str, device: str, arch: str = "") -> None:
         self.path: str | None = None
-        self.key = build_key(kernel_source, device, arch)
+        self.key = build_key(kernel_source, device, arch, cache_root)
         self.root = cache_root
         self.private: str | None = None  # the folder being built in, while a build runs
         self._lock_fd: int | None = None

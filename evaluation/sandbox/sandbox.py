@@ -46,6 +46,18 @@ COMMAND_BOOT = ("import sys, json, os; sys.path.insert(0, {pylib!r}); from evalu
                 "spec = json.loads(sys.argv[1]); confine(spec); os.execvp(spec['argv'][0], spec['argv'])")
 
 
+
+def sandbox_path() -> str:
+    """The PATH of a sandbox's processes: the interpreter's folder, the CUDA toolkit's bin and the
+    system's folders (what torch searches for nvcc in a kernel's or a build's process)."""
+    path = [os.path.dirname(sys.executable)]
+    for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if cand and os.path.isdir(os.path.join(cand, "bin")):
+            path.append(os.path.join(cand, "bin"))
+    path += ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+    return ":".join(dict.fromkeys(path))
+
+
 class Sandbox:
     """A per-evaluation temporary tree plus the child processes started in it."""
 
@@ -104,14 +116,11 @@ class Sandbox:
         return path
 
     def _env(self, workdir: str, role: str) -> dict[str, str]:
-        exe_dir = os.path.dirname(sys.executable)
-        path = [exe_dir]
-        for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-            if cand and os.path.isdir(os.path.join(cand, "bin")):
-                path.append(os.path.join(cand, "bin"))
-        path += ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
         env = {
-            "PATH": ":".join(dict.fromkeys(path)),
+            "PATH": sandbox_path(),
+            # torch would put ccache or sccache, where one is on PATH, into build.ninja's commands: a
+            # host that gains one would have its cached entries rewritten (evaluation.builds.entry.key_paths).
+            "TORCH_NO_COMPILER_WRAPPER": "1",
             "HOME": workdir,
             # Also where /tmp is (its own) in isolated modes; in mode 'none' the only private temp folder.
             "TMPDIR": os.path.join(workdir, TMPFS_FOLDER, "tmp"),

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from evaluation.builds import entry
-from evaluation.builds.entry import BUILT_MARKER, BuildDir, build_key, needs_build
+from evaluation.builds.entry import BUILT_MARKER, BuildDir, build_key, key_paths, needs_build, torch_cuda_home
 from evaluation.builds.stage import BuildOutcome, default_build_workers, ninja_steps, prebuild
 from evaluation.results.types import EvaluationConfig
 
@@ -33,8 +33,26 @@ def test_another_checkout_or_environment_gets_entries_of_its_own(monkeypatch):
     monkeypatch.setattr(entry, "PACKAGE_DIR", "/srv/another-checkout/evaluation")
     assert build_key(SRC, "cpu") != here  # ninja's file names the package's compiler shims
     monkeypatch.undo()
-    monkeypatch.setattr(entry.sysconfig, "get_paths", lambda: {"include": "/opt/another-python/include"})
+    monkeypatch.setattr(entry.sysconfig, "get_path", lambda name, scheme: "/opt/another-python/include")
     assert build_key(SRC, "cpu") != here  # and Python's headers (torch's own folder likewise)
+    monkeypatch.undo()
+    assert build_key(SRC, "cpu", root="/mnt/cache") != build_key(SRC, "cpu", root="/srv/cache")  # the cache's path
+
+
+def test_the_cuda_toolkit_in_the_key_is_the_one_torch_finds_in_the_sandbox(tmp_path, monkeypatch):
+    """CUDA_HOME or CUDA_PATH as given; else nvcc on the sandbox's PATH (not the worker's)."""
+    monkeypatch.setenv("CUDA_HOME", "/opt/cuda-x")
+    assert torch_cuda_home() == "/opt/cuda-x" and "/opt/cuda-x" in key_paths("cuda")
+    monkeypatch.delenv("CUDA_HOME")
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    elsewhere = tmp_path / "bin"
+    elsewhere.mkdir()
+    (elsewhere / "nvcc").write_text("#!/bin/sh\n")
+    (elsewhere / "nvcc").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{elsewhere}:{os.environ['PATH']}")  # the worker's PATH only
+    assert torch_cuda_home() != str(tmp_path)
+    monkeypatch.setattr(entry, "sandbox_path", lambda: str(elsewhere))
+    assert torch_cuda_home() == str(tmp_path)
 
 
 def test_one_entry_serves_every_device(tmp_path, monkeypatch):

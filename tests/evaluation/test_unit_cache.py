@@ -202,6 +202,7 @@ def test_a_checkout_elsewhere_sharing_the_cache_gets_its_own_entry_not_a_compile
             "--instruments", "none", "--timing-trials", "5", "--json"]  # fmt: skip
     r = subprocess.run([sys.executable, "-m", "evaluation", "evaluate", *args],
                        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert r.stdout.strip(), r.stderr[-3000:]
     result = json.loads(r.stdout)
     assert result["status"] == "correct", (result.get("error"), r.stderr[-2000:])
     assert result["build_cached"] is False  # its own entry, built (its wrapper served by the unit cache)
