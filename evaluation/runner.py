@@ -12,6 +12,7 @@ evaluation's processes while the current one runs); ``evaluate_prepared()`` runs
 from __future__ import annotations
 
 import importlib.util
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -33,7 +34,14 @@ from evaluation.phases.timing import measure
 from evaluation.results.hardware import hardware_slug
 from evaluation.results.harness_id import harness_identity
 from evaluation.results.types import EvaluationConfig, EvaluationResult
-from evaluation.sandbox.host_errors import BUSY_EVALUATION, INFRASTRUCTURE_ERROR, confirm, host_error, killed_build
+from evaluation.sandbox.host_errors import (
+    BUSY_EVALUATION,
+    INFRASTRUCTURE_ERROR,
+    confirm,
+    host_error,
+    killed_build,
+    stale_entry,
+)
 from evaluation.sandbox.process import ChildError, SandboxProcess
 from evaluation.sandbox.protocol import MalformedReply, OpenDeviceReply, OpenDeviceRequest, R, ReadyReply, parse
 from evaluation.sandbox.sandbox import Sandbox
@@ -269,6 +277,9 @@ def _host_or_kernel(scratch: str, build_path: str | None, ab: Abort) -> Abort:
     folder short of space or failing a write. Unconfirmed, it is the kernel's runtime error."""
     if not ab.kernel_side:
         return ab  # the reference's process and the parent are trusted
+    stale = stale_entry(ab.error, os.path.join(build_path, "torch_extensions")) if build_path else None
+    if stale:  # no verdict; the attempts run out as for a killed build, never on a board
+        return Abort(INFRASTRUCTURE_ERROR, f"{stale} (no verdict: {ab.error})", ab.log)
     killed = killed_build(f"{ab.error}\n{ab.log}")
     if killed:
         # A compiler killed by a signal gives no verdict, and says nothing the host can check: it

@@ -83,6 +83,26 @@ BUSY_BUILD = "the build timed out while"
 BUSY_EVALUATION = "the evaluation timed out while"
 
 
+#: How the error of a cached build whose build.ninja torch could not rewrite begins (stale_entry).
+STALE_ENTRY = "a cached build made at other paths"
+_DENIED_PATH = re.compile(r"PermissionError: \[Errno 13\][^']*'([^']+)'")
+
+
+def stale_entry(text: str, extensions_dir: str) -> str | None:
+    """The host's reason when torch could not rewrite ``build.ninja`` under ``extensions_dir`` (a
+    published build entry, lent read-only, whose paths differ from this process's: the build key
+    should keep such entries apart, evaluation.builds.entry.key_paths); None otherwise. ``text`` is
+    the load's error line. Not the kernel's compile error: no verdict, and, as a kernel could print
+    it itself, not the host's failure either (counts_against_host)."""
+    found = _DENIED_PATH.search(text) if extensions_dir else None
+    if found is None:
+        return None
+    path = found.group(1)
+    if os.path.basename(path) != "build.ninja" or not path.startswith(extensions_dir.rstrip(os.sep) + os.sep):
+        return None
+    return f"{STALE_ENTRY}: torch could not rewrite {path}"
+
+
 def killed_build(failure: BaseException | str) -> str | None:
     """The host's reason when a build failed because a compiler, ninja or the build process was
     killed by a signal (never the kernel's ``compile_error``: it is retried and never cached);
@@ -127,8 +147,9 @@ def counts_against_host(error: str) -> bool:
     a kernel that is "killed" on every attempt ends ``failed``, its own loss. Nor does a build that
     timed out while the host was busy with its own work (``BUSY_BUILD``, ``BUSY_EVALUATION``): it
     passes with that work. Nor does a card that ran out of memory (``CARD_FULL``): a kernel that
-    fills the card can make the reference run out, and the host is not at fault."""
-    return not error.startswith((KILLED_BUILD, BUSY_BUILD, BUSY_EVALUATION, CARD_FULL))
+    fills the card can make the reference run out, and the host is not at fault. Nor a cached build
+    torch could not rewrite (``STALE_ENTRY``): its text is the kernel's to print."""
+    return not error.startswith((KILLED_BUILD, BUSY_BUILD, BUSY_EVALUATION, CARD_FULL, STALE_ENTRY))
 
 
 def free_mb(path: str) -> float:

@@ -9,7 +9,7 @@ import errno
 import pytest
 
 from evaluation import INFRASTRUCTURE_ERROR, STATUSES
-from evaluation.sandbox.host_errors import confirm, host_error, low_space
+from evaluation.sandbox.host_errors import STALE_ENTRY, confirm, counts_against_host, host_error, low_space, stale_entry
 from tests.evaluation.helpers import EVAL_PROBLEMS, read, run, self_kernel
 from tests.tmpfs import fill, small_tmpfs
 
@@ -79,3 +79,14 @@ def test_a_kernel_that_raises_enospc_itself_on_a_roomy_host_is_judged():
     res = run(MATMUL, kernel, correctness_trials=1, timing_trials=0)
     assert res.status == "runtime_error", (res.status, res.error)
     assert "the host had room" in res.error
+
+
+def test_a_cached_build_torch_could_not_rewrite_is_no_verdict_and_not_the_hosts_failure():
+    ext = "/var/tmp/kb-build-cache-0/f574cce40689373cf7472071/torch_extensions"
+    denied = f"PermissionError: [Errno 13] Permission denied: '{ext}/prod_dim_module/build.ninja'"
+    reason = stale_entry(denied, ext)
+    assert reason and reason.startswith(STALE_ENTRY) and not counts_against_host(reason)
+    assert stale_entry(denied, "/var/tmp/kb-build-cache-0/another/torch_extensions") is None  # not this entry
+    assert stale_entry(denied.replace("build.ninja", "main.o"), ext) is None  # another file: the kernel's to explain
+    assert stale_entry(denied.replace("[Errno 13]", "[Errno 1]"), ext) is None
+    assert stale_entry(denied, "") is None  # no entry lent

@@ -37,6 +37,7 @@ from evaluation.builds.pch import lock_held
 from evaluation.builds.stage import build_dir_for, build_env, prebuild
 from evaluation.builds.unit_names import compiled_name
 from evaluation.results.types import EvaluationConfig
+from evaluation.sandbox.host_errors import STALE_ENTRY
 from evaluation.sandbox.isolation import detect_isolation
 from evaluation.sandbox.sandbox import Sandbox
 from tests.evaluation.helpers import ROOT, WRAPPER_NAME, wrapper_kernel
@@ -186,6 +187,19 @@ def get_init_inputs():
 """
 
 
+def _evaluate_b(tmp_path, package_parent: str, cache: str) -> dict:
+    """B evaluated on the CPU by ``python -m evaluation`` imported from ``package_parent``."""
+    (tmp_path / "problem.py").write_text(B_PROBLEM)
+    (tmp_path / "kernel.py").write_text(B)
+    env = {**os.environ, "PYTHONPATH": package_parent, "KB_BUILD_CACHE": cache, "KB_PCH": "0", "KB_UNITS": "1"}
+    args = ["--problem", str(tmp_path / "problem.py"), "--kernel", str(tmp_path / "kernel.py"),
+            "--instruments", "none", "--timing-trials", "5", "--json"]  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "evaluation", "evaluate", *args],
+                       cwd=package_parent, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert r.stdout.strip(), r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
 @needs_cxx
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
@@ -195,17 +209,30 @@ def test_a_checkout_elsewhere_sharing_the_cache_gets_its_own_entry_not_a_compile
     cache, _, _ = builds
     elsewhere = tmp_path / "elsewhere"
     shutil.copytree(ROOT / "evaluation", elsewhere / "evaluation", ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "problem.py").write_text(B_PROBLEM)
-    (tmp_path / "kernel.py").write_text(B)
-    env = {**os.environ, "PYTHONPATH": str(elsewhere), "KB_BUILD_CACHE": cache, "KB_PCH": "0", "KB_UNITS": "1"}
-    args = ["--problem", str(tmp_path / "problem.py"), "--kernel", str(tmp_path / "kernel.py"),
-            "--instruments", "none", "--timing-trials", "5", "--json"]  # fmt: skip
-    r = subprocess.run([sys.executable, "-m", "evaluation", "evaluate", *args],
-                       cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
-    assert r.stdout.strip(), r.stderr[-3000:]
-    result = json.loads(r.stdout)
-    assert result["status"] == "correct", (result.get("error"), r.stderr[-2000:])
+    result = _evaluate_b(tmp_path, str(elsewhere), cache)
+    assert result["status"] == "correct", result.get("error")
     assert result["build_cached"] is False  # its own entry, built (its wrapper served by the unit cache)
+
+
+@needs_cxx
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="a published entry is lent read-only only where the sandbox switches uids (root)"
+)
+def test_a_cached_build_made_at_other_paths_is_no_verdict(builds, tmp_path, monkeypatch):
+    """Should an entry still reach a process whose paths differ (here: B's entry moved to another
+    cache's key, its build.ninja naming the first cache), torch's failed rewrite is the host's: an
+    infrastructure error, retried, never a compile error on the kernel's record."""
+    cache, _, _ = builds
+    moved = str(tmp_path / "moved-cache")
+    monkeypatch.setenv("KB_UNITS", "1")  # the keys as the fixture's builds had them
+    here, there = build_dir_for(B, _cfg(cache)), build_dir_for(B, _cfg(moved))
+    assert here.built and here.path and there.path and not there.built
+    shutil.copytree(here.path, there.path, symlinks=True)
+    result = _evaluate_b(tmp_path, str(ROOT), moved)
+    assert result["status"] == "infrastructure_error", (result["status"], result.get("error"))
+    assert STALE_ENTRY in result["error"] and "build.ninja" in result["error"]
 
 
 @needs_cxx
