@@ -37,6 +37,7 @@ from evaluation.results.types import EvaluationConfig, EvaluationResult
 from evaluation.sandbox.host_errors import (
     BUSY_EVALUATION,
     INFRASTRUCTURE_ERROR,
+    STALE_ENTRY,
     confirm,
     host_error,
     killed_build,
@@ -197,7 +198,7 @@ def run_started(cfg: EvaluationConfig, kernel_source: str, build: BuildDir, star
         try:
             started.sandbox.close()
         finally:  # the entry is given back and unlocked whatever closing the sandbox raised
-            _release_build(build, started.sandbox.switch_uid, res.compiled)
+            _release_build(build, started.sandbox.switch_uid, res.compiled, stale=(res.error or "").startswith(STALE_ENTRY))
     _finish(cfg, res, started.sandbox, log_parts, t_begin)
     return res
 
@@ -258,7 +259,10 @@ def _run_phases(cfg: EvaluationConfig, kernel_source: str, build: BuildDir, star
             cfg.earlier_timing.apply_to(res)
         run_instruments(pair, started.sandbox)  # after the timed rounds: they never perturb them
     except Abort as ab:
-        if ab.status == INFRASTRUCTURE_ERROR:
+        stale = _stale_entry(build, ab)
+        if stale is not None:
+            ab = stale
+        elif ab.status == INFRASTRUCTURE_ERROR:
             ab = _host_or_kernel(started.sandbox.root, build.path, ab)
         elif ab.status == "timeout":
             ab = _timeout_of_a_busy_host(cfg, ab)
@@ -271,15 +275,24 @@ def _run_phases(cfg: EvaluationConfig, kernel_source: str, build: BuildDir, star
             log_parts.append(ab.log)
 
 
+def _stale_entry(build: BuildDir, ab: Abort) -> Abort | None:
+    """The kernel's process could not load a published entry because torch could not rewrite its
+    build.ninja (``host_errors.stale_entry``), whether at import, construction or a call: no verdict,
+    and the entry is dropped when it is released, so that the next attempt builds it again. Only the
+    kernel's text says so (a kernel could print it: it then loses its own entry and, after its
+    attempts, ends ``failed``; it never counts against the host)."""
+    if not ab.kernel_side or not build.path or build.private:
+        return None
+    stale = stale_entry(ab.error, os.path.join(build.path, "torch_extensions"))
+    return Abort(INFRASTRUCTURE_ERROR, f"{stale} (no verdict: {ab.error})", ab.log) if stale else None
+
+
 def _host_or_kernel(scratch: str, build_path: str | None, ab: Abort) -> Abort:
     """A failure of the host (``evaluation.sandbox.host_errors``) gives no verdict. The kernel's process
     could raise one itself to dodge its verdict, so the host must confirm it: its scratch or build
     folder short of space or failing a write. Unconfirmed, it is the kernel's runtime error."""
     if not ab.kernel_side:
         return ab  # the reference's process and the parent are trusted
-    stale = stale_entry(ab.error, os.path.join(build_path, "torch_extensions")) if build_path else None
-    if stale:  # no verdict; the attempts run out as for a killed build, never on a board
-        return Abort(INFRASTRUCTURE_ERROR, f"{stale} (no verdict: {ab.error})", ab.log)
     killed = killed_build(f"{ab.error}\n{ab.log}")
     if killed:
         # A compiler killed by a signal gives no verdict, and says nothing the host can check: it
@@ -380,8 +393,9 @@ def _hand_over(build: BuildDir, kernel_uid: int) -> None:
         build.lend(kernel_uid)
 
 
-def _release_build(build: BuildDir, switch_uid: bool, compiled: bool) -> None:
-    """Back to root; what the GPU phase built is published if the kernel loaded, else dropped."""
+def _release_build(build: BuildDir, switch_uid: bool, compiled: bool, stale: bool = False) -> None:
+    """Back to root; what the GPU phase built is published if the kernel loaded, else dropped; a
+    published entry the kernel's process could not load (``_stale_entry``) is dropped."""
     try:
         if switch_uid and build.locked:
             if build.private:
@@ -393,6 +407,8 @@ def _release_build(build: BuildDir, switch_uid: bool, compiled: bool) -> None:
                 build.publish()
             else:
                 build.abandon()
+        elif stale:
+            build.drop()
     finally:
         build.unlock()
 

@@ -177,6 +177,7 @@ class BuildDir:
     """
 
     def __init__(self, cache_root: str, kernel_source: str, device: str, arch: str = "") -> None:
+        cache_root = os.path.abspath(cache_root) if cache_root else cache_root  # one spelling: key and path
         self.path: str | None = None
         self.key = build_key(kernel_source, device, arch, cache_root)
         self.root = cache_root

@@ -38,7 +38,7 @@ from evaluation.instruments import determinism, precision, profile, roofline, sh
 from evaluation.phases.compare import compare_outputs
 from evaluation.results.hardware import _nvidia_driver, cpu_name
 from evaluation.sandbox import cuda_ipc
-from evaluation.sandbox.host_errors import INFRASTRUCTURE_ERROR, host_error, killed_build, stale_entry
+from evaluation.sandbox.host_errors import INFRASTRUCTURE_ERROR, host_error, killed_build
 from evaluation.sandbox.protocol import (
     BuildRequest,
     CompareRequest,
@@ -286,8 +286,7 @@ class Harness(TimingRequests, DeviceSetup):
                 kernel = self._exec_module("kb_kernel", self.spec["kernel_path"])
             except BaseException as exc:  # noqa: BLE001 - untrusted code
                 # A build on a full disk, or a compiler killed from outside: the host's, no verdict.
-                stale = stale_entry(one_line(exc), os.environ.get("TORCH_EXTENSIONS_DIR", ""))
-                kind = INFRASTRUCTURE_ERROR if host_error(exc) or killed_build(exc) or stale else "compile_error"
+                kind = INFRASTRUCTURE_ERROR if host_error(exc) or killed_build(exc) else "compile_error"
                 return {"ok": False, "kind": kind, "error": one_line(exc), "traceback": traceback.format_exc()}
             if not hasattr(kernel, "ModelNew"):
                 return {"ok": False, "kind": "compile_error", "error": "kernel file defines no class ModelNew",

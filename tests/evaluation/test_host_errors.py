@@ -5,10 +5,12 @@ a kernel that only pretends one is judged as usual."""
 from __future__ import annotations
 
 import errno
+from types import SimpleNamespace
 
 import pytest
 
-from evaluation import INFRASTRUCTURE_ERROR, STATUSES
+from evaluation import INFRASTRUCTURE_ERROR, STATUSES, runner
+from evaluation.phases.session import Abort
 from evaluation.sandbox.host_errors import STALE_ENTRY, confirm, counts_against_host, host_error, low_space, stale_entry
 from tests.evaluation.helpers import EVAL_PROBLEMS, read, run, self_kernel
 from tests.tmpfs import fill, small_tmpfs
@@ -90,3 +92,21 @@ def test_a_cached_build_torch_could_not_rewrite_is_no_verdict_and_not_the_hosts_
     assert stale_entry(denied.replace("build.ninja", "main.o"), ext) is None  # another file: the kernel's to explain
     assert stale_entry(denied.replace("[Errno 13]", "[Errno 1]"), ext) is None
     assert stale_entry(denied, "") is None  # no entry lent
+
+
+def test_a_stale_entry_is_told_from_any_failure_of_the_kernels_process_and_only_a_lent_entrys():
+    """A load_inline in __init__ or forward fails as compile or runtime error in the kernel's
+    process: the parent reads the text for every kernel-side failure, against the lent entry only."""
+    build = SimpleNamespace(path="/cache/key", private=None)
+    denied = "PermissionError: [Errno 13] Permission denied: '/cache/key/torch_extensions/ext/build.ninja'"
+    for status in ("compile_error", "runtime_error", INFRASTRUCTURE_ERROR):
+        ab = runner._stale_entry(build, Abort(status, "kernel: " + denied, kernel_side=True))
+        assert ab is not None and ab.status == INFRASTRUCTURE_ERROR and ab.error.startswith(STALE_ENTRY)
+    assert runner._stale_entry(build, Abort("compile_error", denied)) is None  # the reference's: trusted as it is
+    assert (
+        runner._stale_entry(
+            SimpleNamespace(path="/cache/key", private="/cache/.building/x"),
+            Abort("compile_error", denied, kernel_side=True),
+        )
+        is None
+    )  # its own folder: writable

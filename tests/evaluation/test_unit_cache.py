@@ -223,16 +223,21 @@ def test_a_checkout_elsewhere_sharing_the_cache_gets_its_own_entry_not_a_compile
 def test_a_cached_build_made_at_other_paths_is_no_verdict(builds, tmp_path, monkeypatch):
     """Should an entry still reach a process whose paths differ (here: B's entry moved to another
     cache's key, its build.ninja naming the first cache), torch's failed rewrite is the host's: an
-    infrastructure error, retried, never a compile error on the kernel's record."""
+    infrastructure error, never a compile error on the kernel's record; the entry is dropped, and
+    the next attempt builds it and is judged."""
     cache, _, _ = builds
     moved = str(tmp_path / "moved-cache")
     monkeypatch.setenv("KB_UNITS", "1")  # the keys as the fixture's builds had them
     here, there = build_dir_for(B, _cfg(cache)), build_dir_for(B, _cfg(moved))
     assert here.built and here.path and there.path and not there.built
     shutil.copytree(here.path, there.path, symlinks=True)
+    shutil.copytree(os.path.join(cache, ".units"), os.path.join(moved, ".units"), symlinks=True)  # the wrapper's object
     result = _evaluate_b(tmp_path, str(ROOT), moved)
     assert result["status"] == "infrastructure_error", (result["status"], result.get("error"))
     assert STALE_ENTRY in result["error"] and "build.ninja" in result["error"]
+    assert not os.path.exists(there.path)  # dropped: the next attempt builds it for these paths
+    again = _evaluate_b(tmp_path, str(ROOT), moved)
+    assert again["status"] == "correct" and again["build_cached"] is False, again.get("error")
 
 
 @needs_cxx
