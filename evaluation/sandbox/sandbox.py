@@ -46,7 +46,6 @@ COMMAND_BOOT = ("import sys, json, os; sys.path.insert(0, {pylib!r}); from evalu
                 "spec = json.loads(sys.argv[1]); confine(spec); os.execvp(spec['argv'][0], spec['argv'])")
 
 
-
 def sandbox_path() -> str:
     """The PATH of a sandbox's processes: the interpreter's folder, the CUDA toolkit's bin and the
     system's folders (what torch searches for nvcc in a kernel's or a build's process)."""
